@@ -1,0 +1,641 @@
+#include "analyzer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace arfuse {
+namespace triage {
+
+namespace {
+
+// Structural literals the analyzer itself needs, scanned in the same pass as the catalogue's.
+enum Extra : uint32_t {
+  kTraceback = 1u << 0,
+  kChainDirect = 1u << 1,
+  kChainDuring = 1u << 2,
+  kFaultThread = 1u << 3,
+  kFatalPython = 1u << 4,
+  kNcclInfo = 1u << 5,
+  kFrHeader = 1u << 6,
+  kErrorRecord = 1u << 7,
+  kEpoch = 1u << 8,
+  kTorchRootCause = 1u << 9,
+  kTorchFailures = 1u << 10,
+  kHintTp = 1u << 11,
+  kHintWorld = 1u << 12,
+  kHintNranks = 1u << 13,
+  kHintTpVllm = 1u << 14,
+};
+const std::vector<std::string>& extraLiterals() {
+  static const std::vector<std::string> v = {
+      "Traceback (most recent call last)",
+      "The above exception was the direct cause",
+      "During handling of the above exception",
+      "(most recent call first)",
+      "Fatal Python error",
+      "NCCL INFO",
+      "arfuse-flight-recorder",
+      "arfuse-error-record",
+      "epoch=",
+      "Root Cause (first observed failure)",
+      "Failures:",
+      "tp_size",
+      "world_size",
+      "nranks=",
+      "tensor_parallel_size",
+  };
+  return v;
+}
+const char* kHintKeys[] = {"tp_size", "world_size", "nranks=", "tensor_parallel_size"};
+
+constexpr size_t kMaxGroups = 20000;
+constexpr size_t kMaxText = 400;
+constexpr int kInferWindow = 20;  // an unprefixed line inherits the rank of a prefixed line this close above
+
+bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+std::string_view trimLeft(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return s;
+}
+
+// Masks digits and hex words so the same message from different ranks / requests groups together.
+std::string normalise(std::string_view s) {
+  std::string out;
+  out.reserve(std::min(s.size(), size_t{240}));
+  for (size_t i = 0; i < s.size() && out.size() < 240;) {
+    char c = s[i];
+    if (c >= '0' && c <= '9') {
+      while (i < s.size() && (std::isxdigit(static_cast<unsigned char>(s[i])) || s[i] == 'x' || s[i] == '.')) ++i;
+      out.push_back('#');
+    } else {
+      out.push_back(c);
+      ++i;
+    }
+  }
+  return out;
+}
+
+// Value of "key=value" in a space-separated token list.
+std::string_view tokenValue(std::string_view s, std::string_view key) {
+  size_t p = 0;
+  while ((p = s.find(key, p)) != std::string_view::npos) {
+    if ((p == 0 || s[p - 1] == ' ') && p + key.size() < s.size() && s[p + key.size()] == '=') {
+      size_t b = p + key.size() + 1, e = s.find(' ', b);
+      return s.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b);
+    }
+    p += key.size();
+  }
+  return {};
+}
+
+long toLong(std::string_view v, long dflt = -1) {
+  if (v.empty()) return dflt;
+  std::string s(v);
+  char* end = nullptr;
+  long r = std::strtol(s.c_str(), &end, 10);
+  return end == s.c_str() ? dflt : r;
+}
+
+}  // namespace
+
+std::string EventGroup::detail(const std::string& key) const {
+  for (const auto& [k, v] : details)
+    if (k == key) return v;
+  return {};
+}
+
+void EventGroup::setDetail(const std::string& key, const std::string& value) {
+  for (auto& [k, v] : details)
+    if (k == key) {
+      v = value;
+      return;
+    }
+  details.emplace_back(key, value);
+}
+
+struct Analyzer::Stream {
+  enum State { kIdle, kFrames, kAfterExc } state = kIdle;
+  bool chainPending = false;  // saw "The above exception was the direct cause" after an exception
+  bool wrapper = false;       // the traceback being read re-raises lastExc
+  int lastExc = -1;
+  std::string lastFrame;
+  int afterLines = 0;
+  int faultState = 0;  // 1 after "Fatal Python error", 2 in the current thread's stack, 3 frame taken
+  int fatalGroup = -1;
+  int rank = -1;
+  bool rankInferred = false;
+  std::string proc;
+};
+
+struct Analyzer::FileState {
+  int file = 0;
+  uint64_t lineNo = 0;
+  int defaultRank = -1;  // from the file name (rank5.log, tp3.log)
+  std::unordered_map<std::string, Stream> streams;
+  std::string active;  // stream that owns unprefixed continuation lines
+  int lastPrefixedRank = -1;
+  uint64_t lastPrefixedLine = 0;
+  Stamp lastStamp;
+  std::unordered_map<std::string, int> ncclWarn;  // host:pid -> group of its latest WARN
+  std::deque<std::pair<uint64_t, std::string>> ring;
+  std::vector<int> pendingAfter;
+  int frRank = -1;  // inside a flight-recorder dump of this rank
+  int summaryLeft = 0;
+  bool summaryFirst = false;
+  bool haveFailure = false;
+  TorchrunFailure failure;
+};
+
+Analyzer::Analyzer(const Catalog& catalog, int contextLines)
+    : catalog_(catalog), matcher_(new Matcher(catalog, extraLiterals())), contextLines_(contextLines) {}
+
+Analyzer::~Analyzer() = default;
+
+int Analyzer::beginFile(const std::string& path) {
+  InputStats in;
+  in.path = path;
+  inputs_.push_back(in);
+  fs_ = std::make_unique<FileState>();
+  fs_->file = static_cast<int>(inputs_.size()) - 1;
+  // A per-rank file name ("rank5.log", "worker_tp3.log.gz") gives lines without a prefix a rank.
+  std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  std::string lower;
+  for (char c : base) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (const char* key : {"rank", "tp"}) {
+    size_t p = lower.find(key);
+    if (p == std::string::npos) continue;
+    size_t d = p + std::strlen(key);
+    while (d < lower.size() && (lower[d] == '_' || lower[d] == '-')) ++d;
+    if (d < lower.size() && std::isdigit(static_cast<unsigned char>(lower[d]))) {
+      fs_->defaultRank = std::atoi(lower.c_str() + d);
+      break;
+    }
+  }
+  return fs_->file;
+}
+
+void Analyzer::endFile(const std::string& compression, uint64_t bytes, const std::string& error) {
+  InputStats& in = inputs_.back();
+  in.compression = compression;
+  in.bytes = bytes;
+  in.error = error;
+  if (fs_ && fs_->haveFailure && fs_->failure.rank >= 0) torchrun_.push_back(fs_->failure);
+  fs_.reset();
+}
+
+uint64_t Analyzer::totalLines() const {
+  uint64_t n = 0;
+  for (const auto& in : inputs_) n += in.lines;
+  return n;
+}
+
+uint64_t Analyzer::totalBytes() const {
+  uint64_t n = 0;
+  for (const auto& in : inputs_) n += in.bytes;
+  return n;
+}
+
+void Analyzer::feed(std::string_view line) {
+  FileState& fs = *fs_;
+  ++fs.lineNo;
+  ++inputs_.back().lines;
+  if (contextLines_ > 0 && !fs.pendingAfter.empty()) {
+    for (int g : fs.pendingAfter) {
+      groups_[g].context.emplace_back(fs.lineNo, std::string(line.substr(0, kMaxText)));
+      --groups_[g].contextAfterLeft;
+    }
+    fs.pendingAfter.erase(std::remove_if(fs.pendingAfter.begin(), fs.pendingAfter.end(),
+                                         [&](int g) { return groups_[g].contextAfterLeft <= 0; }),
+                          fs.pendingAfter.end());
+  }
+
+  LineInfo info;
+  parseLine(line, &info);
+  if (info.stamp.valid()) {
+    fs.lastStamp = info.stamp;
+    if (info.stamp.year > defaultYear_) defaultYear_ = info.stamp.year;
+  }
+  SigMatch m;
+  uint32_t extra = 0;
+  bool hit = matcher_->match(line, &m, &extra);
+  const bool indented = !info.body.empty() && (info.body[0] == ' ' || info.body[0] == '\t');
+
+  // Attribute the line to a process stream.
+  Occurrence occ;
+  occ.file = fs.file;
+  occ.line = fs.lineNo;
+  occ.rank = info.rank;
+  occ.proc = std::string(info.proc);
+  std::string key;
+  Stream* st = nullptr;
+  if (info.prefixed || info.rank >= 0) {
+    key = info.rank >= 0 ? "r" + std::to_string(info.rank) : "p" + occ.proc;
+    fs.lastPrefixedRank = info.rank;
+    fs.lastPrefixedLine = fs.lineNo;
+  } else if (!fs.active.empty()) {
+    Stream& a = fs.streams[fs.active];
+    if (indented || a.state != Stream::kIdle || a.faultState != 0) {
+      key = fs.active;
+      occ.rank = a.rank;
+      occ.rankInferred = a.rankInferred;
+      occ.proc = a.proc;
+    }
+  }
+  if (key.empty() && !info.prefixed && info.rank < 0) {
+    occ.rank = fs.defaultRank;
+    if (occ.rank < 0 && info.dev >= 0) occ.rank = info.dev;  // NCCL "[dev]": the rank on one node
+    if (occ.rank < 0 && fs.lastPrefixedRank >= 0 && fs.lineNo - fs.lastPrefixedLine <= kInferWindow) {
+      occ.rank = fs.lastPrefixedRank;
+      occ.rankInferred = true;
+    }
+    key = "u";
+  }
+  if (info.stamp.valid()) {
+    occ.stamp = info.stamp;
+  } else if (fs.lastStamp.valid()) {
+    occ.stamp = fs.lastStamp;
+    occ.stampApprox = true;
+  }
+  occ.uptime = info.uptime;
+
+  const uint32_t kStreamBits = kTraceback | kChainDirect | kChainDuring | kFaultThread | kFatalPython;
+  if ((extra & kStreamBits) || !fs.active.empty()) {
+    auto it = fs.streams.find(key);
+    if (it == fs.streams.end() && (extra & kStreamBits)) it = fs.streams.emplace(key, Stream()).first;
+    if (it != fs.streams.end()) st = &it->second;
+  }
+
+  // Python traceback / faulthandler state machines.
+  bool excLine = false;
+  if (st) {
+    std::string_view t = trimLeft(info.body);
+    if (extra & kTraceback) {
+      st->wrapper = st->chainPending && st->lastExc >= 0;
+      st->chainPending = false;
+      st->state = Stream::kFrames;
+      st->lastFrame.clear();
+      st->rank = occ.rank;
+      st->rankInferred = occ.rankInferred;
+      st->proc = occ.proc;
+      fs.active = key;
+    } else if (st->state == Stream::kFrames) {
+      if (indented) {
+        if (startsWith(t, "File \"")) st->lastFrame = std::string(t.substr(0, 200));
+      } else if (!info.body.empty()) {
+        excLine = true;
+      }
+    } else if (st->state == Stream::kAfterExc) {
+      if (extra & (kChainDirect | kChainDuring)) {
+        st->chainPending = true;
+      } else if (!info.body.empty() && ++st->afterLines > 6) {
+        st->state = Stream::kIdle;
+      }
+    }
+    if (extra & kFatalPython) {
+      st->faultState = 1;
+      st->rank = occ.rank;
+      st->rankInferred = occ.rankInferred;
+      st->proc = occ.proc;
+      fs.active = key;
+    } else if (st->faultState == 1 && (extra & kFaultThread)) {
+      if (t.find("Current thread") != std::string_view::npos) st->faultState = 2;
+    } else if (st->faultState == 2 && startsWith(t, "File \"")) {
+      if (st->fatalGroup >= 0 && groups_[st->fatalGroup].detail("crashed_at").empty())
+        groups_[st->fatalGroup].setDetail("crashed_at", std::string(t.substr(0, 200)));
+      st->faultState = 3;
+    } else if (st->faultState >= 1 && !indented && !(extra & kFaultThread) && !info.body.empty() &&
+               !startsWith(info.body, "Extension modules") && !startsWith(info.body, "Python runtime state")) {
+      st->faultState = 0;
+    }
+    if (st->state == Stream::kIdle && st->faultState == 0 && fs.active == key) fs.active.clear();
+  }
+
+  std::vector<std::pair<std::string, std::string>> details = std::move(m.details);
+  if (std::strcmp(info.format, "arfuse") == 0) handleArfuseTokens(info.body, &occ, &details);
+
+  int g = -1;
+  if (hit) {
+    const Signature& s = catalog_.sig(m.sig);
+    g = addEvent(m.sig, s.cls, info, line, occ, details);
+  } else if (excLine) {
+    const auto& sigs = catalog_.signatures();
+    int best = -1;
+    SigMatch bm;
+    for (size_t i = 0; i < sigs.size(); ++i) {
+      if (sigs[i].when != SigWhen::kTracebackEnd || (best >= 0 && sigs[i].weight <= sigs[best].weight)) continue;
+      SigMatch tm;
+      if (matcher_->matchOne(static_cast<int>(i), info.body, &tm)) {
+        best = static_cast<int>(i);
+        bm = std::move(tm);
+      }
+    }
+    if (best >= 0) g = addEvent(best, sigs[best].cls, info, line, occ, bm.details);
+  }
+  if (excLine) {
+    st->state = Stream::kAfterExc;
+    st->afterLines = 0;
+    if (g >= 0) {
+      EventGroup& e = groups_[g];
+      e.inTraceback = true;
+      if (!st->lastFrame.empty() && e.detail("raised_at").empty()) e.setDetail("raised_at", st->lastFrame);
+      if (st->wrapper && st->lastExc >= 0 && st->lastExc != g) {
+        EventGroup& cause = groups_[st->lastExc];
+        const Signature& ws = catalog_.sig(e.sig);
+        if (ws.when == SigWhen::kTracebackEnd && e.cls == SigClass::kOrigin) {
+          e.cls = SigClass::kEcho;
+          if (e.notes.empty()) e.notes.push_back("re-raises the exception above it: " + cause.text.substr(0, 160));
+        }
+      }
+      st->lastExc = g;
+    }
+    st->wrapper = false;
+  }
+  if (st && g >= 0 && (extra & kFatalPython)) st->fatalGroup = g;
+
+  // NCCL: "NCCL INFO file.cc:123 -> 2" lines are the return chain of the WARN above them.
+  if (std::strcmp(info.format, "nccl") == 0) {
+    if (info.level == 'W' && g >= 0) {
+      fs.ncclWarn[std::string(info.ncclStream)] = g;
+      if (groups_[g].chainStream.empty()) groups_[g].chainStream = std::string(info.ncclStream);
+    } else if ((extra & kNcclInfo) && !fs.ncclWarn.empty()) {
+      std::string_view b = info.body;
+      size_t arrow = b.rfind(" -> ");
+      if (arrow != std::string_view::npos && arrow + 4 < b.size() &&
+          b.find_first_not_of("0123456789", arrow + 4) == std::string_view::npos) {
+        auto w = fs.ncclWarn.find(std::string(info.ncclStream));
+        if (w != fs.ncclWarn.end()) {
+          EventGroup& e = groups_[w->second];
+          if (e.chainStream == info.ncclStream && e.chain.size() < 12) {
+            std::string_view frame = b.substr(std::min(b.size(), size_t{10}));  // after "NCCL INFO "
+            e.chain.emplace_back(trimLeft(frame));
+          }
+        }
+      }
+    }
+  }
+
+  if (extra & (kFrHeader | kErrorRecord | kEpoch))
+    handleFlightRecorder(info.body, occ, extra);
+  else
+    fs.frRank = -1;
+  if ((extra & (kTorchRootCause | kTorchFailures)) || fs.summaryLeft > 0) handleTorchrunSummary(info.body, occ);
+  if (extra & (kHintTp | kHintWorld | kHintNranks | kHintTpVllm)) {
+    for (int b = 0; b < 4; ++b) {
+      if (!(extra & (kHintTp << b))) continue;
+      std::string_view k = kHintKeys[b];
+      for (size_t p = line.find(k); p != std::string_view::npos; p = line.find(k, p)) {
+        bool whole = p == 0 || !(std::isalnum(static_cast<unsigned char>(line[p - 1])) || line[p - 1] == '_');
+        p += k.size();
+        while (p < line.size() && line[p] != '\0' && std::strchr(" =:\"'", line[p])) ++p;
+        long v = toLong(line.substr(p, 8), 0);
+        if (whole && v > nranksHint_ && v <= 65536) {
+          nranksHint_ = static_cast<int>(v);
+          std::string kk(k);
+          if (!kk.empty() && kk.back() == '=') kk.pop_back();
+          nranksHintSource_ = kk + "=" + std::to_string(v);
+        }
+      }
+    }
+  }
+
+  if (contextLines_ > 0) {
+    fs.ring.emplace_back(fs.lineNo, std::string(line.substr(0, kMaxText)));
+    if (fs.ring.size() > static_cast<size_t>(contextLines_)) fs.ring.pop_front();
+  }
+}
+
+int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
+                       const std::vector<std::pair<std::string, std::string>>& details) {
+  std::string key = std::to_string(sig);
+  key += '\x1f';
+  key += normalise(info.body);
+  auto it = groupIndex_.find(key);
+  int g;
+  if (it == groupIndex_.end()) {
+    if (groups_.size() >= kMaxGroups) {
+      ++droppedGroups_;
+      return -1;
+    }
+    g = static_cast<int>(groups_.size());
+    groupIndex_.emplace(std::move(key), g);
+    groups_.emplace_back();
+    EventGroup& e = groups_.back();
+    e.sig = sig;
+    e.cls = cls;
+    e.text = std::string(info.body.substr(0, kMaxText));
+    e.raw = std::string(raw.substr(0, kMaxText));
+    e.first = occ;
+    e.details = details;
+    if (occ.rankInferred)
+      e.notes.push_back("rank " + std::to_string(occ.rank) +
+                        " is inferred: the line has no prefix; the nearest prefixed line above it is that rank's");
+    if (contextLines_ > 0 && fs_) {
+      for (const auto& l : fs_->ring) e.context.push_back(l);
+      e.context.emplace_back(occ.line, std::string(raw.substr(0, kMaxText)));
+      e.contextAfterLeft = contextLines_;
+      fs_->pendingAfter.push_back(g);
+    }
+  } else {
+    g = it->second;
+  }
+  EventGroup& e = groups_[g];
+  ++e.count;
+  if (occ.rank >= 0) {
+    e.ranks.insert(occ.rank);
+    if (!occ.rankInferred) maxRank_ = std::max(maxRank_, occ.rank);
+  } else {
+    e.procs.insert(occ.proc.empty() ? "unprefixed" : occ.proc);
+  }
+  if (occ.uptime >= 0 && !occ.stamp.valid())
+    ++uptimeEvents_;
+  else if (occ.stamp.valid() && !occ.stampApprox)
+    ++stampedEvents_;
+  else
+    ++unstampedEvents_;
+  // Facts for the cross-rank analyses, from every occurrence.
+  std::string seq, lastDone, waitedFor, code, peer;
+  for (const auto& [k, v] : details) {
+    if (k == "seq")
+      seq = v;
+    else if (k == "last_completed")
+      lastDone = v;
+    else if (k == "waited_for")
+      waitedFor = v;
+    else if (k == "code")
+      code = v;
+    else if (k == "peer")
+      peer = v;
+  }
+  if (waitedFor.empty() && code == "arfusePeerTimeout") waitedFor = peer;
+  if (occ.rank >= 0) {
+    if (!seq.empty()) seqByRank_.emplace(occ.rank, toLong(seq));
+    if (!lastDone.empty()) lastCompletedByRank_.emplace(occ.rank, toLong(lastDone));
+    if (!waitedFor.empty()) waits_.emplace(occ.rank, std::make_pair(static_cast<int>(toLong(waitedFor)), g));
+  }
+  return g;
+}
+
+// arfuse LEVEL key=value... [sm_NN] [file.cc:123] free text [; next: remedy]
+void Analyzer::handleArfuseTokens(std::string_view body, Occurrence* occ,
+                                  std::vector<std::pair<std::string, std::string>>* details) {
+  static const char* kKeys[] = {"rank", "dev",  "call",  "op",    "bytes", "dtype",   "path",
+                                "code", "peer", "block", "epoch", "phase", "fallback"};
+  size_t p = body.find(' ', 7);
+  if (p == std::string_view::npos) return;
+  ++p;
+  auto has = [&](const std::string& k) {
+    for (const auto& d : *details)
+      if (d.first == k) return true;
+    return false;
+  };
+  while (p < body.size()) {
+    size_t e = body.find(' ', p);
+    if (e == std::string_view::npos) e = body.size();
+    std::string_view tok = body.substr(p, e - p);
+    size_t eq = tok.find('=');
+    bool known = false;
+    if (eq != std::string_view::npos) {
+      std::string_view k = tok.substr(0, eq);
+      for (const char* kk : kKeys) known = known || k == kk;
+      if (known) {
+        std::string ks(k), vs(tok.substr(eq + 1));
+        if (ks == "rank" && toLong(vs) >= 0) {  // "rank=-": no communicator involved
+          occ->rank = static_cast<int>(toLong(vs));
+          occ->rankInferred = false;
+        }
+        if (!has(ks)) details->emplace_back(ks, vs);
+      }
+    } else if (tok.size() > 3 && startsWith(tok, "sm_")) {
+      known = true;
+      if (!has("sm")) details->emplace_back("sm", std::string(tok));
+    } else {
+      size_t colon = tok.rfind(':');
+      size_t dot = tok.find('.');
+      if (colon != std::string_view::npos && dot != std::string_view::npos && dot < colon &&
+          tok.find_first_not_of("0123456789", colon + 1) == std::string_view::npos && colon + 1 < tok.size()) {
+        if (!has("site")) details->emplace_back("site", std::string(tok));
+        p = e + 1;
+        break;  // free text follows the site
+      }
+    }
+    if (!known) break;
+    p = e + 1;
+  }
+  if (p < body.size()) {
+    std::string_view text = body.substr(p);
+    size_t nx = text.find("next: ");
+    if (nx != std::string_view::npos) {
+      if (!has("next")) details->emplace_back("next", std::string(text.substr(nx + 6)));
+      text = text.substr(0, nx);
+      while (!text.empty() && (text.back() == ' ' || text.back() == ';')) text.remove_suffix(1);
+    }
+    if (!has("message")) details->emplace_back("message", std::string(text));
+  }
+}
+
+void Analyzer::handleFlightRecorder(std::string_view body, const Occurrence& occ, uint32_t extra) {
+  FileState& fs = *fs_;
+  size_t at = body.find("arfuse-");
+  if ((extra & kFrHeader) && at != std::string_view::npos && startsWith(body.substr(at), "arfuse-flight-recorder")) {
+    std::string_view b = body.substr(at);
+    int rank = static_cast<int>(toLong(tokenValue(b, "rank")));
+    if (rank < 0) return;
+    FrRank& r = fr_[rank];
+    r.dev = static_cast<int>(toLong(tokenValue(b, "dev")));
+    r.nranks = static_cast<int>(toLong(tokenValue(b, "nranks"), 0));
+    r.header = occ;
+    r.header.rank = rank;
+    r.header.rankInferred = false;
+    fs.frRank = rank;
+    if (r.nranks > nranksHint_) {
+      nranksHint_ = r.nranks;
+      nranksHintSource_ = "flight-recorder nranks=" + std::to_string(r.nranks);
+    }
+    return;
+  }
+  if ((extra & kErrorRecord) && at != std::string_view::npos) {
+    std::string_view b = body.substr(at);
+    int rank = static_cast<int>(toLong(tokenValue(b, "rank")));
+    int peer = static_cast<int>(toLong(tokenValue(b, "peer")));
+    if (rank >= 0 && peer >= 0) errorRecords_.emplace_back(rank, peer);
+    return;
+  }
+  std::string_view b = trimLeft(body);
+  if (fs.frRank >= 0 && startsWith(b, "entry=")) {
+    FrRank& r = fr_[fs.frRank];
+    long epoch = toLong(tokenValue(b, "epoch"));
+    std::string_view end = tokenValue(b, "end_ns");
+    if (epoch < 0) return;
+    if (end == "pending") {
+      if (r.firstPending < 0 || epoch < r.firstPending) {
+        r.firstPending = epoch;
+        r.pendingOp = std::string(tokenValue(b, "op"));
+      }
+    } else {
+      r.lastCompleted = std::max(r.lastCompleted, epoch);
+    }
+  } else {
+    fs.frRank = -1;
+  }
+}
+
+// torchelastic's ChildFailedError summary:
+//   Root Cause (first observed failure):
+//   [0]:
+//     rank      : 5 (local_rank: 5)
+//     exitcode  : -11 (pid: 48213)
+//     traceback : Signal 11 (SIGSEGV) received by PID 48213
+void Analyzer::handleTorchrunSummary(std::string_view body, const Occurrence& occ) {
+  FileState& fs = *fs_;
+  std::string_view b = trimLeft(body);
+  auto flush = [&]() {
+    if (fs.haveFailure && fs.failure.rank >= 0) torchrun_.push_back(fs.failure);
+    fs.haveFailure = false;
+  };
+  if (b.find("Root Cause (first observed failure)") != std::string_view::npos) {
+    flush();
+    fs.summaryLeft = 16;
+    fs.summaryFirst = true;
+    return;
+  }
+  if (startsWith(b, "Failures:")) {
+    flush();
+    fs.summaryLeft = 40;
+    fs.summaryFirst = false;
+    return;
+  }
+  if (fs.summaryLeft <= 0) return;
+  --fs.summaryLeft;
+  if (startsWith(b, "====") || startsWith(b, "----")) {
+    flush();
+    if (startsWith(b, "====")) fs.summaryLeft = 0;
+    return;
+  }
+  if (b.size() > 2 && b[0] == '[' && std::isdigit(static_cast<unsigned char>(b[1]))) {
+    flush();
+    fs.failure = TorchrunFailure();
+    fs.failure.first = fs.summaryFirst;
+    fs.failure.at = occ;
+    fs.haveFailure = true;
+    return;
+  }
+  if (!fs.haveFailure) return;
+  size_t colon = b.find(':');
+  if (colon == std::string_view::npos) return;
+  std::string_view k = b.substr(0, colon);
+  while (!k.empty() && k.back() == ' ') k.remove_suffix(1);
+  std::string_view v = trimLeft(b.substr(colon + 1));
+  if (k == "rank")
+    fs.failure.rank = static_cast<int>(toLong(v));
+  else if (k == "exitcode")
+    fs.failure.exitcode = std::string(v.substr(0, v.find(' ')));
+  else if (k == "traceback")
+    fs.failure.traceback = std::string(v.substr(0, 200));
+  else if (k == "time")
+    fs.failure.time = std::string(v);
+}
+
+}  // namespace triage
+}  // namespace arfuse

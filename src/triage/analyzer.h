@@ -1,0 +1,153 @@
+// The streaming analysis: one pass over every line of every input, keeping only what it needs
+// (grouped events, per-rank counters, small per-stream state machines), then a finish() step that
+// merges ranks, resolves the time line and picks the root cause.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "catalog.h"
+#include "lineformat.h"
+
+namespace arfuse {
+namespace triage {
+
+struct Occurrence {
+  int file = -1;
+  uint64_t line = 0;
+  int rank = -1;
+  bool rankInferred = false;  // unprefixed line: rank of the nearest prefixed line above it
+  std::string proc;           // label when the rank is unknown ("main", "EngineCore_0", host:pid)
+  Stamp stamp;
+  bool stampApprox = false;  // no stamp on the line: the last stamp above it in the same file
+  double uptime = -1;        // dmesg seconds since boot
+  double t = -1;             // seconds since 1970 after finish(); -1 when unknown
+};
+
+// One event group: the same signature with the same normalised text (digits masked), merged
+// across ranks and repetitions.
+struct EventGroup {
+  int sig = -1;
+  SigClass cls = SigClass::kOrigin;  // the signature's class, unless demoted (chained wrapper)
+  std::string text;                  // message of the first occurrence, prefixes stripped
+  std::string raw;                   // first occurrence as written
+  Occurrence first;
+  uint64_t count = 0;
+  std::set<int> ranks;
+  std::set<std::string> procs;
+  std::vector<std::pair<std::string, std::string>> details;  // key=value facts about the event
+  std::vector<std::string> notes;                            // derived remarks, printed as-is
+  std::vector<std::string> chain;                            // NCCL return chain (file.cc:N -> code)
+  std::string chainStream;
+  std::vector<std::pair<uint64_t, std::string>> context;  // --context lines around the first occurrence
+  int contextAfterLeft = 0;
+  bool inTraceback = false;
+
+  std::string detail(const std::string& key) const;
+  void setDetail(const std::string& key, const std::string& value);
+};
+
+struct InputStats {
+  std::string path;
+  std::string compression;
+  uint64_t lines = 0;
+  uint64_t bytes = 0;
+  std::string error;
+};
+
+struct TorchrunFailure {
+  int rank = -1;
+  std::string exitcode, traceback, time;
+  bool first = false;  // the "Root Cause (first observed failure)" entry
+  Occurrence at;
+};
+
+struct Result {
+  enum Status { kRootCause, kEchoesOnly, kNoEvidence } status = kNoEvidence;
+  int rootGroup = -1;             // index into groups
+  std::vector<int> otherOrigins;  // further origin groups, best first
+  std::vector<int> echoes;        // echo groups, most frequent first
+  std::vector<int> contexts;      // context groups
+  std::vector<int> timeline;      // groups by time of first occurrence
+  int nranks = 0;                 // 0 when unknown
+  std::string nranksSource;
+  std::vector<std::string> orderingNotes;
+  std::vector<std::string> capture;  // what to capture next when no root cause
+  std::string confidence;            // high / medium / low
+};
+
+class Analyzer {
+ public:
+  explicit Analyzer(const Catalog& catalog, int contextLines = 0);
+  ~Analyzer();
+
+  // Starts a new input; lines are numbered from 1.
+  int beginFile(const std::string& path);
+  void feed(std::string_view line);
+  void endFile(const std::string& compression, uint64_t bytes, const std::string& error);
+  Result finish();
+
+  const Catalog& catalog() const { return catalog_; }
+  const std::vector<EventGroup>& groups() const { return groups_; }
+  const std::vector<InputStats>& inputs() const { return inputs_; }
+  const std::vector<TorchrunFailure>& torchrunFailures() const { return torchrun_; }
+  uint64_t totalLines() const;
+  uint64_t totalBytes() const;
+  int defaultYear() const { return defaultYear_; }
+
+  // Formats "rank 5 only", "8/8 ranks", "ranks 0-4,6,7 (7/8)", "main process".
+  std::string ranksText(const EventGroup& g, int nranks) const;
+
+ private:
+  struct FileState;
+  struct Stream;
+
+  int addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
+               const std::vector<std::pair<std::string, std::string>>& details);
+  void handleArfuseTokens(std::string_view body, Occurrence* occ,
+                          std::vector<std::pair<std::string, std::string>>* details);
+  void handleFlightRecorder(std::string_view body, const Occurrence& occ, uint32_t extra);
+  void handleTorchrunSummary(std::string_view body, const Occurrence& occ);
+  void analyseWatchdog(Result* r);
+  void analyseArfuseTimeouts(Result* r);
+  void analyseFlightRecorder(Result* r);
+
+  const Catalog& catalog_;
+  std::unique_ptr<Matcher> matcher_;
+  int contextLines_;
+  std::vector<InputStats> inputs_;
+  std::unique_ptr<FileState> fs_;
+  std::vector<EventGroup> groups_;
+  std::unordered_map<std::string, int> groupIndex_;
+  uint64_t droppedGroups_ = 0;
+
+  // Facts for the cross-rank analyses.
+  std::map<int, long> seqByRank_;             // c10d watchdog: SeqNum at timeout
+  std::map<int, long> lastCompletedByRank_;   // c10d: "last completed NCCL work"
+  std::map<int, std::pair<int, int>> waits_;  // arfuse timeouts: waiting rank -> (peer, group)
+  struct FrRank {
+    int dev = -1, nranks = 0;
+    long lastCompleted = -1, firstPending = -1;
+    std::string pendingOp;
+    Occurrence header;
+  };
+  std::map<int, FrRank> fr_;
+  std::vector<std::pair<int, int>> errorRecords_;  // (rank, peer)
+  std::vector<TorchrunFailure> torchrun_;
+  int nranksHint_ = 0;
+  std::string nranksHintSource_;
+  int maxRank_ = -1;
+  int defaultYear_ = 0;
+  uint64_t stampedEvents_ = 0, unstampedEvents_ = 0, uptimeEvents_ = 0;
+};
+
+}  // namespace triage
+}  // namespace arfuse

@@ -1,0 +1,123 @@
+// The signature catalogue: data (signatures.catalog, embedded at build time) describing what a log
+// line means. This header parses it and matches lines against it.
+//
+// Matching is two-stage because std::regex is slow (~1 µs per pattern per line): every signature
+// names one or more literal substrings that any line it matches must contain; a single
+// Aho-Corasick pass over the line (case-insensitive, one table lookup per byte) finds which
+// literals occur, and only the signatures whose literals were seen run their regex. On a typical
+// log 99.9 % of lines hit no literal and cost one pass over their bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace arfuse {
+namespace triage {
+
+enum class SigClass { kOrigin, kEcho, kContext };
+const char* sigClassName(SigClass c);
+
+// When a signature is tried.
+enum class SigWhen {
+  kLine,          // on every line whose literal prefilter hit
+  kTracebackEnd,  // only on the final exception line of a Python traceback that nothing else matched
+  kDerived,       // never matched against a line: produced by a cross-rank analysis (or the verdict)
+};
+
+struct Signature {
+  std::string id;
+  SigClass cls = SigClass::kOrigin;
+  SigWhen when = SigWhen::kLine;
+  int weight = 50;  // precedence when several match one line; rank among origins (0..100)
+  std::vector<std::string> literals;
+  std::string pattern;
+  bool icase = false;
+  std::vector<std::pair<std::string, int>> extract;  // detail key -> regex capture group
+  std::string meaning, remedy, next, source;
+  std::regex re;
+};
+
+// Aho-Corasick automaton over lowercased bytes, with a reduced alphabet (bytes that appear in no
+// literal share one class) so the transition table stays small and cache-resident.
+class LiteralScanner {
+ public:
+  // Returns the id of the literal (its index in the order added).
+  int add(std::string_view literal);
+  void build();
+  // Calls hit(id) for every literal occurrence (an id may be reported more than once).
+  template <typename F>
+  void scan(std::string_view text, F&& hit) const {
+    int32_t s = 0;
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(text.data());
+    const uint8_t* e = p + text.size();
+    for (; p != e; ++p) {
+      s = delta_[static_cast<size_t>(s) * numClasses_ + cls_[*p]];
+      if (hasOut_[s]) {
+        for (int32_t i = outBegin_[s]; i < outBegin_[s + 1]; ++i) hit(outIds_[i]);
+      }
+    }
+  }
+  size_t numLiterals() const { return literals_.size(); }
+
+ private:
+  std::vector<std::string> literals_;
+  uint8_t cls_[256] = {};
+  int numClasses_ = 1;
+  std::vector<int32_t> delta_;
+  std::vector<uint8_t> hasOut_;
+  std::vector<int32_t> outBegin_, outIds_;
+};
+
+class Catalog {
+ public:
+  // Parses catalogue text; on error returns false and sets *error ("catalogue line N: ...").
+  bool parse(std::string_view text, std::string* error);
+  // The catalogue compiled into the library (parsed once; aborts with a message if it is broken,
+  // which the unit tests catch first).
+  static const Catalog& builtin();
+
+  const std::vector<Signature>& signatures() const { return sigs_; }
+  const Signature& sig(int i) const { return sigs_[static_cast<size_t>(i)]; }
+  int find(std::string_view id) const;
+
+ private:
+  std::vector<Signature> sigs_;
+};
+
+struct SigMatch {
+  int sig = -1;                                              // best matching signature, -1 if none
+  std::vector<std::pair<std::string, std::string>> details;  // from the signature's extract list
+};
+
+// The per-line matcher: one literal scan for all signatures plus caller-supplied structural
+// literals (e.g. "Traceback (most recent call last)"), then regexes of the hit signatures in
+// weight order.
+class Matcher {
+ public:
+  // extras: at most 32 literals; match() reports which were seen as bits of *extraMask.
+  Matcher(const Catalog& catalog, const std::vector<std::string>& extras);
+  const Catalog& catalog() const { return catalog_; }
+  // Finds the highest-weight kLine signature matching `line`.
+  bool match(std::string_view line, SigMatch* m, uint32_t* extraMask) const;
+  // Tries one signature's regex (used for kTracebackEnd signatures).
+  bool matchOne(int sig, std::string_view line, SigMatch* m) const;
+
+ private:
+  const Catalog& catalog_;
+  LiteralScanner scanner_;
+  std::vector<int> sigOfLiteral_;    // scanner id -> signature index, or -1 for an extra
+  std::vector<int> extraOfLiteral_;  // scanner id -> extra bit, or -1
+  std::vector<int> rankOf_;          // signature index -> precedence (0 = highest weight)
+  std::vector<int> byRank_;          // precedence -> signature index
+};
+
+// Text of the built-in catalogue (generated from signatures.catalog).
+extern const char kCatalogText[];
+
+}  // namespace triage
+}  // namespace arfuse
