@@ -1,0 +1,228 @@
+/*
+ * arfuse — fused tensor-parallel all-reduce + residual add + RMSNorm, on every NVIDIA fabric.
+ *
+ * This header is the manual. It is C99: every type is plain C and every function returns an
+ * arfuseResult_t; nothing throws across this boundary.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Model
+ * ---------------------------------------------------------------------------------------------
+ * A communicator (arfuseComm_t) is one rank of a tensor-parallel group. arfuseCommInitAll creates
+ * all N ranks of a group inside one process, one per entry of a device list. A device may appear
+ * more than once: those ranks are "virtual ranks" sharing one GPU, which exercises every protocol on
+ * a single-GPU machine (their timings are not performance figures).
+ *
+ * Every collective call is made once per rank, with the same (op, tokens, hidden, dtype) on every
+ * rank, in the same order. Calls are asynchronous on the given stream and never synchronise the
+ * host. All protocol state (epochs, buffer parity, flags) lives on the device and is advanced by the
+ * kernels themselves, so a sequence of calls may be captured into a CUDA graph once and replayed any
+ * number of times with new data in the same buffers; no host work is needed per replay.
+ *
+ * The caller's input is copied into a workspace buffer allocated at init ("copy-in"): no user
+ * buffer is ever registered or shared with peers, so any pointer from any allocator works, in or out
+ * of graph capture.
+ *
+ * Numerics: sums are accumulated in fp32 in fixed rank order (rank 0 first) and rounded once to the
+ * output dtype, so every rank produces bitwise-identical outputs on the arfuse paths. The fused
+ * operation is defined as
+ *     residual_out = round( float(residual_in) + sum_r float(x_r) )
+ *     norm_out     = round( float(residual_out) * rsqrt(mean(float(residual_out)^2) + eps) * float(weight) )
+ * i.e. the norm is taken of the rounded residual, exactly as an unfused engine that stores the
+ * residual in the model dtype does.
+ *
+ * Threading: the ranks of one group may be driven from one host thread (a loop over ranks) or from
+ * one thread per rank. A communicator must not be used by two host threads at once. When one thread
+ * drives several ranks and the chosen path is NCCL, wrap the loop in arfuseGroupStart/arfuseGroupEnd
+ * (as with NCCL itself); for the other paths the group calls are harmless no-ops.
+ *
+ * Errors: every function checks its arguments before anything is launched; a failure returns a code,
+ * prints one canonical line on stderr ("arfuse ERROR rank=.. dev=.. code=.. file:line message"), and
+ * stores the text, retrievable with arfuseCommGetLastError (or arfuseGetLastError when no valid
+ * communicator was involved). Nothing the caller owns is written when a call fails its checks.
+ */
+#ifndef ARFUSE_ARFUSE_H_
+#define ARFUSE_ARFUSE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define ARFUSE_API
+#else
+#define ARFUSE_API __attribute__((visibility("default")))
+#endif
+
+#define ARFUSE_VERSION_MAJOR 0
+#define ARFUSE_VERSION_MINOR 1
+#define ARFUSE_VERSION_PATCH 0
+#define ARFUSE_VERSION_CODE (ARFUSE_VERSION_MAJOR * 10000 + ARFUSE_VERSION_MINOR * 100 + ARFUSE_VERSION_PATCH)
+
+/* Largest group supported. */
+#define ARFUSE_MAX_RANKS 16
+
+/* ------------------------------------------------------------------------------------------- */
+/* Result codes                                                                                  */
+/* ------------------------------------------------------------------------------------------- */
+typedef enum {
+  arfuseSuccess = 0,
+  arfuseInvalidArgument = 1, /* an argument is wrong; the message names it and says what is allowed */
+  arfuseInvalidUsage = 2,    /* the call is not allowed in this state (destroyed handle, wrong order) */
+  arfuseUnsupported = 3,     /* valid request this build/machine cannot serve; the message says why */
+  arfuseCudaError = 4,       /* a CUDA runtime call failed; the message names the call and the error */
+  arfuseNcclError = 5,       /* an NCCL call failed */
+  arfuseSystemError = 6,     /* host allocation or OS failure */
+  arfuseInternalError = 7,   /* a bug in arfuse: please report with the log line */
+  arfusePeerTimeout = 8,     /* a device-side wait for a peer exceeded the timeout; the group is aborted */
+  arfuseNoDevice = 9,        /* no CUDA device is visible */
+  arfuseNumResults = 10
+} arfuseResult_t;
+
+typedef enum { arfuseBfloat16 = 0, arfuseFloat16 = 1, arfuseFloat32 = 2, arfuseNumDataTypes = 3 } arfuseDataType_t;
+
+/* Dtype set bits for arfuseConfig_t.dtypeMask. */
+#define ARFUSE_DTYPE_BIT(dt) (1u << (unsigned)(dt))
+#define ARFUSE_DTYPE_ALL (ARFUSE_DTYPE_BIT(arfuseBfloat16) | ARFUSE_DTYPE_BIT(arfuseFloat16) | ARFUSE_DTYPE_BIT(arfuseFloat32))
+
+typedef enum {
+  arfuseAlgoAuto = 0,    /* the plan picks (see arfuseCommQueryPlan) */
+  arfuseAlgoOneShot = 1, /* every rank pulls every peer's rows; one barrier */
+  arfuseAlgoTwoShot = 2, /* reduce-scatter by column slices, then gather; two barriers */
+  arfuseAlgoNccl = 3,    /* ncclAllReduce + arfuse's fused add+RMSNorm kernel (distinct devices only) */
+  arfuseAlgoLocal = 4,   /* nranks == 1: no communication (reported by plans; may be forced only at nranks 1) */
+  arfuseNumAlgos = 5
+} arfuseAlgo_t;
+
+typedef enum { arfuseOpAllReduce = 0, arfuseOpAllReduceAddRmsNorm = 1 } arfuseOp_t;
+
+/* ------------------------------------------------------------------------------------------- */
+/* Configuration                                                                                 */
+/* ------------------------------------------------------------------------------------------- */
+#define ARFUSE_CONFIG_MAGIC 0xAF05C0F1u
+
+/* Versioned configuration. Always start from ARFUSE_CONFIG_INITIALIZER (or arfuseConfigInit) so
+ * that fields added in later versions get their defaults. A field left at its default may be
+ * overridden by the environment (ARFUSE_ALGO, ARFUSE_TIMEOUT_MS, ...); a field set explicitly wins
+ * over the environment. Precedence: config struct > environment > default. */
+typedef struct {
+  size_t size;         /* sizeof(arfuseConfig_t) of the caller; set by the initializer */
+  unsigned int magic;  /* ARFUSE_CONFIG_MAGIC */
+  unsigned int version; /* ARFUSE_VERSION_CODE the caller was compiled against */
+  int maxTokens;       /* largest token count of any call; sizes the workspace. Default 2048 (-1 = default) */
+  int maxHidden;       /* largest hidden size of any call; default 16384 (-1 = default) */
+  unsigned int dtypeMask; /* dtypes that will be used (ARFUSE_DTYPE_BIT); sizes the workspace. Default all */
+  int algo;            /* arfuseAlgo_t to force, or -1 = default (environment ARFUSE_ALGO, else auto) */
+  int timeoutMs;       /* device-side wait bound in ms; -1 = default (ARFUSE_TIMEOUT_MS, else 10000) */
+  int maxBlocks;       /* cap on blocks per rank per call; -1 = default (derived from the device) */
+} arfuseConfig_t;
+
+#define ARFUSE_CONFIG_INITIALIZER \
+  { sizeof(arfuseConfig_t), ARFUSE_CONFIG_MAGIC, ARFUSE_VERSION_CODE, -1, -1, ARFUSE_DTYPE_ALL, -1, -1, -1 }
+
+/* Fills *config with ARFUSE_CONFIG_INITIALIZER. */
+ARFUSE_API arfuseResult_t arfuseConfigInit(arfuseConfig_t* config);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Library                                                                                       */
+/* ------------------------------------------------------------------------------------------- */
+ARFUSE_API const char* arfuseGetErrorString(arfuseResult_t result); /* never NULL */
+ARFUSE_API const char* arfuseGetErrorName(arfuseResult_t result);   /* "arfuseInvalidArgument", never NULL */
+ARFUSE_API arfuseResult_t arfuseGetVersion(int* version);          /* ARFUSE_VERSION_CODE of the library */
+ARFUSE_API const char* arfuseGetBuildInfo(void); /* "arfuse 0.1.0 cuda 13.0 nccl 2.28.9 archs 80;86;..." */
+ARFUSE_API const char* arfuseAlgoName(arfuseAlgo_t algo);     /* "oneshot", ...; "unknown" if out of range */
+ARFUSE_API const char* arfuseDataTypeName(arfuseDataType_t dtype); /* "bf16", "fp16", "fp32" */
+/* The last error text set on this host thread by a call that had no valid communicator. */
+ARFUSE_API const char* arfuseGetLastError(void);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Communicators                                                                                 */
+/* ------------------------------------------------------------------------------------------- */
+typedef struct arfuseComm* arfuseComm_t;
+
+/* Creates nranks communicators, rank i on device devices[i], all in this process.
+ * - comms: array of nranks handles, written only on success.
+ * - nranks: 1..ARFUSE_MAX_RANKS.
+ * - devices: CUDA device ordinals; may repeat (virtual ranks). Distinct devices must have peer
+ *   access to each other for the one-shot / two-shot paths; otherwise those paths are disabled with
+ *   a WARN line and the plan uses NCCL.
+ * - config: may be NULL for defaults.
+ * Allocates per rank a workspace of 2 x maxTokens x maxHidden x (largest enabled dtype size) bytes,
+ * plus small flag arrays. Blocks the calling thread until every rank is ready. The current CUDA
+ * device of the calling thread is restored before returning.
+ * Errors: arfuseInvalidArgument (names the argument), arfuseNoDevice, arfuseCudaError, arfuseNcclError. */
+ARFUSE_API arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, const int* devices,
+                                            const arfuseConfig_t* config);
+
+/* Frees everything the communicator owns. Waits for this rank's outstanding work on the device.
+ * Destroy every rank of a group (any order); the shared state is freed with the last one.
+ * After destroy the handle is invalid: any call with it returns arfuseInvalidUsage. */
+ARFUSE_API arfuseResult_t arfuseCommDestroy(arfuseComm_t comm);
+
+ARFUSE_API arfuseResult_t arfuseCommRank(arfuseComm_t comm, int* rank);
+ARFUSE_API arfuseResult_t arfuseCommCount(arfuseComm_t comm, int* nranks);
+ARFUSE_API arfuseResult_t arfuseCommDevice(arfuseComm_t comm, int* device);
+/* 1 when several ranks of this group share a GPU (virtual ranks). */
+ARFUSE_API arfuseResult_t arfuseCommIsVirtual(arfuseComm_t comm, int* isVirtual);
+/* The last error text of this communicator ("" if none). Valid until the next failing call. */
+ARFUSE_API const char* arfuseCommGetLastError(arfuseComm_t comm);
+/* Reports an error raised asynchronously by a kernel (arfusePeerTimeout) on this communicator's
+ * group: *asyncError is arfuseSuccess when none. Non-blocking; reads host-mapped memory only.
+ * Once an asynchronous error is recorded, every collective call on the group fails fast with it. */
+ARFUSE_API arfuseResult_t arfuseCommGetAsyncError(arfuseComm_t comm, arfuseResult_t* asyncError);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Plans                                                                                         */
+/* ------------------------------------------------------------------------------------------- */
+typedef struct {
+  arfuseAlgo_t algo;  /* what a call with these arguments will run */
+  int blocks;         /* grid size per rank */
+  int threads;        /* block size */
+  char reason[256];   /* one line: why, e.g. "oneshot: 14336 B x 1 peer <= 512 KiB one-shot limit (built-in default)" */
+} arfusePlan_t;
+
+/* Answers "what will this call do and why" without launching anything. The same decision code
+ * runs inside every collective call. Errors: as the call itself would return for these arguments
+ * (e.g. arfuseUnsupported naming the hidden-size limit). */
+ARFUSE_API arfuseResult_t arfuseCommQueryPlan(arfuseComm_t comm, arfuseOp_t op, int tokens, int hidden,
+                                              arfuseDataType_t dtype, arfusePlan_t* plan);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Collectives (enqueue on `stream`; graph-capturable; no host synchronisation)                  */
+/* ------------------------------------------------------------------------------------------- */
+
+/* Starts / ends a group of calls made from one thread for several ranks (needed only when the NCCL
+ * path is used that way). Groups nest; work is launched at the outermost arfuseGroupEnd. */
+ARFUSE_API arfuseResult_t arfuseGroupStart(void);
+ARFUSE_API arfuseResult_t arfuseGroupEnd(void);
+
+/* out[t][h] = sum over ranks of in[t][h], for a [tokens, hidden] row-major tensor on this rank's
+ * device. `out` may equal `in` (in place); partial overlap is an error. hidden must be a multiple
+ * of 8 elements and pointers 16-byte aligned. */
+ARFUSE_API arfuseResult_t arfuseAllReduce(const void* in, void* out, int tokens, int hidden, arfuseDataType_t dtype,
+                                          arfuseComm_t comm, void* stream /* cudaStream_t */);
+
+/* Fused: s = all-reduce(x); residual_out = residual_in + s; norm_out = rmsnorm(residual_out) * weight.
+ * Shapes: x, residual_in, norm_out, residual_out are [tokens, hidden]; weight is [hidden]; all of
+ * `dtype`, on this rank's device, 16-byte aligned, hidden a multiple of 8.
+ * Aliasing: residual_out may equal residual_in; norm_out may equal x. No other overlap is allowed
+ * (error arfuseInvalidArgument naming both arguments). eps must be finite and > 0. */
+ARFUSE_API arfuseResult_t arfuseAllReduceAddRmsNorm(const void* x, const void* residual_in, const void* weight,
+                                                    float eps, void* norm_out, void* residual_out, int tokens,
+                                                    int hidden, arfuseDataType_t dtype, arfuseComm_t comm,
+                                                    void* stream /* cudaStream_t */);
+
+/* Single GPU (no communicator): residual_out = residual_in + x; norm_out = rmsnorm(residual_out) * weight.
+ * Same shapes, aliasing and numerics as arfuseAllReduceAddRmsNorm with one rank. Runs on the
+ * current CUDA device; pointers must belong to it (or be accessible from it). */
+ARFUSE_API arfuseResult_t arfuseAddRmsNorm(const void* x, const void* residual_in, const void* weight, float eps,
+                                           void* norm_out, void* residual_out, int tokens, int hidden,
+                                           arfuseDataType_t dtype, void* stream /* cudaStream_t */);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ARFUSE_ARFUSE_H_ */

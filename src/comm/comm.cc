@@ -1,0 +1,304 @@
+// Creation and teardown of in-process groups.
+//
+// Every rank gets, on its own device: a staging buffer of two parities (copy-in target; peers read
+// it) and a control block (DeviceState + the flag array peers write into). The group gets one
+// host-mapped GroupShared (abort flag + per-rank error records) that every kernel can reach.
+// Peer pointers are plain device pointers: the same device (virtual ranks) or a peer device with
+// peer access enabled (UVA). Memory is freed when the last rank of the group is destroyed, so a
+// peer still finishing its last call never reads freed memory.
+#include "comm/comm.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "comm/config.h"
+#include "kernels/launch.h"
+
+namespace arfuse {
+namespace {
+
+std::mutex gRegistryMu;
+std::set<const arfuseComm*> gRegistry;
+
+struct DeviceGuard {
+  int saved = -1;
+  DeviceGuard() { cudaGetDevice(&saved); }
+  ~DeviceGuard() {
+    if (saved >= 0) cudaSetDevice(saved);
+  }
+};
+
+#define CUDA_TRY(call)                                                                      \
+  do {                                                                                      \
+    cudaError_t e_ = (call);                                                                \
+    if (e_ != cudaSuccess) {                                                                \
+      *message = strprintf("%s failed: %s (%s)", #call, cudaGetErrorString(e_), cudaGetErrorName(e_)); \
+      cudaGetLastError();                                                                   \
+      return arfuseCudaError;                                                               \
+    }                                                                                       \
+  } while (0)
+
+void freeGroup(Group* g) {
+  DeviceGuard guard;
+  for (RankResources& r : g->ranks) {
+    if (r.nccl) ncclCommDestroy(r.nccl);
+    if (r.device >= 0) cudaSetDevice(r.device);
+    if (r.staging) cudaFree(r.staging);
+    if (r.control) cudaFree(r.control);
+  }
+  if (g->shared) cudaFreeHost(g->shared);
+  delete g;
+}
+
+arfuseResult_t allocateRanks(Group* g, const int* devices, std::string* message) {
+  const size_t controlBytes = 256 + sizeof(uint64_t) * kMaxBlocks * kMaxRanks;
+  for (int r = 0; r < g->nranks; ++r) {
+    RankResources& rr = g->ranks[r];
+    rr.device = devices[r];
+    CUDA_TRY(cudaSetDevice(rr.device));
+    CUDA_TRY(cudaMalloc(&rr.staging, 2 * g->stagingBytes));
+    CUDA_TRY(cudaMalloc(&rr.control, controlBytes));
+    CUDA_TRY(cudaMemset(rr.control, 0, controlBytes));
+    rr.state = reinterpret_cast<DeviceState*>(rr.control);
+    rr.flags = reinterpret_cast<uint64_t*>(rr.control + 256);
+    g->peers.staging[r] = rr.staging;
+    g->peers.flags[r] = rr.flags;
+  }
+  for (int r = 0; r < g->nranks; ++r) {
+    CUDA_TRY(cudaSetDevice(g->ranks[r].device));
+    CUDA_TRY(cudaDeviceSynchronize());
+  }
+  return arfuseSuccess;
+}
+
+// Enables peer access between every pair of distinct devices; fills fabric.p2p / p2pDetail.
+arfuseResult_t connectPeers(Group* g, const std::vector<int>& unique, std::string* message) {
+  g->fabric.p2p = true;
+  for (int a : unique) {
+    for (int b : unique) {
+      if (a == b) continue;
+      int can = 0;
+      CUDA_TRY(cudaDeviceCanAccessPeer(&can, a, b));
+      if (!can) {
+        g->fabric.p2p = false;
+        g->fabric.p2pDetail = strprintf("cudaDeviceCanAccessPeer(%d, %d) = 0", a, b);
+        return arfuseSuccess;
+      }
+    }
+  }
+  for (int a : unique) {
+    CUDA_TRY(cudaSetDevice(a));
+    for (int b : unique) {
+      if (a == b) continue;
+      cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        cudaGetLastError();
+      } else if (e != cudaSuccess) {
+        cudaGetLastError();
+        g->fabric.p2p = false;
+        g->fabric.p2pDetail = strprintf("cudaDeviceEnablePeerAccess(%d -> %d): %s", a, b, cudaGetErrorString(e));
+        return arfuseSuccess;
+      }
+    }
+  }
+  return arfuseSuccess;
+}
+
+}  // namespace
+
+bool commIsLive(const arfuseComm* c) {
+  std::lock_guard<std::mutex> lock(gRegistryMu);
+  return gRegistry.count(c) != 0 && c->magic == kCommMagic;
+}
+void commRegister(arfuseComm* c) {
+  std::lock_guard<std::mutex> lock(gRegistryMu);
+  gRegistry.insert(c);
+}
+void commUnregister(arfuseComm* c) {
+  std::lock_guard<std::mutex> lock(gRegistryMu);
+  gRegistry.erase(c);
+}
+
+arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms,
+                           std::string* message) {
+  if (!comms) return *message = "comms is NULL: pass an array of nranks arfuseComm_t", arfuseInvalidArgument;
+  if (nranks < 1 || nranks > kMaxRanks)
+    return *message = strprintf("nranks=%d: must be 1..%d", nranks, kMaxRanks), arfuseInvalidArgument;
+  if (!devices) return *message = "devices is NULL: pass an array of nranks CUDA device ordinals", arfuseInvalidArgument;
+  ResolvedConfig rc;
+  arfuseResult_t st = resolveConfig(config, nranks, &rc, message);
+  if (st != arfuseSuccess) return st;
+
+  int count = 0;
+  cudaError_t ce = cudaGetDeviceCount(&count);
+  if (ce != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    *message = strprintf("no CUDA device is visible (cudaGetDeviceCount: %s)",
+                         ce == cudaSuccess ? "0 devices" : cudaGetErrorString(ce));
+    return arfuseNoDevice;
+  }
+  for (int r = 0; r < nranks; ++r)
+    if (devices[r] < 0 || devices[r] >= count)
+      return *message = strprintf("devices[%d]=%d: only devices 0..%d are visible", r, devices[r], count - 1),
+             arfuseInvalidArgument;
+
+  DeviceGuard guard;
+  Group* g = new Group();
+  g->nranks = nranks;
+  g->limits = rc.limits;
+  g->policy = rc.policy;
+  g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
+  g->ranks.resize(nranks);
+  size_t elem = 2;
+  if (rc.limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) elem = 4;
+  g->stagingBytes = static_cast<size_t>(rc.limits.maxTokens) * rc.limits.maxHidden * elem;
+
+  std::vector<int> unique(devices, devices + nranks);
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  Fabric& f = g->fabric;
+  f.nranks = nranks;
+  f.virtualRanks = static_cast<int>(unique.size()) < nranks;
+
+  // Co-residency: every rank's blocks on a device must fit at once, or per-block barriers between
+  // virtual ranks could wait on blocks that never get scheduled.
+  int ranksPerDevice = 1;
+  for (int d : unique) ranksPerDevice = std::max<int>(ranksPerDevice, std::count(devices, devices + nranks, d));
+  int derived = kMaxBlocks, smCount = 1 << 30;
+  int archs[kMaxRanks] = {};
+  auto fail = [&](arfuseResult_t s) {
+    freeGroup(g);
+    return s;
+  };
+  for (int d : unique) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess || cudaSetDevice(d) != cudaSuccess) {
+      cudaGetLastError();
+      *message = strprintf("cudaGetDeviceProperties(%d) failed", d);
+      return fail(arfuseCudaError);
+    }
+    for (int r = 0; r < nranks; ++r)
+      if (devices[r] == d) archs[r] = prop.major * 10 + prop.minor;
+    const int resident = residentBlocksPerSm();
+    if (resident <= 0) {
+      *message = strprintf("device %d (sm_%d%d): the arfuse kernels cannot run on it (occupancy query failed: %s); "
+                           "was the library built for this architecture? see `arfuse version`",
+                           d, prop.major, prop.minor, cudaGetErrorString(cudaGetLastError()));
+      return fail(arfuseUnsupported);
+    }
+    derived = std::min(derived, prop.multiProcessorCount * resident / ranksPerDevice);
+    smCount = std::min(smCount, prop.multiProcessorCount);
+  }
+  if (derived < 1) {
+    *message = strprintf("%d ranks share one device, more than it can hold at once; use fewer virtual ranks",
+                         ranksPerDevice);
+    return fail(arfuseUnsupported);
+  }
+  f.smCount = smCount;
+  f.maxBlocks = rc.maxBlocks > 0 ? std::min(rc.maxBlocks, derived) : derived;
+  if (rc.maxBlocks > derived)
+    ARFUSE_LOG(kLogInfo, LogContext{}, "", "maxBlocks=%d capped to %d so that all ranks' blocks are co-resident",
+               rc.maxBlocks, derived);
+
+  st = connectPeers(g, unique, message);
+  if (st != arfuseSuccess) return fail(st);
+  if (!f.p2p)
+    ARFUSE_LOG(kLogWarn, LogContext{}, "path=oneshot,twoshot", "disabled: %s -> fallback=nccl", f.p2pDetail.c_str());
+
+  ce = cudaHostAlloc(reinterpret_cast<void**>(&g->shared), sizeof(GroupShared),
+                     cudaHostAllocMapped | cudaHostAllocPortable);
+  if (ce != cudaSuccess) {
+    cudaGetLastError();
+    g->shared = nullptr;
+    *message = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", sizeof(GroupShared), cudaGetErrorString(ce));
+    return fail(arfuseCudaError);
+  }
+  std::memset(g->shared, 0, sizeof(GroupShared));
+  st = allocateRanks(g, devices, message);
+  if (st != arfuseSuccess) return fail(st);
+
+  if (nranks > 1 && !f.virtualRanks) {
+    std::vector<ncclComm_t> nc(nranks);
+    ncclResult_t nr = ncclCommInitAll(nc.data(), nranks, devices);
+    if (nr == ncclSuccess) {
+      f.nccl = true;
+      for (int r = 0; r < nranks; ++r) g->ranks[r].nccl = nc[r];
+    } else {
+      f.ncclDetail = strprintf("ncclCommInitAll: %s", ncclGetErrorString(nr));
+      ARFUSE_LOG(kLogWarn, LogContext{}, "path=nccl", "disabled: %s", f.ncclDetail.c_str());
+    }
+  } else {
+    f.ncclDetail = nranks == 1 ? "a single rank needs no NCCL"
+                               : "NCCL needs one device per rank; this group has virtual ranks (a device repeats)";
+  }
+  if (g->policy.forcedAlgo == arfuseAlgoNccl && !f.nccl) {
+    *message = strprintf("config: algo=nccl (forced by %s) is unavailable: %s", g->policy.forcedBy.c_str(),
+                         f.ncclDetail.c_str());
+    return fail(arfuseUnsupported);
+  }
+  if ((g->policy.forcedAlgo == arfuseAlgoOneShot || g->policy.forcedAlgo == arfuseAlgoTwoShot) && !f.p2p) {
+    *message = strprintf("config: algo=%s (forced by %s) needs peer access: %s",
+                         arfuseAlgoName(arfuseAlgo_t(g->policy.forcedAlgo)), g->policy.forcedBy.c_str(),
+                         f.p2pDetail.c_str());
+    return fail(arfuseUnsupported);
+  }
+
+  g->live = nranks;
+  for (int r = 0; r < nranks; ++r) {
+    arfuseComm* c = new arfuseComm();
+    c->group = g;
+    c->rank = r;
+    c->device = devices[r];
+    c->arch = archs[r];
+    commRegister(c);
+    comms[r] = c;
+    ARFUSE_LOG(kLogInfo, c->logContext(), "", "init: %d ranks%s, staging %zu B x 2, maxBlocks %d, p2p %s, nccl %s",
+               nranks, f.virtualRanks ? " (virtual)" : "", g->stagingBytes, f.maxBlocks, f.p2p ? "yes" : "no",
+               f.nccl ? "yes" : "no");
+  }
+  return arfuseSuccess;
+}
+
+arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message) {
+  commUnregister(comm);
+  comm->magic = 0;
+  Group* g = comm->group;
+  arfuseResult_t st = arfuseSuccess;
+  {
+    DeviceGuard guard;
+    // Wait for this rank's outstanding calls: peers may still be reading our staging until then.
+    if (cudaSetDevice(comm->device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+      *message = strprintf("waiting for device %d before destroy: %s", comm->device,
+                           cudaGetErrorString(cudaGetLastError()));
+      st = arfuseCudaError;
+    }
+  }
+  delete comm;
+  if (--g->live == 0) freeGroup(g);
+  return st;
+}
+
+arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message) {
+  const volatile GroupShared* s = g.shared;
+  if (!s->abort) return arfuseSuccess;
+  // Prefer this rank's own record; else the first rank that recorded one.
+  int who = -1;
+  if (s->records[rank].valid) who = rank;
+  for (int r = 0; r < g.nranks && who < 0; ++r)
+    if (s->records[r].valid) who = r;
+  if (who < 0) {
+    *message = "the group was aborted (no kernel error record)";
+  } else {
+    const volatile ErrorRecord& e = s->records[who];
+    *message = strprintf("rank %d waited %.3f s for rank %d at call %llu (block %d, phase %d); the group is aborted. "
+                         "next: check that every rank makes the same calls in the same order; run `arfuse triage` on "
+                         "all ranks' logs",
+                         who, g.timeoutNs / 1e9, e.peer, static_cast<unsigned long long>(e.call), e.block, e.phase);
+  }
+  return arfusePeerTimeout;
+}
+
+}  // namespace arfuse

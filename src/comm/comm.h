@@ -1,0 +1,75 @@
+// The in-process communicator: a Group shared by the ranks created together, and one Comm per rank.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "arfuse/arfuse.h"
+#include "diag/log.h"
+#include "kernels/kernel_args.h"
+#include "plan/plan.h"
+
+namespace arfuse {
+
+constexpr uint32_t kCommMagic = 0xA2F05E01u;
+
+struct Group;
+
+struct RankResources {
+  int device = -1;
+  char* staging = nullptr;        // [2][stagingBytes]
+  char* control = nullptr;        // DeviceState + flags [kMaxBlocks][kMaxRanks], one allocation
+  DeviceState* state = nullptr;
+  uint64_t* flags = nullptr;
+  ncclComm_t nccl = nullptr;
+};
+
+struct Group {
+  int nranks = 0;
+  Fabric fabric;
+  Limits limits;
+  PlanPolicy policy;
+  uint64_t timeoutNs = 0;
+  size_t stagingBytes = 0;  // per parity
+  GroupShared* shared = nullptr;  // host-mapped (host pointer == device pointer under UVA)
+  std::vector<RankResources> ranks;
+  PeerPtrs peers{};
+  std::atomic<int> live{0};  // communicators not yet destroyed
+};
+
+struct arfuseCommImpl;  // unused; the public handle type is struct arfuseComm
+
+}  // namespace arfuse
+
+// The opaque handle. Validated on every call through a registry of live handles (so a destroyed or
+// foreign pointer is never dereferenced) and a magic word.
+struct arfuseComm {
+  uint32_t magic = arfuse::kCommMagic;
+  arfuse::Group* group = nullptr;
+  int rank = 0;
+  int device = 0;
+  int arch = 0;
+  std::string lastError;
+  arfuse::LogContext logContext() const { return arfuse::LogContext{rank, device, arch}; }
+};
+
+namespace arfuse {
+
+// Registry of live handles.
+bool commIsLive(const arfuseComm* c);
+void commRegister(arfuseComm* c);
+void commUnregister(arfuseComm* c);
+
+// Creation and teardown (comm.cc). On failure returns the code and fills *message.
+arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms,
+                           std::string* message);
+arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message);
+
+// A kernel-recorded error of the group (arfusePeerTimeout), or arfuseSuccess; *message describes it.
+arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message);
+
+}  // namespace arfuse

@@ -1,0 +1,68 @@
+#include "comm/config.h"
+
+#include <cstddef>
+
+#include "common/params.h"
+#include "diag/log.h"
+
+namespace arfuse {
+
+arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out, std::string* message) {
+  arfuseConfig_t defaults = ARFUSE_CONFIG_INITIALIZER;
+  const arfuseConfig_t& c = config ? *config : defaults;
+  auto bad = [&](std::string m) {
+    *message = "config: " + m;
+    return arfuseInvalidArgument;
+  };
+  if (c.magic != ARFUSE_CONFIG_MAGIC)
+    return bad("magic is wrong (uninitialised struct?): start from ARFUSE_CONFIG_INITIALIZER or arfuseConfigInit");
+  if (c.size < offsetof(arfuseConfig_t, maxBlocks) + sizeof(int) || c.size > sizeof(arfuseConfig_t))
+    return bad(strprintf("size=%zu is not a known arfuseConfig_t size (%zu): start from ARFUSE_CONFIG_INITIALIZER",
+                         c.size, sizeof(arfuseConfig_t)));
+  if (c.version / 100 != ARFUSE_VERSION_CODE / 100)
+    return bad(strprintf("version=%u was compiled against an incompatible arfuse (library %d)", c.version,
+                         ARFUSE_VERSION_CODE));
+
+  ResolvedConfig r;
+  if (c.maxTokens != -1 && c.maxTokens < 1) return bad(strprintf("maxTokens=%d: must be >= 1 or -1", c.maxTokens));
+  r.limits.maxTokens = c.maxTokens == -1 ? 2048 : c.maxTokens;
+  if (c.maxHidden != -1 && (c.maxHidden < 8 || c.maxHidden % 8))
+    return bad(strprintf("maxHidden=%d: must be a positive multiple of 8, or -1", c.maxHidden));
+  r.limits.maxHidden = c.maxHidden == -1 ? 16384 : c.maxHidden;
+  if (c.dtypeMask == 0 || (c.dtypeMask & ~ARFUSE_DTYPE_ALL))
+    return bad(strprintf("dtypeMask=0x%x: must be a non-empty combination of ARFUSE_DTYPE_BIT(arfuseBfloat16 / "
+                         "arfuseFloat16 / arfuseFloat32)",
+                         c.dtypeMask));
+  r.limits.dtypeMask = c.dtypeMask;
+  int largest = 0;
+  for (int d = 0; d < arfuseNumDataTypes; ++d)
+    if (c.dtypeMask & ARFUSE_DTYPE_BIT(d)) {
+      const int m = maxSupportedHidden(arfuseDataType_t(d));
+      if (largest == 0 || m < largest) largest = m;
+    }
+  if (r.limits.maxHidden > largest)
+    return bad(strprintf("maxHidden=%d: the largest hidden size supported for the enabled dtypes is %d",
+                         r.limits.maxHidden, largest));
+
+  if (c.algo != -1) {
+    if (c.algo < 0 || c.algo >= arfuseNumAlgos) return bad(strprintf("algo=%d: use -1 or an arfuseAlgo_t", c.algo));
+    r.policy.forcedAlgo = c.algo;
+    r.policy.forcedBy = "config";
+  } else if (paramAlgo() >= 0) {
+    r.policy.forcedAlgo = paramAlgo();
+    r.policy.forcedBy = "ARFUSE_ALGO";
+  }
+  if (r.policy.forcedAlgo == arfuseAlgoLocal && nranks > 1)
+    return bad(strprintf("algo=local is only valid for 1 rank (this group has %d)", nranks));
+  r.policy.oneShotMaxBytes = paramOneShotMaxBytes();
+
+  if (c.timeoutMs != -1 && c.timeoutMs < 1) return bad(strprintf("timeoutMs=%d: must be >= 1 or -1", c.timeoutMs));
+  r.timeoutMs = c.timeoutMs == -1 ? paramTimeoutMs() : c.timeoutMs;
+  if (c.maxBlocks != -1 && (c.maxBlocks < 1 || c.maxBlocks > 128))
+    return bad(strprintf("maxBlocks=%d: must be 1..128 or -1", c.maxBlocks));
+  r.maxBlocks = c.maxBlocks != -1 ? c.maxBlocks : paramMaxBlocks();
+  *out = r;
+  return arfuseSuccess;
+}
+
+}  // namespace arfuse

@@ -1,0 +1,41 @@
+// Names and texts of the public enums. Host-only, so the CPU-tested pieces can use them too.
+#include "arfuse/arfuse.h"
+
+extern "C" {
+
+const char* arfuseGetErrorName(arfuseResult_t r) {
+  static const char* names[] = {"arfuseSuccess",       "arfuseInvalidArgument", "arfuseInvalidUsage",
+                                "arfuseUnsupported",   "arfuseCudaError",       "arfuseNcclError",
+                                "arfuseSystemError",   "arfuseInternalError",   "arfusePeerTimeout",
+                                "arfuseNoDevice"};
+  return (r >= 0 && r < arfuseNumResults) ? names[r] : "arfuseUnknownResult";
+}
+
+const char* arfuseGetErrorString(arfuseResult_t r) {
+  static const char* text[] = {
+      "no error",
+      "invalid argument: the message names the argument and what is allowed",
+      "invalid usage: the call is not allowed in this state (e.g. destroyed communicator)",
+      "unsupported: this build or machine cannot serve the request; the message says why",
+      "CUDA error: a CUDA runtime call failed; the message names the call",
+      "NCCL error: an NCCL call failed; set NCCL_DEBUG=WARN for details",
+      "system error: host allocation or OS failure",
+      "internal error: a bug in arfuse; please report it with the log line",
+      "peer timeout: a rank waited longer than the timeout for a peer; the group is aborted. Check that every "
+      "rank makes the same calls in the same order",
+      "no CUDA device is visible",
+  };
+  return (r >= 0 && r < arfuseNumResults) ? text[r] : "unknown result code";
+}
+
+const char* arfuseAlgoName(arfuseAlgo_t a) {
+  static const char* names[] = {"auto", "oneshot", "twoshot", "nccl", "local"};
+  return (a >= 0 && a < arfuseNumAlgos) ? names[a] : "unknown";
+}
+
+const char* arfuseDataTypeName(arfuseDataType_t d) {
+  static const char* names[] = {"bf16", "fp16", "fp32"};
+  return (d >= 0 && d < arfuseNumDataTypes) ? names[d] : "unknown";
+}
+
+}  // extern "C"

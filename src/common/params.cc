@@ -1,0 +1,120 @@
+#include "common/params.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "arfuse/arfuse.h"
+
+namespace arfuse {
+namespace {
+
+const std::vector<ParamSpec> kSpecs = {
+    {"ARFUSE_ALGO", "enum", "auto",
+     "Force the algorithm of every communicator whose config leaves `algo` at -1: auto, oneshot, twoshot, nccl."},
+    {"ARFUSE_TIMEOUT_MS", "int", "10000",
+     "Bound on every device-side wait for a peer, in milliseconds (config `timeoutMs` wins). On expiry the group "
+     "is aborted and calls fail with arfusePeerTimeout."},
+    {"ARFUSE_LOG_LEVEL", "enum", "WARN", "Least severe log line printed on stderr: DEBUG, INFO, WARN, ERROR, NONE."},
+    {"ARFUSE_CHECK_POINTERS", "bool", "1",
+     "Check with cudaPointerGetAttributes that every pointer is device memory of the communicator's GPU before "
+     "launch (about a microsecond per pointer on the host; 0 skips it)."},
+    {"ARFUSE_ONESHOT_MAX_BYTES", "int", "524288",
+     "Auto plan: use one-shot while message bytes x (nranks - 1) stays at or under this; two-shot above."},
+    {"ARFUSE_MAX_BLOCKS", "int", "-1",
+     "Cap on thread blocks per rank per call (config `maxBlocks` wins); -1 derives it from the device so that "
+     "every rank's blocks are co-resident."},
+};
+
+int parseLevel(const std::string& v) {
+  static const char* names[] = {"DEBUG", "INFO", "WARN", "ERROR", "NONE"};
+  for (int i = 0; i < 5; ++i) {
+    std::string up;
+    for (char c : v) up += static_cast<char>(toupper(static_cast<unsigned char>(c)));
+    if (up == names[i]) return i;
+  }
+  return -1;
+}
+
+bool parseInt(const std::string& v, long long* out) {
+  if (v.empty()) return false;
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (*end != '\0') return false;
+  *out = x;
+  return true;
+}
+
+std::string validate(const ParamSpec& s, const std::string& v) {
+  const std::string name = s.name;
+  long long x = 0;
+  if (name == "ARFUSE_ALGO") return parseAlgoName(v) < 0 ? "expected auto|oneshot|twoshot|nccl" : "";
+  if (name == "ARFUSE_LOG_LEVEL") return parseLevel(v) < 0 ? "expected DEBUG|INFO|WARN|ERROR|NONE" : "";
+  if (name == "ARFUSE_CHECK_POINTERS") return (v == "0" || v == "1") ? "" : "expected 0 or 1";
+  if (name == "ARFUSE_TIMEOUT_MS") return (parseInt(v, &x) && x > 0) ? "" : "expected a positive integer";
+  if (name == "ARFUSE_ONESHOT_MAX_BYTES") return (parseInt(v, &x) && x >= 0) ? "" : "expected an integer >= 0";
+  if (name == "ARFUSE_MAX_BLOCKS")
+    return (parseInt(v, &x) && (x == -1 || (x >= 1 && x <= 128))) ? "" : "expected -1 or 1..128";
+  return "";
+}
+
+const std::string& valueOf(const char* name) {
+  for (const ParamValue& v : paramValues())
+    if (std::string(v.spec->name) == name) return v.value;
+  static const std::string empty;
+  return empty;
+}
+
+}  // namespace
+
+const std::vector<ParamSpec>& paramSpecs() { return kSpecs; }
+
+const std::vector<ParamValue>& paramValues() {
+  static std::vector<ParamValue> values;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const ParamSpec& s : kSpecs) {
+      ParamValue v{&s, s.defaultValue, false, ""};
+      if (const char* env = std::getenv(s.name)) {
+        std::string err = validate(s, env);
+        if (err.empty()) {
+          v.value = env;
+          v.fromEnvironment = true;
+        } else {
+          v.error = std::string(s.name) + "=" + env + " ignored: " + err;
+        }
+      }
+      values.push_back(v);
+    }
+  });
+  return values;
+}
+
+int parseAlgoName(const std::string& name) {
+  if (name == "auto") return arfuseAlgoAuto;
+  if (name == "oneshot") return arfuseAlgoOneShot;
+  if (name == "twoshot") return arfuseAlgoTwoShot;
+  if (name == "nccl") return arfuseAlgoNccl;
+  return -1;
+}
+
+int paramAlgo() {
+  for (const ParamValue& v : paramValues())
+    if (std::string(v.spec->name) == "ARFUSE_ALGO") return v.fromEnvironment ? parseAlgoName(v.value) : -1;
+  return -1;
+}
+int paramTimeoutMs() { return std::atoi(valueOf("ARFUSE_TIMEOUT_MS").c_str()); }
+int paramLogLevel() { return parseLevel(valueOf("ARFUSE_LOG_LEVEL")); }
+bool paramCheckPointers() { return valueOf("ARFUSE_CHECK_POINTERS") != "0"; }
+long long paramOneShotMaxBytes() { return std::atoll(valueOf("ARFUSE_ONESHOT_MAX_BYTES").c_str()); }
+int paramMaxBlocks() { return std::atoi(valueOf("ARFUSE_MAX_BLOCKS").c_str()); }
+
+std::string paramsMarkdown() {
+  std::ostringstream os;
+  os << "| variable | type | default | meaning |\n|---|---|---|---|\n";
+  for (const ParamSpec& s : kSpecs)
+    os << "| `" << s.name << "` | " << s.type << " | `" << s.defaultValue << "` | " << s.description << " |\n";
+  return os.str();
+}
+
+}  // namespace arfuse

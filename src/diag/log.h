@@ -1,0 +1,30 @@
+// The canonical log line, one grammar for every message arfuse prints:
+//   arfuse LEVEL rank=R dev=D sm_XY [key=value ...] file.cc:123 message
+// rank/dev are '-' when no communicator is involved. `arfuse triage` parses exactly this.
+#pragma once
+
+#include <string>
+
+namespace arfuse {
+
+enum LogLevel { kLogDebug = 0, kLogInfo = 1, kLogWarn = 2, kLogError = 3 };
+
+struct LogContext {
+  int rank = -1;
+  int device = -1;
+  int arch = 0;  // 90 for sm_90; 0 unknown
+};
+
+// Builds a line (without newline). `fields` is zero or more "key=value" tokens separated by spaces.
+std::string formatLogLine(LogLevel level, const LogContext& ctx, const std::string& fields, const char* file, int line,
+                          const std::string& message);
+// Prints the line on stderr if level >= ARFUSE_LOG_LEVEL.
+void logLine(LogLevel level, const LogContext& ctx, const std::string& fields, const char* file, int line,
+             const std::string& message);
+bool logEnabled(LogLevel level);
+
+std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace arfuse
+
+#define ARFUSE_LOG(level, ctx, fields, ...) ::arfuse::logLine(level, ctx, fields, __FILE__, __LINE__, ::arfuse::strprintf(__VA_ARGS__))

@@ -1,0 +1,216 @@
+// Device-side building blocks shared by every arfuse kernel.
+//
+// - Vec<T>: one 16-byte access worth of elements (8 x bf16/fp16, 4 x fp32) converted to fp32.
+// - Flags: system-scope release stores to peers and acquire loads of our own memory. A peer never
+//   polls remote memory: each rank polls only flags that its peers *write into its own workspace*
+//   (a local read), which matters over PCIe where every remote read is a non-posted round trip.
+// - Bounded spins: every wait checks %globaltimer every kPollsPerCheck polls and the group abort flag
+//   (host-mapped). On timeout the first waiter of the rank records {peer, block, call, phase} and
+//   raises the abort flag so every other rank's waits end within one check interval.
+// - blockSum: a deterministic block-wide fp32 sum (fixed shuffle tree + fixed shared-memory order),
+//   so every rank computing the same row gets the same bits.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels/kernel_args.h"
+
+namespace arfuse {
+
+template <typename T>
+struct Vec;
+
+template <>
+struct Vec<float> {
+  static constexpr int kElems = 4;
+  __device__ static void toFloat(const uint4& v, float* f) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+  }
+  __device__ static uint4 fromFloat(const float* f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+  }
+};
+
+template <typename H, typename H2>
+struct HalfVec {
+  static constexpr int kElems = 8;
+  __device__ static float lo(uint32_t w);
+  __device__ static void toFloat(const uint4& v, float* f) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      H2 h = *reinterpret_cast<const H2*>(&w[i]);
+      f[2 * i] = toF(h.x);
+      f[2 * i + 1] = toF(h.y);
+    }
+  }
+  __device__ static uint4 fromFloat(const float* f) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      H2 h;
+      h.x = fromF(f[2 * i]);
+      h.y = fromF(f[2 * i + 1]);
+      w[i] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  __device__ static float toF(H h);
+  __device__ static H fromF(float f);
+};
+
+template <>
+__device__ inline float HalfVec<__nv_bfloat16, __nv_bfloat162>::toF(__nv_bfloat16 h) {
+  return __bfloat162float(h);
+}
+template <>
+__device__ inline __nv_bfloat16 HalfVec<__nv_bfloat16, __nv_bfloat162>::fromF(float f) {
+  return __float2bfloat16_rn(f);
+}
+template <>
+__device__ inline float HalfVec<__half, __half2>::toF(__half h) {
+  return __half2float(h);
+}
+template <>
+__device__ inline __half HalfVec<__half, __half2>::fromF(float f) {
+  return __float2half_rn(f);
+}
+
+template <>
+struct Vec<__nv_bfloat16> : HalfVec<__nv_bfloat16, __nv_bfloat162> {};
+template <>
+struct Vec<__half> : HalfVec<__half, __half2> {};
+
+// ---- memory ordering ------------------------------------------------------------------------
+__device__ __forceinline__ void storeRelease(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t loadAcquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ int loadVolatileInt(const int* p) {
+  return *reinterpret_cast<const volatile int*>(p);
+}
+__device__ __forceinline__ uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// 16-byte load of workspace data written by another thread or rank during this call: cached in
+// L2 only (.cg), never in the non-coherent L1, so a line left there by the call two epochs ago
+// (same buffer parity) can never be returned.
+__device__ __forceinline__ uint4 loadShared16(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
+
+// ---- bounded waits ----------------------------------------------------------------------------
+constexpr int kPollsPerCheck = 256;
+
+// Records the first timeout of this rank and aborts the group. Returns nothing: the caller exits.
+__device__ inline void raiseTimeout(const KernelArgs& a, int peer, int phase, uint64_t call) {
+  ErrorRecord* rec = &a.shared->records[a.rank];
+  if (atomicCAS(&a.state->errorClaimed, 0u, 1u) == 0u) {
+    rec->peer = peer;
+    rec->block = blockIdx.x;
+    rec->phase = phase;
+    rec->call = call;
+    rec->code = kErrPeerTimeout;
+    __threadfence_system();
+    *reinterpret_cast<volatile int*>(&rec->valid) = 1;
+  }
+  __threadfence_system();
+  *reinterpret_cast<volatile int*>(&a.shared->abort) = 1;
+}
+
+// Waits until *flag >= expected (wrap-safe). Returns false on timeout or group abort.
+__device__ inline bool waitFlag(const KernelArgs& a, const uint64_t* flag, uint64_t expected, int peer, int phase,
+                                uint64_t call) {
+  uint64_t start = 0;
+  for (int polls = 1;; ++polls) {
+    if (static_cast<int64_t>(loadAcquire(flag) - expected) >= 0) return true;
+    if (polls % kPollsPerCheck == 0) {
+      if (loadVolatileInt(&a.shared->abort)) return false;
+      const uint64_t now = globalTimerNs();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > a.timeoutNs) {
+        raiseTimeout(a, peer, phase, call);
+        return false;
+      }
+    }
+  }
+}
+
+// Per-block barrier across ranks. Block b of every rank takes part; block b of rank r writes
+// `value` into slot [b][r] of each peer's flag array, then waits for slot [b][p] of its own array to
+// reach `value` for every peer p. The __syncthreads before the release makes every write of this
+// block (the copy-in, phase-1 results) visible before the flag (release is cumulative over the
+// CTA barrier); the __syncthreads after the acquire extends the acquire to the whole block.
+// Returns false (uniformly across the block) if the group aborted.
+__device__ inline bool blockBarrier(const KernelArgs& a, uint64_t value, int phase, uint64_t call) {
+  __syncthreads();
+  bool ok = true;
+  const int t = threadIdx.x;
+  if (t < a.nranks) {
+    uint64_t* remote = a.peers.flags[t] + blockIdx.x * kMaxRanks + a.rank;
+    storeRelease(remote, value);
+    if (t != a.rank) ok = waitFlag(a, a.peers.flags[a.rank] + blockIdx.x * kMaxRanks + t, value, t, phase, call);
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+// ---- call epochs ------------------------------------------------------------------------------
+// Every block reads the rank's call counter at entry; the last block to leave advances it. All
+// blocks have read it before any block can be last, so the whole grid sees the same epoch.
+__device__ inline uint64_t beginCall(const KernelArgs& a) {
+  __shared__ uint64_t call;
+  if (threadIdx.x == 0) call = *reinterpret_cast<volatile uint64_t*>(&a.state->call) + 1;
+  __syncthreads();
+  return call;
+}
+__device__ inline void endCall(const KernelArgs& a, uint64_t call) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned prev = atomicAdd(&a.state->blocksDone, 1u);
+    if (prev == gridDim.x - 1) {
+      a.state->blocksDone = 0;
+      *reinterpret_cast<volatile uint64_t*>(&a.state->call) = call;
+      __threadfence();
+    }
+  }
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+__device__ inline float warpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// Deterministic: same blockDim -> same order of additions on every rank.
+__device__ inline float blockSum(float v) {
+  __shared__ float partial[32];
+  __shared__ float total;
+  v = warpSum(v);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int nwarps = (blockDim.x + 31) >> 5;
+    float s = lane < nwarps ? partial[lane] : 0.f;
+    s = warpSum(s);
+    if (lane == 0) total = s;
+  }
+  __syncthreads();
+  const float r = total;
+  __syncthreads();  // partial/total may be reused by the next row
+  return r;
+}
+
+}  // namespace arfuse

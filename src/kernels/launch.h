@@ -1,0 +1,22 @@
+// Host-side entry points of the kernels (implemented in kernels.cu). No CUDA headers needed to call.
+#pragma once
+
+#include "arfuse/arfuse.h"
+#include "kernels/kernel_args.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace arfuse {
+
+// Each returns a cudaError_t value (as int) from the launch.
+int launchOneShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
+                  cudaStream_t stream);
+int launchTwoShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
+                  cudaStream_t stream);
+int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream);
+
+// The fewest blocks of kMaxThreads threads that every multi-rank kernel can keep resident per SM on
+// the current device (0 on error).
+int residentBlocksPerSm();
+
+}  // namespace arfuse

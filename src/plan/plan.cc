@@ -1,0 +1,146 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+
+#include "diag/log.h"
+#include "kernels/kernel_args.h"
+
+namespace arfuse {
+namespace {
+
+int roundUp(int x, int m) { return (x + m - 1) / m * m; }
+
+Plan failure(arfuseResult_t status, std::string msg) {
+  Plan p;
+  p.status = status;
+  p.reason = std::move(msg);
+  return p;
+}
+
+void multiRankGeometry(const Fabric& f, const PlanRequest& r, Plan* p) {
+  const int nvec = r.hidden / dtypeVecElems(r.dtype);
+  p->threads = std::min(kMaxThreads, std::max(32, roundUp(nvec, 32)));
+  p->blocks = std::max(1, std::min(r.tokens, f.maxBlocks));
+}
+
+}  // namespace
+
+size_t dtypeSize(arfuseDataType_t dtype) { return dtype == arfuseFloat32 ? 4 : 2; }
+int dtypeVecElems(arfuseDataType_t dtype) { return static_cast<int>(16 / dtypeSize(dtype)); }
+int maxSupportedHidden(arfuseDataType_t dtype) { return kMaxVecsPerRow * dtypeVecElems(dtype); }
+
+Plan validateShape(const Limits& limits, const PlanRequest& req) {
+  if (static_cast<int>(req.dtype) < 0 || req.dtype >= arfuseNumDataTypes)
+    return failure(arfuseInvalidArgument,
+                   strprintf("dtype=%d: unknown; use arfuseBfloat16, arfuseFloat16 or arfuseFloat32", int(req.dtype)));
+  if (!(limits.dtypeMask & ARFUSE_DTYPE_BIT(req.dtype)))
+    return failure(arfuseInvalidArgument,
+                   strprintf("dtype=%s: not enabled in this communicator's config dtypeMask=0x%x; add "
+                             "ARFUSE_DTYPE_BIT(%s) when creating it",
+                             arfuseDataTypeName(req.dtype), limits.dtypeMask, arfuseDataTypeName(req.dtype)));
+  if (req.tokens < 1) return failure(arfuseInvalidArgument, strprintf("tokens=%d: must be >= 1", req.tokens));
+  if (req.tokens > limits.maxTokens)
+    return failure(arfuseInvalidArgument,
+                   strprintf("tokens=%d exceeds this communicator's maxTokens=%d; create it with a larger "
+                             "arfuseConfig_t.maxTokens",
+                             req.tokens, limits.maxTokens));
+  if (req.hidden < 8 || req.hidden % 8 != 0)
+    return failure(arfuseInvalidArgument, strprintf("hidden=%d: must be a positive multiple of 8", req.hidden));
+  if (req.hidden > maxSupportedHidden(req.dtype))
+    return failure(arfuseUnsupported, strprintf("hidden=%d with dtype %s: the largest supported hidden size is %d "
+                                                "(one row must fit one thread block's registers)",
+                                                req.hidden, arfuseDataTypeName(req.dtype), maxSupportedHidden(req.dtype)));
+  if (req.hidden > limits.maxHidden)
+    return failure(arfuseInvalidArgument,
+                   strprintf("hidden=%d exceeds this communicator's maxHidden=%d; create it with a larger "
+                             "arfuseConfig_t.maxHidden",
+                             req.hidden, limits.maxHidden));
+  Plan ok;
+  return ok;
+}
+
+void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, int* blocks, int* threads) {
+  const int nvec = hidden / dtypeVecElems(dtype);
+  // Few rows: spread each row over many threads (latency). Many rows: several vectors per thread
+  // and several blocks per SM (bandwidth), at most kMaxVecsPerThread per thread.
+  const int perThread = tokens >= 2 * smCount ? 4 : 1;
+  int t = roundUp((nvec + perThread - 1) / perThread, 32);
+  t = std::max(t, roundUp((nvec + kMaxVecsPerThread - 1) / kMaxVecsPerThread, 32));
+  t = std::min(kMaxThreads, std::max(perThread == 1 ? 32 : 64, t));
+  *threads = t;
+  const int perSm = std::max(1, 2048 / t);
+  *blocks = std::max(1, std::min(tokens, smCount * perSm));
+}
+
+Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req) {
+  Plan p = validateShape(limits, req);
+  if (p.status != arfuseSuccess) return p;
+
+  const long long bytes = static_cast<long long>(req.tokens) * req.hidden * dtypeSize(req.dtype);
+  const char* op = req.op == arfuseOpAllReduce ? "allreduce" : "allreduce+add+rmsnorm";
+
+  if (f.nranks == 1) {
+    if (policy.forcedAlgo != arfuseAlgoAuto && policy.forcedAlgo != arfuseAlgoLocal)
+      return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs >= 2 ranks; this communicator has 1",
+                                                  arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), policy.forcedBy.c_str()));
+    p.algo = arfuseAlgoLocal;
+    localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
+    p.reason = strprintf("local: 1 rank, %s of %lld B needs no communication", op, bytes);
+    return p;
+  }
+
+  const char* forcedBy = policy.forcedBy.c_str();
+  switch (policy.forcedAlgo) {
+    case arfuseAlgoAuto:
+      break;
+    case arfuseAlgoOneShot:
+    case arfuseAlgoTwoShot:
+      if (!f.p2p)
+        return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs peer access between all ranks: %s; "
+                                                    "use algo=nccl or auto",
+                                                    arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedBy,
+                                                    f.p2pDetail.c_str()));
+      p.algo = arfuseAlgo_t(policy.forcedAlgo);
+      multiRankGeometry(f, req, &p);
+      p.reason = strprintf("%s: forced by %s (%lld B, %d ranks)", arfuseAlgoName(p.algo), forcedBy, bytes, f.nranks);
+      return p;
+    case arfuseAlgoNccl:
+      if (!f.nccl)
+        return failure(arfuseUnsupported,
+                       strprintf("algo=nccl (forced by %s) is unavailable: %s", forcedBy, f.ncclDetail.c_str()));
+      p.algo = arfuseAlgoNccl;
+      p.reason = strprintf("nccl: forced by %s (%lld B, %d ranks)", forcedBy, bytes, f.nranks);
+      localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
+      return p;
+    default:
+      return failure(arfuseInvalidArgument, strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
+                                                      "oneshot, twoshot or nccl",
+                                                      policy.forcedAlgo, forcedBy, f.nranks));
+  }
+
+  if (!f.p2p) {
+    if (!f.nccl)
+      return failure(arfuseUnsupported, strprintf("no path: peer access is missing (%s) and NCCL is unavailable (%s)",
+                                                  f.p2pDetail.c_str(), f.ncclDetail.c_str()));
+    p.algo = arfuseAlgoNccl;
+    localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
+    p.reason = strprintf("nccl: no peer access between ranks (%s)", f.p2pDetail.c_str());
+    return p;
+  }
+  const long long peerBytes = bytes * (f.nranks - 1);
+  if (peerBytes <= policy.oneShotMaxBytes) {
+    p.algo = arfuseAlgoOneShot;
+    p.reason = strprintf("oneshot: %lld B x %d peers = %lld B <= one-shot limit %lld B (built-in default, not "
+                         "calibrated)",
+                         bytes, f.nranks - 1, peerBytes, policy.oneShotMaxBytes);
+  } else {
+    p.algo = arfuseAlgoTwoShot;
+    p.reason = strprintf("twoshot: %lld B x %d peers = %lld B > one-shot limit %lld B (built-in default, not "
+                         "calibrated)",
+                         bytes, f.nranks - 1, peerBytes, policy.oneShotMaxBytes);
+  }
+  multiRankGeometry(f, req, &p);
+  return p;
+}
+
+}  // namespace arfuse

@@ -1,0 +1,68 @@
+// The plan: a pure function from (what the machine is, what the caller asks) to the algorithm,
+// the launch geometry and a one-line reason. No CUDA, no globals: CPU-tested, and the same code
+// answers arfuseCommQueryPlan and every collective call, so the reason printed is the one acted on.
+//
+// Geometry is a function of (tokens, hidden, dtype, nranks, maxBlocks) only, and maxBlocks is a
+// group-wide constant: every rank computes the same grid, which the per-block barriers rely on.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "arfuse/arfuse.h"
+
+namespace arfuse {
+
+struct Fabric {
+  int nranks = 1;
+  bool virtualRanks = false;  // some device hosts several ranks
+  bool p2p = true;            // every pair of ranks can load/store each other's memory
+  std::string p2pDetail;      // why not, when !p2p ("devices 0 and 3: cudaDeviceCanAccessPeer = 0")
+  bool nccl = false;          // an NCCL communicator exists for the group
+  std::string ncclDetail;     // why not, when !nccl
+  int maxBlocks = 1;          // group-wide cap on blocks per rank (co-residency)
+  int smCount = 1;            // smallest SM count in the group (local kernel grid)
+};
+
+struct Limits {
+  int maxTokens = 2048;
+  int maxHidden = 16384;
+  unsigned dtypeMask = ARFUSE_DTYPE_ALL;
+};
+
+struct PlanPolicy {
+  int forcedAlgo = arfuseAlgoAuto;  // arfuseAlgo_t
+  std::string forcedBy;             // "config", "ARFUSE_ALGO"
+  long long oneShotMaxBytes = 512 * 1024;
+};
+
+struct PlanRequest {
+  arfuseOp_t op = arfuseOpAllReduceAddRmsNorm;
+  int tokens = 1;
+  int hidden = 0;
+  arfuseDataType_t dtype = arfuseBfloat16;
+};
+
+struct Plan {
+  arfuseResult_t status = arfuseSuccess;
+  arfuseAlgo_t algo = arfuseAlgoAuto;
+  int blocks = 0;
+  int threads = 0;
+  std::string reason;  // why this algorithm, or, on failure, the error message naming the argument
+};
+
+size_t dtypeSize(arfuseDataType_t dtype);
+// Elements per 16-byte vector.
+int dtypeVecElems(arfuseDataType_t dtype);
+// Largest hidden size the kernels support for a dtype (one row fits in registers of one block).
+int maxSupportedHidden(arfuseDataType_t dtype);
+
+// Checks (tokens, hidden, dtype) against the kernels and the communicator's limits.
+Plan validateShape(const Limits& limits, const PlanRequest& req);
+
+Plan makePlan(const Fabric& fabric, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req);
+
+// Geometry of the single-GPU add+RMSNorm kernel.
+void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, int* blocks, int* threads);
+
+}  // namespace arfuse

@@ -1,0 +1,155 @@
+#include <gtest/gtest.h>
+
+#include "plan/plan.h"
+
+namespace arfuse {
+namespace {
+
+Fabric nvlink8() {
+  Fabric f;
+  f.nranks = 8;
+  f.maxBlocks = 64;
+  f.smCount = 132;
+  f.nccl = true;
+  return f;
+}
+
+PlanRequest req(int tokens, int hidden = 7168, arfuseDataType_t dt = arfuseBfloat16) {
+  PlanRequest r;
+  r.tokens = tokens;
+  r.hidden = hidden;
+  r.dtype = dt;
+  return r;
+}
+
+TEST(Plan, SingleRankIsLocal) {
+  Fabric f;
+  Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(16));
+  ASSERT_EQ(p.status, arfuseSuccess);
+  EXPECT_EQ(p.algo, arfuseAlgoLocal);
+  EXPECT_NE(p.reason.find("1 rank"), std::string::npos);
+}
+
+TEST(Plan, SmallMessagesOneShotLargeTwoShot) {
+  Plan small = makePlan(nvlink8(), Limits{}, PlanPolicy{}, req(1));
+  EXPECT_EQ(small.algo, arfuseAlgoOneShot) << small.reason;
+  EXPECT_NE(small.reason.find("14336 B x 7 peers"), std::string::npos) << small.reason;
+  Plan large = makePlan(nvlink8(), Limits{}, PlanPolicy{}, req(1024));
+  EXPECT_EQ(large.algo, arfuseAlgoTwoShot) << large.reason;
+  EXPECT_NE(large.reason.find("> one-shot limit"), std::string::npos);
+}
+
+TEST(Plan, CrossoverFollowsPolicy) {
+  PlanPolicy pol;
+  pol.oneShotMaxBytes = 14336 * 7;
+  EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(1)).algo, arfuseAlgoOneShot);
+  EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(2)).algo, arfuseAlgoTwoShot);
+}
+
+TEST(Plan, NoP2PFallsBackToNcclWithReason) {
+  Fabric f = nvlink8();
+  f.p2p = false;
+  f.p2pDetail = "cudaDeviceCanAccessPeer(0, 3) = 0";
+  Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(4));
+  EXPECT_EQ(p.algo, arfuseAlgoNccl);
+  EXPECT_NE(p.reason.find("cudaDeviceCanAccessPeer(0, 3) = 0"), std::string::npos);
+  f.nccl = false;
+  f.ncclDetail = "ncclCommInitAll: unhandled system error";
+  p = makePlan(f, Limits{}, PlanPolicy{}, req(4));
+  EXPECT_EQ(p.status, arfuseUnsupported);
+  EXPECT_NE(p.reason.find("ncclCommInitAll"), std::string::npos);
+}
+
+TEST(Plan, ForcedAlgorithmsAndTheirRefusals) {
+  PlanPolicy pol;
+  pol.forcedAlgo = arfuseAlgoTwoShot;
+  pol.forcedBy = "ARFUSE_ALGO";
+  Plan p = makePlan(nvlink8(), Limits{}, pol, req(1));
+  EXPECT_EQ(p.algo, arfuseAlgoTwoShot);
+  EXPECT_NE(p.reason.find("forced by ARFUSE_ALGO"), std::string::npos);
+
+  Fabric virt = nvlink8();
+  virt.virtualRanks = true;
+  virt.nccl = false;
+  virt.ncclDetail = "NCCL needs one device per rank";
+  pol.forcedAlgo = arfuseAlgoNccl;
+  p = makePlan(virt, Limits{}, pol, req(1));
+  EXPECT_EQ(p.status, arfuseUnsupported);
+  EXPECT_NE(p.reason.find("one device per rank"), std::string::npos);
+
+  Fabric nop2p = nvlink8();
+  nop2p.p2p = false;
+  nop2p.p2pDetail = "x";
+  pol.forcedAlgo = arfuseAlgoOneShot;
+  EXPECT_EQ(makePlan(nop2p, Limits{}, pol, req(1)).status, arfuseUnsupported);
+}
+
+TEST(Plan, GeometryIsBoundedAndPure) {
+  for (int n : {2, 3, 5, 8, 16}) {
+    Fabric f = nvlink8();
+    f.nranks = n;
+    f.maxBlocks = 132 / n;
+    for (int tokens : {1, 3, 16, 255, 1024, 2048}) {
+      for (int hidden : {128, 4096, 5120, 7168, 8192, 16384}) {
+        for (int dt = 0; dt < 3; ++dt) {
+          Plan a = makePlan(f, Limits{}, PlanPolicy{}, req(tokens, hidden, arfuseDataType_t(dt)));
+          Plan b = makePlan(f, Limits{}, PlanPolicy{}, req(tokens, hidden, arfuseDataType_t(dt)));
+          ASSERT_EQ(a.status, arfuseSuccess) << a.reason;
+          EXPECT_EQ(a.blocks, b.blocks);
+          EXPECT_EQ(a.threads, b.threads);
+          EXPECT_LE(a.blocks, f.maxBlocks);
+          EXPECT_LE(a.blocks, tokens);
+          EXPECT_GE(a.blocks, 1);
+          EXPECT_EQ(a.threads % 32, 0);
+          EXPECT_LE(a.threads, 512);
+          const int nvec = hidden / dtypeVecElems(arfuseDataType_t(dt));
+          EXPECT_LE((nvec + a.threads - 1) / a.threads, 8) << "row must fit the register cache";
+        }
+      }
+    }
+  }
+}
+
+TEST(Plan, LocalGeometryFitsRegisterCache) {
+  for (int tokens : {1, 16, 264, 4096}) {
+    for (int hidden : {8, 128, 7168, 32768}) {
+      int blocks = 0, threads = 0;
+      localGeometry(tokens, hidden, arfuseBfloat16, 132, &blocks, &threads);
+      EXPECT_GE(blocks, 1);
+      EXPECT_LE(blocks, tokens);
+      EXPECT_LE(threads, 512);
+      EXPECT_LE((hidden / 8 + threads - 1) / threads, 8);
+    }
+  }
+}
+
+TEST(Plan, ShapeErrorsNameTheArgument) {
+  Limits lim;
+  lim.maxTokens = 64;
+  lim.maxHidden = 8192;
+  lim.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
+  struct Case {
+    PlanRequest r;
+    arfuseResult_t code;
+    const char* needle;
+  } cases[] = {
+      {req(0), arfuseInvalidArgument, "tokens=0"},
+      {req(65), arfuseInvalidArgument, "maxTokens=64"},
+      {req(1, 100), arfuseInvalidArgument, "hidden=100"},
+      {req(1, 0), arfuseInvalidArgument, "hidden=0"},
+      {req(1, 16384), arfuseInvalidArgument, "maxHidden=8192"},
+      {req(1, 40000), arfuseUnsupported, "largest supported hidden size is 32768"},
+      {req(1, 128, arfuseFloat32), arfuseInvalidArgument, "dtypeMask"},
+      {req(1, 128, arfuseDataType_t(7)), arfuseInvalidArgument, "dtype=7"},
+  };
+  for (const Case& c : cases) {
+    Plan p = makePlan(nvlink8(), lim, PlanPolicy{}, c.r);
+    EXPECT_EQ(p.status, c.code) << p.reason;
+    EXPECT_NE(p.reason.find(c.needle), std::string::npos) << p.reason;
+  }
+  EXPECT_EQ(maxSupportedHidden(arfuseFloat32), 16384);
+  EXPECT_EQ(maxSupportedHidden(arfuseBfloat16), 32768);
+}
+
+}  // namespace
+}  // namespace arfuse

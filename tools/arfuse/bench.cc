@@ -1,0 +1,281 @@
+// `arfuse bench`: times arfuse side by side with the unfused baseline (NCCL all-reduce + arfuse's
+// separate add+RMSNorm kernel) in one run, with the nccl-tests vocabulary, and writes JSON.
+//
+// Every figure: CUDA events around CUDA-graph replays of --calls calls, per-iteration maximum over
+// ranks, median over iterations (min and max beside it). Virtual ranks (several ranks on one GPU)
+// are labelled as such: their timings are correctness runs, not performance.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "arfuse/arfuse.h"
+#include "bench_args.h"
+#include "cli.h"
+#include "harness/harness.h"
+
+namespace arfuse {
+namespace cli {
+namespace {
+
+struct Row {
+  int tokens = 0;
+  long long bytes = 0;
+  std::string algo;
+  std::string role;  // "arfuse", "baseline", "arfuse-allreduce", "addrmsnorm", "copy"
+  harness::Timing t;
+  double algbw = 0, busbw = 0, ratio = 0;
+  int wrong = 0;
+  std::string error;
+};
+
+std::string jsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      o += '\\', o += c;
+    else if (c == '\n')
+      o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20)
+      o += ' ';
+    else
+      o += c;
+  }
+  return o;
+}
+
+std::string isoDate() {
+  char buf[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+std::string driverVersion() {
+  int v = 0;
+  cudaDriverGetVersion(&v);
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::string writeJson(const BenchArgs& a, bool virtualRanks, int nranks, const std::string& gpu,
+                      const std::vector<Row>& rows, double copyPeak) {
+  std::ostringstream os;
+  int ncclVersion = 0;
+  ncclGetVersion(&ncclVersion);
+  os << "{\n  \"schema\": \"arfuse-bench/1\",\n";
+  os << "  \"arfuse\": \"" << jsonEscape(arfuseGetBuildInfo()) << "\",\n";
+  os << "  \"date\": \"" << isoDate() << "\",\n";
+  os << "  \"command\": \"" << jsonEscape(a.commandLine) << "\",\n";
+  os << "  \"gpu\": \"" << jsonEscape(gpu) << "\",\n";
+  os << "  \"driver\": \"" << driverVersion() << "\",\n";
+  os << "  \"cuda_runtime\": " << CUDART_VERSION << ",\n";
+  os << "  \"nccl\": " << ncclVersion << ",\n";
+  os << "  \"op\": \"" << a.op << "\",\n  \"dtype\": \"" << arfuseDataTypeName(a.dtype) << "\",\n";
+  os << "  \"hidden\": " << a.hidden << ",\n  \"ranks\": " << nranks << ",\n";
+  os << "  \"virtual_ranks\": " << (virtualRanks ? "true" : "false") << ",\n";
+  os << "  \"calls_per_graph\": " << a.callsPerGraph << ",\n  \"iters\": " << a.iters << ",\n";
+  os << "  \"warmup\": " << a.warmup << ",\n";
+  if (copyPeak > 0) os << "  \"copy_peak_GBps\": " << copyPeak << ",\n";
+  os << "  \"results\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    os << (i ? ",\n" : "\n") << "    {\"tokens\": " << r.tokens << ", \"bytes\": " << r.bytes << ", \"algo\": \""
+       << r.algo << "\", \"role\": \"" << r.role << "\"";
+    if (r.t.ok) {
+      os << ", \"median_us\": " << r.t.medianUs << ", \"min_us\": " << r.t.minUs << ", \"max_us\": " << r.t.maxUs
+         << ", \"algbw_GBps\": " << r.algbw << ", \"busbw_GBps\": " << r.busbw;
+      if (r.ratio > 0) os << ", \"ratio\": " << r.ratio;
+    } else {
+      os << ", \"error\": \"" << jsonEscape(r.error) << "\"";
+    }
+    os << ", \"wrong\": " << r.wrong << "}";
+  }
+  os << "\n  ]\n}\n";
+  return os.str();
+}
+
+int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak) {
+  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
+  // Peak copy bandwidth of this GPU: 1 GiB device-to-device, bytes read + written.
+  harness::CaseSpec big;
+  harness::Timing peak = harness::timeSingleGpu(0, big, size_t(1) << 30, 5, 10, 2);
+  if (!peak.ok) {
+    std::fprintf(stderr, "arfuse bench: copy reference failed: %s\n", peak.error.c_str());
+    return kExitFailed;
+  }
+  *copyPeak = 2.0 * (1 << 30) / (peak.medianUs * 1e3);
+  std::printf("# device-to-device copy of 1 GiB: %.1f us -> %.0f GB/s (read + write)\n", peak.medianUs, *copyPeak);
+  std::printf("%8s %12s %10s %10s %10s %10s %10s %9s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps", "copy_us",
+              "copy_GBps", "peak_pct", "of_copy");
+  for (int tokens : a.tokens) {
+    harness::CaseSpec spec;
+    spec.dtype = a.dtype;
+    spec.tokens = tokens;
+    spec.hidden = a.hidden;
+    const size_t n = static_cast<size_t>(tokens) * a.hidden * esize;
+    const double moved = 4.0 * n + a.hidden * esize;  // read x, residual; write residual, norm; weight
+    Row norm, copy;
+    norm.tokens = copy.tokens = tokens;
+    norm.bytes = copy.bytes = static_cast<long long>(moved);
+    norm.algo = "local";
+    norm.role = "addrmsnorm";
+    copy.algo = "memcpy";
+    copy.role = "copy";
+    norm.t = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
+    copy.t = harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup);  // same bytes moved
+    if (!norm.t.ok || !copy.t.ok) {
+      norm.error = norm.t.error;
+      copy.error = copy.t.error;
+      std::printf("%8d error: %s%s\n", tokens, norm.t.error.c_str(), copy.t.error.c_str());
+      rows->push_back(norm);
+      rows->push_back(copy);
+      continue;
+    }
+    norm.algbw = moved / (norm.t.medianUs * 1e3);
+    copy.algbw = moved / (copy.t.medianUs * 1e3);
+    norm.ratio = copy.t.medianUs / norm.t.medianUs;  // fraction of copy bandwidth reached
+    std::printf("%8d %12.0f %10.2f %10.0f %10.2f %10.0f %9.0f%% %8.0f%%\n", tokens, moved, norm.t.medianUs,
+                norm.algbw, copy.t.medianUs, copy.algbw, 100.0 * norm.algbw / *copyPeak, 100.0 * norm.ratio);
+    rows->push_back(norm);
+    rows->push_back(copy);
+  }
+  return kExitOk;
+}
+
+int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vector<Row>* rows) {
+  std::vector<int> devices(nranks);
+  for (int r = 0; r < nranks; ++r) devices[r] = virtualRanks ? 0 : r;
+  const arfuseOp_t op = a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
+  std::vector<int> algos = a.algos;
+  if (algos.empty()) {
+    algos = {arfuseAlgoAuto, arfuseAlgoOneShot, arfuseAlgoTwoShot};
+    if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
+  }
+  int maxTokens = 1;
+  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
+  std::printf("%s\n", virtualRanks ? "# VIRTUAL ranks on one GPU: times below are NOT performance figures"
+                                   : "# real ranks, one per GPU");
+  std::printf("%8s %12s %9s %9s %10s %10s %10s %10s %10s %9s %7s\n", "tokens", "bytes", "algo", "role", "time_us",
+              "min_us", "max_us", "algbw", "busbw", "vs_base", "#wrong");
+  std::vector<std::vector<Row>> perAlgo;
+  for (int algo : algos) {
+    harness::World world(devices, maxTokens, a.hidden, algo == arfuseAlgoAuto ? -1 : algo);
+    std::vector<Row> out;
+    for (size_t i = 0; i < a.tokens.size(); ++i) {
+      Row r;
+      r.tokens = a.tokens[i];
+      r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
+      r.algo = arfuseAlgoName(arfuseAlgo_t(algo));
+      r.role = algo == arfuseAlgoNccl ? "baseline" : "arfuse";
+      if (!world.ok()) {
+        r.error = world.error();
+        out.push_back(r);
+        continue;
+      }
+      harness::CaseSpec spec;
+      spec.op = op;
+      spec.dtype = a.dtype;
+      spec.tokens = a.tokens[i];
+      spec.hidden = a.hidden;
+      spec.seed = 77 + i;
+      if (a.check) {
+        harness::CaseResult c = world.run(spec);
+        r.wrong = c.ok ? 0 : 1;
+        if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
+        if (!c.ok) r.error = c.error;
+      }
+      r.t = world.timeGraph(spec, a.callsPerGraph, a.iters, a.warmup);
+      if (!r.t.ok) {
+        r.error = r.t.error;
+      } else {
+        r.algbw = r.bytes / (r.t.medianUs * 1e3);
+        r.busbw = r.algbw * 2.0 * (nranks - 1) / nranks;
+      }
+      out.push_back(r);
+    }
+    perAlgo.push_back(out);
+  }
+  // Ratio to the baseline (nccl) where it ran.
+  const std::vector<Row>* base = nullptr;
+  for (const auto& v : perAlgo)
+    if (!v.empty() && v[0].role == "baseline") base = &v;
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    for (auto& v : perAlgo) {
+      Row& r = v[i];
+      if (base && r.t.ok && (*base)[i].t.ok) r.ratio = r.t.medianUs / (*base)[i].t.medianUs;
+      if (r.t.ok)
+        std::printf("%8d %12lld %9s %9s %10.2f %10.2f %10.2f %10.2f %10.2f %9s %7d%s%s\n", r.tokens, r.bytes,
+                    r.algo.c_str(), r.role.c_str(), r.t.medianUs, r.t.minUs, r.t.maxUs, r.algbw, r.busbw,
+                    r.ratio > 0 ? std::to_string(r.ratio).substr(0, 5).c_str() : "-", r.wrong,
+                    r.error.empty() ? "" : "  ", r.error.c_str());
+      else
+        std::printf("%8d %12lld %9s %9s  error: %s\n", r.tokens, r.bytes, r.algo.c_str(), r.role.c_str(),
+                    r.error.c_str());
+      rows->push_back(r);
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int bench(const std::vector<std::string>& args) {
+  BenchArgs a;
+  std::string err;
+  if (!parseBenchArgs(args, &a, &err)) {
+    std::fprintf(stderr, "arfuse bench: %s (see arfuse bench --help)\n", err.c_str());
+    return kExitUsage;
+  }
+  if (a.help) {
+    std::printf("%s", benchUsage());
+    return kExitOk;
+  }
+  const int ndev = harness::deviceCount();
+  if (ndev == 0) {
+    std::printf("arfuse bench: no CUDA device is visible, so there is nothing to time here.\n"
+                "  Run it on a machine with an NVIDIA GPU; `arfuse plan` explains choices without one.\n");
+    return kExitNoDevice;
+  }
+  std::vector<Row> rows;
+  double copyPeak = 0;
+  int rc;
+  int nranks = 1;
+  bool virtualRanks = false;
+  const std::string gpu = harness::deviceName(0);
+  std::printf("# %s on %d x %s, %s, hidden %d\n", arfuseGetBuildInfo(), ndev, gpu.c_str(),
+              arfuseDataTypeName(a.dtype), a.hidden);
+  if (a.op == "addrmsnorm") {
+    rc = benchSingleGpu(a, &rows, &copyPeak);
+  } else {
+    nranks = a.ranks > 0 ? a.ranks : (ndev >= 2 ? ndev : 2);
+    virtualRanks = ndev < nranks;
+    if (virtualRanks && ndev > 1) {
+      std::fprintf(stderr, "arfuse bench: --ranks %d but only %d GPUs; use --ranks <= %d (or one GPU for virtual "
+                           "ranks)\n", nranks, ndev, ndev);
+      return kExitUsage;
+    }
+    rc = benchCollective(a, nranks, virtualRanks, &rows);
+  }
+  int wrong = 0;
+  for (const Row& r : rows) wrong += r.wrong;
+  if (!a.jsonPath.empty()) {
+    std::ofstream f(a.jsonPath);
+    f << writeJson(a, virtualRanks, nranks, gpu, rows, copyPeak);
+    if (!f) {
+      std::fprintf(stderr, "arfuse bench: cannot write %s\n", a.jsonPath.c_str());
+      return kExitFailed;
+    }
+    std::printf("# wrote %s\n", a.jsonPath.c_str());
+  }
+  return rc != kExitOk ? rc : (wrong ? kExitFailed : kExitOk);
+}
+
+}  // namespace cli
+}  // namespace arfuse

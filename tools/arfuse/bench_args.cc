@@ -1,0 +1,174 @@
+#include "bench_args.h"
+
+#include <cstdlib>
+
+namespace arfuse {
+namespace cli {
+namespace {
+
+bool toInt(const std::string& s, long long lo, long long hi, long long* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  long long x = std::strtoll(s.c_str(), &end, 10);
+  long long mult = 1;
+  if (*end == 'K' || *end == 'k') mult = 1024, ++end;
+  else if (*end == 'M' || *end == 'm') mult = 1024 * 1024, ++end;
+  else if (*end == 'G' || *end == 'g') mult = 1024LL * 1024 * 1024, ++end;
+  if (*end != '\0') return false;
+  x *= mult;
+  if (x < lo || x > hi) return false;
+  *v = x;
+  return true;
+}
+
+}  // namespace
+
+const char* benchUsage() {
+  return "usage: arfuse bench [options]\n"
+         "  --op fused|allreduce|addrmsnorm  what to time (default fused: all-reduce + add + RMSNorm;\n"
+         "                                   addrmsnorm: single GPU against a device copy of the same bytes)\n"
+         "  --tokens T,T,...                 token counts (default 1,2,4,...,2048)\n"
+         "  -b BYTES -e BYTES -f FACTOR      or a message-size sweep (bytes per rank; K/M/G suffixes)\n"
+         "  --hidden H                       hidden size (default 7168)\n"
+         "  --dtype bf16|fp16|fp32           (default bf16)\n"
+         "  --ranks N                        ranks: real GPUs when there are N, else virtual ranks on GPU 0\n"
+         "  --algo auto|oneshot|twoshot|nccl|all   (default all; nccl is the unfused baseline)\n"
+         "  -n ITERS -w WARMUP               timed and warm-up graph replays (default 50, 10)\n"
+         "  --calls C                        calls captured per graph (default 20)\n"
+         "  -c 0|1                           check every result against fp64 first (default 1)\n"
+         "  -G 1                             time CUDA-graph replays (the only mode: eager timing mis-ranks\n"
+         "                                   small kernels)\n"
+         "  -J FILE                          write results as JSON\n";
+}
+
+bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::string* error) {
+  BenchArgs a;
+  a.commandLine = "arfuse bench";
+  for (const std::string& s : args) a.commandLine += " " + s;
+  long long b = -1, e = -1, f = 2;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& k = args[i];
+    auto value = [&](std::string* v) {
+      if (i + 1 >= args.size()) {
+        *error = k + " needs a value";
+        return false;
+      }
+      *v = args[++i];
+      return true;
+    };
+    std::string v;
+    long long x = 0;
+    if (k == "-h" || k == "--help") {
+      a.help = true;
+    } else if (k == "--op") {
+      if (!value(&v)) return false;
+      if (v != "fused" && v != "allreduce" && v != "addrmsnorm") {
+        *error = "--op " + v + ": use fused, allreduce or addrmsnorm";
+        return false;
+      }
+      a.op = v;
+    } else if (k == "--tokens") {
+      if (!value(&v)) return false;
+      a.tokens.clear();
+      size_t p = 0;
+      while (true) {
+        size_t c = v.find(',', p);
+        const std::string item = v.substr(p, c == std::string::npos ? std::string::npos : c - p);
+        if (!toInt(item, 1, 1 << 20, &x)) {
+          *error = "--tokens: '" + item + "' is not a token count in 1..1048576";
+          return false;
+        }
+        a.tokens.push_back(static_cast<int>(x));
+        if (c == std::string::npos) break;
+        p = c + 1;
+      }
+    } else if (k == "-b" || k == "-e" || k == "-f") {
+      if (!value(&v)) return false;
+      if (!toInt(v, k == "-f" ? 2 : 1, 1LL << 40, &x)) {
+        *error = k + " " + v + (k == "-f" ? ": factor must be an integer >= 2" : ": not a byte count");
+        return false;
+      }
+      (k == "-b" ? b : k == "-e" ? e : f) = x;
+    } else if (k == "--hidden") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 8, 1 << 20, &x) || x % 8) {
+        *error = "--hidden " + v + ": must be a positive multiple of 8";
+        return false;
+      }
+      a.hidden = static_cast<int>(x);
+    } else if (k == "--dtype") {
+      if (!value(&v)) return false;
+      if (v == "bf16") a.dtype = arfuseBfloat16;
+      else if (v == "fp16") a.dtype = arfuseFloat16;
+      else if (v == "fp32") a.dtype = arfuseFloat32;
+      else {
+        *error = "--dtype " + v + ": use bf16, fp16 or fp32";
+        return false;
+      }
+    } else if (k == "--ranks") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 1, ARFUSE_MAX_RANKS, &x)) {
+        *error = "--ranks " + v + ": must be 1.." + std::to_string(ARFUSE_MAX_RANKS);
+        return false;
+      }
+      a.ranks = static_cast<int>(x);
+    } else if (k == "--algo") {
+      if (!value(&v)) return false;
+      if (v == "all") a.algos.clear();
+      else if (v == "auto") a.algos = {arfuseAlgoAuto};
+      else if (v == "oneshot") a.algos = {arfuseAlgoOneShot};
+      else if (v == "twoshot") a.algos = {arfuseAlgoTwoShot};
+      else if (v == "nccl") a.algos = {arfuseAlgoNccl};
+      else {
+        *error = "--algo " + v + ": use auto, oneshot, twoshot, nccl or all";
+        return false;
+      }
+    } else if (k == "-n" || k == "-w" || k == "--calls") {
+      if (!value(&v)) return false;
+      if (!toInt(v, k == "-w" ? 0 : 1, 1000000, &x)) {
+        *error = k + " " + v + ": must be an integer" + (k == "-w" ? " >= 0" : " >= 1");
+        return false;
+      }
+      (k == "-n" ? a.iters : k == "-w" ? a.warmup : a.callsPerGraph) = static_cast<int>(x);
+    } else if (k == "-c" || k == "-G") {
+      if (!value(&v)) return false;
+      if (v != "0" && v != "1") {
+        *error = k + " " + v + ": use 0 or 1";
+        return false;
+      }
+      if (k == "-c") a.check = v == "1";
+      if (k == "-G" && v == "0") {
+        *error = "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the host)";
+        return false;
+      }
+    } else if (k == "-J") {
+      if (!value(&v)) return false;
+      a.jsonPath = v;
+    } else {
+      *error = "unknown argument '" + k + "'";
+      return false;
+    }
+  }
+  if ((b >= 0) != (e >= 0)) {
+    *error = "-b and -e go together (bytes per rank from -b to -e, times -f)";
+    return false;
+  }
+  if (b >= 0) {
+    if (e < b) {
+      *error = "-e must be >= -b";
+      return false;
+    }
+    const long long row = static_cast<long long>(a.hidden) * (a.dtype == arfuseFloat32 ? 4 : 2);
+    a.tokens.clear();
+    for (long long s = b; s <= e; s *= f) {
+      long long t = s / row;
+      if (t < 1) t = 1;
+      if (a.tokens.empty() || a.tokens.back() != t) a.tokens.push_back(static_cast<int>(t));
+    }
+  }
+  *out = a;
+  return true;
+}
+
+}  // namespace cli
+}  // namespace arfuse

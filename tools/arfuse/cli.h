@@ -1,0 +1,21 @@
+// Subcommands of the `arfuse` tool. Each takes its arguments (without the subcommand word) and
+// returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace arfuse {
+namespace cli {
+
+// Exit codes shared by the subcommands.
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNoDevice = 3;
+
+int selftest(const std::vector<std::string>& args);
+int bench(const std::vector<std::string>& args);
+
+}  // namespace cli
+}  // namespace arfuse

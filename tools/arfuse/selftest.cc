@@ -1,0 +1,123 @@
+// `arfuse selftest`: proves every path on this machine against an fp64 reference.
+// Real ranks across GPUs when there are >= 2, virtual ranks on one GPU otherwise; none: says so and
+// exits with kExitNoDevice.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "arfuse/arfuse.h"
+#include "cli.h"
+#include "harness/harness.h"
+
+namespace arfuse {
+namespace cli {
+namespace {
+
+struct Shape {
+  int tokens, hidden;
+};
+
+void usage() {
+  std::printf(
+      "usage: arfuse selftest [--ranks N[,N...]] [--quick]\n"
+      "  Runs every arfuse path over fresh random inputs and checks each output against an fp64 reference\n"
+      "  and for bitwise equality across ranks. With >= 2 GPUs the ranks are real GPUs; with one GPU they\n"
+      "  are virtual ranks on it (correctness only). Exit: 0 all passed, 1 a check failed, 2 usage, 3 no GPU.\n");
+}
+
+}  // namespace
+
+int selftest(const std::vector<std::string>& args) {
+  std::vector<int> rankCounts;
+  bool quick = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--ranks" && i + 1 < args.size()) {
+      std::string list = args[++i];
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        size_t comma = list.find(',', pos);
+        const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        const int n = std::atoi(item.c_str());
+        if (n < 2 || n > ARFUSE_MAX_RANKS) {
+          std::fprintf(stderr, "arfuse selftest: --ranks %s: each count must be 2..%d\n", item.c_str(),
+                       ARFUSE_MAX_RANKS);
+          return kExitUsage;
+        }
+        rankCounts.push_back(n);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+    } else if (args[i] == "--quick") {
+      quick = true;
+    } else if (args[i] == "-h" || args[i] == "--help") {
+      usage();
+      return kExitOk;
+    } else {
+      std::fprintf(stderr, "arfuse selftest: unknown argument '%s' (see arfuse selftest --help)\n", args[i].c_str());
+      return kExitUsage;
+    }
+  }
+  const int ndev = harness::deviceCount();
+  if (ndev == 0) {
+    std::printf("arfuse selftest: no CUDA device is visible, so nothing can be tested here.\n"
+                "  Run it on a machine with an NVIDIA GPU (one GPU is enough: it then uses virtual ranks).\n"
+                "  Without a GPU, `arfuse plan` and `arfuse triage` still work.\n");
+    return kExitNoDevice;
+  }
+  const bool virtualRanks = ndev < 2;
+  if (rankCounts.empty()) rankCounts = virtualRanks ? std::vector<int>{2, 4, 8} : std::vector<int>{ndev};
+  std::printf("arfuse selftest: %s; %d device(s): %s%s\n", arfuseGetBuildInfo(), ndev,
+              harness::deviceName(0).c_str(), ndev > 1 ? ", ..." : "");
+  std::printf("ranks are %s\n\n", virtualRanks ? "VIRTUAL (several ranks share GPU 0; correctness only)"
+                                               : "real GPUs, one rank per GPU");
+  std::printf("%-6s %-5s %-7s %-7s %-8s %-8s %-11s %-11s %-9s %s\n", "ranks", "dtype", "tokens", "hidden", "op",
+              "algo", "err_norm", "err_resid", "identical", "result");
+
+  const std::vector<Shape> shapes = quick ? std::vector<Shape>{{1, 7168}, {64, 4096}}
+                                          : std::vector<Shape>{{1, 7168}, {3, 5120}, {16, 8192}, {255, 4096}};
+  const arfuseDataType_t dtypes[] = {arfuseBfloat16, arfuseFloat16, arfuseFloat32};
+  int failed = 0, passed = 0;
+  for (int n : rankCounts) {
+    if (!virtualRanks && n > ndev) {
+      std::printf("%-6d skipped: only %d GPUs (use --ranks <= %d)\n", n, ndev, ndev);
+      continue;
+    }
+    std::vector<int> devices(n);
+    for (int r = 0; r < n; ++r) devices[r] = virtualRanks ? 0 : r;
+    std::vector<int> algos = {arfuseAlgoOneShot, arfuseAlgoTwoShot};
+    if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
+    for (int algo : algos) {
+      harness::World world(devices, 256, 8192, algo);
+      if (!world.ok()) {
+        std::printf("%-6d %-5s world for algo %s failed: %s\n", n, "-", arfuseAlgoName(arfuseAlgo_t(algo)),
+                    world.error().c_str());
+        ++failed;
+        continue;
+      }
+      for (arfuseDataType_t dt : dtypes) {
+        for (const Shape& s : shapes) {
+          for (arfuseOp_t op : {arfuseOpAllReduceAddRmsNorm, arfuseOpAllReduce}) {
+            harness::CaseSpec spec;
+            spec.op = op;
+            spec.dtype = dt;
+            spec.tokens = s.tokens;
+            spec.hidden = s.hidden;
+            spec.seed = 1000 + passed + failed;
+            harness::CaseResult r = world.run(spec);
+            r.ok ? ++passed : ++failed;
+            std::printf("%-6d %-5s %-7d %-7d %-8s %-8s %-11.3e %-11.3e %-9s %s%s%s\n", n, arfuseDataTypeName(dt),
+                        s.tokens, s.hidden, op == arfuseOpAllReduce ? "ar" : "ar+norm", r.algo.c_str(), r.errNorm,
+                        r.errResidual, r.identical ? "yes" : "NO", r.ok ? "PASS" : "FAIL", r.ok ? "" : ": ",
+                        r.ok ? "" : r.error.c_str());
+          }
+        }
+      }
+    }
+  }
+  std::printf("\nselftest: %d passed, %d failed\n", passed, failed);
+  return failed ? kExitFailed : kExitOk;
+}
+
+}  // namespace cli
+}  // namespace arfuse

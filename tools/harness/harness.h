@@ -1,0 +1,100 @@
+// Correctness harness shared by `arfuse selftest` and the GPU tests: builds a group (real or
+// virtual ranks), feeds fresh random inputs, poisons outputs, runs calls on every rank's stream,
+// and checks the results against an fp64 reference and for bitwise equality across ranks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "arfuse/arfuse.h"
+
+namespace arfuse {
+namespace harness {
+
+struct CaseSpec {
+  arfuseOp_t op = arfuseOpAllReduceAddRmsNorm;
+  arfuseDataType_t dtype = arfuseBfloat16;
+  int tokens = 1;
+  int hidden = 4096;
+  bool inPlace = false;  // norm_out = x, residual_out = residual_in (AllReduce: out = in)
+  uint64_t seed = 1;
+  float eps = 1e-6f;
+  bool direct = false;  // one rank only: call arfuseAddRmsNorm (no communicator) instead
+};
+
+struct CaseResult {
+  bool ok = false;
+  std::string algo;          // path the plan chose
+  double errNorm = 0;        // ||norm_out - ref|| / ||ref|| (AllReduce: of out)
+  double errResidual = 0;    // same for residual_out
+  bool identical = false;    // outputs bitwise equal on every rank
+  bool allWritten = false;   // no poisoned (NaN) element left
+  std::string error;         // arfuse error text or check failure
+};
+
+struct Timing {
+  bool ok = false;
+  std::string error;
+  double medianUs = 0, minUs = 0, maxUs = 0;  // per call: median/min/max over iterations of the slowest rank
+  int iters = 0;
+};
+
+// A group of communicators with one non-blocking stream per rank and device buffers large enough
+// for (maxTokens, maxHidden) in fp32.
+class World {
+ public:
+  // devices: one entry per rank (repeats = virtual ranks). algo: -1 for the config default.
+  World(const std::vector<int>& devices, int maxTokens, int maxHidden, int algo, int timeoutMs = -1);
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  bool ok() const { return status_ == arfuseSuccess; }
+  arfuseResult_t status() const { return status_; }
+  const std::string& error() const { return error_; }
+  int nranks() const { return static_cast<int>(devices_.size()); }
+  arfuseComm_t comm(int r) const { return comms_[r]; }
+  void* stream(int r) const { return streams_[r]; }
+  const std::vector<int>& devices() const { return devices_; }
+
+  // One call per rank with fresh random inputs; checks everything.
+  CaseResult run(const CaseSpec& spec);
+  // `calls` back-to-back calls without host synchronisation, inputs rotating over 8 sets and the
+  // residual chained from each call to the next; checks the final residual against an exact
+  // emulation of the kernels' fp32 rank-order arithmetic and the last norm against fp64.
+  CaseResult runBackToBack(const CaseSpec& spec, int calls);
+  // Captures `calls` chained calls per rank into a CUDA graph, then replays it `replays` times with
+  // new inputs written between replays, checking after every replay.
+  CaseResult runGraph(const CaseSpec& spec, int calls, int replays);
+  // Back-to-back calls whose token counts (hence launch geometry) change from call to call
+  // (tokens.size() <= 4), with no host synchronisation between them: fused, each call with its own
+  // x, norm_out and residual_out; every output is checked against fp64 at the end.
+  CaseResult runSequence(const CaseSpec& spec, const std::vector<int>& tokens);
+  // Times `callsPerGraph` calls captured in one CUDA graph per rank, replayed warmup + iters times;
+  // per iteration the slowest rank's time counts (events on every rank's stream).
+  Timing timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int warmup);
+
+ private:
+  struct RankBuffers;
+  CaseResult chained(const CaseSpec& spec, int calls, int replays, bool graph);
+  std::vector<int> devices_;
+  std::vector<arfuseComm_t> comms_;
+  std::vector<void*> streams_;
+  std::vector<RankBuffers*> bufs_;
+  size_t capacityBytes_ = 0;
+  arfuseResult_t status_ = arfuseSuccess;
+  std::string error_;
+};
+
+// Single GPU: arfuseAddRmsNorm (spec.op ignored) or, when copyBytes > 0, a device-to-device copy of
+// that many bytes, timed the same way (graph of `callsPerGraph` launches, warmup + iters replays).
+Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int callsPerGraph, int iters, int warmup);
+
+// Number of visible CUDA devices (0 when none or no driver).
+int deviceCount();
+// "NVIDIA H200 (sm_90)".
+std::string deviceName(int device);
+
+}  // namespace harness
+}  // namespace arfuse

@@ -1,0 +1,117 @@
+// Timing by CUDA events around CUDA-graph replays (targets.md: ungraphed timing mis-ranks small
+// kernels). Each iteration replays one graph of many calls per rank; the iteration's time is the
+// slowest rank's; we report the median, min and max over iterations, per call.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "harness/harness.h"
+#include "harness/numeric.h"
+
+namespace arfuse {
+namespace harness {
+namespace {
+
+Timing summarise(std::vector<double> perIterMs, int callsPerGraph) {
+  Timing t;
+  std::sort(perIterMs.begin(), perIterMs.end());
+  const double scale = 1000.0 / callsPerGraph;
+  t.ok = true;
+  t.iters = static_cast<int>(perIterMs.size());
+  t.minUs = perIterMs.front() * scale;
+  t.maxUs = perIterMs.back() * scale;
+  t.medianUs = perIterMs[perIterMs.size() / 2] * scale;
+  return t;
+}
+
+#define T_CUDA(call)                                              \
+  do {                                                            \
+    cudaError_t e_ = (call);                                      \
+    if (e_ != cudaSuccess) {                                      \
+      cudaGetLastError();                                         \
+      t.error = std::string(#call) + ": " + cudaGetErrorString(e_); \
+      return t;                                                   \
+    }                                                             \
+  } while (0)
+
+void fillRandom(std::vector<uint8_t>& bytes, arfuseDataType_t dtype, uint64_t seed, float lo, float hi) {
+  const size_t n = bytes.size() / numeric::elemSize(dtype);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    numeric::store(bytes.data(), i, lo + (hi - lo) * static_cast<float>((s >> 40) * (1.0 / 16777216.0)), dtype);
+  }
+}
+
+}  // namespace
+
+Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int callsPerGraph, int iters, int warmup) {
+  Timing t;
+  T_CUDA(cudaSetDevice(device));
+  const size_t count = static_cast<size_t>(spec.tokens) * spec.hidden;
+  const size_t bytes = count * numeric::elemSize(spec.dtype);
+  const size_t wbytes = spec.hidden * numeric::elemSize(spec.dtype);
+  void *x = nullptr, *res = nullptr, *w = nullptr, *norm = nullptr, *src = nullptr, *dst = nullptr;
+  cudaStream_t s;
+  T_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (copyBytes) {
+    T_CUDA(cudaMalloc(&src, copyBytes));
+    T_CUDA(cudaMalloc(&dst, copyBytes));
+    T_CUDA(cudaMemset(src, 0x3c, copyBytes));
+  } else {
+    T_CUDA(cudaMalloc(&x, bytes));
+    T_CUDA(cudaMalloc(&res, bytes));
+    T_CUDA(cudaMalloc(&norm, bytes));
+    T_CUDA(cudaMalloc(&w, wbytes));
+    std::vector<uint8_t> h(bytes), hw(wbytes);
+    fillRandom(h, spec.dtype, spec.seed, -1.f, 1.f);
+    T_CUDA(cudaMemcpy(x, h.data(), bytes, cudaMemcpyHostToDevice));
+    fillRandom(h, spec.dtype, spec.seed + 1, -1.f, 1.f);
+    T_CUDA(cudaMemcpy(res, h.data(), bytes, cudaMemcpyHostToDevice));
+    fillRandom(hw, spec.dtype, spec.seed + 2, 0.5f, 1.5f);
+    T_CUDA(cudaMemcpy(w, hw.data(), wbytes, cudaMemcpyHostToDevice));
+  }
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  T_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < callsPerGraph; ++i) {
+    if (copyBytes) {
+      cudaMemcpyAsync(dst, src, copyBytes, cudaMemcpyDeviceToDevice, s);
+    } else if (arfuseAddRmsNorm(x, res, w, spec.eps, norm, res, spec.tokens, spec.hidden, spec.dtype, s) !=
+               arfuseSuccess) {
+      cudaStreamEndCapture(s, &graph);
+      t.error = arfuseGetLastError();
+      return t;
+    }
+  }
+  T_CUDA(cudaStreamEndCapture(s, &graph));
+  T_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<cudaEvent_t> ev(2 * (warmup + iters));
+  for (cudaEvent_t& e : ev) T_CUDA(cudaEventCreate(&e));
+  for (int it = 0; it < warmup + iters; ++it) {
+    T_CUDA(cudaEventRecord(ev[2 * it], s));
+    T_CUDA(cudaGraphLaunch(exec, s));
+    T_CUDA(cudaEventRecord(ev[2 * it + 1], s));
+  }
+  T_CUDA(cudaStreamSynchronize(s));
+  std::vector<double> ms;
+  for (int it = warmup; it < warmup + iters; ++it) {
+    float m = 0;
+    T_CUDA(cudaEventElapsedTime(&m, ev[2 * it], ev[2 * it + 1]));
+    ms.push_back(m);
+  }
+  for (cudaEvent_t e : ev) cudaEventDestroy(e);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  for (void* p : {x, res, w, norm, src, dst})
+    if (p) cudaFree(p);
+  cudaStreamDestroy(s);
+  return summarise(ms, callsPerGraph);
+}
+
+}  // namespace harness
+}  // namespace arfuse
