@@ -62,6 +62,10 @@ std::string_view trimLeft(std::string_view s) {
 
 // Masks digits and hex words so the same message from different ranks / requests groups together.
 std::string normalise(std::string_view s) {
+  // A C++ exception's "what():" line repeats the message printed before it: group them together.
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  if (s.substr(0, 7) == "what():") s.remove_prefix(7);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   std::string out;
   out.reserve(std::min(s.size(), size_t{240}));
   for (size_t i = 0; i < s.size() && out.size() < 240;) {

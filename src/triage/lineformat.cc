@@ -151,7 +151,7 @@ bool parseVllmProc(Cur& c, LineInfo* info) {
   info->prefixed = true;
   info->format = "vllm";
   c.i = close + 1;
-  c.spaces();
+  if (c.peek() == ' ') ++c.i;  // one separator only: the body keeps its indentation (traceback frames)
   return true;
 }
 
@@ -174,7 +174,7 @@ bool parseSglang(Cur& c, LineInfo* info) {
     }
   }
   if (!t.lit("]")) return false;
-  t.spaces();
+  if (t.peek() == ' ') ++t.i;
   info->stamp = st;
   if (rank >= 0) {
     info->rank = rank;

@@ -93,6 +93,27 @@ std::string signalName(const std::string& exitcode) {
   }
 }
 
+// Prose wrapped at ~110 columns, continuation lines indented by `indent` spaces.
+std::string wrap(const std::string& text, size_t indent, size_t width = 110) {
+  std::string out, word;
+  size_t col = indent;
+  std::istringstream in(text);
+  bool first = true;
+  while (in >> word) {
+    if (!first && col + 1 + word.size() > width) {
+      out += "\n" + std::string(indent, ' ');
+      col = indent;
+    } else if (!first) {
+      out += ' ';
+      ++col;
+    }
+    out += word;
+    col += word.size();
+    first = false;
+  }
+  return out;
+}
+
 void textEvent(const Analyzer& a, int gi, std::ostream& out) {
   const EventGroup& g = a.groups()[gi];
   const Signature& s = a.catalog().sig(g.sig);
@@ -225,7 +246,7 @@ void writeText(const Analyzer& a, const Result& r, const ReportOptions& o, std::
     const Signature& s = a.catalog().sig(g.sig);
     EventGroup all = mergedBySig(a, r.rootGroup);
     std::string head = g.detail("headline");
-    out << "ROOT CAUSE: " << s.meaning << "\n";
+    out << "ROOT CAUSE: " << wrap(s.meaning, 12) << "\n";
     out << "  signature: " << s.id << " (origin, confidence " << r.confidence << ")\n";
     if (!head.empty()) out << "  finding:   " << head << "\n";
     out << "  evidence:  " << where(a, g.first) << "  " << rankOf(g.first);
@@ -242,17 +263,17 @@ void writeText(const Analyzer& a, const Result& r, const ReportOptions& o, std::
       out << "  NCCL return chain (first WARN, then the frames it propagated through):\n";
       for (const auto& c : g.chain) out << "             " << c << "\n";
     }
-    for (const auto& n : g.notes) out << "  note:      " << n << "\n";
+    for (const auto& n : g.notes) out << "  note:      " << wrap(n, 13) << "\n";
     uint64_t ne = echoCount(a, r);
     out << "  explains:  " << ne << (ne == 1 ? " echo line" : " echo lines") << " in " << r.echoes.size()
         << (r.echoes.size() == 1 ? " group" : " groups") << (r.echoes.empty() ? "" : ":") << "\n";
     for (size_t i = 0; i < r.echoes.size() && static_cast<int>(i) < o.maxEchoes; ++i) textEvent(a, r.echoes[i], out);
     if (static_cast<int>(r.echoes.size()) > o.maxEchoes)
       out << "    ... " << r.echoes.size() - o.maxEchoes << " more echo groups (see --json)\n";
-    out << "  remedy:    " << s.remedy << "\n";
+    out << "  remedy:    " << wrap(s.remedy, 13) << "\n";
     std::string libNext = g.detail("next");
     if (!libNext.empty()) out << "  next (from the log line): " << libNext << "\n";
-    out << "  capture next: " << s.next << "\n";
+    out << "  capture next: " << wrap(s.next, 16) << "\n";
     out << "  source:    " << s.source << "\n";
     for (const auto& f : a.torchrunFailures())
       if (f.first && all.ranks.count(f.rank) == 0 && !all.ranks.empty())
@@ -279,7 +300,7 @@ void writeText(const Analyzer& a, const Result& r, const ReportOptions& o, std::
       out << "\n";
     }
     out << "  capture next:\n";
-    for (const auto& c : r.capture) out << "    - " << c << "\n";
+    for (const auto& c : r.capture) out << "    - " << wrap(c, 6) << "\n";
   }
 
   if (!r.otherOrigins.empty()) {

@@ -272,7 +272,12 @@ Result Analyzer::finish() {
   if (!origins.empty()) {
     r.status = Result::kRootCause;
     r.rootGroup = origins[0];
-    int w = catalog_.sig(groups_[r.rootGroup].sig).weight;
+    EventGroup& root = groups_[r.rootGroup];
+    if (root.raw.find("atchdog") != std::string::npos && root.sig != catalog_.find("c10d.watchdog_timeout"))
+      root.notes.push_back(
+          "reported by the PyTorch NCCL watchdog thread, which only polls for completed work: the reporting site is "
+          "not the faulting kernel");
+    int w = catalog_.sig(root.sig).weight;
     r.confidence = w >= 70 ? "high" : w >= 45 ? "medium" : "low";
     std::set<int> seen = {groups_[r.rootGroup].sig};
     for (size_t i = 1; i < origins.size() && r.otherOrigins.size() < 8; ++i)

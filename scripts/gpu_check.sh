@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build for this GPU only (Release, parallel), prove the kernels are not
+# empty, run every GPU test (virtual ranks; real ranks when >= 2 GPUs), `arfuse selftest`, and short
+# benchmarks; logs and JSON go to $OUT (default ./out). The last lines are a summary.
+#
+#   OUT=/tmp/out bash scripts/gpu_check.sh [--quick]
+#
+# Needs: nvcc, cmake, ninja (or make), NCCL (system, CUDA toolkit, or the nvidia-nccl wheel that
+# PyTorch ships), GoogleTest (system, or .carry/googletest). Never enables NVLink multicast.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build-gpu
+summary=$OUT/summary.txt
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c GPU || true)
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+arch=${arch:-90}
+note "gpu_check: $(date -u +%FT%TZ) $ngpu GPU(s), sm_$arch, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+
+# NCCL: prefer a system install; else the Python wheel's library with a header carried along.
+nccl_args=()
+if ! [ -f /usr/include/nccl.h ] && ! [ -f /usr/local/cuda/include/nccl.h ]; then
+  pydir=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
+  inc=$pydir/include
+  [ -f "$inc/nccl.h" ] || inc=$root/.carry/nccl/include
+  lib=$(ls "$pydir"/lib/libnccl.so* 2>/dev/null | head -1)
+  nccl_args=(-DNCCL_INCLUDE_DIR="$inc" -DNCCL_LIBRARY="$lib")
+  export LD_LIBRARY_PATH="$pydir/lib:${LD_LIBRARY_PATH:-}"
+  note "nccl: header $inc, library $lib"
+fi
+
+gen=Ninja
+command -v ninja >/dev/null || gen="Unix Makefiles"
+t0=$(date +%s)
+if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" &&
+       cmake --build "$build" -j"$(nproc)"; } > "$OUT/build.log" 2>&1; then
+  note "BUILD FAILED (see build.log)"; tail -40 "$OUT/build.log"; exit 1
+fi
+note "build: ok in $(( $(date +%s) - t0 )) s"
+
+{
+  echo "== fatbin"; "$root/scripts/check_fatbin.sh" "$build/src/libarfuse.so" "$arch"
+} > "$OUT/tests.log" 2>&1
+note "fatbin: $(tail -1 "$OUT/tests.log")"
+
+run_ctest() {  # label, timeout
+  local t1=$(date +%s)
+  ctest --test-dir "$build" -L "^$1\$" --timeout "$2" --output-on-failure -V >> "$OUT/tests.log" 2>&1
+  local rc=$?
+  local line
+  line=$(grep -E "tests passed|tests failed" "$OUT/tests.log" | tail -1)
+  local gt
+  gt=$(grep -E "^\[  (PASSED|FAILED)  \]" "$OUT/tests.log" | tail -2 | tr '\n' ' ')
+  note "ctest -L $1: rc=$rc in $(( $(date +%s) - t1 )) s: $line | $gt"
+}
+echo "== cpu" >> "$OUT/tests.log"; run_ctest cpu 120
+echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 420
+echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 300
+grep -E "^\[  FAILED  \]|Failure|error:" "$OUT/tests.log" | head -20 | tee -a "$summary"
+
+"$build/bin/arfuse" selftest $([ $quick = 1 ] && echo --quick) > "$OUT/selftest.txt" 2>&1
+note "selftest: rc=$? $(tail -1 "$OUT/selftest.txt")"
+
+"$build/bin/arfuse" bench --op addrmsnorm --tokens 1,4,16,64,256,1024,4096 --hidden 7168 -n 30 \
+  -J "$OUT/bench_addrmsnorm.json" > "$OUT/bench.txt" 2>&1
+note "bench addrmsnorm: rc=$?"
+ranks=2; [ "$ngpu" -ge 2 ] && ranks=$ngpu
+"$build/bin/arfuse" bench --op fused --ranks $ranks --tokens 1,4,16,64,256,1024 --hidden 7168 -n 30 \
+  -J "$OUT/bench_fused.json" >> "$OUT/bench.txt" 2>&1
+note "bench fused ($ranks ranks): rc=$?"
+cat "$OUT/bench.txt" | tee -a "$summary" >/dev/null
+tail -n +1 "$OUT/bench.txt"
+echo; cat "$summary" | head -20

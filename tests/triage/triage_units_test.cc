@@ -1,0 +1,172 @@
+// Unit tests of the pieces: catalogue, literal scanner, line-format parser.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+#include "analyzer.h"
+#include "catalog.h"
+#include "lineformat.h"
+#include "triage.h"
+
+namespace arfuse {
+namespace triage {
+namespace {
+
+TEST(TriageCatalog, BuiltinParsesAndIsComplete) {
+  const Catalog& c = Catalog::builtin();
+  int lineSigs = 0, origins = 0, echoes = 0;
+  for (const auto& s : c.signatures()) {
+    EXPECT_FALSE(s.meaning.empty()) << s.id;
+    EXPECT_FALSE(s.remedy.empty()) << s.id;
+    EXPECT_FALSE(s.next.empty()) << s.id;
+    EXPECT_FALSE(s.source.empty()) << s.id;
+    if (s.when == SigWhen::kLine) {
+      ++lineSigs;
+      EXPECT_FALSE(s.literals.empty()) << s.id;
+    }
+    origins += s.cls == SigClass::kOrigin;
+    echoes += s.cls == SigClass::kEcho;
+  }
+  EXPECT_GE(lineSigs, 30);
+  EXPECT_GE(origins, 30);
+  EXPECT_GE(echoes, 8);
+}
+
+TEST(TriageCatalog, ParseErrorsNameTheLine) {
+  Catalog c;
+  std::string err;
+  EXPECT_FALSE(c.parse("[a]\nclass = origin\npattern = x\nmeaning = m\nremedy = r\nnext = n\nsource = s\n", &err));
+  EXPECT_NE(err.find("literal"), std::string::npos) << err;
+  EXPECT_FALSE(c.parse("[a]\nbogus = 1\n", &err));
+  EXPECT_NE(err.find("line 2"), std::string::npos) << err;
+  EXPECT_FALSE(c.parse("[a]\nliteral = x\npattern = (\nmeaning = m\nremedy = r\nnext = n\nsource = s\n", &err));
+  EXPECT_NE(err.find("bad pattern"), std::string::npos) << err;
+  EXPECT_TRUE(
+      c.parse("# ok\n[x.y]\nclass = echo\nweight = 60\nliteral = Foo | bar\npattern = (?i)foo+\nmeaning = m\n  more\n"
+              "remedy = r\nnext = n\nsource = s\n",
+              &err))
+      << err;
+  ASSERT_EQ(c.signatures().size(), 1u);
+  EXPECT_EQ(c.sig(0).meaning, "m more");
+  EXPECT_TRUE(c.sig(0).icase);
+  EXPECT_EQ(c.sig(0).literals.size(), 2u);
+}
+
+TEST(TriageCatalog, HighestWeightWinsOnALine) {
+  Matcher m(Catalog::builtin(), {});
+  SigMatch r;
+  uint32_t extra = 0;
+  ASSERT_TRUE(m.match("gpu:1:2 [3] NCCL WARN socketProgress: Connection refused", &r, &extra));
+  EXPECT_EQ(Catalog::builtin().sig(r.sig).id, "nccl.connect_refused");
+  ASSERT_TRUE(
+      m.match("arfuse WARN rank=3 dev=3 sm_120 path=oneshot disabled: ipc_open: invalid argument -> fallback=nccl", &r,
+              &extra));
+  EXPECT_EQ(Catalog::builtin().sig(r.sig).id, "arfuse.path_disabled");
+  ASSERT_TRUE(
+      m.match("[rank1]:[E1129 10:00:01.1 1 ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective operation "
+              "timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+              "for 600123 milliseconds before timing out.",
+              &r, &extra));
+  EXPECT_EQ(Catalog::builtin().sig(r.sig).id, "c10d.watchdog_timeout");
+  ASSERT_FALSE(r.details.empty());
+  EXPECT_EQ(r.details[0].first, "seq");
+  EXPECT_EQ(r.details[0].second, "812");
+  EXPECT_FALSE(m.match("[2026-11-29 10:00:01 TP0] Decode batch. #running-req: 3, #token: 812", &r, &extra));
+}
+
+TEST(TriageScanner, AgreesWithNaiveSearch) {
+  LiteralScanner s;
+  std::vector<std::string> lits = {"he", "she", "his", "hers", "NCCL WARN", "a", "aaa", "xyz"};
+  for (const auto& l : lits) s.add(l);
+  s.build();
+  std::mt19937 rng(5);
+  const char alphabet[] = "heisrNCLWAN xyza";
+  for (int t = 0; t < 500; ++t) {
+    std::string text;
+    int n = rng() % 40;
+    for (int i = 0; i < n; ++i) text.push_back(alphabet[rng() % (sizeof(alphabet) - 1)]);
+    std::vector<int> got(lits.size(), 0), want(lits.size(), 0);
+    s.scan(text, [&](int id) { got[id] = 1; });
+    std::string lower;
+    for (char c : text) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    for (size_t i = 0; i < lits.size(); ++i) {
+      std::string ll;
+      for (char c : lits[i]) ll.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+      want[i] = lower.find(ll) != std::string::npos;
+    }
+    EXPECT_EQ(got, want) << text;
+  }
+}
+
+TEST(TriageLineFormat, Prefixes) {
+  LineInfo i;
+  parseLine("[2026-11-29 10:00:01 DP0 TP3 EP3] Load weight end.", &i);
+  EXPECT_EQ(i.rank, 3);
+  EXPECT_EQ(i.stamp.year, 2026);
+  EXPECT_EQ(i.body, "Load weight end.");
+  parseLine("[2026-11-29 10:00:01] Received sigquit from a child process.", &i);
+  EXPECT_EQ(i.rank, -1);
+  EXPECT_EQ(i.proc, "main");
+  parseLine("(VllmWorker rank=2 pid=123) ERROR 11-29 10:00:01 [core.py:1] boom", &i);
+  EXPECT_EQ(i.rank, 2);
+  EXPECT_EQ(i.level, 'E');
+  EXPECT_EQ(i.stamp.month, 11);
+  EXPECT_EQ(i.body, "boom");
+  parseLine("(Worker_TP5 pid=9) hello", &i);
+  EXPECT_EQ(i.rank, 5);
+  parseLine("(EngineCore_0 pid=7) INFO 11-29 10:00:01 [core.py:1] x", &i);
+  EXPECT_EQ(i.rank, -1);
+  EXPECT_EQ(i.proc, "EngineCore_0");
+  parseLine(
+      "[default4]:[rank4]:[E1129 10:00:01.123456 42 ProcessGroupNCCL.cpp:1234] [PG ID 0 PG GUID 0(default_pg) "
+      "Rank 4] Watchdog",
+      &i);
+  EXPECT_EQ(i.rank, 4);
+  EXPECT_EQ(i.level, 'E');
+  EXPECT_EQ(i.body, "[PG ID 0 PG GUID 0(default_pg) Rank 4] Watchdog");
+  parseLine("node-1:4242:4300 [3] NCCL WARN socketProgress: Connection refused", &i);
+  EXPECT_EQ(i.dev, 3);
+  EXPECT_EQ(i.level, 'W');
+  EXPECT_EQ(i.ncclStream, "node-1:4242");
+  EXPECT_EQ(i.body, "NCCL WARN socketProgress: Connection refused");
+  parseLine("[ 91234.120051] NVRM: Xid (PCI:0000:ca:00): 79, pid=1306", &i);
+  EXPECT_NEAR(i.uptime, 91234.120051, 1e-6);
+  EXPECT_EQ(i.body, "NVRM: Xid (PCI:0000:ca:00): 79, pid=1306");
+  parseLine("Nov 29 01:00:04 gpu-node-09 kernel: NVRM: Xid (PCI:0000:4b:00): 48", &i);
+  EXPECT_EQ(i.stamp.month, 11);
+  EXPECT_EQ(i.body, "NVRM: Xid (PCI:0000:4b:00): 48");
+  parseLine("[Sun Nov 29 17:00:29 2026] Out of memory: Killed process 9902 (python3)", &i);
+  EXPECT_EQ(i.stamp.year, 2026);
+  EXPECT_EQ(i.body, "Out of memory: Killed process 9902 (python3)");
+  parseLine("arfuse ERROR rank=0 dev=0 sm_90 code=arfusePeerTimeout comm.cc:311 waited", &i);
+  EXPECT_STREQ(i.format, "arfuse");
+  EXPECT_EQ(i.level, 'E');
+}
+
+TEST(TriageAnalyzer, ArfuseTokensAndUnprefixedRankInference) {
+  Analyzer a(Catalog::builtin());
+  a.beginFile("x.log");
+  a.feed("[2026-11-29 10:00:01 TP6] capturing");
+  a.feed("[TensorRT-LLM][ERROR] Assertion failed: allreduce fusion: unsupported on SM 120");
+  a.feed(
+      "[2026-11-29 10:00:02 TP1] arfuse ERROR rank=1 dev=1 sm_90 code=arfusePeerTimeout call=7 op=AllReduce "
+      "bytes=64 path=oneshot comm.cc:311 rank 1 waited 5.0 s for rank 2 at call 7; next: dump it");
+  a.endFile("none", 0, "");
+  Result r = a.finish();
+  ASSERT_EQ(r.status, Result::kRootCause);
+  const EventGroup& g = a.groups()[r.rootGroup];
+  EXPECT_EQ(a.catalog().sig(g.sig).id, "flashinfer.fusion_unsupported_arch");
+  EXPECT_EQ(g.first.rank, 6);
+  EXPECT_TRUE(g.first.rankInferred);
+  ASSERT_EQ(r.otherOrigins.size(), 1u);
+  const EventGroup& t = a.groups()[r.otherOrigins[0]];
+  EXPECT_EQ(t.detail("call"), "7");
+  EXPECT_EQ(t.detail("site"), "comm.cc:311");
+  EXPECT_EQ(t.detail("next"), "dump it");
+  EXPECT_EQ(t.detail("stuck_rank"), "2");
+}
+
+}  // namespace
+}  // namespace triage
+}  // namespace arfuse
