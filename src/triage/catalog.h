@@ -1,4 +1,4 @@
-// The signature catalogue: data (signatures.catalog, embedded at build time) describing what a log
+// The signature catalogue: data (catalog/*.catalog, embedded at build time) describing what a log
 // line means. This header parses it and matches lines against it.
 //
 // Matching is two-stage because std::regex is slow (~1 µs per pattern per line): every signature
@@ -116,7 +116,7 @@ class Matcher {
   std::vector<int> byRank_;          // precedence -> signature index
 };
 
-// Text of the built-in catalogue (generated from signatures.catalog).
+// Text of the built-in catalogue (catalog/*.catalog concatenated in name order).
 extern const char kCatalogText[];
 
 }  // namespace triage

@@ -286,10 +286,12 @@ void writeText(const Analyzer& a, const Result& r, const ReportOptions& o, std::
       out << "  echoes:\n";
       for (size_t i = 0; i < r.echoes.size() && static_cast<int>(i) < o.maxEchoes; ++i) textEvent(a, r.echoes[i], out);
     } else {
-      out << "NO ROOT CAUSE FOUND: no error line in " << a.totalLines() << " lines from " << a.inputs().size()
-          << (a.inputs().size() == 1 ? " file" : " files")
-          << ". A silent hang (a custom all-reduce kernel spinning, a rank stuck before a collective) leaves no "
-             "line; this is not a clean bill of health.\n";
+      std::ostringstream m;
+      m << "no error line in " << a.totalLines() << " lines from " << a.inputs().size()
+        << (a.inputs().size() == 1 ? " file" : " files")
+        << ". A silent hang (a custom all-reduce kernel spinning, a rank stuck before a collective) leaves no "
+           "line; this is not a clean bill of health.";
+      out << "NO ROOT CAUSE FOUND: " << wrap(m.str(), 2) << "\n";
     }
     for (const auto& f : a.torchrunFailures()) {
       out << "  torchelastic: " << (f.first ? "first failure" : "failure") << " rank " << f.rank << ", exitcode "
