@@ -33,6 +33,9 @@ struct Expect {
   bool naiveGrep = false;
 };
 
+// gtest prints parameters in test names and failures: show the fixture's name, not its bytes.
+void PrintTo(const Expect& e, std::ostream* os) { *os << e.name; }
+
 std::vector<Expect> loadExpects() {
   std::vector<Expect> out;
   DIR* d = opendir(kDir.c_str());
