@@ -51,7 +51,7 @@ TEST_P(Gpu2_DistinctGpus, MatrixAgainstFp64) {
       }
     }
   }
-  std::printf("[ info ] %d GPUs %s: %d cases passed\n", w.nranks(), arfuseAlgoName(arfuseAlgo_t(algo)), cases);
+  std::printf("[ info ] %d GPUs %s: %d cases passed\n", w.nranks(), algo < 0 ? "auto" : arfuseAlgoName(arfuseAlgo_t(algo)), cases);
 }
 
 TEST_P(Gpu2_DistinctGpus, BackToBackAndGraphs) {

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "arfuse/arfuse.h"
+
+typedef struct CUgraphExec_st* cudaGraphExec_t;
 
 namespace arfuse {
 namespace harness {
@@ -77,6 +80,7 @@ class World {
 
  private:
   struct RankBuffers;
+  bool captureGraphs(const std::function<bool()>& enqueue, std::vector<cudaGraphExec_t>* execs, std::string* error);
   CaseResult chained(const CaseSpec& spec, int calls, int replays, bool graph);
   std::vector<int> devices_;
   std::vector<arfuseComm_t> comms_;
