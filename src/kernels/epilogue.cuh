@@ -1,61 +1,95 @@
 // The shared epilogue: residual add + RMSNorm of one row, held by one thread block.
 //
-// Each thread owns the row's 16-byte vectors v = threadIdx.x + i * blockDim.x (i < kMaxVecsPerThread)
-// and keeps the rounded residual of each in registers between the two passes, so the row is read
-// once and written twice (residual_out, norm_out) with no re-read:
-//   pass 1: r = round(sum(v) [+ residual_in(v)]) -> residual_out; sq += r^2 (of the rounded value)
-//   blockSum(sq) -> inv_rms = rsqrt(sq / hidden + eps)            (deterministic order)
-//   pass 2: norm_out(v) = round(r * inv_rms * weight(v))
+// Each thread owns the row's 16-byte vectors v = threadIdx.x + i * blockDim.x (i < kMaxVecsPerThread).
+// The caller may issue the row's residual_in loads early with RowInputs::load --
+// the one-shot kernel does it before its barrier, so their latency hides behind the peers'.
+// Then finishRow:
+//   pass 1: r = round(sum(v) [+ residual_in(v)]), kept *packed* in registers (the rounded value is
+//           exactly representable in T, so 16 bytes per vector instead of 32 in fp32);
+//           sq += r^2 (of the rounded value). No store happens in this pass, so the loads of every
+//           vector (and every peer) are independent and can all be in flight at once.
+//   stores of residual_out; blockSum(sq) -> inv_rms = rsqrt(sq / hidden + eps)  (deterministic order)
+//   pass 2: norm_out(v) = round(r * inv_rms * weight(v)).
 // The norm is taken of the *rounded* residual (what an unfused engine storing the residual in the
 // model dtype computes), which also lets the two-shot path gather rounded residual rows and
 // normalise them locally with bit-identical results on every rank.
 //
 // `sum(v, acc)` supplies the fp32 values of vector v (a cross-rank sum, or one source).
-// Aliasing: residual_out may equal residual_in (each element is read before it is written by the
-// same thread); norm_out may equal the kernel's input x only if x is not read here (copy-in paths).
+// Aliasing: every load of a thread precedes its stores, and each vector is loaded and stored by the
+// same thread, so residual_out may equal residual_in and norm_out may equal x.
 #pragma once
 
 #include "kernels/device_common.cuh"
 
 namespace arfuse {
 
+// The row's residual_in vectors of this thread. (The weight is read in pass 2 through the
+// read-only cache: keeping it in registers too would spill at 512 threads x 8 vectors.)
+template <typename T, bool kAddResidual>
+struct RowInputs {
+  uint4 residual[kAddResidual ? kMaxVecsPerThread : 1];
+
+  __device__ void load(const uint4* residualIn, int nvec) {
+    if (!kAddResidual) return;
+#pragma unroll
+    for (int i = 0; i < kMaxVecsPerThread; ++i) {
+      const int v = threadIdx.x + i * blockDim.x;  // [hidden/E]
+      if (v < nvec) residual[i] = residualIn[v];
+    }
+  }
+};
+
 template <typename T, bool kAddResidual, class SumFn>
-__device__ inline void addRmsNormRow(SumFn sum, const uint4* residualIn, const uint4* weight,
-                                     uint4* normOut, uint4* residualOut, int nvec, int hidden, float eps) {
+__device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual>& in, const uint4* weight, uint4* normOut,
+                                 uint4* residualOut, int nvec, int hidden, float eps) {
   constexpr int E = Vec<T>::kElems;
-  float cache[kMaxVecsPerThread][E];
+  uint4 packed[kMaxVecsPerThread];
   float sq = 0.f;
 #pragma unroll
   for (int i = 0; i < kMaxVecsPerThread; ++i) {
-    const int v = threadIdx.x + i * blockDim.x;  // [hidden/E]
+    const int v = threadIdx.x + i * blockDim.x;
     if (v < nvec) {
       float acc[E];
       sum(v, acc);
       if (kAddResidual) {
         float r[E];
-        Vec<T>::toFloat(residualIn[v], r);
+        Vec<T>::toFloat(in.residual[i], r);
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[e] += r[e];
       }
-      const uint4 packed = Vec<T>::fromFloat(acc);
-      residualOut[v] = packed;
-      Vec<T>::toFloat(packed, cache[i]);
+      packed[i] = Vec<T>::fromFloat(acc);
+      float rounded[E];
+      Vec<T>::toFloat(packed[i], rounded);
 #pragma unroll
-      for (int e = 0; e < E; ++e) sq += cache[i][e] * cache[i][e];
+      for (int e = 0; e < E; ++e) sq += rounded[e] * rounded[e];
     }
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxVecsPerThread; ++i) {
+    const int v = threadIdx.x + i * blockDim.x;
+    if (v < nvec) residualOut[v] = packed[i];
   }
   const float inv = rsqrtf(blockSum(sq) / static_cast<float>(hidden) + eps);
 #pragma unroll
   for (int i = 0; i < kMaxVecsPerThread; ++i) {
     const int v = threadIdx.x + i * blockDim.x;
     if (v < nvec) {
-      float w[E], out[E];
-      Vec<T>::toFloat(weight[v], w);
+      float r[E], w[E], out[E];
+      Vec<T>::toFloat(packed[i], r);
+      Vec<T>::toFloat(__ldg(weight + v), w);
 #pragma unroll
-      for (int e = 0; e < E; ++e) out[e] = cache[i][e] * inv * w[e];
+      for (int e = 0; e < E; ++e) out[e] = r[e] * inv * w[e];
       normOut[v] = Vec<T>::fromFloat(out);
     }
   }
+}
+
+template <typename T, bool kAddResidual, class SumFn>
+__device__ inline void addRmsNormRow(SumFn sum, const uint4* residualIn, const uint4* weight, uint4* normOut,
+                                     uint4* residualOut, int nvec, int hidden, float eps) {
+  RowInputs<T, kAddResidual> in;
+  in.load(residualIn, nvec);
+  finishRow<T, kAddResidual>(sum, in, weight, normOut, residualOut, nvec, hidden, eps);
 }
 
 // fp32 sum, in rank order 0..n-1, of vector v of `row` across the n ranks' staging buffers.

@@ -41,15 +41,21 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
   const int nvec = a.hidden / E;
 
   copyInRows<T>(a, parityOffset, nvec);
+  // The first row's residual_in does not depend on peers: load it now so
+  // their latency overlaps the barrier's round trip.
+  const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
+  const uint4* weight = reinterpret_cast<const uint4*>(a.weight);          // [nvec]
+  RowInputs<T, true> in;
+  if (kFused) in.load(residualIn + static_cast<size_t>(blockIdx.x) * nvec, nvec);
   if (!blockBarrier(a, call * 2, /*phase=*/0, call)) return;
 
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     const size_t rowOffset = static_cast<size_t>(row) * nvec;
     auto sum = [&](int v, float* acc) { sumAcrossRanks<T>(a, parityOffset, rowOffset, v, acc); };
     if (kFused) {
-      addRmsNormRow<T, true>(sum, reinterpret_cast<const uint4*>(a.residualIn) + rowOffset,
-                             reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + rowOffset,
-                             reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps);
+      if (row != static_cast<int>(blockIdx.x)) in.load(residualIn + rowOffset, nvec);
+      finishRow<T, true>(sum, in, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
+                         reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps);
     } else {
       uint4* out = reinterpret_cast<uint4*>(a.residualOut) + rowOffset;  // [nvec]
       for (int v = threadIdx.x; v < nvec; v += blockDim.x) {

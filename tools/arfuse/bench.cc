@@ -110,7 +110,7 @@ int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak)
     return kExitFailed;
   }
   *copyPeak = 2.0 * (1 << 30) / (peak.medianUs * 1e3);
-  std::printf("# device-to-device copy of 1 GiB: %.1f us -> %.0f GB/s (read + write)\n", peak.medianUs, *copyPeak);
+  std::printf("# SM copy kernel, 1 GiB: %.1f us -> %.0f GB/s (read + write)\n", peak.medianUs, *copyPeak);
   std::printf("%8s %12s %10s %10s %10s %10s %10s %9s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps", "copy_us",
               "copy_GBps", "peak_pct", "of_copy");
   for (int tokens : a.tokens) {

@@ -91,8 +91,8 @@ class World {
   std::string error_;
 };
 
-// Single GPU: arfuseAddRmsNorm (spec.op ignored) or, when copyBytes > 0, a device-to-device copy of
-// that many bytes, timed the same way (graph of `callsPerGraph` launches, warmup + iters replays).
+// Single GPU: arfuseAddRmsNorm (spec.op ignored) or, when copyBytes > 0, an SM copy kernel moving
+// that many bytes (read + write twice that), timed the same way (graph of `callsPerGraph` launches, warmup + iters replays).
 Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int callsPerGraph, int iters, int warmup);
 
 // Number of visible CUDA devices (0 when none or no driver).

@@ -12,6 +12,7 @@
 
 namespace arfuse {
 namespace harness {
+int launchCopy(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 namespace {
 
 Timing summarise(std::vector<double> perIterMs, int callsPerGraph) {
@@ -80,7 +81,7 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   T_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < callsPerGraph; ++i) {
     if (copyBytes) {
-      cudaMemcpyAsync(dst, src, copyBytes, cudaMemcpyDeviceToDevice, s);
+      launchCopy(dst, src, copyBytes, s);
     } else if (arfuseAddRmsNorm(x, res, w, spec.eps, norm, res, spec.tokens, spec.hidden, spec.dtype, s) !=
                arfuseSuccess) {
       cudaStreamEndCapture(s, &graph);
