@@ -3,7 +3,9 @@
 # empty, run every GPU test (virtual ranks; real ranks when >= 2 GPUs), `arfuse selftest`, and short
 # benchmarks; logs and JSON go to $OUT (default ./out). The last lines are a summary.
 #
-#   OUT=/tmp/out bash scripts/gpu_check.sh [--quick]
+#   OUT=/tmp/out bash scripts/gpu_check.sh [--quick] [--bench-only]
+#   --quick       shorter selftest
+#   --bench-only  skip the test suites (only for re-measuring after a change outside the library)
 #
 # Needs: nvcc, cmake, ninja (or make), NCCL (system, CUDA toolkit, or the nvidia-nccl wheel that
 # PyTorch ships), GoogleTest (system, or .carry/googletest). Never enables NVLink multicast.
@@ -12,7 +14,14 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 quick=0
-[ "${1:-}" = "--quick" ] && quick=1
+bench_only=0
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=1 ;;
+    --bench-only) bench_only=1 ;;
+    *) echo "gpu_check.sh: unknown argument $a"; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gpu
 summary=$OUT/summary.txt
@@ -60,19 +69,23 @@ run_ctest() {  # label, timeout
   gt=$(grep -E "^\[  (PASSED|FAILED)  \]" "$OUT/tests.log" | tail -2 | tr '\n' ' ')
   note "ctest -L $1: rc=$rc in $(( $(date +%s) - t1 )) s: $line | $gt"
 }
-echo "== cpu" >> "$OUT/tests.log"; run_ctest cpu 120
-echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 280
-echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 150
-grep -E "^\[  FAILED  \]|Failure|error:" "$OUT/tests.log" | head -20 | tee -a "$summary"
+if [ $bench_only = 0 ]; then
+  echo "== cpu" >> "$OUT/tests.log"; run_ctest cpu 120
+  echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 280
+  echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 150
+  grep -E "^\[  FAILED  \]|Failure|error:" "$OUT/tests.log" | head -20 | tee -a "$summary"
+else
+  note "tests: skipped (--bench-only)"
+fi
 
 timeout 150 "$build/bin/arfuse" selftest $([ $quick = 1 ] && echo --quick) > "$OUT/selftest.txt" 2>&1
 note "selftest: rc=$? $(tail -1 "$OUT/selftest.txt")"
 
-timeout 120 "$build/bin/arfuse" bench --op addrmsnorm --tokens 1,4,16,64,256,1024,4096 --hidden 7168 -n 30 \
+timeout 120 "$build/bin/arfuse" bench --op addrmsnorm --tokens 1,4,16,64,256,1024,2048,4096,8192 --hidden 7168 -n 30 \
   -J "$OUT/bench_addrmsnorm.json" > "$OUT/bench.txt" 2>&1
 note "bench addrmsnorm: rc=$?"
 ranks=2; [ "$ngpu" -ge 2 ] && ranks=$ngpu
-timeout 120 "$build/bin/arfuse" bench --op fused --ranks $ranks --tokens 1,4,16,64,256,1024 --hidden 7168 -n 30 \
+timeout 120 "$build/bin/arfuse" bench --op fused --ranks $ranks --tokens 1,2,4,8,16,32,64,128,256,512,1024,2048 --hidden 7168 -n 30 \
   -J "$OUT/bench_fused.json" >> "$OUT/bench.txt" 2>&1
 note "bench fused ($ranks ranks): rc=$?"
 cat "$OUT/bench.txt" | tee -a "$summary" >/dev/null

@@ -74,8 +74,9 @@ class World {
   // (tokens.size() <= 4), with no host synchronisation between them: fused, each call with its own
   // x, norm_out and residual_out; every output is checked against fp64 at the end.
   CaseResult runSequence(const CaseSpec& spec, const std::vector<int>& tokens);
-  // Times `callsPerGraph` calls captured in one CUDA graph per rank, replayed warmup + iters times;
-  // per iteration the slowest rank's time counts (events on every rank's stream).
+  // Times `callsPerGraph` calls captured in one CUDA graph per rank, replayed warmup + iters times
+  // (all ranks launched, then all waited for); per iteration the slowest rank's time over calls
+  // 2..N counts, from events recorded inside the graphs.
   Timing timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int warmup);
 
  private:
