@@ -25,28 +25,30 @@ namespace arfuse {
 
 // The row's residual_in vectors of this thread. (The weight is read in pass 2 through the
 // read-only cache: keeping it in registers too would spill at 512 threads x 8 vectors.)
-template <typename T, bool kAddResidual>
+// kVecs: vectors per thread this instantiation can hold (registers scale with it, so a smaller
+// kVecs leaves room for more resident blocks).
+template <typename T, bool kAddResidual, int kVecs = kMaxVecsPerThread>
 struct RowInputs {
-  uint4 residual[kAddResidual ? kMaxVecsPerThread : 1];
+  uint4 residual[kAddResidual ? kVecs : 1];
 
   __device__ void load(const uint4* residualIn, int nvec) {
     if (!kAddResidual) return;
 #pragma unroll
-    for (int i = 0; i < kMaxVecsPerThread; ++i) {
+    for (int i = 0; i < kVecs; ++i) {
       const int v = threadIdx.x + i * blockDim.x;  // [hidden/E]
       if (v < nvec) residual[i] = residualIn[v];
     }
   }
 };
 
-template <typename T, bool kAddResidual, class SumFn>
-__device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual>& in, const uint4* weight, uint4* normOut,
-                                 uint4* residualOut, int nvec, int hidden, float eps) {
+template <typename T, bool kAddResidual, int kVecs, class SumFn>
+__device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual, kVecs>& in, const uint4* weight,
+                                 uint4* normOut, uint4* residualOut, int nvec, int hidden, float eps) {
   constexpr int E = Vec<T>::kElems;
-  uint4 packed[kMaxVecsPerThread];
+  uint4 packed[kVecs];
   float sq = 0.f;
 #pragma unroll
-  for (int i = 0; i < kMaxVecsPerThread; ++i) {
+  for (int i = 0; i < kVecs; ++i) {
     const int v = threadIdx.x + i * blockDim.x;
     if (v < nvec) {
       float acc[E];
@@ -65,13 +67,13 @@ __device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual>& in
     }
   }
 #pragma unroll
-  for (int i = 0; i < kMaxVecsPerThread; ++i) {
+  for (int i = 0; i < kVecs; ++i) {
     const int v = threadIdx.x + i * blockDim.x;
     if (v < nvec) residualOut[v] = packed[i];
   }
   const float inv = rsqrtf(blockSum(sq) / static_cast<float>(hidden) + eps);
 #pragma unroll
-  for (int i = 0; i < kMaxVecsPerThread; ++i) {
+  for (int i = 0; i < kVecs; ++i) {
     const int v = threadIdx.x + i * blockDim.x;
     if (v < nvec) {
       float r[E], w[E], out[E];
@@ -84,12 +86,12 @@ __device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual>& in
   }
 }
 
-template <typename T, bool kAddResidual, class SumFn>
+template <typename T, bool kAddResidual, int kVecs = kMaxVecsPerThread, class SumFn>
 __device__ inline void addRmsNormRow(SumFn sum, const uint4* residualIn, const uint4* weight, uint4* normOut,
                                      uint4* residualOut, int nvec, int hidden, float eps) {
-  RowInputs<T, kAddResidual> in;
+  RowInputs<T, kAddResidual, kVecs> in;
   in.load(residualIn, nvec);
-  finishRow<T, kAddResidual>(sum, in, weight, normOut, residualOut, nvec, hidden, eps);
+  finishRow<T, kAddResidual, kVecs>(sum, in, weight, normOut, residualOut, nvec, hidden, eps);
 }
 
 // fp32 sum, in rank order 0..n-1, of vector v of `row` across the n ranks' staging buffers.

@@ -53,7 +53,11 @@ struct TwoShot {
 template <typename T>
 struct Local {
   static int run(const LocalArgs& a, int blocks, int threads, cudaStream_t s) {
-    addRmsNormKernel<T><<<blocks, threads, 0, s>>>(a);
+    const int nvec = a.hidden / Vec<T>::kElems;
+    if (nvec <= 4 * threads)
+      addRmsNormKernel<T, 4><<<blocks, threads, 0, s>>>(a);
+    else
+      addRmsNormKernel<T, kMaxVecsPerThread><<<blocks, threads, 0, s>>>(a);
     return static_cast<int>(cudaGetLastError());
   }
 };

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
     auto sum = [&](int v, float* acc) { sumAcrossRanks<T>(a, parityOffset, rowOffset, v, acc); };
     if (kFused) {
       if (row != static_cast<int>(blockIdx.x)) in.load(residualIn + rowOffset, nvec);
-      finishRow<T, true>(sum, in, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
+      finishRow<T, true, kMaxVecsPerThread>(sum, in, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
                          reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps);
     } else {
       uint4* out = reinterpret_cast<uint4*>(a.residualOut) + rowOffset;  // [nvec]

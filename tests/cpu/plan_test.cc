@@ -39,6 +39,14 @@ TEST(Plan, SmallMessagesOneShotLargeTwoShot) {
   EXPECT_NE(large.reason.find("> one-shot limit"), std::string::npos);
 }
 
+TEST(Plan, TwoRanksAlwaysOneShot) {
+  Fabric f = nvlink8();
+  f.nranks = 2;
+  Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(2048));
+  EXPECT_EQ(p.algo, arfuseAlgoOneShot) << p.reason;
+  EXPECT_NE(p.reason.find("2 ranks"), std::string::npos) << p.reason;
+}
+
 TEST(Plan, CrossoverFollowsPolicy) {
   PlanPolicy pol;
   pol.oneShotMaxBytes = 14336 * 7;

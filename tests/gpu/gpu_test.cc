@@ -133,7 +133,7 @@ TEST(Gpu_VirtualRanks, AutoPlanIsWhatRuns) {
     CaseResult r = w.run(s);
     ASSERT_TRUE(r.ok) << r.error;
     EXPECT_EQ(r.algo, arfuseAlgoName(p.algo)) << p.reason;
-    EXPECT_EQ(p.algo, tokens == 1 ? arfuseAlgoOneShot : arfuseAlgoTwoShot) << p.reason;
+    EXPECT_EQ(p.algo, tokens == 1 ? arfuseAlgoOneShot : arfuseAlgoTwoShot) << p.reason;  // 4 ranks
   }
 }
 
