@@ -35,6 +35,26 @@ TEST(BenchArgs, NcclTestsVocabulary) {
   EXPECT_NE(a.commandLine.find("-b 14K"), std::string::npos);
 }
 
+TEST(BenchArgs, ModelPresetsAndVerifyPass) {
+  BenchArgs a;
+  std::string err;
+  ASSERT_TRUE(parseBenchArgs({"--model", "llama-3-70b", "--verify-pass", "--virtual"}, &a, &err)) << err;
+  EXPECT_EQ(a.hidden, 8192);
+  EXPECT_EQ(a.layers, 80);
+  EXPECT_TRUE(a.verifyPass);
+  EXPECT_TRUE(a.virtualRanks);
+  ASSERT_TRUE(parseBenchArgs({"--model", "kimi-k2", "--layers", "3"}, &a, &err)) << err;
+  EXPECT_EQ(a.hidden, 7168);
+  EXPECT_EQ(a.layers, 3);
+  ASSERT_NE(findModel("qwen3-235b"), nullptr);
+  EXPECT_EQ(findModel("qwen3-235b")->layers, 94);
+  EXPECT_FALSE(parseBenchArgs({"--verify-pass"}, &a, &err));
+  EXPECT_NE(err.find("needs a layer count"), std::string::npos) << err;
+  EXPECT_FALSE(parseBenchArgs({"--model", "gpt-9"}, &a, &err));
+  EXPECT_NE(err.find("--model gpt-9"), std::string::npos) << err;
+  EXPECT_FALSE(parseBenchArgs({"--model", "kimi-k2", "--verify-pass", "--op", "addrmsnorm"}, &a, &err));
+}
+
 TEST(BenchArgs, ErrorsNameTheArgument) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"--tokens", "1,x"}, "--tokens"},  {{"--hidden", "100"}, "--hidden 100"}, {{"--dtype", "int8"}, "--dtype"},

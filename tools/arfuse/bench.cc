@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -25,6 +27,7 @@ namespace cli {
 namespace {
 
 struct Row {
+  double passMs = 0;  // --verify-pass: ms per pass
   int tokens = 0;
   long long bytes = 0;
   std::string algo;
@@ -57,10 +60,22 @@ std::string isoDate() {
   return buf;
 }
 
+// The NVIDIA kernel driver version (e.g. "580.159.04") where Linux exposes it, else the CUDA
+// driver API version.
 std::string driverVersion() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (f && std::getline(f, line)) {
+    std::istringstream is(line);
+    std::string tok, prev;
+    while (is >> tok) {
+      if (prev == "Module" && !tok.empty() && isdigit(static_cast<unsigned char>(tok[0]))) return tok;
+      prev = tok;
+    }
+  }
   int v = 0;
   cudaDriverGetVersion(&v);
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+  return "cuda-driver-api " + std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
 std::string writeJson(const BenchArgs& a, bool virtualRanks, int nranks, const std::string& gpu,
@@ -79,7 +94,11 @@ std::string writeJson(const BenchArgs& a, bool virtualRanks, int nranks, const s
   os << "  \"op\": \"" << a.op << "\",\n  \"dtype\": \"" << arfuseDataTypeName(a.dtype) << "\",\n";
   os << "  \"hidden\": " << a.hidden << ",\n  \"ranks\": " << nranks << ",\n";
   os << "  \"virtual_ranks\": " << (virtualRanks ? "true" : "false") << ",\n";
-  os << "  \"calls_per_graph\": " << a.callsPerGraph << ",\n  \"iters\": " << a.iters << ",\n";
+  os << "  \"calls_per_graph\": " << (a.verifyPass ? 2 * a.layers : a.callsPerGraph) << ",\n  \"iters\": " << a.iters
+     << ",\n";
+  if (!a.model.empty()) os << "  \"model\": \"" << a.model << "\",\n";
+  if (a.layers) os << "  \"layers\": " << a.layers << ",\n";
+  os << "  \"verify_pass\": " << (a.verifyPass ? "true" : "false") << ",\n";
   os << "  \"warmup\": " << a.warmup << ",\n";
   if (copyPeak > 0) os << "  \"copy_peak_GBps\": " << copyPeak << ",\n";
   os << "  \"results\": [";
@@ -91,6 +110,7 @@ std::string writeJson(const BenchArgs& a, bool virtualRanks, int nranks, const s
       os << ", \"median_us\": " << r.t.medianUs << ", \"min_us\": " << r.t.minUs << ", \"max_us\": " << r.t.maxUs
          << ", \"algbw_GBps\": " << r.algbw << ", \"busbw_GBps\": " << r.busbw;
       if (r.ratio > 0) os << ", \"ratio\": " << r.ratio;
+      if (r.passMs > 0) os << ", \"pass_ms\": " << r.passMs;
     } else {
       os << ", \"error\": \"" << jsonEscape(r.error) << "\"";
     }
@@ -224,6 +244,73 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   return kExitOk;
 }
 
+
+// One speculative-decoding verify pass: 2 x layers fused calls in one CUDA graph per rank, arfuse's
+// plan (auto) against the unfused baseline (NCCL all-reduce + add+RMSNorm kernel), ms per pass.
+int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vector<Row>* rows) {
+  std::vector<int> devices(nranks);
+  for (int r = 0; r < nranks; ++r) devices[r] = virtualRanks ? 0 : r;
+  const int calls = 2 * a.layers;
+  int maxTokens = 1;
+  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
+  std::printf("# verify pass: %s%d layers x 2 fused calls = %d calls in one CUDA graph per rank, hidden %d\n",
+              a.model.empty() ? "" : (a.model + ", ").c_str(), a.layers, calls, a.hidden);
+  std::printf("%s\n", virtualRanks ? "# VIRTUAL ranks on one GPU: times below are NOT performance figures"
+                                   : "# real ranks, one per GPU");
+  std::printf("%8s %12s %12s %12s %12s %9s %7s\n", "tokens", "bytes", "arfuse_algo", "arfuse_ms", "baseline_ms",
+              "ratio", "#wrong");
+  std::vector<int> algos = {arfuseAlgoAuto};
+  if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
+  std::vector<std::vector<Row>> perAlgo;
+  for (int algo : algos) {
+    harness::World world(devices, maxTokens, a.hidden, algo == arfuseAlgoAuto ? -1 : algo);
+    std::vector<Row> out;
+    for (size_t i = 0; i < a.tokens.size(); ++i) {
+      Row r;
+      r.tokens = a.tokens[i];
+      r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
+      r.algo = arfuseAlgoName(arfuseAlgo_t(algo));
+      r.role = algo == arfuseAlgoNccl ? "baseline-pass" : "verify-pass";
+      if (!world.ok()) {
+        r.error = world.error();
+        out.push_back(r);
+        continue;
+      }
+      harness::CaseSpec spec;
+      spec.dtype = a.dtype;
+      spec.tokens = a.tokens[i];
+      spec.hidden = a.hidden;
+      spec.seed = 900 + i;
+      if (a.check) {
+        harness::CaseResult c = world.run(spec);
+        r.wrong = c.ok ? 0 : 1;
+        if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
+        if (!c.ok) r.error = c.error;
+      }
+      r.t = world.timeGraph(spec, calls, a.iters, a.warmup);
+      if (r.t.ok)
+        r.passMs = r.t.medianUs * calls / 1000.0;
+      else
+        r.error = r.t.error;
+      out.push_back(r);
+    }
+    perAlgo.push_back(out);
+  }
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    Row& mine = perAlgo[0][i];
+    const Row* base = perAlgo.size() > 1 ? &perAlgo[1][i] : nullptr;
+    if (base && mine.passMs > 0 && base->passMs > 0) mine.ratio = mine.passMs / base->passMs;
+    std::printf("%8d %12lld %12s %12.3f %12s %9s %7d%s%s\n", mine.tokens, mine.bytes, mine.algo.c_str(), mine.passMs,
+                base && base->passMs > 0 ? std::to_string(base->passMs).substr(0, 6).c_str() : "-",
+                mine.ratio > 0 ? std::to_string(mine.ratio).substr(0, 5).c_str() : "-", mine.wrong + (base ? base->wrong : 0),
+                mine.error.empty() ? "" : "  ", mine.error.c_str());
+    rows->push_back(mine);
+    if (base) rows->push_back(*base);
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int bench(const std::vector<std::string>& args) {
@@ -254,14 +341,14 @@ int bench(const std::vector<std::string>& args) {
   if (a.op == "addrmsnorm") {
     rc = benchSingleGpu(a, &rows, &copyPeak);
   } else {
-    nranks = a.ranks > 0 ? a.ranks : (ndev >= 2 ? ndev : 2);
-    virtualRanks = ndev < nranks;
-    if (virtualRanks && ndev > 1) {
+    nranks = a.ranks > 0 ? a.ranks : (ndev >= 2 && !a.virtualRanks ? ndev : 2);
+    virtualRanks = a.virtualRanks || ndev < nranks;
+    if (virtualRanks && ndev > 1 && !a.virtualRanks) {
       std::fprintf(stderr, "arfuse bench: --ranks %d but only %d GPUs; use --ranks <= %d (or one GPU for virtual "
                            "ranks)\n", nranks, ndev, ndev);
       return kExitUsage;
     }
-    rc = benchCollective(a, nranks, virtualRanks, &rows);
+    rc = a.verifyPass ? benchVerifyPass(a, nranks, virtualRanks, &rows) : benchCollective(a, nranks, virtualRanks, &rows);
   }
   int wrong = 0;
   for (const Row& r : rows) wrong += r.wrong;

@@ -21,7 +21,20 @@ bool toInt(const std::string& s, long long lo, long long hi, long long* v) {
   return true;
 }
 
+const ModelPreset kModels[] = {
+    {"kimi-k2", 7168, 61},
+    {"deepseek-v3", 7168, 61},
+    {"llama-3-70b", 8192, 80},
+    {"qwen3-235b", 4096, 94},
+};
+
 }  // namespace
+
+const ModelPreset* findModel(const std::string& name) {
+  for (const ModelPreset& m : kModels)
+    if (name == m.name) return &m;
+  return nullptr;
+}
 
 const char* benchUsage() {
   return "usage: arfuse bench [options]\n"
@@ -38,7 +51,13 @@ const char* benchUsage() {
          "  -c 0|1                           check every result against fp64 first (default 1)\n"
          "  -G 1                             time CUDA-graph replays (the only mode: eager timing mis-ranks\n"
          "                                   small kernels)\n"
-         "  -J FILE                          write results as JSON\n";
+         "  -J FILE                          write results as JSON\n"
+         "  --virtual                        put every rank on GPU 0 (correctness only; not performance)\n"
+         "  --model kimi-k2|deepseek-v3|llama-3-70b|qwen3-235b   hidden size and layer count presets\n"
+         "  --layers L                       layer count (overrides the preset)\n"
+         "  --verify-pass                    time one speculative-decoding verify pass: 2 x layers fused\n"
+         "                                   calls captured in one CUDA graph, arfuse (auto) against the\n"
+         "                                   baseline, in ms per pass, for each token count\n";
 }
 
 bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::string* error) {
@@ -141,6 +160,27 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
         *error = "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the host)";
         return false;
       }
+    } else if (k == "--virtual") {
+      a.virtualRanks = true;
+    } else if (k == "--verify-pass") {
+      a.verifyPass = true;
+    } else if (k == "--model") {
+      if (!value(&v)) return false;
+      const ModelPreset* m = findModel(v);
+      if (!m) {
+        *error = "--model " + v + ": use kimi-k2, deepseek-v3, llama-3-70b or qwen3-235b";
+        return false;
+      }
+      a.model = m->name;
+      a.hidden = m->hidden;
+      a.layers = m->layers;
+    } else if (k == "--layers") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 1, 1000, &x)) {
+        *error = "--layers " + v + ": must be 1..1000";
+        return false;
+      }
+      a.layers = static_cast<int>(x);
     } else if (k == "-J") {
       if (!value(&v)) return false;
       a.jsonPath = v;
@@ -148,6 +188,14 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       *error = "unknown argument '" + k + "'";
       return false;
     }
+  }
+  if (a.verifyPass && a.layers == 0) {
+    *error = "--verify-pass needs a layer count: give --model or --layers";
+    return false;
+  }
+  if (a.verifyPass && a.op != "fused") {
+    *error = "--verify-pass times the fused operation; drop --op " + a.op;
+    return false;
   }
   if ((b >= 0) != (e >= 0)) {
     *error = "-b and -e go together (bytes per rank from -b to -e, times -f)";

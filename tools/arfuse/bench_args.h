@@ -22,9 +22,21 @@ struct BenchArgs {
   std::string jsonPath;
   int ranks = 0;           // 0: all GPUs, or 2 virtual ranks on one GPU
   std::vector<int> algos;  // empty: all available
+  bool virtualRanks = false;  // force every rank onto GPU 0
+  std::string model;         // preset name, "" when none
+  int layers = 0;            // from --model or --layers; needed by --verify-pass
+  bool verifyPass = false;   // time 2 x layers fused calls in one graph, against the baseline
   bool help = false;
   std::string commandLine;
 };
+
+struct ModelPreset {
+  const char* name;
+  int hidden;
+  int layers;
+};
+// kimi-k2, deepseek-v3, llama-3-70b, qwen3-235b; nullptr if unknown.
+const ModelPreset* findModel(const std::string& name);
 
 // Returns false with *error naming the argument.
 bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::string* error);

@@ -20,17 +20,18 @@ struct Shape {
 
 void usage() {
   std::printf(
-      "usage: arfuse selftest [--ranks N[,N...]] [--quick]\n"
+      "usage: arfuse selftest [--ranks N[,N...]] [--virtual] [--quick]\n"
       "  Runs every arfuse path over fresh random inputs and checks each output against an fp64 reference\n"
       "  and for bitwise equality across ranks. With >= 2 GPUs the ranks are real GPUs; with one GPU they\n"
-      "  are virtual ranks on it (correctness only). Exit: 0 all passed, 1 a check failed, 2 usage, 3 no GPU.\n");
+      "  are virtual ranks on it (correctness only); --virtual forces virtual ranks on GPU 0.\n"
+      "  Exit: 0 all passed, 1 a check failed, 2 usage, 3 no GPU.\n");
 }
 
 }  // namespace
 
 int selftest(const std::vector<std::string>& args) {
   std::vector<int> rankCounts;
-  bool quick = false;
+  bool quick = false, forceVirtual = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--ranks" && i + 1 < args.size()) {
       std::string list = args[++i];
@@ -48,6 +49,8 @@ int selftest(const std::vector<std::string>& args) {
         if (comma == std::string::npos) break;
         pos = comma + 1;
       }
+    } else if (args[i] == "--virtual") {
+      forceVirtual = true;
     } else if (args[i] == "--quick") {
       quick = true;
     } else if (args[i] == "-h" || args[i] == "--help") {
@@ -65,14 +68,14 @@ int selftest(const std::vector<std::string>& args) {
                 "  Without a GPU, `arfuse plan` and `arfuse triage` still work.\n");
     return kExitNoDevice;
   }
-  const bool virtualRanks = ndev < 2;
+  const bool virtualRanks = forceVirtual || ndev < 2;
   if (rankCounts.empty()) rankCounts = virtualRanks ? std::vector<int>{2, 4, 8} : std::vector<int>{ndev};
   std::printf("arfuse selftest: %s; %d device(s): %s%s\n", arfuseGetBuildInfo(), ndev,
               harness::deviceName(0).c_str(), ndev > 1 ? ", ..." : "");
   std::printf("ranks are %s\n\n", virtualRanks ? "VIRTUAL (several ranks share GPU 0; correctness only)"
                                                : "real GPUs, one rank per GPU");
   std::printf("%-6s %-5s %-7s %-7s %-8s %-8s %-11s %-11s %-9s %s\n", "ranks", "dtype", "tokens", "hidden", "op",
-              "algo", "err_norm", "err_resid", "identical", "result");
+              "algo", "err_out", "err_resid", "identical", "result");
 
   const std::vector<Shape> shapes = quick ? std::vector<Shape>{{1, 7168}, {64, 4096}}
                                           : std::vector<Shape>{{1, 7168}, {3, 5120}, {16, 8192}, {255, 4096}};
