@@ -100,7 +100,7 @@ std::string writeJson(const BenchArgs& a, bool virtualRanks, int nranks, const s
   if (a.layers) os << "  \"layers\": " << a.layers << ",\n";
   os << "  \"verify_pass\": " << (a.verifyPass ? "true" : "false") << ",\n";
   os << "  \"warmup\": " << a.warmup << ",\n";
-  if (copyPeak > 0) os << "  \"copy_peak_GBps\": " << copyPeak << ",\n";
+  if (copyPeak > 0) os << "  \"copy_peak_GBps\": " << copyPeak << ",\n  \"copy_reference\": \"sm-copy-kernel\",\n";
   os << "  \"results\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
