@@ -93,7 +93,9 @@ typedef enum {
   arfuseAlgoTwoShot = 2, /* reduce-scatter by column slices, then gather; two barriers */
   arfuseAlgoNccl = 3,    /* ncclAllReduce + arfuse's fused add+RMSNorm kernel (distinct devices only) */
   arfuseAlgoLocal = 4,   /* nranks == 1: no communication (reported by plans; may be forced only at nranks 1) */
-  arfuseNumAlgos = 5
+  arfuseAlgoLowLatency = 5, /* small messages: each rank pushes its rows into every peer's buffer with the
+                               readiness flag inside every 8-byte word; no separate barrier, one one-way trip */
+  arfuseNumAlgos = 6
 } arfuseAlgo_t;
 
 typedef enum { arfuseOpAllReduce = 0, arfuseOpAllReduceAddRmsNorm = 1 } arfuseOp_t;
@@ -150,7 +152,8 @@ typedef struct arfuseComm* arfuseComm_t;
  *   a WARN line and the plan uses NCCL.
  * - config: may be NULL for defaults.
  * Allocates per rank a workspace of 2 x maxTokens x maxHidden x (largest enabled dtype size) bytes,
- * plus small flag arrays. Blocks the calling thread until every rank is ready. The current CUDA
+ * a low-latency buffer of 2 parities x nranks x 2 x min(64 KiB, that message size), and small flag
+ * arrays. Blocks the calling thread until every rank is ready. The current CUDA
  * device of the calling thread is restored before returning.
  * Errors: arfuseInvalidArgument (names the argument), arfuseNoDevice, arfuseCudaError, arfuseNcclError. */
 ARFUSE_API arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, const int* devices,

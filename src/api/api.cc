@@ -185,12 +185,14 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       return launchLocal(comm, c.dtype, la, plan.blocks, plan.threads, stream);
     }
     case arfuseAlgoOneShot:
-    case arfuseAlgoTwoShot: {
+    case arfuseAlgoTwoShot:
+    case arfuseAlgoLowLatency: {
       KernelArgs ka{};
       ka.peers = g.peers;
       ka.state = g.ranks[comm->rank].state;
       ka.shared = g.shared;
       ka.stagingBytes = g.stagingBytes;
+      ka.llSourceBytes = g.llSourceBytes;
       ka.timeoutNs = g.timeoutNs;
       ka.rank = comm->rank;
       ka.nranks = g.nranks;
@@ -202,9 +204,9 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.tokens = c.tokens;
       ka.hidden = c.hidden;
       ka.eps = c.eps;
-      const int e = plan.algo == arfuseAlgoOneShot
-                        ? launchOneShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream)
-                        : launchTwoShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream);
+      const int e = plan.algo == arfuseAlgoOneShot   ? launchOneShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream)
+                    : plan.algo == arfuseAlgoTwoShot ? launchTwoShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream)
+                                                     : launchLowLatency(c.dtype, fused, ka, plan.blocks, plan.threads, stream);
       if (e != cudaSuccess)
         FAIL_F(comm, arfuseCudaError, callFields, "kernel launch (%d x %d threads) failed: %s", plan.blocks,
                plan.threads, cudaGetErrorString(cudaError_t(e)));

@@ -48,6 +48,7 @@ void freeGroup(Group* g) {
     if (r.device >= 0) cudaSetDevice(r.device);
     if (r.staging) cudaFree(r.staging);
     if (r.control) cudaFree(r.control);
+    if (r.ll) cudaFree(r.ll);
   }
   if (g->shared) cudaFreeHost(g->shared);
   delete g;
@@ -62,6 +63,12 @@ arfuseResult_t allocateRanks(Group* g, const int* devices, std::string* message)
     CUDA_TRY(cudaMalloc(&rr.staging, 2 * g->stagingBytes));
     CUDA_TRY(cudaMalloc(&rr.control, controlBytes));
     CUDA_TRY(cudaMemset(rr.control, 0, controlBytes));
+    if (g->llSourceBytes) {
+      const size_t llBytes = 2 * g->nranks * g->llSourceBytes;
+      CUDA_TRY(cudaMalloc(&rr.ll, llBytes));
+      CUDA_TRY(cudaMemset(rr.ll, 0, llBytes));  // flag 0 never matches a call
+      g->peers.ll[r] = rr.ll;
+    }
     rr.state = reinterpret_cast<DeviceState*>(rr.control);
     rr.flags = reinterpret_cast<uint64_t*>(rr.control + 256);
     g->peers.staging[r] = rr.staging;
@@ -155,6 +162,12 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   size_t elem = 2;
   if (rc.limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) elem = 4;
   g->stagingBytes = static_cast<size_t>(rc.limits.maxTokens) * rc.limits.maxHidden * elem;
+  if (nranks > 1) {
+    // Messages up to 64 KiB (and no larger than the largest call) take the low-latency path.
+    const long long llMax = std::min<long long>(kLowLatencyMaxBytes, static_cast<long long>(g->stagingBytes));
+    g->llSourceBytes = static_cast<size_t>(2 * llMax);
+    g->fabric.lowLatencyMaxBytes = llMax;
+  }
 
   std::vector<int> unique(devices, devices + nranks);
   std::sort(unique.begin(), unique.end());
@@ -239,7 +252,9 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
                          f.ncclDetail.c_str());
     return fail(arfuseUnsupported);
   }
-  if ((g->policy.forcedAlgo == arfuseAlgoOneShot || g->policy.forcedAlgo == arfuseAlgoTwoShot) && !f.p2p) {
+  if ((g->policy.forcedAlgo == arfuseAlgoOneShot || g->policy.forcedAlgo == arfuseAlgoTwoShot ||
+       g->policy.forcedAlgo == arfuseAlgoLowLatency) &&
+      !f.p2p) {
     *message = strprintf("config: algo=%s (forced by %s) needs peer access: %s",
                          arfuseAlgoName(arfuseAlgo_t(g->policy.forcedAlgo)), g->policy.forcedBy.c_str(),
                          f.p2pDetail.c_str());

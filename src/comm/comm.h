@@ -23,6 +23,7 @@ struct RankResources {
   int device = -1;
   char* staging = nullptr;        // [2][stagingBytes]
   char* control = nullptr;        // DeviceState + flags [kMaxBlocks][kMaxRanks], one allocation
+  char* ll = nullptr;             // low-latency buffer [2][nranks][llSourceBytes]
   DeviceState* state = nullptr;
   uint64_t* flags = nullptr;
   ncclComm_t nccl = nullptr;
@@ -35,6 +36,7 @@ struct Group {
   PlanPolicy policy;
   uint64_t timeoutNs = 0;
   size_t stagingBytes = 0;  // per parity
+  size_t llSourceBytes = 0; // low-latency buffer: bytes per source rank per parity (2 x its message limit)
   GroupShared* shared = nullptr;  // host-mapped (host pointer == device pointer under UVA)
   std::vector<RankResources> ranks;
   PeerPtrs peers{};

@@ -37,6 +37,6 @@ int paramMaxBlocks();     // ARFUSE_MAX_BLOCKS (-1: derive)
 // Markdown table of the variables (docs/environment.md is this output; a test keeps them equal).
 std::string paramsMarkdown();
 // Parses an algorithm name ("auto", "oneshot", "twoshot", "nccl"); -1 if unknown.
-int parseAlgoName(const std::string& name);
+int parseAlgoName(const std::string& name);  // also "lowlatency"
 
 }  // namespace arfuse

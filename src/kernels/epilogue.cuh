@@ -32,11 +32,12 @@ struct RowInputs {
   uint4 residual[kAddResidual ? kVecs : 1];
 
   __device__ void load(const uint4* residualIn, int nvec) {
-    if (!kAddResidual) return;
+    if constexpr (kAddResidual) {
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int v = threadIdx.x + i * blockDim.x;  // [hidden/E]
-      if (v < nvec) residual[i] = residualIn[v];
+      for (int i = 0; i < kVecs; ++i) {
+        const int v = threadIdx.x + i * blockDim.x;  // [hidden/E]
+        if (v < nvec) residual[i] = residualIn[v];
+      }
     }
   }
 };

@@ -15,6 +15,10 @@ constexpr int kMaxVecsPerRow = kMaxThreads * kMaxVecsPerThread;  // 4096 x 16 B 
 
 constexpr int kErrPeerTimeout = 1;
 
+// Largest message (bytes per rank) the low-latency path carries; its buffer holds twice that per
+// source and parity (every 4 data bytes travel with a 4-byte flag).
+constexpr long long kLowLatencyMaxBytes = 64 * 1024;
+
 // Device-resident protocol state of one rank (in its own device memory).
 struct DeviceState {
   uint64_t call;            // number of calls completed by this rank
@@ -43,6 +47,7 @@ struct GroupShared {
 struct PeerPtrs {
   char* staging[kMaxRanks];   // per rank: [2 parities][stagingBytes]
   uint64_t* flags[kMaxRanks]; // per rank: [kMaxBlocks][kMaxRanks]
+  char* ll[kMaxRanks];        // per rank: [2 parities][nranks sources][llSourceBytes]
 };
 
 struct KernelArgs {
@@ -50,6 +55,7 @@ struct KernelArgs {
   DeviceState* state;     // this rank's
   GroupShared* shared;    // device pointer of the host-mapped group area
   size_t stagingBytes;    // bytes of one parity of a staging buffer
+  size_t llSourceBytes;   // bytes of one source's region of one parity of a low-latency buffer
   uint64_t timeoutNs;
   int rank;
   int nranks;

@@ -7,6 +7,7 @@
 
 #include "kernels/addrmsnorm.cuh"
 #include "kernels/launch.h"
+#include "kernels/lowlatency.cuh"
 #include "kernels/twoshot.cuh"
 
 namespace arfuse {
@@ -51,6 +52,18 @@ struct TwoShot {
 };
 
 template <typename T>
+struct LowLatency {
+  static int run(bool fused, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
+    if (fused) {
+      lowLatencyKernel<T, true><<<blocks, threads, 0, s>>>(a);
+    } else {
+      lowLatencyKernel<T, false><<<blocks, threads, 0, s>>>(a);
+    }
+    return static_cast<int>(cudaGetLastError());
+  }
+};
+
+template <typename T>
 struct Local {
   static int run(const LocalArgs& a, int blocks, int threads, cudaStream_t s) {
     const int nvec = a.hidden / Vec<T>::kElems;
@@ -67,7 +80,9 @@ int minResident(int current) {
   const void* kernels[] = {reinterpret_cast<const void*>(oneShotKernel<T, true>),
                            reinterpret_cast<const void*>(oneShotKernel<T, false>),
                            reinterpret_cast<const void*>(twoShotKernel<T, true>),
-                           reinterpret_cast<const void*>(twoShotKernel<T, false>)};
+                           reinterpret_cast<const void*>(twoShotKernel<T, false>),
+                           reinterpret_cast<const void*>(lowLatencyKernel<T, true>),
+                           reinterpret_cast<const void*>(lowLatencyKernel<T, false>)};
   for (const void* k : kernels) {
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kMaxThreads, 0) != cudaSuccess) return 0;
@@ -85,6 +100,10 @@ int launchOneShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, in
 int launchTwoShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
                   cudaStream_t stream) {
   return dispatch<TwoShot>(dtype, fused, args, blocks, threads, stream);
+}
+int launchLowLatency(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
+                     cudaStream_t stream) {
+  return dispatch<LowLatency>(dtype, fused, args, blocks, threads, stream);
 }
 int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream) {
   return dispatch<Local>(dtype, args, blocks, threads, stream);

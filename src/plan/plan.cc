@@ -93,6 +93,12 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   switch (policy.forcedAlgo) {
     case arfuseAlgoAuto:
       break;
+    case arfuseAlgoLowLatency:
+      if (f.p2p && bytes > f.lowLatencyMaxBytes)
+        return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) carries at most %lld B per rank; "
+                                                    "this call has %lld B (tokens=%d x hidden=%d); use auto",
+                                                    forcedBy, f.lowLatencyMaxBytes, bytes, req.tokens, req.hidden));
+      [[fallthrough]];  // the same peer-access requirement as one-shot
     case arfuseAlgoOneShot:
     case arfuseAlgoTwoShot:
       if (!f.p2p)
@@ -131,7 +137,12 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   // two. At 2 ranks both read the same bytes, so one-shot always wins (measured on 2 x H200 NVLink:
   // 13.4 vs 16.5 us at 128 tokens, 119 vs 137 us at 2048); beyond, two-shot once bytes dominate.
   const long long peerBytes = bytes * (f.nranks - 1);
-  if (f.nranks == 2) {
+  if (bytes <= f.lowLatencyMaxBytes) {
+    p.algo = arfuseAlgoLowLatency;
+    p.reason = strprintf("lowlatency: %lld B <= %lld B: rows pushed with readiness in every word, no separate "
+                         "barrier",
+                         bytes, f.lowLatencyMaxBytes);
+  } else if (f.nranks == 2) {
     p.algo = arfuseAlgoOneShot;
     p.reason = strprintf("oneshot: 2 ranks, where two-shot moves the same %lld B per rank and adds a barrier", bytes);
   } else if (peerBytes <= policy.oneShotMaxBytes) {

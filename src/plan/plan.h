@@ -22,6 +22,7 @@ struct Fabric {
   std::string ncclDetail;     // why not, when !nccl
   int maxBlocks = 1;          // group-wide cap on blocks per rank (co-residency)
   int smCount = 1;            // smallest SM count in the group (local kernel grid)
+  long long lowLatencyMaxBytes = 0;  // largest message the low-latency buffer carries (0: no such buffer)
 };
 
 struct Limits {

@@ -11,6 +11,7 @@ Fabric nvlink8() {
   f.maxBlocks = 64;
   f.smCount = 132;
   f.nccl = true;
+  f.lowLatencyMaxBytes = 64 * 1024;
   return f;
 }
 
@@ -30,10 +31,13 @@ TEST(Plan, SingleRankIsLocal) {
   EXPECT_NE(p.reason.find("1 rank"), std::string::npos);
 }
 
-TEST(Plan, SmallMessagesOneShotLargeTwoShot) {
-  Plan small = makePlan(nvlink8(), Limits{}, PlanPolicy{}, req(1));
+TEST(Plan, TinyLowLatencySmallOneShotLargeTwoShot) {
+  Plan tiny = makePlan(nvlink8(), Limits{}, PlanPolicy{}, req(4));
+  EXPECT_EQ(tiny.algo, arfuseAlgoLowLatency) << tiny.reason;
+  EXPECT_NE(tiny.reason.find("57344 B <= 65536 B"), std::string::npos) << tiny.reason;
+  Plan small = makePlan(nvlink8(), Limits{}, PlanPolicy{}, req(5));
   EXPECT_EQ(small.algo, arfuseAlgoOneShot) << small.reason;
-  EXPECT_NE(small.reason.find("14336 B x 7 peers"), std::string::npos) << small.reason;
+  EXPECT_NE(small.reason.find("71680 B x 7 peers"), std::string::npos) << small.reason;
   Plan large = makePlan(nvlink8(), Limits{}, PlanPolicy{}, req(1024));
   EXPECT_EQ(large.algo, arfuseAlgoTwoShot) << large.reason;
   EXPECT_NE(large.reason.find("> one-shot limit"), std::string::npos);
@@ -42,7 +46,7 @@ TEST(Plan, SmallMessagesOneShotLargeTwoShot) {
 TEST(Plan, TwoRanksAlwaysOneShot) {
   Fabric f = nvlink8();
   f.nranks = 2;
-  Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(2048));
+  Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(64));
   EXPECT_EQ(p.algo, arfuseAlgoOneShot) << p.reason;
   EXPECT_NE(p.reason.find("2 ranks"), std::string::npos) << p.reason;
 }
@@ -50,8 +54,10 @@ TEST(Plan, TwoRanksAlwaysOneShot) {
 TEST(Plan, CrossoverFollowsPolicy) {
   PlanPolicy pol;
   pol.oneShotMaxBytes = 14336 * 7;
-  EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(1)).algo, arfuseAlgoOneShot);
-  EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(2)).algo, arfuseAlgoTwoShot);
+  Fabric noLL = nvlink8();
+  noLL.lowLatencyMaxBytes = 0;
+  EXPECT_EQ(makePlan(noLL, Limits{}, pol, req(1)).algo, arfuseAlgoOneShot);
+  EXPECT_EQ(makePlan(noLL, Limits{}, pol, req(2)).algo, arfuseAlgoTwoShot);
 }
 
 TEST(Plan, NoP2PFallsBackToNcclWithReason) {
@@ -84,6 +90,13 @@ TEST(Plan, ForcedAlgorithmsAndTheirRefusals) {
   p = makePlan(virt, Limits{}, pol, req(1));
   EXPECT_EQ(p.status, arfuseUnsupported);
   EXPECT_NE(p.reason.find("one device per rank"), std::string::npos);
+
+  pol.forcedAlgo = arfuseAlgoLowLatency;
+  pol.forcedBy = "config";
+  p = makePlan(nvlink8(), Limits{}, pol, req(5));
+  EXPECT_EQ(p.status, arfuseUnsupported);
+  EXPECT_NE(p.reason.find("carries at most 65536 B"), std::string::npos) << p.reason;
+  EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(4)).algo, arfuseAlgoLowLatency);
 
   Fabric nop2p = nvlink8();
   nop2p.p2p = false;

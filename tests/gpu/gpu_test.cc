@@ -24,6 +24,13 @@ const int kTokens[] = {1, 3, 16, 64, 255, 1024};
 
 std::vector<int> onGpu0(int n) { return std::vector<int>(n, 0); }
 
+// The low-latency path carries at most 64 KiB per rank; forced beyond that it is refused (tested in
+// LowLatencyRefusesLargeMessages), so the shared cases skip those shapes for it.
+bool fits(int algo, const CaseSpec& s) {
+  const long long bytes = static_cast<long long>(s.tokens) * s.hidden * (s.dtype == arfuseFloat32 ? 4 : 2);
+  return algo != arfuseAlgoLowLatency || bytes <= 64 * 1024;
+}
+
 std::string describe(int n, int algo, const CaseSpec& s) {
   return std::to_string(n) + " ranks " + arfuseAlgoName(arfuseAlgo_t(algo)) + " " + arfuseDataTypeName(s.dtype) +
          " tokens=" + std::to_string(s.tokens) + " hidden=" + std::to_string(s.hidden) +
@@ -54,6 +61,7 @@ TEST_P(Gpu_VirtualRanks, MatrixAgainstFp64) {
           s.inPlace = variant == 1;
           s.op = variant == 2 ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
           if (variant > 0 && tokens > 255) continue;
+          if (!fits(algo, s)) continue;
           CaseResult r = w.run(s);
           ++cases;
           ASSERT_TRUE(r.ok) << describe(n, algo, s) << ": " << r.error;
@@ -73,7 +81,7 @@ TEST_P(Gpu_VirtualRanks, ThousandBackToBackCalls) {
   for (bool inPlace : {false, true}) {
     CaseSpec s;
     s.dtype = inPlace ? arfuseFloat32 : arfuseBfloat16;
-    s.tokens = 16;
+    s.tokens = algo == arfuseAlgoLowLatency ? 3 : 16;
     s.hidden = 4096;
     s.inPlace = inPlace;
     s.seed = 77 + n;
@@ -89,7 +97,7 @@ TEST_P(Gpu_VirtualRanks, GraphReplayWithNewInputs) {
   ASSERT_TRUE(w.ok()) << w.error();
   CaseSpec s;
   s.dtype = arfuseBfloat16;
-  s.tokens = 5;
+  s.tokens = algo == arfuseAlgoLowLatency ? 4 : 5;
   s.hidden = 7168;
   s.seed = 31 + n;
   CaseResult r = w.runGraph(s, 50, 4);
@@ -107,14 +115,16 @@ TEST_P(Gpu_VirtualRanks, ChangingShapesBackToBack) {
     s.dtype = arfuseFloat16;
     s.hidden = 2048;
     s.seed = 500 + round;
-    CaseResult r = w.runSequence(s, {1, 1024, 3, 200});
+    CaseResult r = w.runSequence(s, algo == arfuseAlgoLowLatency ? std::vector<int>{1, 16, 3, 9}
+                                                                 : std::vector<int>{1, 1024, 3, 200});
     ASSERT_TRUE(r.ok) << describe(n, algo, s) << ": " << r.error;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Gpu_VirtualRanks,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8, 16),
-                                            ::testing::Values(int(arfuseAlgoOneShot), int(arfuseAlgoTwoShot))),
+                                            ::testing::Values(int(arfuseAlgoOneShot), int(arfuseAlgoTwoShot),
+                                                              int(arfuseAlgoLowLatency))),
                          [](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
                            return std::to_string(std::get<0>(i.param)) + "ranks_" +
                                   arfuseAlgoName(arfuseAlgo_t(std::get<1>(i.param)));
@@ -133,7 +143,31 @@ TEST(Gpu_VirtualRanks, AutoPlanIsWhatRuns) {
     CaseResult r = w.run(s);
     ASSERT_TRUE(r.ok) << r.error;
     EXPECT_EQ(r.algo, arfuseAlgoName(p.algo)) << p.reason;
-    EXPECT_EQ(p.algo, tokens == 1 ? arfuseAlgoOneShot : arfuseAlgoTwoShot) << p.reason;  // 4 ranks
+    EXPECT_EQ(p.algo, tokens == 1 ? arfuseAlgoLowLatency : arfuseAlgoTwoShot) << p.reason;  // 4 ranks
+  }
+}
+
+TEST(Gpu_VirtualRanks, LowLatencyRefusesLargeMessages) {
+  World w(onGpu0(2), 64, 4096, arfuseAlgoLowLatency);
+  ASSERT_TRUE(w.ok()) << w.error();
+  arfusePlan_t p;
+  EXPECT_EQ(arfuseCommQueryPlan(w.comm(0), arfuseOpAllReduceAddRmsNorm, 9, 4096, arfuseBfloat16, &p),
+            arfuseUnsupported);
+  EXPECT_NE(std::string(arfuseCommGetLastError(w.comm(0))).find("carries at most 65536 B"), std::string::npos);
+}
+
+// Small calls take the low-latency path and larger ones one-shot/two-shot, interleaved without
+// synchronisation: parity and epochs are shared by every path.
+TEST(Gpu_VirtualRanks, MixedPathsBackToBack) {
+  World w(onGpu0(4), 1024, 2048, -1, 20000);
+  ASSERT_TRUE(w.ok()) << w.error();
+  for (int round = 0; round < 3; ++round) {
+    CaseSpec s;
+    s.dtype = arfuseBfloat16;
+    s.hidden = 2048;
+    s.seed = 700 + round;
+    CaseResult r = w.runSequence(s, {1, 1024, 16, 40});  // lowlatency, twoshot, lowlatency, oneshot
+    ASSERT_TRUE(r.ok) << r.error;
   }
 }
 

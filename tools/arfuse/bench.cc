@@ -174,7 +174,7 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   const arfuseOp_t op = a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
   std::vector<int> algos = a.algos;
   if (algos.empty()) {
-    algos = {arfuseAlgoAuto, arfuseAlgoOneShot, arfuseAlgoTwoShot};
+    algos = {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot};
     if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
   }
   int maxTokens = 1;

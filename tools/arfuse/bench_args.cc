@@ -45,7 +45,7 @@ const char* benchUsage() {
          "  --hidden H                       hidden size (default 7168)\n"
          "  --dtype bf16|fp16|fp32           (default bf16)\n"
          "  --ranks N                        ranks: real GPUs when there are N, else virtual ranks on GPU 0\n"
-         "  --algo auto|oneshot|twoshot|nccl|all   (default all; nccl is the unfused baseline)\n"
+         "  --algo auto|lowlatency|oneshot|twoshot|nccl|all   (default all; nccl is the unfused baseline)\n"
          "  -n ITERS -w WARMUP               timed and warm-up graph replays (default 50, 10)\n"
          "  --calls C                        calls captured per graph (default 20)\n"
          "  -c 0|1                           check every result against fp64 first (default 1)\n"
@@ -136,10 +136,11 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       if (v == "all") a.algos.clear();
       else if (v == "auto") a.algos = {arfuseAlgoAuto};
       else if (v == "oneshot") a.algos = {arfuseAlgoOneShot};
+      else if (v == "lowlatency") a.algos = {arfuseAlgoLowLatency};
       else if (v == "twoshot") a.algos = {arfuseAlgoTwoShot};
       else if (v == "nccl") a.algos = {arfuseAlgoNccl};
       else {
-        *error = "--algo " + v + ": use auto, oneshot, twoshot, nccl or all";
+        *error = "--algo " + v + ": use auto, lowlatency, oneshot, twoshot, nccl or all";
         return false;
       }
     } else if (k == "-n" || k == "-w" || k == "--calls") {

@@ -67,6 +67,7 @@ int plan(const std::vector<std::string>& args) {
   f.maxBlocks = 64;
   f.smCount = 132;
   f.nccl = true;
+  f.lowLatencyMaxBytes = 64 * 1024;
   PlanRequest req;
   req.hidden = 7168;
   Limits limits;
@@ -112,7 +113,7 @@ int plan(const std::vector<std::string>& args) {
     } else if (a == "--algo") {
       const int al = parseAlgoName(next("--algo"));
       if (al < 0) {
-        std::fprintf(stderr, "arfuse plan: --algo must be auto, oneshot, twoshot or nccl\n");
+        std::fprintf(stderr, "arfuse plan: --algo must be auto, lowlatency, oneshot, twoshot or nccl\n");
         return kExitUsage;
       }
       policy.forcedAlgo = al;
@@ -124,7 +125,8 @@ int plan(const std::vector<std::string>& args) {
           "usage: arfuse plan [--ranks N] [--hidden H] [--tokens T,T,...] [--dtype bf16|fp16|fp32]\n"
           "                   [--no-p2p] [--virtual] [--algo A] [--allreduce]\n"
           "  Prints the algorithm, launch geometry and reason the library's plan gives for each token count on a\n"
-          "  described machine (default: 8 ranks with P2P and NCCL, 132 SMs, 64 blocks). No GPU needed.\n");
+          "  described machine (default: 8 ranks with P2P and NCCL, 132 SMs, 64 blocks, 64 KiB low-latency\n"
+          "  limit). No GPU needed.\n");
       return kExitOk;
     } else {
       std::fprintf(stderr, "arfuse plan: unknown argument '%s' (see arfuse plan --help)\n", a.c_str());
@@ -135,18 +137,18 @@ int plan(const std::vector<std::string>& args) {
     std::fprintf(stderr, "arfuse plan: --ranks must be 1..%d\n", ARFUSE_MAX_RANKS);
     return kExitUsage;
   }
-  std::printf("%-7s %-10s %-8s %-7s %-7s %s\n", "tokens", "bytes", "algo", "blocks", "threads", "reason");
+  std::printf("%-7s %-10s %-10s %-7s %-7s %s\n", "tokens", "bytes", "algo", "blocks", "threads", "reason");
   int rc = kExitOk;
   for (int t : tokens) {
     req.tokens = t;
     Plan p = makePlan(f, limits, policy, req);
     if (p.status != arfuseSuccess) {
-      std::printf("%-7d %-10s %-8s %-7s %-7s %s: %s\n", t, "-", "-", "-", "-", arfuseGetErrorName(p.status),
+      std::printf("%-7d %-10s %-10s %-7s %-7s %s: %s\n", t, "-", "-", "-", "-", arfuseGetErrorName(p.status),
                   p.reason.c_str());
       rc = kExitFailed;
       continue;
     }
-    std::printf("%-7d %-10lld %-8s %-7d %-7d %s\n", t, static_cast<long long>(t) * req.hidden * dtypeSize(req.dtype),
+    std::printf("%-7d %-10lld %-10s %-7d %-7d %s\n", t, static_cast<long long>(t) * req.hidden * dtypeSize(req.dtype),
                 arfuseAlgoName(p.algo), p.blocks, p.threads, p.reason.c_str());
   }
   return rc;

@@ -74,11 +74,12 @@ int selftest(const std::vector<std::string>& args) {
               harness::deviceName(0).c_str(), ndev > 1 ? ", ..." : "");
   std::printf("ranks are %s\n\n", virtualRanks ? "VIRTUAL (several ranks share GPU 0; correctness only)"
                                                : "real GPUs, one rank per GPU");
-  std::printf("%-6s %-5s %-7s %-7s %-8s %-8s %-11s %-11s %-9s %s\n", "ranks", "dtype", "tokens", "hidden", "op",
+  std::printf("%-6s %-5s %-7s %-7s %-8s %-10s %-11s %-11s %-9s %s\n", "ranks", "dtype", "tokens", "hidden", "op",
               "algo", "err_out", "err_resid", "identical", "result");
 
   const std::vector<Shape> shapes = quick ? std::vector<Shape>{{1, 7168}, {64, 4096}}
                                           : std::vector<Shape>{{1, 7168}, {3, 5120}, {16, 8192}, {255, 4096}};
+  // (1 x 7168 and 3 x 5120 also run on the low-latency path, <= 64 KiB per rank; larger shapes do not.)
   const arfuseDataType_t dtypes[] = {arfuseBfloat16, arfuseFloat16, arfuseFloat32};
   int failed = 0, passed = 0;
   for (int n : rankCounts) {
@@ -88,7 +89,7 @@ int selftest(const std::vector<std::string>& args) {
     }
     std::vector<int> devices(n);
     for (int r = 0; r < n; ++r) devices[r] = virtualRanks ? 0 : r;
-    std::vector<int> algos = {arfuseAlgoOneShot, arfuseAlgoTwoShot};
+    std::vector<int> algos = {arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot};
     if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
     for (int algo : algos) {
       harness::World world(devices, 256, 8192, algo);
@@ -100,6 +101,8 @@ int selftest(const std::vector<std::string>& args) {
       }
       for (arfuseDataType_t dt : dtypes) {
         for (const Shape& s : shapes) {
+          const long long bytes = static_cast<long long>(s.tokens) * s.hidden * (dt == arfuseFloat32 ? 4 : 2);
+          if (algo == arfuseAlgoLowLatency && bytes > 64 * 1024) continue;  // beyond the low-latency path's limit
           for (arfuseOp_t op : {arfuseOpAllReduceAddRmsNorm, arfuseOpAllReduce}) {
             harness::CaseSpec spec;
             spec.op = op;
@@ -109,7 +112,7 @@ int selftest(const std::vector<std::string>& args) {
             spec.seed = 1000 + passed + failed;
             harness::CaseResult r = world.run(spec);
             r.ok ? ++passed : ++failed;
-            std::printf("%-6d %-5s %-7d %-7d %-8s %-8s %-11.3e %-11.3e %-9s %s%s%s\n", n, arfuseDataTypeName(dt),
+            std::printf("%-6d %-5s %-7d %-7d %-8s %-10s %-11.3e %-11.3e %-9s %s%s%s\n", n, arfuseDataTypeName(dt),
                         s.tokens, s.hidden, op == arfuseOpAllReduce ? "ar" : "ar+norm", r.algo.c_str(), r.errNorm,
                         r.errResidual, r.identical ? "yes" : "NO", r.ok ? "PASS" : "FAIL", r.ok ? "" : ": ",
                         r.ok ? "" : r.error.c_str());
