@@ -183,7 +183,7 @@ typedef struct {
   arfuseAlgo_t algo;  /* what a call with these arguments will run */
   int blocks;         /* grid size per rank */
   int threads;        /* block size */
-  char reason[256];   /* one line: why, e.g. "oneshot: 14336 B x 1 peer <= 512 KiB one-shot limit (built-in default)" */
+  char reason[256];   /* one line: why, e.g. "lowlatency: 14336 B <= 65536 B: rows pushed with readiness in every word, ..." */
 } arfusePlan_t;
 
 /* Answers "what will this call do and why" without launching anything. The same decision code
