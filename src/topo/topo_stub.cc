@@ -1,0 +1,1 @@
+namespace arfuse { namespace topo { int placeholder = 0; } }
