@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <unistd.h>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -19,39 +20,13 @@
 
 #include "arfuse/arfuse.h"
 #include "bench_args.h"
+#include "bench_json.h"
 #include "cli.h"
 #include "harness/harness.h"
 
 namespace arfuse {
 namespace cli {
 namespace {
-
-struct Row {
-  double passMs = 0;  // --verify-pass: ms per pass
-  int tokens = 0;
-  long long bytes = 0;
-  std::string algo;
-  std::string role;  // "arfuse", "baseline", "arfuse-allreduce", "addrmsnorm", "copy"
-  harness::Timing t;
-  double algbw = 0, busbw = 0, ratio = 0;
-  int wrong = 0;
-  std::string error;
-};
-
-std::string jsonEscape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      o += '\\', o += c;
-    else if (c == '\n')
-      o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20)
-      o += ' ';
-    else
-      o += c;
-  }
-  return o;
-}
 
 std::string isoDate() {
   char buf[32];
@@ -78,46 +53,24 @@ std::string driverVersion() {
   return "cuda-driver-api " + std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
-std::string writeJson(const BenchArgs& a, bool virtualRanks, int nranks, const std::string& gpu,
-                      const std::vector<Row>& rows, double copyPeak) {
-  std::ostringstream os;
-  int ncclVersion = 0;
-  ncclGetVersion(&ncclVersion);
-  os << "{\n  \"schema\": \"arfuse-bench/1\",\n";
-  os << "  \"arfuse\": \"" << jsonEscape(arfuseGetBuildInfo()) << "\",\n";
-  os << "  \"date\": \"" << isoDate() << "\",\n";
-  os << "  \"command\": \"" << jsonEscape(a.commandLine) << "\",\n";
-  os << "  \"gpu\": \"" << jsonEscape(gpu) << "\",\n";
-  os << "  \"driver\": \"" << driverVersion() << "\",\n";
-  os << "  \"cuda_runtime\": " << CUDART_VERSION << ",\n";
-  os << "  \"nccl\": " << ncclVersion << ",\n";
-  os << "  \"op\": \"" << a.op << "\",\n  \"dtype\": \"" << arfuseDataTypeName(a.dtype) << "\",\n";
-  os << "  \"hidden\": " << a.hidden << ",\n  \"ranks\": " << nranks << ",\n";
-  os << "  \"virtual_ranks\": " << (virtualRanks ? "true" : "false") << ",\n";
-  os << "  \"calls_per_graph\": " << (a.verifyPass ? 2 * a.layers : a.callsPerGraph) << ",\n  \"iters\": " << a.iters
-     << ",\n";
-  if (!a.model.empty()) os << "  \"model\": \"" << a.model << "\",\n";
-  if (a.layers) os << "  \"layers\": " << a.layers << ",\n";
-  os << "  \"verify_pass\": " << (a.verifyPass ? "true" : "false") << ",\n";
-  os << "  \"warmup\": " << a.warmup << ",\n";
-  if (copyPeak > 0) os << "  \"copy_peak_GBps\": " << copyPeak << ",\n  \"copy_reference\": \"sm-copy-kernel\",\n";
-  os << "  \"results\": [";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    os << (i ? ",\n" : "\n") << "    {\"tokens\": " << r.tokens << ", \"bytes\": " << r.bytes << ", \"algo\": \""
-       << r.algo << "\", \"role\": \"" << r.role << "\"";
-    if (r.t.ok) {
-      os << ", \"median_us\": " << r.t.medianUs << ", \"min_us\": " << r.t.minUs << ", \"max_us\": " << r.t.maxUs
-         << ", \"algbw_GBps\": " << r.algbw << ", \"busbw_GBps\": " << r.busbw;
-      if (r.ratio > 0) os << ", \"ratio\": " << r.ratio;
-      if (r.passMs > 0) os << ", \"pass_ms\": " << r.passMs;
-    } else {
-      os << ", \"error\": \"" << jsonEscape(r.error) << "\"";
-    }
-    os << ", \"wrong\": " << r.wrong << "}";
-  }
-  os << "\n  ]\n}\n";
-  return os.str();
+// A progress line on stderr for long sweeps, only when a person is watching (a TTY).
+void progress(int done, int total, const std::string& what) {
+  static const bool tty = isatty(fileno(stderr));
+  if (!tty) return;
+  std::fprintf(stderr, "\r# [%d/%d] %-40s", done, total, what.c_str());
+  if (done == total) std::fprintf(stderr, "\r%60s\r", "");
+  std::fflush(stderr);
+}
+
+BenchTiming fromHarness(const harness::Timing& t) {
+  BenchTiming b;
+  b.ok = t.ok;
+  b.error = t.error;
+  b.medianUs = t.medianUs;
+  b.minUs = t.minUs;
+  b.maxUs = t.maxUs;
+  b.iters = t.iters;
+  return b;
 }
 
 int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak) {
@@ -147,8 +100,8 @@ int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak)
     norm.role = "addrmsnorm";
     copy.algo = "memcpy";
     copy.role = "copy";
-    norm.t = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
-    copy.t = harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup);  // same bytes moved
+    norm.t = fromHarness(harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup));
+    copy.t = fromHarness(harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup));  // same bytes moved
     if (!norm.t.ok || !copy.t.ok) {
       norm.error = norm.t.error;
       copy.error = copy.t.error;
@@ -185,10 +138,13 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   std::printf("%8s %12s %9s %9s %10s %10s %10s %10s %10s %9s %7s\n", "tokens", "bytes", "algo", "role", "time_us",
               "min_us", "max_us", "algbw", "busbw", "vs_base", "#wrong");
   std::vector<std::vector<Row>> perAlgo;
+  const int total = static_cast<int>(algos.size() * a.tokens.size());
+  int done = 0;
   for (int algo : algos) {
     harness::World world(devices, maxTokens, a.hidden, algo == arfuseAlgoAuto ? -1 : algo);
     std::vector<Row> out;
     for (size_t i = 0; i < a.tokens.size(); ++i) {
+      progress(++done, total, std::string(arfuseAlgoName(arfuseAlgo_t(algo))) + " tokens=" + std::to_string(a.tokens[i]));
       Row r;
       r.tokens = a.tokens[i];
       r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
@@ -211,7 +167,7 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
         if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
         if (!c.ok) r.error = c.error;
       }
-      r.t = world.timeGraph(spec, a.callsPerGraph, a.iters, a.warmup);
+      r.t = fromHarness(world.timeGraph(spec, a.callsPerGraph, a.iters, a.warmup));
       if (!r.t.ok) {
         r.error = r.t.error;
       } else {
@@ -288,7 +244,7 @@ int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
         if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
         if (!c.ok) r.error = c.error;
       }
-      r.t = world.timeGraph(spec, calls, a.iters, a.warmup);
+      r.t = fromHarness(world.timeGraph(spec, calls, a.iters, a.warmup));
       if (r.t.ok)
         r.passMs = r.t.medianUs * calls / 1000.0;
       else
@@ -353,8 +309,18 @@ int bench(const std::vector<std::string>& args) {
   int wrong = 0;
   for (const Row& r : rows) wrong += r.wrong;
   if (!a.jsonPath.empty()) {
+    BenchEnv env;
+    env.arfuse = arfuseGetBuildInfo();
+    env.date = isoDate();
+    env.gpu = gpu;
+    env.driver = driverVersion();
+    env.cudaRuntime = CUDART_VERSION;
+    ncclGetVersion(&env.nccl);
+    env.nranks = nranks;
+    env.virtualRanks = virtualRanks;
+    env.copyPeakGBps = copyPeak;
     std::ofstream f(a.jsonPath);
-    f << writeJson(a, virtualRanks, nranks, gpu, rows, copyPeak);
+    f << benchJson(a, env, rows);
     if (!f) {
       std::fprintf(stderr, "arfuse bench: cannot write %s\n", a.jsonPath.c_str());
       return kExitFailed;
