@@ -1,0 +1,129 @@
+"""Mirrors of the enums, constants and structs of include/arfuse/arfuse.h.
+
+Values and layouts are checked against the header by tests/python/test_layout.py, which compiles a
+small C program with the system compiler; keep this file and the header in step.
+"""
+import ctypes
+import enum
+
+CONFIG_MAGIC = 0xAF05C0F1
+MAX_RANKS = 16
+PLAN_REASON_BYTES = 256
+
+
+class Result(enum.IntEnum):
+    """arfuseResult_t. The member name is the C name without the `arfuse` prefix."""
+
+    Success = 0
+    InvalidArgument = 1
+    InvalidUsage = 2
+    Unsupported = 3
+    CudaError = 4
+    NcclError = 5
+    SystemError = 6
+    InternalError = 7
+    PeerTimeout = 8
+    NoDevice = 9
+
+
+class DataType(enum.IntEnum):
+    """arfuseDataType_t."""
+
+    Bfloat16 = 0
+    Float16 = 1
+    Float32 = 2
+
+    @property
+    def label(self) -> str:
+        """The library's short name (arfuseDataTypeName): "bf16", "fp16", "fp32"."""
+        return _DTYPE_LABELS[self]
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self is DataType.Float32 else 2
+
+    @property
+    def bit(self) -> int:
+        """ARFUSE_DTYPE_BIT(dtype), for arfuseConfig_t.dtypeMask."""
+        return 1 << int(self)
+
+
+_DTYPE_LABELS = {DataType.Bfloat16: "bf16", DataType.Float16: "fp16", DataType.Float32: "fp32"}
+DTYPE_ALL = DataType.Bfloat16.bit | DataType.Float16.bit | DataType.Float32.bit
+
+# Names accepted wherever a dtype is expected, besides DataType members and their integer values.
+# str(torch.bfloat16) is "torch.bfloat16", so torch dtypes are accepted without importing torch.
+_DTYPE_ALIASES = {
+    "bf16": DataType.Bfloat16, "bfloat16": DataType.Bfloat16,
+    "fp16": DataType.Float16, "float16": DataType.Float16, "half": DataType.Float16,
+    "fp32": DataType.Float32, "float32": DataType.Float32, "float": DataType.Float32,
+}
+
+
+class Algo(enum.IntEnum):
+    """arfuseAlgo_t."""
+
+    Auto = 0
+    OneShot = 1
+    TwoShot = 2
+    Nccl = 3
+    Local = 4
+    LowLatency = 5
+
+    @property
+    def label(self) -> str:
+        """The library's name (arfuseAlgoName): "auto", "oneshot", ..."""
+        return self.name.lower()
+
+    @classmethod
+    def from_label(cls, label: str) -> "Algo":
+        for a in cls:
+            if a.label == label:
+                return a
+        raise ValueError(f"unknown algorithm {label!r}; expected one of {[a.label for a in cls]}")
+
+
+class Op(enum.IntEnum):
+    """arfuseOp_t."""
+
+    AllReduce = 0
+    AllReduceAddRmsNorm = 1
+
+
+_OP_ALIASES = {"all_reduce": Op.AllReduce, "allreduce": Op.AllReduce,
+               "all_reduce_add_rmsnorm": Op.AllReduceAddRmsNorm, "fused": Op.AllReduceAddRmsNorm}
+
+
+class Config(ctypes.Structure):
+    """arfuseConfig_t. Construct with `Config.initializer(version)` to get ARFUSE_CONFIG_INITIALIZER."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint),
+        ("version", ctypes.c_uint),
+        ("maxTokens", ctypes.c_int),
+        ("maxHidden", ctypes.c_int),
+        ("dtypeMask", ctypes.c_uint),
+        ("algo", ctypes.c_int),
+        ("timeoutMs", ctypes.c_int),
+        ("maxBlocks", ctypes.c_int),
+    ]
+
+    @classmethod
+    def initializer(cls, version: int) -> "Config":
+        """The same values as ARFUSE_CONFIG_INITIALIZER, with `version` as the version code."""
+        return cls(ctypes.sizeof(cls), CONFIG_MAGIC, version, -1, -1, DTYPE_ALL, -1, -1, -1)
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name, _ in self._fields_}
+
+
+class PlanStruct(ctypes.Structure):
+    """arfusePlan_t."""
+
+    _fields_ = [
+        ("algo", ctypes.c_int),  # arfuseAlgo_t: a C enum is an int on every ABI arfuse targets
+        ("blocks", ctypes.c_int),
+        ("threads", ctypes.c_int),
+        ("reason", ctypes.c_char * PLAN_REASON_BYTES),
+    ]

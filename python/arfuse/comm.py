@@ -1,0 +1,269 @@
+"""Communicators, plans, the collectives on raw device pointers, and groups."""
+import contextlib
+import ctypes
+import itertools
+import threading
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence
+
+from . import _lib
+from ._coerce import algo_arg, bad, c_int_arg, dtype_arg, op_arg, ptr_arg, stream_arg
+from ._types import Algo, Config, DataType, PlanStruct, Result
+from .errors import InvalidUsage, python_error
+
+
+class Plan(NamedTuple):
+    """What a call with given arguments will run, and why (arfusePlan_t)."""
+
+    algo: Algo
+    blocks: int
+    threads: int
+    reason: str
+
+
+def make_config(max_tokens: Optional[int] = None, max_hidden: Optional[int] = None, dtypes: Any = None,
+                algo: Any = None, timeout_ms: Optional[int] = None, max_blocks: Optional[int] = None) -> Config:
+    """An arfuseConfig_t from ARFUSE_CONFIG_INITIALIZER with the given fields set; None keeps the
+    default (-1), so the environment (ARFUSE_ALGO, ARFUSE_TIMEOUT_MS, ...) may still apply."""
+    cfg = Config.initializer(_lib.lib().version_code)
+    if max_tokens is not None:
+        cfg.maxTokens = c_int_arg("max_tokens", max_tokens)
+    if max_hidden is not None:
+        cfg.maxHidden = c_int_arg("max_hidden", max_hidden)
+    if dtypes is not None:
+        if isinstance(dtypes, (str, DataType)) or not isinstance(dtypes, Iterable):
+            dtypes = [dtypes]
+        mask = 0
+        for d in dtypes:
+            mask |= dtype_arg(d, "dtypes").bit
+        if not mask:
+            raise bad("dtypes is empty: list the dtypes the communicator will be used with (e.g. ['bf16'])")
+        cfg.dtypeMask = mask
+    cfg.algo = algo_arg(algo)
+    if timeout_ms is not None:
+        cfg.timeoutMs = c_int_arg("timeout_ms", timeout_ms)
+    if max_blocks is not None:
+        cfg.maxBlocks = c_int_arg("max_blocks", max_blocks)
+    return cfg
+
+
+# Integer ids for communicators: torch custom ops cannot take Python objects, so they take the id.
+_registry: Dict[int, "Communicator"] = {}
+_registry_lock = threading.Lock()
+_next_id = itertools.count(1)
+
+
+class Communicator:
+    """One rank of an arfuse group. Create with Communicator.init_all; free with destroy() or a
+    `with` block. Methods raise ArfuseError subclasses carrying the library's message."""
+
+    def __init__(self, handle: int, *, _token: object = None):
+        if _token is not _PRIVATE:
+            raise TypeError("use Communicator.init_all(devices, ...) to create communicators")
+        self._lib = _lib.lib()
+        self._handle: Optional[int] = handle
+        self._info: Dict[str, int] = {}
+        with _registry_lock:
+            self.id = next(_next_id)
+            _registry[self.id] = self
+
+    # ---- creation / lookup -----------------------------------------------------------------------
+    @classmethod
+    def init_all(cls, devices: Sequence[int], *, max_tokens: Optional[int] = None,
+                 max_hidden: Optional[int] = None, dtypes: Any = None, algo: Any = None,
+                 timeout_ms: Optional[int] = None, max_blocks: Optional[int] = None,
+                 config: Optional[Config] = None) -> List["Communicator"]:
+        """arfuseCommInitAll: one communicator per entry of `devices` (repeat a device for virtual
+        ranks). Keyword arguments left at None keep the library defaults; `config` passes a ready
+        Config instead (then the keywords must be None)."""
+        lib = _lib.lib()
+        if config is None:
+            config = make_config(max_tokens, max_hidden, dtypes, algo, timeout_ms, max_blocks)
+        elif any(v is not None for v in (max_tokens, max_hidden, dtypes, algo, timeout_ms, max_blocks)):
+            raise bad("pass either config= or the keyword fields, not both")
+        devs = [c_int_arg(f"devices[{i}]", d) for i, d in enumerate(devices)]
+        n = len(devs)
+        dev_arr = (ctypes.c_int * max(n, 1))(*devs)
+        comm_arr = (ctypes.c_void_p * max(n, 1))()
+        lib.check(lib.arfuseCommInitAll(comm_arr, n, dev_arr, ctypes.byref(config)))
+        return [cls(comm_arr[i], _token=_PRIVATE) for i in range(n)]
+
+    @classmethod
+    def _adopt(cls, handle: int) -> "Communicator":
+        """Wraps a raw arfuseComm_t (for tests and for handles created by other bindings)."""
+        return cls(handle, _token=_PRIVATE)
+
+    @staticmethod
+    def from_id(comm_id: int) -> "Communicator":
+        """The live communicator registered under `comm_id` (its .id)."""
+        with _registry_lock:
+            comm = _registry.get(comm_id)
+        if comm is None:
+            raise python_error(Result.InvalidArgument,
+                               f"comm_id={comm_id}: no live arfuse Communicator has this id (destroyed, or never "
+                               f"created in this process); pass Communicator.id")
+        return comm
+
+    # ---- handle ---------------------------------------------------------------------------------
+    @property
+    def handle(self) -> int:
+        """The raw arfuseComm_t. Raises InvalidUsage after destroy()."""
+        if self._handle is None:
+            raise python_error(Result.InvalidUsage,
+                               f"communicator id={self.id} was destroyed; create a new group with init_all",
+                               InvalidUsage)
+        return self._handle
+
+    @property
+    def destroyed(self) -> bool:
+        return self._handle is None
+
+    def _cached(self, key: str, fn) -> int:
+        # Asked of the library once (they never change); still refused after destroy().
+        h = self.handle
+        value = self._info.get(key)
+        if value is None:
+            out = ctypes.c_int(0)
+            self._lib.check(fn(h, ctypes.byref(out)), h)
+            value = self._info[key] = out.value
+        return value
+
+    @property
+    def rank(self) -> int:
+        return self._cached("rank", self._lib.arfuseCommRank)
+
+    @property
+    def nranks(self) -> int:
+        return self._cached("nranks", self._lib.arfuseCommCount)
+
+    @property
+    def device(self) -> int:
+        """The CUDA device ordinal of this rank."""
+        return self._cached("device", self._lib.arfuseCommDevice)
+
+    @property
+    def is_virtual(self) -> bool:
+        """True when several ranks of this group share a GPU."""
+        return bool(self._cached("is_virtual", self._lib.arfuseCommIsVirtual))
+
+    @property
+    def last_error(self) -> str:
+        """arfuseCommGetLastError: the text of this communicator's last failure ("" if none)."""
+        return (self._lib.arfuseCommGetLastError(self.handle) or b"").decode(errors="replace")
+
+    def async_error(self) -> Result:
+        """arfuseCommGetAsyncError: Result.Success, or the asynchronous error (PeerTimeout) recorded
+        on this group; non-blocking. See raise_async_error to raise it instead."""
+        out = ctypes.c_int(0)
+        h = self.handle
+        self._lib.check(self._lib.arfuseCommGetAsyncError(h, ctypes.byref(out)), h)
+        return Result(out.value)
+
+    def raise_async_error(self) -> None:
+        """Raises the group's asynchronous error (e.g. PeerTimeout) with its text, if there is one."""
+        code = self.async_error()
+        if code != Result.Success:
+            raise self._lib.error(code, self.handle)
+
+    def query_plan(self, op: Any, tokens: int, hidden: int, dtype: Any) -> Plan:
+        """arfuseCommQueryPlan: what a call with these arguments would run and why; launches nothing.
+        Raises what the call itself would raise (e.g. Unsupported naming the hidden-size limit)."""
+        plan = PlanStruct()
+        h = self.handle
+        self._lib.check(self._lib.arfuseCommQueryPlan(h, op_arg(op), c_int_arg("tokens", tokens),
+                                                      c_int_arg("hidden", hidden), dtype_arg(dtype),
+                                                      ctypes.byref(plan)), h)
+        return Plan(Algo(plan.algo), plan.blocks, plan.threads, plan.reason.decode(errors="replace"))
+
+    # ---- collectives ------------------------------------------------------------------------------
+    def all_reduce(self, in_ptr: Any, out_ptr: Any, tokens: int, hidden: int, dtype: Any, stream: Any = 0) -> None:
+        """arfuseAllReduce: out = sum over ranks of in, for a [tokens, hidden] row-major buffer on this
+        rank's device; enqueued on `stream` (graph-capturable). out may equal in."""
+        h = self.handle
+        self._lib.check(self._lib.arfuseAllReduce(ptr_arg("in", in_ptr), ptr_arg("out", out_ptr),
+                                                  c_int_arg("tokens", tokens), c_int_arg("hidden", hidden),
+                                                  dtype_arg(dtype), h, stream_arg(stream)), h)
+
+    def all_reduce_add_rmsnorm(self, x: Any, residual_in: Any, weight: Any, eps: float, norm_out: Any,
+                               residual_out: Any, tokens: int, hidden: int, dtype: Any, stream: Any = 0) -> None:
+        """arfuseAllReduceAddRmsNorm: residual_out = residual_in + all-reduce(x);
+        norm_out = rmsnorm(residual_out) * weight. residual_out may equal residual_in, norm_out may equal x."""
+        h = self.handle
+        self._lib.check(self._lib.arfuseAllReduceAddRmsNorm(
+            ptr_arg("x", x), ptr_arg("residual_in", residual_in), ptr_arg("weight", weight), _eps_arg(eps),
+            ptr_arg("norm_out", norm_out), ptr_arg("residual_out", residual_out), c_int_arg("tokens", tokens),
+            c_int_arg("hidden", hidden), dtype_arg(dtype), h, stream_arg(stream)), h)
+
+    # ---- lifetime ---------------------------------------------------------------------------------
+    def destroy(self) -> None:
+        """arfuseCommDestroy. Idempotent: the handle is forgotten before the call, so it is never
+        passed to the library twice, even when destroy fails."""
+        h, self._handle = self._handle, None
+        if h is None:
+            return
+        with _registry_lock:
+            _registry.pop(self.id, None)
+        self._lib.check(self._lib.arfuseCommDestroy(h))
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+    def __repr__(self) -> str:
+        if self._handle is None:
+            return f"<arfuse.Communicator id={self.id} destroyed>"
+        try:
+            return (f"<arfuse.Communicator id={self.id} rank={self.rank}/{self.nranks} device={self.device}"
+                    f"{' virtual' if self.is_virtual else ''}>")
+        except Exception:  # a repr must not raise
+            return f"<arfuse.Communicator id={self.id} handle={self._handle:#x}>"
+
+
+_PRIVATE = object()
+
+
+def destroy_all(comms: Iterable[Communicator]) -> None:
+    """Destroys every communicator; raises the first error after trying them all."""
+    first: Optional[BaseException] = None
+    for c in comms:
+        try:
+            c.destroy()
+        except Exception as e:  # keep going: every rank must be freed
+            first = first or e
+    if first is not None:
+        raise first
+
+
+def _eps_arg(eps: Any) -> float:
+    try:
+        value = float(eps)
+    except (TypeError, ValueError):
+        raise bad(f"eps={eps!r}: must be a float") from None
+    return value  # the library checks finite and > 0 and names eps in its message
+
+
+def add_rmsnorm(x: Any, residual_in: Any, weight: Any, eps: float, norm_out: Any, residual_out: Any, tokens: int,
+                hidden: int, dtype: Any, stream: Any = 0) -> None:
+    """arfuseAddRmsNorm (single GPU, no communicator, on the current CUDA device):
+    residual_out = residual_in + x; norm_out = rmsnorm(residual_out) * weight."""
+    lib = _lib.lib()
+    lib.check(lib.arfuseAddRmsNorm(
+        ptr_arg("x", x), ptr_arg("residual_in", residual_in), ptr_arg("weight", weight), _eps_arg(eps),
+        ptr_arg("norm_out", norm_out), ptr_arg("residual_out", residual_out), c_int_arg("tokens", tokens),
+        c_int_arg("hidden", hidden), dtype_arg(dtype), stream_arg(stream)))
+
+
+@contextlib.contextmanager
+def group() -> Iterator[None]:
+    """arfuseGroupStart / arfuseGroupEnd around calls made from one thread for several ranks (needed
+    when the NCCL path runs that way; harmless otherwise). Groups nest. If the body raises, the group
+    is still ended and the body's exception wins."""
+    lib = _lib.lib()
+    lib.check(lib.arfuseGroupStart())
+    try:
+        yield
+    except BaseException:
+        lib.arfuseGroupEnd()
+        raise
+    lib.check(lib.arfuseGroupEnd())

@@ -1,1 +1,0 @@
-namespace arfuse { namespace topo { int placeholder = 0; } }
