@@ -1,0 +1,132 @@
+// describe(): the topology as a person reads it. The link matrix uses `nvidia-smi topo -m` labels
+// because that is the vocabulary users already paste into bug reports; the P2P matrix adds what
+// nvidia-smi cannot know, whether a measured peer load or store actually worked.
+#include <cstdio>
+
+#include "topology.h"
+
+namespace arfuse {
+namespace topo {
+
+namespace {
+
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+std::string padRight(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+constexpr size_t kRowHead = 8;
+constexpr size_t kCell = 7;
+
+std::string header(const Topology& t, const char* title, bool numa) {
+  std::string s = padRight(title, kRowHead);
+  for (int j = 0; j < t.size(); ++j) s += pad("GPU" + std::to_string(j), kCell);
+  if (numa) s += pad("NUMA", kCell);
+  return s + "\n";
+}
+
+template <typename Cell>
+std::string matrix(const Topology& t, const char* title, bool numa, Cell cell) {
+  std::string s = header(t, title, numa);
+  for (int i = 0; i < t.size(); ++i) {
+    s += padRight("GPU" + std::to_string(i), kRowHead);
+    for (int j = 0; j < t.size(); ++j) s += pad(i == j ? "X" : cell(t.link(i, j)), kCell);
+    if (numa) {
+      const auto& n = t.gpus[i].numaNode;
+      s += pad(n ? std::to_string(*n) : "?", kCell);
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+std::string p2pCell(const Link& l) {
+  if (!l.canAccessPeer) return "no";
+  if ((l.measured.peerLoad && !*l.measured.peerLoad) || (l.measured.peerStore && !*l.measured.peerStore)) {
+    return "FAIL";
+  }
+  return "ok";
+}
+
+std::string gbpsCell(const std::optional<double>& v) {
+  if (!v) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", *v);
+  return buf;
+}
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+std::string describe(const Topology& t) {
+  std::string s =
+      "arfuse topology: " + std::to_string(t.size()) + " GPU" + (t.size() == 1 ? "" : "s") + ", source " + t.source;
+  if (t.hostname) s += ", host " + *t.hostname;
+  s += "\n";
+  s += "driver " + t.driverVersion.value_or("?") + ", CUDA runtime " + t.cudaRuntimeVersion.value_or("?") + ", NCCL " +
+       t.ncclVersion.value_or("?") + "\n";
+  s += "fabric fingerprint " + fabricFingerprint(t) + "\n\n";
+
+  for (const Gpu& g : t.gpus) {
+    s += padRight("GPU" + std::to_string(g.index), kRowHead) + g.name + ", sm_" + std::to_string(g.ccMajor) +
+         std::to_string(g.ccMinor) + ", " + std::to_string(g.smCount) + " SMs, " + gib(g.memoryBytes) + ", " +
+         g.pciBusId + ", NUMA " + (g.numaNode ? std::to_string(*g.numaNode) : "?") + ", " + g.uuid + "\n";
+  }
+  if (t.size() > 1) {
+    s += "\n" + matrix(t, "Link", true, linkLabel);
+    s += "\n" + matrix(t, "P2P", false, p2pCell);
+    bool anyRead = false, anyWrite = false, anyLat = false;
+    for (const Link& l : t.links) {
+      anyRead |= l.measured.readGBps.has_value();
+      anyWrite |= l.measured.writeGBps.has_value();
+      anyLat |= l.measured.flagLatencyUs.has_value();
+    }
+    if (anyRead) {
+      s += "\nPeer read GB/s, all pairs at once (row pulls from column)\n";
+      s += matrix(t, "Read", false, [](const Link& l) { return gbpsCell(l.measured.readGBps); });
+    }
+    if (anyWrite) {
+      s += "\nPeer write GB/s, all pairs at once (row pushes into column)\n";
+      s += matrix(t, "Write", false, [](const Link& l) { return gbpsCell(l.measured.writeGBps); });
+    }
+    if (anyLat) {
+      s += "\nOne-way flag latency, us (row signals column)\n";
+      s += matrix(t, "Flag", false, [](const Link& l) { return gbpsCell(l.measured.flagLatencyUs); });
+    }
+  }
+
+  s += "\nIslands:";
+  for (const auto& isl : islands(t)) {
+    s += " [";
+    for (size_t k = 0; k < isl.size(); ++k) s += (k ? " " : "") + std::to_string(isl[k]);
+    s += "]";
+  }
+  s += "\n";
+  if (t.size() > 1) {
+    std::vector<int> all;
+    for (int i = 0; i < t.size(); ++i) all.push_back(i);
+    P2pVerdict v = p2pAll(t, all);
+    s += std::string("P2P (all GPUs): ") + (v.ok ? (v.proven ? "proven" : "reported") : "no") + ", " + v.reason + "\n";
+    AccessHint h = groupAccessHint(t, all);
+    if (h.access != Access::kUnknown) s += "Pull/push (all GPUs): " + h.reason + "\n";
+  }
+  for (const std::string& n : t.notes) s += "Note: " + n + "\n";
+  if (t.size() > 1) {
+    s += "\nLegend: X self; NV# bonded NVLinks; PIX one PCIe switch or board; PXB several PCIe switches; PHB a "
+         "CPU host bridge;\n        NODE host bridges of one NUMA node; SYS across sockets; ? unknown. P2P: ok "
+         "canAccessPeer (and no failed\n        measurement); no canAccessPeer = 0; FAIL advertised, but a measured "
+         "peer load or store failed.\n";
+  }
+  return s;
+}
+
+}  // namespace topo
+}  // namespace arfuse

@@ -1,0 +1,358 @@
+#include "json.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+
+namespace arfuse {
+namespace topo {
+namespace json {
+
+const char* kindName(Value::Kind k) {
+  switch (k) {
+    case Value::Kind::kNull:
+      return "null";
+    case Value::Kind::kBool:
+      return "a boolean";
+    case Value::Kind::kNumber:
+      return "a number";
+    case Value::Kind::kString:
+      return "a string";
+    case Value::Kind::kArray:
+      return "an array";
+    case Value::Kind::kObject:
+      return "an object";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kMaxDepth = 64;
+
+class Parser {
+ public:
+  explicit Parser(std::string_view s) : s_(s) {}
+
+  bool document(Value* out, std::string* error) {
+    skipSpace();
+    if (!value(out, 0)) return finish(error);
+    skipSpace();
+    if (i_ != s_.size()) fail("unexpected text after the end of the document");
+    return finish(error);
+  }
+
+ private:
+  bool finish(std::string* error) {
+    if (err_.empty()) return true;
+    if (error) *error = std::to_string(errPos_.line) + ":" + std::to_string(errPos_.col) + ": " + err_;
+    return false;
+  }
+  bool fail(const std::string& msg) { return failAt(pos(), msg); }
+  bool failAt(Pos p, const std::string& msg) {
+    if (err_.empty()) {
+      err_ = msg;
+      errPos_ = p;
+    }
+    return false;
+  }
+  Pos pos() const { return Pos{line_, static_cast<int>(i_ - lineStart_) + 1}; }
+  bool atEnd() const { return i_ >= s_.size(); }
+  char peek() const { return atEnd() ? '\0' : s_[i_]; }
+
+  void skipSpace() {
+    while (!atEnd()) {
+      char c = s_[i_];
+      if (c == '\n') {
+        ++i_;
+        ++line_;
+        lineStart_ = i_;
+      } else if (c == ' ' || c == '\t' || c == '\r') {
+        ++i_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  bool literal(std::string_view word) {
+    if (s_.substr(i_, word.size()) != word) return fail("invalid literal (expected a value)");
+    i_ += word.size();
+    return true;
+  }
+
+  bool value(Value* v, int depth) {
+    if (depth > kMaxDepth) return fail("nesting deeper than 64 levels");
+    v->pos = pos();
+    if (atEnd()) return fail("unexpected end of input (expected a value)");
+    char c = peek();
+    if (c == '{') return object(v, depth);
+    if (c == '[') return array(v, depth);
+    if (c == '"') {
+      v->kind = Value::Kind::kString;
+      return string(&v->text);
+    }
+    if (c == 't' || c == 'f') {
+      v->kind = Value::Kind::kBool;
+      v->boolean = c == 't';
+      return literal(c == 't' ? "true" : "false");
+    }
+    if (c == 'n') {
+      v->kind = Value::Kind::kNull;
+      return literal("null");
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return number(v);
+    return fail(std::string("unexpected character '") + c + "' (expected a value)");
+  }
+
+  bool digits() {
+    size_t start = i_;
+    while (!atEnd() && peek() >= '0' && peek() <= '9') ++i_;
+    return i_ > start;
+  }
+
+  // RFC 8259 grammar exactly: no leading zeros, no '+', no bare '.', no hex, no NaN/Infinity.
+  bool number(Value* v) {
+    v->kind = Value::Kind::kNumber;
+    size_t start = i_;
+    if (peek() == '-') ++i_;
+    if (peek() == '0') {
+      ++i_;
+      if (peek() >= '0' && peek() <= '9') return fail("leading zeros are not allowed in numbers");
+    } else if (!digits()) {
+      return fail("invalid number");
+    }
+    if (peek() == '.') {
+      ++i_;
+      if (!digits()) return fail("invalid number (digits expected after '.')");
+    }
+    if (peek() == 'e' || peek() == 'E') {
+      ++i_;
+      if (peek() == '+' || peek() == '-') ++i_;
+      if (!digits()) return fail("invalid number (digits expected in the exponent)");
+    }
+    v->text = std::string(s_.substr(start, i_ - start));
+    return true;
+  }
+
+  static void appendUtf8(std::string* out, uint32_t cp) {
+    if (cp < 0x80) {
+      out->push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+
+  bool hex4(uint32_t* cp) {
+    if (s_.size() - i_ < 4) return fail("truncated \\u escape");
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      char c = s_[i_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') {
+        v |= c - '0';
+      } else if (c >= 'a' && c <= 'f') {
+        v |= c - 'a' + 10;
+      } else if (c >= 'A' && c <= 'F') {
+        v |= c - 'A' + 10;
+      } else {
+        return fail("invalid hex digit in \\u escape");
+      }
+    }
+    *cp = v;
+    return true;
+  }
+
+  bool string(std::string* out) {
+    ++i_;  // opening quote
+    out->clear();
+    while (true) {
+      if (atEnd()) return fail("unterminated string");
+      char c = s_[i_];
+      if (c == '"') {
+        ++i_;
+        return true;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) return fail("control character inside a string (escape it)");
+      if (c != '\\') {
+        out->push_back(c);
+        ++i_;
+        continue;
+      }
+      ++i_;
+      if (atEnd()) return fail("unterminated string");
+      char e = s_[i_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out->push_back(e);
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
+        case 'u': {
+          uint32_t cp = 0;
+          if (!hex4(&cp)) return false;
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            uint32_t lo = 0;
+            if (s_.substr(i_, 2) != "\\u") return fail("unpaired UTF-16 surrogate in \\u escape");
+            i_ += 2;
+            if (!hex4(&lo)) return false;
+            if (lo < 0xDC00 || lo > 0xDFFF) return fail("unpaired UTF-16 surrogate in \\u escape");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            return fail("unpaired UTF-16 surrogate in \\u escape");
+          }
+          appendUtf8(out, cp);
+          break;
+        }
+        default:
+          return fail(std::string("invalid escape '\\") + e + "'");
+      }
+    }
+  }
+
+  bool array(Value* v, int depth) {
+    v->kind = Value::Kind::kArray;
+    ++i_;
+    skipSpace();
+    if (peek() == ']') {
+      ++i_;
+      return true;
+    }
+    while (true) {
+      skipSpace();
+      v->items.emplace_back();
+      if (!value(&v->items.back(), depth + 1)) return false;
+      skipSpace();
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
+      if (peek() == ']') {
+        ++i_;
+        return true;
+      }
+      return fail("expected ',' or ']' in an array");
+    }
+  }
+
+  bool object(Value* v, int depth) {
+    v->kind = Value::Kind::kObject;
+    ++i_;
+    skipSpace();
+    if (peek() == '}') {
+      ++i_;
+      return true;
+    }
+    while (true) {
+      skipSpace();
+      if (peek() != '"') return fail("expected a key (a string) in an object");
+      Member m;
+      m.keyPos = pos();
+      if (!string(&m.key)) return false;
+      for (const auto& other : v->members) {
+        if (other.key == m.key) return failAt(m.keyPos, "duplicate key \"" + m.key + "\"");
+      }
+      skipSpace();
+      if (peek() != ':') return fail("expected ':' after a key");
+      ++i_;
+      skipSpace();
+      if (!value(&m.value, depth + 1)) return false;
+      v->members.push_back(std::move(m));
+      skipSpace();
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
+      if (peek() == '}') {
+        ++i_;
+        return true;
+      }
+      return fail("expected ',' or '}' in an object");
+    }
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+  int line_ = 1;
+  size_t lineStart_ = 0;
+  std::string err_;
+  Pos errPos_;
+};
+
+}  // namespace
+
+bool parse(std::string_view text, Value* out, std::string* error) {
+  *out = Value();
+  Parser p(text);
+  return p.document(out, error);
+}
+
+void appendString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          *out += buf;
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+std::string formatDouble(double v) {
+  // std::to_chars without a precision gives the shortest form that parses back to the same double,
+  // independent of the C locale (printf's "%g" is neither).
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace json
+}  // namespace topo
+}  // namespace arfuse

@@ -1,0 +1,55 @@
+// A small JSON reader and writer helpers, internal to arfuse_topo.
+//
+// Hand-written because the library takes no third-party dependency for a file format this small,
+// and because the topology reader must name the line and column of every problem, which needs the
+// position of each value kept alongside it. Numbers keep their source text so integer fields can
+// reject "8.0" and "1e3" instead of silently converting them.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace arfuse {
+namespace topo {
+namespace json {
+
+struct Pos {
+  int line = 1;
+  int col = 1;
+};
+
+struct Member;
+
+struct Value {
+  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  Pos pos;
+  bool boolean = false;
+  std::string text;  // string contents (unescaped), or the number exactly as written
+  std::vector<Value> items;
+  std::vector<Member> members;  // in source order; duplicate keys are rejected by the parser
+};
+
+struct Member {
+  std::string key;
+  Pos keyPos;
+  Value value;
+};
+
+const char* kindName(Value::Kind k);
+
+// Parses one JSON document (RFC 8259; nesting limited to 64 levels). On failure returns false and
+// sets *error to "L:C: message".
+bool parse(std::string_view text, Value* out, std::string* error);
+
+// Appends s as a JSON string literal: quotes, backslash and control characters escaped; other bytes
+// (UTF-8) are written as they are.
+void appendString(std::string* out, std::string_view s);
+// Shortest text that reads back as exactly v ("52.3", "2.6", "1e-07"); v must be finite.
+std::string formatDouble(double v);
+
+}  // namespace json
+}  // namespace topo
+}  // namespace arfuse

@@ -1,0 +1,36 @@
+// Shared by the topology tests: the recorded fixtures and a loader that fails the test loudly.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "topo/topology.h"
+
+namespace arfuse {
+namespace topo {
+namespace testing_fixtures {
+
+inline const std::vector<std::string>& allFixtures() {
+  static const std::vector<std::string> kNames = {
+      "h200_8x_nvswitch",      "h200_2x_nvlink",   "rtxpro6000_4x_switch", "rtxpro6000_8x_2switch",
+      "rtxpro6000_8x_2socket", "rtx5090_2x_nop2p", "l40s_8x_noswitch",
+  };
+  return kNames;
+}
+
+inline std::string fixturePath(const std::string& name) {
+  return std::string(ARFUSE_TOPO_FIXTURES) + "/" + name + ".json";
+}
+
+inline Topology load(const std::string& name) {
+  Topology t;
+  std::string err;
+  EXPECT_TRUE(readJsonFile(fixturePath(name), &t, &err)) << err;
+  return t;
+}
+
+}  // namespace testing_fixtures
+}  // namespace topo
+}  // namespace arfuse
