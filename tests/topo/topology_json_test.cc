@@ -231,6 +231,18 @@ TEST(TopoJson, StringEscapesDecode) {
             std::string::npos);
 }
 
+TEST(TopoJson, EveryTruncationIsAnErrorNotACrash) {
+  // A file cut short (disk full, interrupted copy) must be reported, never half-read.
+  const std::string doc = kTwoGpus;
+  const size_t end = doc.rfind('}');
+  for (size_t n = 0; n <= end; ++n) {
+    Topology t;
+    std::string err;
+    EXPECT_FALSE(fromJson(doc.substr(0, n), &t, &err)) << "prefix of " << n << " bytes accepted";
+    EXPECT_FALSE(err.empty());
+  }
+}
+
 TEST(TopoJson, ReadFileNamesThePath) {
   Topology t;
   std::string err;
