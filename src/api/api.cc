@@ -393,7 +393,8 @@ arfuseResult_t arfuseAddRmsNorm(const void* x, const void* residual_in, const vo
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return fail(nullptr, e == cudaErrorNoDevice ? arfuseNoDevice : arfuseCudaError, __FILE__, __LINE__,
+    const bool noDevice = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver;  // as arfuseCommInitAll
+    return fail(nullptr, noDevice ? arfuseNoDevice : arfuseCudaError, __FILE__, __LINE__,
                 strprintf("%s: no usable current CUDA device: %s", func, cudaGetErrorString(e)));
   }
   msg = checkPointers(bufs, device);

@@ -60,6 +60,16 @@ TEST(Api, InitWithoutGpuSaysNoDevice) {
   EXPECT_NE(last().find("no CUDA device"), std::string::npos) << last();
 }
 
+TEST(Api, AddRmsNormWithoutGpuSaysNoDevice) {
+  if (hasGpu()) GTEST_SKIP() << "a GPU is visible; the no-device path is tested on CPU-only machines";
+  char* b = hostBuf;
+  const size_t bytes = 2 * 64 * 2;
+  EXPECT_EQ(arfuseAddRmsNorm(b, b + bytes, b + 2 * bytes, 1e-6f, b + 3 * bytes, b + 4 * bytes, 2, 64, arfuseBfloat16,
+                             nullptr),
+            arfuseNoDevice);
+  EXPECT_NE(last().find("no usable current CUDA device"), std::string::npos) << last();
+}
+
 TEST(Api, BadHandlesAreRejectedWithoutDereferencing) {
   EXPECT_EQ(arfuseAllReduce(hostBuf, hostBuf, 1, 8, arfuseBfloat16, nullptr, nullptr), arfuseInvalidArgument);
   EXPECT_NE(last().find("comm is NULL"), std::string::npos);
