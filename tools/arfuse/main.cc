@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "common/params.h"
 #include "harness/harness.h"
+#include "plan/from_topology.h"
 #include "plan/plan.h"
 #include "triage.h"
 
@@ -76,6 +77,17 @@ int plan(const std::vector<std::string>& args) {
   PlanPolicy policy;
   policy.oneShotMaxBytes = paramOneShotMaxBytes();
   std::vector<int> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
+  std::string topologyPath;
+  std::vector<int> devices;
+  auto parseList = [](const std::string& list, std::vector<int>* out) {
+    out->clear();
+    for (size_t p = 0; p <= list.size();) {
+      size_t c = list.find(',', p);
+      out->push_back(std::atoi(list.substr(p, c == std::string::npos ? std::string::npos : c - p).c_str()));
+      if (c == std::string::npos) break;
+      p = c + 1;
+    }
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto next = [&](const char* what) -> const char* {
@@ -90,14 +102,11 @@ int plan(const std::vector<std::string>& args) {
     } else if (a == "--hidden") {
       req.hidden = std::atoi(next("--hidden"));
     } else if (a == "--tokens") {
-      tokens.clear();
-      std::string list = next("--tokens");
-      for (size_t p = 0; p <= list.size();) {
-        size_t c = list.find(',', p);
-        tokens.push_back(std::atoi(list.substr(p, c == std::string::npos ? std::string::npos : c - p).c_str()));
-        if (c == std::string::npos) break;
-        p = c + 1;
-      }
+      parseList(next("--tokens"), &tokens);
+    } else if (a == "--topology") {
+      topologyPath = next("--topology");
+    } else if (a == "--devices") {
+      parseList(next("--devices"), &devices);
     } else if (a == "--dtype") {
       if (!parseDtype(next("--dtype"), &req.dtype)) {
         std::fprintf(stderr, "arfuse plan: --dtype must be bf16, fp16 or fp32\n");
@@ -124,14 +133,34 @@ int plan(const std::vector<std::string>& args) {
       std::printf(
           "usage: arfuse plan [--ranks N] [--hidden H] [--tokens T,T,...] [--dtype bf16|fp16|fp32]\n"
           "                   [--no-p2p] [--virtual] [--algo A] [--allreduce]\n"
+          "                   [--topology FILE.json [--devices 0,1,...]]\n"
           "  Prints the algorithm, launch geometry and reason the library's plan gives for each token count on a\n"
           "  described machine (default: 8 ranks with P2P and NCCL, 132 SMs, 64 blocks, 64 KiB low-latency\n"
-          "  limit). No GPU needed.\n");
+          "  limit). No GPU needed. --topology reads a machine description (docs/topology.md; recorded\n"
+          "  examples in tests/topo/fixtures) and plans for ranks on --devices (default: every GPU in it).\n");
       return kExitOk;
     } else {
       std::fprintf(stderr, "arfuse plan: unknown argument '%s' (see arfuse plan --help)\n", a.c_str());
       return kExitUsage;
     }
+  }
+  if (!topologyPath.empty()) {
+    topo::Topology t;
+    std::string err;
+    if (!topo::readJsonFile(topologyPath, &t, &err)) {
+      std::fprintf(stderr, "arfuse plan: --topology: %s\n", err.c_str());
+      return kExitUsage;
+    }
+    if (devices.empty())
+      for (int d = 0; d < t.size(); ++d) devices.push_back(d);
+    if (!fabricFromTopology(t, devices, /*ncclAvailable=*/true, &f, &err)) {
+      std::fprintf(stderr, "arfuse plan: --devices: %s\n", err.c_str());
+      return kExitUsage;
+    }
+    std::printf("%s\n", topo::describe(t).c_str());
+    std::printf("ranks %d%s, peer access: %s, block cap %d, low-latency limit %lld B\n\n", f.nranks,
+                f.virtualRanks ? " (virtual)" : "", f.p2p ? "yes" : ("no: " + f.p2pDetail).c_str(), f.maxBlocks,
+                f.lowLatencyMaxBytes);
   }
   if (f.nranks < 1 || f.nranks > ARFUSE_MAX_RANKS) {
     std::fprintf(stderr, "arfuse plan: --ranks must be 1..%d\n", ARFUSE_MAX_RANKS);

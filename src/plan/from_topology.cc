@@ -1,0 +1,50 @@
+#include "plan/from_topology.h"
+
+#include <algorithm>
+
+#include "diag/log.h"
+#include "kernels/kernel_args.h"
+
+namespace arfuse {
+
+bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices, bool ncclAvailable, Fabric* out,
+                        std::string* error) {
+  if (devices.empty() || static_cast<int>(devices.size()) > kMaxRanks) {
+    *error = strprintf("devices: %zu ranks; must be 1..%d", devices.size(), kMaxRanks);
+    return false;
+  }
+  Fabric f;
+  f.nranks = static_cast<int>(devices.size());
+  int ranksPerDevice = 1, smCount = 1 << 30;
+  for (int d : devices) {
+    if (d < 0 || d >= t.size()) {
+      *error = strprintf("device %d is not in the topology (%d GPUs)", d, t.size());
+      return false;
+    }
+    ranksPerDevice = std::max<int>(ranksPerDevice, std::count(devices.begin(), devices.end(), d));
+    smCount = std::min(smCount, std::max(1, t.gpus[d].smCount));
+  }
+  f.virtualRanks = ranksPerDevice > 1;
+  f.smCount = smCount;
+  // One 512-thread block of the multi-rank kernels per SM (128 registers each: ptxas), divided
+  // among the ranks that share a GPU, as the library derives it at init.
+  f.maxBlocks = std::max(1, std::min(kMaxBlocks, smCount / ranksPerDevice));
+  const topo::P2pVerdict v = topo::p2pAll(t, devices);
+  f.p2p = v.ok;
+  f.p2pDetail = v.reason;
+  f.lowLatencyMaxBytes = (f.p2p && f.nranks > 1) ? kLowLatencyMaxBytes : 0;
+  if (f.nranks == 1) {
+    f.nccl = false;
+    f.ncclDetail = "a single rank needs no NCCL";
+  } else if (f.virtualRanks) {
+    f.nccl = false;
+    f.ncclDetail = "NCCL needs one device per rank; this group has virtual ranks (a device repeats)";
+  } else {
+    f.nccl = ncclAvailable;
+    f.ncclDetail = ncclAvailable ? "" : "NCCL is not available";
+  }
+  *out = f;
+  return true;
+}
+
+}  // namespace arfuse

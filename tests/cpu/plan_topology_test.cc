@@ -1,0 +1,92 @@
+// The plan's decisions and reasons on recorded machines we do not have (tests/topo/fixtures).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "plan/from_topology.h"
+
+namespace arfuse {
+namespace {
+
+topo::Topology load(const std::string& name) {
+  topo::Topology t;
+  std::string err;
+  EXPECT_TRUE(topo::readJsonFile(std::string(ARFUSE_SOURCE_DIR) + "/tests/topo/fixtures/" + name, &t, &err)) << err;
+  return t;
+}
+
+std::vector<int> all(const topo::Topology& t) {
+  std::vector<int> d;
+  for (int i = 0; i < t.size(); ++i) d.push_back(i);
+  return d;
+}
+
+Plan planFor(const Fabric& f, int tokens, int hidden = 7168) {
+  PlanRequest r;
+  r.tokens = tokens;
+  r.hidden = hidden;
+  return makePlan(f, Limits{}, PlanPolicy{}, r);
+}
+
+struct Expect {
+  const char* fixture;
+  std::vector<int> devices;  // empty: all
+  bool p2p;
+  arfuseAlgo_t at1, at64, at1024;  // 7168-wide bf16
+  const char* reasonNeedle;        // in the 1-token reason
+};
+
+TEST(PlanOnTopology, RecordedMachines) {
+  const Expect cases[] = {
+      {"h200_8x_nvswitch.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot, "lowlatency"},
+      {"h200_2x_nvlink.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoOneShot, "lowlatency"},
+      {"rtxpro6000_4x_switch.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
+       "lowlatency"},
+      {"rtxpro6000_8x_2switch.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
+       "lowlatency"},
+      // A failed peer store (2 -> 5) makes the whole group fall back, and the reason names the pair.
+      {"rtxpro6000_8x_2socket.json", {}, false, arfuseAlgoNccl, arfuseAlgoNccl, arfuseAlgoNccl, "devices 2 and 5"},
+      // ...but one socket's four GPUs still have working peer access.
+      {"rtxpro6000_8x_2socket.json", {0, 1, 2, 3}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
+       "lowlatency"},
+      {"rtx5090_2x_nop2p.json", {}, false, arfuseAlgoNccl, arfuseAlgoNccl, arfuseAlgoNccl, "no peer access"},
+      {"l40s_8x_noswitch.json", {}, false, arfuseAlgoNccl, arfuseAlgoNccl, arfuseAlgoNccl, "no peer access"},
+  };
+  for (const Expect& c : cases) {
+    const topo::Topology t = load(c.fixture);
+    Fabric f;
+    std::string err;
+    ASSERT_TRUE(fabricFromTopology(t, c.devices.empty() ? all(t) : c.devices, true, &f, &err)) << c.fixture << err;
+    EXPECT_EQ(f.p2p, c.p2p) << c.fixture << ": " << f.p2pDetail;
+    const Plan p1 = planFor(f, 1), p64 = planFor(f, 64), p1024 = planFor(f, 1024);
+    EXPECT_EQ(p1.algo, c.at1) << c.fixture << ": " << p1.reason;
+    EXPECT_EQ(p64.algo, c.at64) << c.fixture << ": " << p64.reason;
+    EXPECT_EQ(p1024.algo, c.at1024) << c.fixture << ": " << p1024.reason;
+    EXPECT_NE(p1.reason.find(c.reasonNeedle), std::string::npos) << c.fixture << ": " << p1.reason;
+    if (p1024.algo != arfuseAlgoNccl) EXPECT_LE(p1024.blocks, f.maxBlocks);  // nccl: the local epilogue grid
+  }
+}
+
+TEST(PlanOnTopology, VirtualRanksAndBadDevices) {
+  const topo::Topology t = load("h200_2x_nvlink.json");
+  Fabric f;
+  std::string err;
+  ASSERT_TRUE(fabricFromTopology(t, {0, 0, 1, 1}, true, &f, &err)) << err;
+  EXPECT_TRUE(f.virtualRanks);
+  EXPECT_FALSE(f.nccl);
+  EXPECT_EQ(f.maxBlocks, t.gpus[0].smCount / 2);
+  PlanPolicy forced;
+  forced.forcedAlgo = arfuseAlgoNccl;
+  forced.forcedBy = "config";
+  PlanRequest r;
+  r.hidden = 7168;
+  const Plan p = makePlan(f, Limits{}, forced, r);
+  EXPECT_EQ(p.status, arfuseUnsupported);
+  EXPECT_NE(p.reason.find("one device per rank"), std::string::npos) << p.reason;
+  EXPECT_FALSE(fabricFromTopology(t, {0, 2}, true, &f, &err));
+  EXPECT_NE(err.find("device 2 is not in the topology"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace arfuse
