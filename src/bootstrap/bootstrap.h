@@ -1,0 +1,123 @@
+// The rendezvous behind arfuseGetUniqueId / arfuseCommInitRank / arfuseCommInitRankWithAllGather.
+//
+// Multi-process communicators need one thing before any CUDA work: every rank must learn every other
+// rank's handle bytes (IPC handles, host names, device facts). This is that exchange and nothing
+// else, pure C++17 over POSIX sockets, so it is testable on a laptop and holds no CUDA state.
+//
+// Two ways to run it:
+//   - arfuse's own rendezvous: rank 0 calls makeUniqueId, which opens a listening socket and packs its
+//     address and a random session nonce into a 128-byte UniqueId. The caller ships that blob to the
+//     other processes by any means (environment, file, its launcher). Every rank then calls allGather;
+//     rank 0 collects one framed blob per rank, checks that they agree, and sends the concatenation
+//     back, so every rank ends up with the same bytes in rank order or with the same error.
+//   - a framework's own all-gather (torch.distributed, MPI): allGatherViaCallback frames each blob so
+//     that what the callback returns can be checked (slot order, nranks, sizes) before it is trusted.
+//
+// Every wait is bounded by Options::timeoutMs; every failure is one line that names the address, the
+// rank(s) involved and what to check. Nothing here throws, logs or reads the environment: the caller
+// (the C ABI) owns configuration and logging. The wire format and the errors are in docs/bootstrap.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace arfuse {
+namespace bootstrap {
+
+constexpr size_t kUniqueIdBytes = 128;
+
+// Opaque to users; a plain byte array so that the C ABI can expose it as `struct { char internal[128]; }`
+// and callers can copy it through files, environment variables or a framework's broadcast.
+struct UniqueId {
+  uint8_t bytes[kUniqueIdBytes];
+};
+
+// Outcome classes, chosen so the C ABI can map each onto one arfuseResult_t without parsing text.
+enum class Result {
+  kOk = 0,
+  kInvalidArgument,  // this rank's own arguments are wrong (null pointer, rank out of range, corrupt id)
+  kMismatch,         // the ranks disagree with each other (nranks, sizes, duplicate rank, wrong session)
+  kTimeout,          // someone did not show up, or stopped talking, before the deadline
+  kSystemError,      // the OS refused (socket, bind, listen, a peer reset the connection)
+};
+
+const char* resultName(Result r);
+
+struct Options {
+  // Where rank 0 listens. Empty means 127.0.0.1 (single host). Otherwise an IPv4 or IPv6 literal
+  // ("10.1.2.3", "fd00::2", "fe80::1%eth0") or an interface name ("eth0", "ib0"), whose first IPv4
+  // address is used, else its first IPv6 address. Wildcards (0.0.0.0, ::) are refused: the address is
+  // what the other ranks will dial, so it must be one they can reach.
+  std::string address;
+  int port = 0;                      // 0: an ephemeral port chosen by the OS
+  int timeoutMs = 30000;             // bound on the whole rendezvous, per rank, connect retries included
+  uint64_t maxBlobBytes = 1u << 30;  // largest per-rank blob accepted; guards against a garbled length
+};
+
+// What a UniqueId says, once validated.
+struct IdInfo {
+  int family = 0;            // AF_INET or AF_INET6
+  uint8_t address[16] = {};  // network byte order; IPv4 uses the first 4 bytes
+  uint32_t scopeId = 0;      // IPv6 link-local scope (interface index); 0 otherwise
+  uint16_t port = 0;         // host byte order
+  uint64_t nonce = 0;        // random per session, never 0
+};
+
+// Rank 0 only: starts listening (see Options::address) and fills *id. The listener is owned by a
+// process-wide registry keyed by the nonce; it survives this call and is closed when this process's
+// rank 0 allGather with this id finishes, by closeListener(id), or by shutdown(). A process created by
+// fork() after this call inherits the listener, so the forked child may be the one that acts as rank 0.
+Result makeUniqueId(const Options& options, UniqueId* id, std::string* error);
+
+// Encodes an id by hand (no listener is started). For tests, and for callers that run rank 0's
+// listener elsewhere.
+Result encodeUniqueId(const IdInfo& info, UniqueId* id, std::string* error);
+
+// Checks magic, version, checksum and fields; a corrupted or truncated id gets an error that says so.
+Result decodeUniqueId(const UniqueId& id, IdInfo* info, std::string* error);
+
+// Serialised forms. The raw form is the 128 bytes themselves (size checked); the hex form is 256
+// lower-case hex digits, convenient for environment variables and command lines.
+Result uniqueIdFromBytes(const void* data, size_t size, UniqueId* id, std::string* error);
+std::string uniqueIdToHex(const UniqueId& id);
+Result uniqueIdFromHex(const std::string& hex, UniqueId* id, std::string* error);
+
+// "127.0.0.1:41234" or "[::1]:41234", as it appears in error messages.
+std::string idAddress(const IdInfo& info);
+
+// Every rank, rank 0 included, calls this once with the same id and nranks, its own rank and a blob of
+// `bytes` bytes (the same size on every rank; 0 is allowed). On success *all holds nranks * bytes
+// bytes, rank r's blob at offset r * bytes, identical on every rank.
+Result allGather(const UniqueId& id, int rank, int nranks, const void* mine, size_t bytes, std::vector<uint8_t>* all,
+                 const Options& options, std::string* error);
+
+// Closes this process's listener for id, if any (rank 0 gave up before calling allGather).
+void closeListener(const UniqueId& id);
+// Closes every listener this process owns; later rank-0 allGather calls on those ids fail cleanly.
+void shutdown();
+// Listeners currently owned by this process (for tests and `arfuse doctor`).
+size_t listenerCount();
+
+// ---- The framework path ------------------------------------------------------------------------------
+
+// A framework's all-gather: gather `bytes` bytes from every rank into `all` (nranks * bytes bytes), rank
+// r's contribution at offset r * bytes. Returns 0 on success, anything else on failure.
+using AllGatherFn = int (*)(void* ctx, const void* mine, void* all, size_t bytes);
+
+// Size of the header allGatherViaCallback puts in front of each blob (the callback sees bytes + this).
+constexpr size_t kSlotHeaderBytes = 24;
+
+// Runs fn over framed blobs, then checks every slot before trusting it: slot r must say rank r, every
+// rank must agree on nranks and size, and our slot must hold exactly our bytes. The header is what
+// lets a swapped rank order or a short copy in the framework's glue be reported instead of silently
+// producing a communicator wired to the wrong peers. On success *all is as for allGather.
+Result allGatherViaCallback(AllGatherFn fn, void* ctx, int rank, int nranks, const void* mine, size_t bytes,
+                            std::vector<uint8_t>* all, std::string* error);
+
+// The minimal check for unframed results: sizes are sane and slot `rank` of `all` equals `mine`.
+Result validateGathered(const void* all, int rank, int nranks, const void* mine, size_t bytes, std::string* error);
+
+}  // namespace bootstrap
+}  // namespace arfuse

@@ -1,0 +1,75 @@
+// Socket plumbing for the rendezvous, internal to arfuse_bootstrap.
+//
+// Every socket is non-blocking and every wait goes through poll() against one absolute deadline, so no
+// call here can outlive Options::timeoutMs however the peer misbehaves (silent, slow, half-open).
+// Sends use MSG_NOSIGNAL: a peer that vanishes must become an error code, not a SIGPIPE that kills an
+// inference server.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace arfuse {
+namespace bootstrap {
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+struct Deadline {
+  Clock::time_point at;
+  static Deadline afterMs(int ms) { return Deadline{Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms)}; }
+  // Milliseconds left, rounded up so that poll() never spins on a 0 while time remains.
+  int remainingMs() const;
+  bool passed() const { return Clock::now() >= at; }
+};
+
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  int family() const { return storage.ss_family; }
+};
+
+// "127.0.0.1:41234" / "[::1]:41234".
+std::string formatAddress(const SockAddr& addr);
+// "connection refused", from an errno value.
+std::string errnoText(int err);
+// "10.0 s".
+std::string formatSeconds(double seconds);
+
+// Turns Options::address into a concrete address: empty -> 127.0.0.1, a literal, or an interface name.
+bool resolveListenAddress(const std::string& spec, int port, SockAddr* out, std::string* error);
+
+// Binds and listens; *bound receives the actual address (with the ephemeral port filled in).
+int openListener(const SockAddr& addr, SockAddr* bound, std::string* error);
+
+// One connection attempt bounded by the deadline. Returns the fd, or -1 with *err set (ETIMEDOUT when
+// the deadline passed first).
+int connectOnce(const SockAddr& addr, const Deadline& deadline, int* err);
+
+// Whether a connect failure may go away by itself (rank 0 not listening yet, a route coming up).
+bool isTransientConnectError(int err);
+
+enum class Io { kOk, kTimeout, kClosed, kError };
+
+// Moves exactly `size` bytes. *done reports progress (for "disconnected after 10 of 4096 bytes");
+// *err holds errno on kError.
+Io sendAll(int fd, const void* data, size_t size, const Deadline& deadline, size_t* done, int* err);
+Io recvAll(int fd, void* data, size_t size, const Deadline& deadline, size_t* done, int* err);
+
+// Like sendAll, but gives up (returning kClosed) as soon as the peer has something to say: a client
+// streaming a large blob must stop and read rank 0's error frame instead of pushing into a connection
+// rank 0 has already rejected.
+Io sendUnlessReadable(int fd, const void* data, size_t size, const Deadline& deadline, size_t* done, int* err,
+                      bool* peerSpoke);
+
+void closeFd(int fd);
+bool setNonBlocking(int fd);
+
+}  // namespace detail
+}  // namespace bootstrap
+}  // namespace arfuse

@@ -1,0 +1,271 @@
+// The unique id: its byte layout, its validation, and the registry of listeners it refers to.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
+
+namespace arfuse {
+namespace bootstrap {
+
+using detail::getU16;
+using detail::getU32;
+using detail::getU64;
+using detail::putU16;
+using detail::putU32;
+using detail::putU64;
+
+const char* resultName(Result r) {
+  switch (r) {
+    case Result::kOk:
+      return "ok";
+    case Result::kInvalidArgument:
+      return "invalid argument";
+    case Result::kMismatch:
+      return "ranks disagree";
+    case Result::kTimeout:
+      return "timeout";
+    case Result::kSystemError:
+      return "system error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Listeners opened by makeUniqueId, by nonce. A registry rather than a handle in UniqueId because the
+// id is plain bytes that get copied around; the fd must stay with the process, not with the copy.
+struct Registry {
+  std::mutex mu;
+  std::map<uint64_t, int> listeners;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: usable from atexit handlers of other code
+  return *r;
+}
+
+uint64_t randomNonce() {
+  // random_device alone may be a deterministic fallback on some platforms; mixing in the clock and an
+  // address keeps two concurrent sessions on one host from colliding even then.
+  std::random_device rd;
+  uint64_t n = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  n ^= static_cast<uint64_t>(detail::Clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
+  n ^= reinterpret_cast<uintptr_t>(&n);
+  return n == 0 ? 1 : n;
+}
+
+std::string hexOf(const uint8_t* p, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    s[2 * i] = kDigits[p[i] >> 4];
+    s[2 * i + 1] = kDigits[p[i] & 15];
+  }
+  return s;
+}
+
+}  // namespace
+
+int detail::takeListener(uint64_t nonce) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.listeners.find(nonce);
+  if (it == r.listeners.end()) return -1;
+  int fd = it->second;
+  r.listeners.erase(it);
+  return fd;
+}
+
+std::string idAddress(const IdInfo& info) {
+  detail::SockAddr a;
+  if (info.family == AF_INET) {
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_port = htons(info.port);
+    std::memcpy(&in.sin_addr, info.address, 4);
+    std::memcpy(&a.storage, &in, sizeof(in));
+  } else {
+    sockaddr_in6 in6{};
+    in6.sin6_family = AF_INET6;
+    in6.sin6_port = htons(info.port);
+    in6.sin6_scope_id = info.scopeId;
+    std::memcpy(&in6.sin6_addr, info.address, 16);
+    std::memcpy(&a.storage, &in6, sizeof(in6));
+  }
+  return detail::formatAddress(a);
+}
+
+Result encodeUniqueId(const IdInfo& info, UniqueId* id, std::string* error) {
+  if (id == nullptr) {
+    *error = "unique id pointer is null";
+    return Result::kInvalidArgument;
+  }
+  if (info.family != AF_INET && info.family != AF_INET6) {
+    *error = "unique id address family must be AF_INET or AF_INET6, got " + std::to_string(info.family);
+    return Result::kInvalidArgument;
+  }
+  if (info.port == 0 || info.nonce == 0) {
+    *error = "unique id needs a non-zero port and a non-zero nonce";
+    return Result::kInvalidArgument;
+  }
+  uint8_t* b = id->bytes;
+  std::memset(b, 0, kUniqueIdBytes);
+  putU32(b + detail::kIdOffMagic, detail::kIdMagic);
+  putU16(b + detail::kIdOffVersion, detail::kIdVersion);
+  putU16(b + detail::kIdOffFamily, info.family == AF_INET ? 4 : 6);
+  putU16(b + detail::kIdOffPort, info.port);
+  std::memcpy(b + detail::kIdOffAddr, info.address, info.family == AF_INET ? 4 : 16);
+  putU32(b + detail::kIdOffScope, info.scopeId);
+  putU64(b + detail::kIdOffNonce, info.nonce);
+  putU32(b + detail::kIdOffChecksum, detail::checksum32(b, detail::kIdOffChecksum));
+  return Result::kOk;
+}
+
+Result decodeUniqueId(const UniqueId& id, IdInfo* info, std::string* error) {
+  const uint8_t* b = id.bytes;
+  uint32_t magic = getU32(b + detail::kIdOffMagic);
+  if (magic != detail::kIdMagic) {
+    bool allZero = true;
+    for (size_t i = 0; i < kUniqueIdBytes; ++i) allZero = allZero && b[i] == 0;
+    *error = allZero ? "unique id is all zeros: it was never filled in (call arfuseGetUniqueId on rank 0 and "
+                       "pass its bytes to every rank)"
+                     : "unique id is corrupt (bad magic): pass the 128 bytes rank 0's arfuseGetUniqueId produced, "
+                       "unchanged";
+    return Result::kInvalidArgument;
+  }
+  uint16_t version = getU16(b + detail::kIdOffVersion);
+  if (version != detail::kIdVersion) {
+    *error = "unique id has format version " + std::to_string(version) + " but this arfuse reads version " +
+             std::to_string(detail::kIdVersion) + ": every process must run the same arfuse release";
+    return Result::kInvalidArgument;
+  }
+  if (getU32(b + detail::kIdOffChecksum) != detail::checksum32(b, detail::kIdOffChecksum)) {
+    *error = "unique id is corrupt (checksum mismatch): it was altered or truncated on its way to this process";
+    return Result::kInvalidArgument;
+  }
+  IdInfo out;
+  uint16_t fam = getU16(b + detail::kIdOffFamily);
+  out.family = fam == 4 ? AF_INET : fam == 6 ? AF_INET6 : 0;
+  out.port = getU16(b + detail::kIdOffPort);
+  std::memcpy(out.address, b + detail::kIdOffAddr, 16);
+  out.scopeId = getU32(b + detail::kIdOffScope);
+  out.nonce = getU64(b + detail::kIdOffNonce);
+  bool zerosOk = getU16(b + detail::kIdOffReserved) == 0;
+  for (size_t i = detail::kIdOffZeros; i < detail::kIdOffChecksum; ++i) zerosOk = zerosOk && b[i] == 0;
+  if (out.family == 0 || out.port == 0 || out.nonce == 0 || !zerosOk) {
+    *error = "unique id is corrupt (invalid fields under a valid checksum): it was not made by arfuse";
+    return Result::kInvalidArgument;
+  }
+  if (info) *info = out;
+  return Result::kOk;
+}
+
+Result uniqueIdFromBytes(const void* data, size_t size, UniqueId* id, std::string* error) {
+  if (data == nullptr || id == nullptr) {
+    *error = "unique id bytes or output pointer is null";
+    return Result::kInvalidArgument;
+  }
+  if (size != kUniqueIdBytes) {
+    *error = "unique id must be exactly " + std::to_string(kUniqueIdBytes) + " bytes, got " + std::to_string(size) +
+             " (truncated or padded on its way here?)";
+    return Result::kInvalidArgument;
+  }
+  UniqueId tmp;
+  std::memcpy(tmp.bytes, data, kUniqueIdBytes);
+  Result r = decodeUniqueId(tmp, nullptr, error);
+  if (r == Result::kOk) *id = tmp;
+  return r;
+}
+
+std::string uniqueIdToHex(const UniqueId& id) { return hexOf(id.bytes, kUniqueIdBytes); }
+
+Result uniqueIdFromHex(const std::string& hex, UniqueId* id, std::string* error) {
+  if (hex.size() != 2 * kUniqueIdBytes) {
+    *error = "unique id text must be " + std::to_string(2 * kUniqueIdBytes) + " hex digits, got " +
+             std::to_string(hex.size()) + " characters";
+    return Result::kInvalidArgument;
+  }
+  uint8_t raw[kUniqueIdBytes];
+  for (size_t i = 0; i < kUniqueIdBytes; ++i) {
+    int v = 0;
+    for (int k = 0; k < 2; ++k) {
+      char c = hex[2 * i + k];
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
+      if (d < 0) {
+        *error = "unique id text has a non-hex character at position " + std::to_string(2 * i + k);
+        return Result::kInvalidArgument;
+      }
+      v = v * 16 + d;
+    }
+    raw[i] = static_cast<uint8_t>(v);
+  }
+  return uniqueIdFromBytes(raw, kUniqueIdBytes, id, error);
+}
+
+Result makeUniqueId(const Options& options, UniqueId* id, std::string* error) {
+  if (id == nullptr) {
+    *error = "unique id pointer is null";
+    return Result::kInvalidArgument;
+  }
+  detail::SockAddr want, bound;
+  if (!detail::resolveListenAddress(options.address, options.port, &want, error)) return Result::kInvalidArgument;
+  int fd = detail::openListener(want, &bound, error);
+  if (fd < 0) return Result::kSystemError;
+
+  IdInfo info;
+  info.family = bound.family();
+  if (info.family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&bound.storage);
+    std::memcpy(info.address, &in->sin_addr, 4);
+    info.port = ntohs(in->sin_port);
+  } else {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&bound.storage);
+    std::memcpy(info.address, &in6->sin6_addr, 16);
+    info.port = ntohs(in6->sin6_port);
+    info.scopeId = in6->sin6_scope_id;
+  }
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  do {
+    info.nonce = randomNonce();
+  } while (r.listeners.count(info.nonce) != 0);
+  Result res = encodeUniqueId(info, id, error);
+  if (res != Result::kOk) {
+    detail::closeFd(fd);
+    return res;
+  }
+  r.listeners[info.nonce] = fd;
+  return Result::kOk;
+}
+
+void closeListener(const UniqueId& id) {
+  IdInfo info;
+  std::string ignored;
+  if (decodeUniqueId(id, &info, &ignored) == Result::kOk) detail::closeFd(detail::takeListener(info.nonce));
+}
+
+void shutdown() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& kv : r.listeners) detail::closeFd(kv.second);
+  r.listeners.clear();
+}
+
+size_t listenerCount() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.listeners.size();
+}
+
+}  // namespace bootstrap
+}  // namespace arfuse

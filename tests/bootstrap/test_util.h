@@ -1,0 +1,155 @@
+// Helpers shared by the rendezvous tests: deterministic blobs, a stopwatch, and raw loopback sockets
+// that play a misbehaving peer or a fake rank 0.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+
+namespace arfuse {
+namespace bootstrap {
+namespace testing {
+
+inline std::vector<uint8_t> blobFor(int rank, size_t bytes, uint32_t salt = 0) {
+  std::mt19937 gen(static_cast<uint32_t>(rank) * 7919u + static_cast<uint32_t>(bytes) + salt);
+  std::vector<uint8_t> b(bytes);
+  for (auto& x : b) x = static_cast<uint8_t>(gen());
+  return b;
+}
+
+inline std::vector<uint8_t> expectedAll(int nranks, size_t bytes, uint32_t salt = 0) {
+  std::vector<uint8_t> all;
+  for (int r = 0; r < nranks; ++r) {
+    auto b = blobFor(r, bytes, salt);
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  return all;
+}
+
+class Stopwatch {
+ public:
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+
+ private:
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+// A 127.0.0.1 port that nothing listens on: bound to learn a free number, then closed.
+inline uint16_t deadLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+inline IdInfo loopbackInfo(uint16_t port, uint64_t nonce) {
+  IdInfo info;
+  info.family = AF_INET;
+  uint32_t lo = htonl(INADDR_LOOPBACK);
+  std::memcpy(info.address, &lo, 4);
+  info.port = port;
+  info.nonce = nonce;
+  return info;
+}
+
+// A plain blocking client socket to 127.0.0.1:port (with a receive timeout so tests cannot hang).
+inline int rawConnect(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A listening socket on 127.0.0.1 (ephemeral port) for a fake rank 0.
+inline int rawListen(uint16_t* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::listen(fd, 16);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// Accepts one connection, waiting at most 3 s.
+inline int rawAccept(int listenFd) {
+  pollfd p{listenFd, POLLIN, 0};
+  if (::poll(&p, 1, 3000) != 1) return -1;
+  int fd = ::accept(listenFd, nullptr, nullptr);
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+inline bool readExactly(int fd, void* buf, size_t n) {
+  auto* p = static_cast<uint8_t*>(buf);
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = ::recv(fd, p + got, n - got, 0);
+    if (k <= 0) return false;
+    got += static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// A hello frame as the protocol in docs/bootstrap.md lays it out (little-endian, 32 bytes).
+inline std::vector<uint8_t> helloFrame(int rank, int nranks, uint64_t nonce, uint64_t payload, uint16_t kind = 1) {
+  std::vector<uint8_t> f(32, 0);
+  auto put = [&](size_t off, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) f[off + i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  put(0, 0x57465241u, 4);
+  put(4, 1, 2);
+  put(6, kind, 2);
+  put(8, static_cast<uint32_t>(rank), 4);
+  put(12, static_cast<uint32_t>(nranks), 4);
+  put(16, nonce, 8);
+  put(24, payload, 8);
+  return f;
+}
+
+inline uint64_t nonceOf(const UniqueId& id) {
+  IdInfo info;
+  std::string err;
+  decodeUniqueId(id, &info, &err);
+  return info.nonce;
+}
+
+inline uint16_t portOf(const UniqueId& id) {
+  IdInfo info;
+  std::string err;
+  decodeUniqueId(id, &info, &err);
+  return info.port;
+}
+
+}  // namespace testing
+}  // namespace bootstrap
+}  // namespace arfuse
