@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nccl.h>
+
 #include "arfuse/arfuse.h"
 #include "cli.h"
 #include "common/params.h"
@@ -34,6 +36,9 @@ void usage(FILE* f) {
 
 int version() {
   std::printf("%s\n", arfuseGetBuildInfo());
+  int nccl = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess)  // the library loaded at run time, which may differ from the header
+    std::printf("nccl at run time: %d.%d.%d\n", nccl / 10000, (nccl / 100) % 100, nccl % 100);
   const int n = harness::deviceCount();
   if (n == 0) std::printf("devices: none visible\n");
   for (int d = 0; d < n; ++d) std::printf("device %d: %s\n", d, harness::deviceName(d).c_str());
