@@ -17,6 +17,9 @@ const std::vector<ParamSpec> kSpecs = {
      "Bound on every device-side wait for a peer, in milliseconds (config `timeoutMs` wins). On expiry the group "
      "is aborted and calls fail with arfusePeerTimeout."},
     {"ARFUSE_LOG_LEVEL", "enum", "WARN", "Least severe log line printed on stderr: DEBUG, INFO, WARN, ERROR, NONE."},
+    {"ARFUSE_DEBUG_FILE", "path", "",
+     "Also append every printed log line to this file (`%p` becomes the process id, `%h` the host name), so each "
+     "process of a server keeps its own arfuse log for `arfuse triage`."},
     {"ARFUSE_CHECK_POINTERS", "bool", "1",
      "Check with cudaPointerGetAttributes that every pointer is device memory of the communicator's GPU before "
      "launch (about a microsecond per pointer on the host; 0 skips it)."},
@@ -54,6 +57,7 @@ std::string validate(const ParamSpec& s, const std::string& v) {
   if (name == "ARFUSE_CHECK_POINTERS") return (v == "0" || v == "1") ? "" : "expected 0 or 1";
   if (name == "ARFUSE_TIMEOUT_MS") return (parseInt(v, &x) && x > 0) ? "" : "expected a positive integer";
   if (name == "ARFUSE_ONESHOT_MAX_BYTES") return (parseInt(v, &x) && x >= 0) ? "" : "expected an integer >= 0";
+  if (name == "ARFUSE_DEBUG_FILE") return v.empty() ? "expected a file path" : "";
   if (name == "ARFUSE_MAX_BLOCKS")
     return (parseInt(v, &x) && (x == -1 || (x >= 1 && x <= 128))) ? "" : "expected -1 or 1..128";
   return "";
@@ -110,6 +114,7 @@ int paramLogLevel() { return parseLevel(valueOf("ARFUSE_LOG_LEVEL")); }
 bool paramCheckPointers() { return valueOf("ARFUSE_CHECK_POINTERS") != "0"; }
 long long paramOneShotMaxBytes() { return std::atoll(valueOf("ARFUSE_ONESHOT_MAX_BYTES").c_str()); }
 int paramMaxBlocks() { return std::atoi(valueOf("ARFUSE_MAX_BLOCKS").c_str()); }
+std::string paramDebugFile() { return valueOf("ARFUSE_DEBUG_FILE"); }
 
 std::string paramsMarkdown() {
   std::ostringstream os;

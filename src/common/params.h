@@ -33,6 +33,7 @@ int paramLogLevel();      // ARFUSE_LOG_LEVEL: 0 DEBUG, 1 INFO, 2 WARN, 3 ERROR,
 bool paramCheckPointers(); // ARFUSE_CHECK_POINTERS
 long long paramOneShotMaxBytes(); // ARFUSE_ONESHOT_MAX_BYTES
 int paramMaxBlocks();     // ARFUSE_MAX_BLOCKS (-1: derive)
+std::string paramDebugFile();  // ARFUSE_DEBUG_FILE, "" when unset (not yet expanded)
 
 // Markdown table of the variables (docs/environment.md is this output; a test keeps them equal).
 std::string paramsMarkdown();

@@ -4,6 +4,10 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#include <errno.h>
+#include <unistd.h>
 
 #include "common/params.h"
 
@@ -45,6 +49,41 @@ bool logEnabled(LogLevel level) {
   return min >= 0 ? static_cast<int>(level) >= min : level >= kLogWarn;
 }
 
+std::string expandDebugPath(const std::string& pattern, long pid, const std::string& host) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && (pattern[i + 1] == 'p' || pattern[i + 1] == 'h')) {
+      out += pattern[i + 1] == 'p' ? std::to_string(pid) : host;
+      ++i;
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The ARFUSE_DEBUG_FILE stream, opened on first use (nullptr when unset or unopenable; the failure
+// to open is reported once on stderr).
+FILE* debugFile() {
+  static FILE* f = [] {
+    const std::string pattern = paramDebugFile();
+    if (pattern.empty()) return static_cast<FILE*>(nullptr);
+    char host[256] = "unknown";
+    gethostname(host, sizeof host - 1);
+    const std::string path = expandDebugPath(pattern, static_cast<long>(getpid()), host);
+    FILE* out = std::fopen(path.c_str(), "a");
+    if (!out)
+      std::fprintf(stderr, "arfuse WARN rank=- dev=- log.cc:%d ARFUSE_DEBUG_FILE=%s: cannot open %s: %s\n", __LINE__,
+                   pattern.c_str(), path.c_str(), std::strerror(errno));
+    return out;
+  }();
+  return f;
+}
+
+}  // namespace
+
 void logLine(LogLevel level, const LogContext& ctx, const std::string& fields, const char* file, int line,
              const std::string& message) {
   if (!logEnabled(level)) return;
@@ -53,6 +92,10 @@ void logLine(LogLevel level, const LogContext& ctx, const std::string& fields, c
   std::lock_guard<std::mutex> lock(mu);
   std::fprintf(stderr, "%s\n", s.c_str());
   std::fflush(stderr);
+  if (FILE* f = debugFile()) {
+    std::fprintf(f, "%s\n", s.c_str());
+    std::fflush(f);
+  }
 }
 
 }  // namespace arfuse

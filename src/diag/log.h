@@ -22,6 +22,8 @@ std::string formatLogLine(LogLevel level, const LogContext& ctx, const std::stri
 void logLine(LogLevel level, const LogContext& ctx, const std::string& fields, const char* file, int line,
              const std::string& message);
 bool logEnabled(LogLevel level);
+// ARFUSE_DEBUG_FILE's pattern with %p -> pid and %h -> host name.
+std::string expandDebugPath(const std::string& pattern, long pid, const std::string& host);
 
 std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
