@@ -38,27 +38,6 @@ double secondsSince(detail::Clock::time_point t0) {
   return std::chrono::duration<double>(detail::Clock::now() - t0).count();
 }
 
-detail::SockAddr sockAddrOf(const IdInfo& info) {
-  detail::SockAddr a;
-  if (info.family == AF_INET) {
-    sockaddr_in in{};
-    in.sin_family = AF_INET;
-    in.sin_port = htons(info.port);
-    std::memcpy(&in.sin_addr, info.address, 4);
-    std::memcpy(&a.storage, &in, sizeof(in));
-    a.length = sizeof(in);
-  } else {
-    sockaddr_in6 in6{};
-    in6.sin6_family = AF_INET6;
-    in6.sin6_port = htons(info.port);
-    in6.sin6_scope_id = info.scopeId;
-    std::memcpy(&in6.sin6_addr, info.address, 16);
-    std::memcpy(&a.storage, &in6, sizeof(in6));
-    a.length = sizeof(in6);
-  }
-  return a;
-}
-
 // Error frames carry the Result code (4 bytes) then the text, so every rank reports the same class.
 std::vector<uint8_t> errorFrame(int nranks, uint64_t nonce, Result code, const std::string& text) {
   std::string t = text.substr(0, detail::kMaxErrorText - 4);
@@ -435,7 +414,7 @@ Result runClient(const IdInfo& info, int rank, int nranks, const void* mine, siz
   const std::string where = idAddress(info);
   const double timeoutS = options.timeoutMs / 1000.0;
   Deadline deadline = Deadline::afterMs(options.timeoutMs);
-  detail::SockAddr addr = sockAddrOf(info);
+  detail::SockAddr addr = detail::sockAddrOf(info);
 
   // Rank 0 may start later than us (launchers give no ordering), so refusals are retried with a
   // growing pause until the deadline; errors that cannot heal by waiting are reported at once.

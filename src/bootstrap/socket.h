@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "bootstrap/bootstrap.h"
+
 namespace arfuse {
 namespace bootstrap {
 namespace detail {
@@ -69,6 +71,9 @@ Io sendUnlessReadable(int fd, const void* data, size_t size, const Deadline& dea
 
 void closeFd(int fd);
 bool setNonBlocking(int fd);
+
+// The socket address a unique id names (rank 0's listener).
+SockAddr sockAddrOf(const IdInfo& info);
 
 }  // namespace detail
 }  // namespace bootstrap

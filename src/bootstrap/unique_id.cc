@@ -83,14 +83,16 @@ int detail::takeListener(uint64_t nonce) {
   return fd;
 }
 
-std::string idAddress(const IdInfo& info) {
-  detail::SockAddr a;
+namespace detail {
+SockAddr sockAddrOf(const IdInfo& info) {
+  SockAddr a;
   if (info.family == AF_INET) {
     sockaddr_in in{};
     in.sin_family = AF_INET;
     in.sin_port = htons(info.port);
     std::memcpy(&in.sin_addr, info.address, 4);
     std::memcpy(&a.storage, &in, sizeof(in));
+    a.length = sizeof(in);
   } else {
     sockaddr_in6 in6{};
     in6.sin6_family = AF_INET6;
@@ -98,9 +100,13 @@ std::string idAddress(const IdInfo& info) {
     in6.sin6_scope_id = info.scopeId;
     std::memcpy(&in6.sin6_addr, info.address, 16);
     std::memcpy(&a.storage, &in6, sizeof(in6));
+    a.length = sizeof(in6);
   }
-  return detail::formatAddress(a);
+  return a;
 }
+}  // namespace detail
+
+std::string idAddress(const IdInfo& info) { return detail::formatAddress(detail::sockAddrOf(info)); }
 
 Result encodeUniqueId(const IdInfo& info, UniqueId* id, std::string* error) {
   if (id == nullptr) {
