@@ -231,9 +231,14 @@ void Analyzer::analyseFlightRecorder(Result* r) {
 
 Result Analyzer::finish() {
   Result r;
-  // Ranks: the launcher's declared size, or the highest rank seen.
-  r.nranks = std::max(nranksHint_, maxRank_ + 1);
-  r.nranksSource = nranksHint_ >= maxRank_ + 1 && nranksHint_ > 0 ? nranksHintSource_ : "highest rank seen";
+  // Ranks: the launcher's declared size, or the highest rank seen -- or named: a rank that every
+  // arfusePeerTimeout line waits for may never print a line itself (it is the stuck one).
+  int highest = maxRank_;
+  for (const auto& [waiter, pg] : waits_) highest = std::max(highest, pg.first);
+  r.nranks = std::max(nranksHint_, highest + 1);
+  r.nranksSource = nranksHint_ >= highest + 1 && nranksHint_ > 0
+                       ? nranksHintSource_
+                       : (highest > maxRank_ ? "highest rank seen or waited for" : "highest rank seen");
   if (r.nranks <= 0) r.nranks = 0;
 
   analyseWatchdog(&r);
