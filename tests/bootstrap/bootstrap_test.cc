@@ -16,28 +16,6 @@ namespace {
 
 using namespace testing;  // NOLINT: test helpers
 
-struct RankOutcome {
-  Result result = Result::kOk;
-  std::string error;
-  std::vector<uint8_t> all;
-};
-
-Options shortOptions(int ms) {
-  Options o;
-  o.timeoutMs = ms;
-  return o;
-}
-
-// Runs allGather for `rank` on its own thread with blobFor(rank, bytes).
-std::future<RankOutcome> launch(const UniqueId& id, int rank, int nranks, size_t bytes, Options o, int delayMs = 0) {
-  return std::async(std::launch::async, [=] {
-    if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
-    RankOutcome out;
-    auto mine = blobFor(rank, bytes);
-    out.result = allGather(id, rank, nranks, mine.data(), bytes, &out.all, o, &out.error);
-    return out;
-  });
-}
 
 class BootstrapAllGather : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
 

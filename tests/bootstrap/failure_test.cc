@@ -14,27 +14,6 @@ namespace {
 
 using namespace testing;  // NOLINT: test helpers
 
-struct Outcome {
-  Result result = Result::kOk;
-  std::string error;
-  std::vector<uint8_t> all;
-};
-
-Options ms(int timeoutMs) {
-  Options o;
-  o.timeoutMs = timeoutMs;
-  return o;
-}
-
-std::future<Outcome> launch(const UniqueId& id, int rank, int nranks, size_t bytes, Options o, int delayMs = 0) {
-  return std::async(std::launch::async, [=] {
-    if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
-    Outcome out;
-    auto mine = blobFor(rank, bytes);
-    out.result = allGather(id, rank, nranks, mine.data(), bytes, &out.all, o, &out.error);
-    return out;
-  });
-}
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -44,7 +23,7 @@ TEST(BootstrapFailure, RankZeroNeverAppears) {
   std::string err;
   ASSERT_EQ(encodeUniqueId(loopbackInfo(port, 1234), &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  Outcome o = launch(id, 3, 4, 16, ms(700)).get();
+  RankOutcome o = launch(id, 3, 4, 16, shortOptions(700)).get();
   double t = sw.seconds();
   EXPECT_EQ(o.result, Result::kTimeout);
   EXPECT_EQ(o.error, "rank 3 could not connect to 127.0.0.1:" + std::to_string(port) +
@@ -62,9 +41,9 @@ TEST(BootstrapFailure, MissingRankTimesOutAtRankZeroAndEveryoneHearsWhy) {
   const std::string where = "127.0.0.1:" + std::to_string(portOf(id));
   Stopwatch sw;
   // Rank 1 waits longer than rank 0 so that it receives rank 0's verdict instead of its own timeout.
-  auto r0 = launch(id, 0, 4, 32, ms(800));
-  auto r1 = launch(id, 1, 4, 32, ms(3000));
-  Outcome o0 = r0.get(), o1 = r1.get();
+  auto r0 = launch(id, 0, 4, 32, shortOptions(800));
+  auto r1 = launch(id, 1, 4, 32, shortOptions(3000));
+  RankOutcome o0 = r0.get(), o1 = r1.get();
   double t = sw.seconds();
   EXPECT_EQ(o0.result, Result::kTimeout);
   EXPECT_TRUE(has(o0.error, "rank 0 at " + where + " waited 0.8 s but only 2 of 4 ranks joined (missing ranks 2, 3)"))
@@ -83,9 +62,9 @@ TEST(BootstrapFailure, RankZeroGoneQuietTimesOutAtThePeer) {
   std::string err;
   ASSERT_EQ(encodeUniqueId(loopbackInfo(port, 77), &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto peer = launch(id, 2, 3, 8, ms(600));
+  auto peer = launch(id, 2, 3, 8, shortOptions(600));
   int fd = rawAccept(lfd);
-  Outcome o = peer.get();
+  RankOutcome o = peer.get();
   EXPECT_EQ(o.result, Result::kTimeout);
   EXPECT_TRUE(has(o.error, "rank 2 waited 0.6 s for rank 0 at 127.0.0.1:" + std::to_string(port) + " to answer"))
       << o.error;
@@ -99,10 +78,10 @@ TEST(BootstrapFailure, NranksDisagreement) {
   std::string err;
   ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto r0 = launch(id, 0, 4, 16, ms(3000));
-  auto r1 = launch(id, 1, 4, 16, ms(3000));
-  auto r3 = launch(id, 3, 8, 16, ms(3000), /*delayMs=*/200);  // after rank 1 has joined
-  Outcome o0 = r0.get(), o1 = r1.get(), o3 = r3.get();
+  auto r0 = launch(id, 0, 4, 16, shortOptions(3000));
+  auto r1 = launch(id, 1, 4, 16, shortOptions(3000));
+  auto r3 = launch(id, 3, 8, 16, shortOptions(3000), /*delayMs=*/200);  // after rank 1 has joined
+  RankOutcome o0 = r0.get(), o1 = r1.get(), o3 = r3.get();
   const std::string want = "rank 3 said nranks=8 but rank 0 expects 4; every rank must pass the same nranks";
   EXPECT_EQ(o0.result, Result::kMismatch);
   EXPECT_EQ(o0.error, want);
@@ -118,10 +97,10 @@ TEST(BootstrapFailure, DuplicateRank) {
   std::string err;
   ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto r0 = launch(id, 0, 3, 16, ms(3000));
-  auto a = launch(id, 2, 3, 16, ms(3000));
-  auto b = launch(id, 2, 3, 16, ms(3000), 200);
-  Outcome o0 = r0.get(), oa = a.get(), ob = b.get();
+  auto r0 = launch(id, 0, 3, 16, shortOptions(3000));
+  auto a = launch(id, 2, 3, 16, shortOptions(3000));
+  auto b = launch(id, 2, 3, 16, shortOptions(3000), 200);
+  RankOutcome o0 = r0.get(), oa = a.get(), ob = b.get();
   EXPECT_EQ(o0.result, Result::kMismatch);
   EXPECT_TRUE(has(o0.error, "ranks 2 and 2 both joined (from 127.0.0.1:")) << o0.error;
   EXPECT_TRUE(has(o0.error, "every process must pass a distinct rank")) << o0.error;
@@ -136,21 +115,21 @@ TEST(BootstrapFailure, OutOfRangeRankLocallyAndAtRankZero) {
   ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
   std::vector<uint8_t> all;
   uint8_t mine[4] = {};
-  EXPECT_EQ(allGather(id, 4, 4, mine, 4, &all, ms(500), &err), Result::kInvalidArgument);
+  EXPECT_EQ(allGather(id, 4, 4, mine, 4, &all, shortOptions(500), &err), Result::kInvalidArgument);
   EXPECT_EQ(err, "rank 4 is out of range for nranks=4 (valid ranks are 0-3)");
-  EXPECT_EQ(allGather(id, -1, 4, mine, 4, &all, ms(500), &err), Result::kInvalidArgument);
-  EXPECT_EQ(allGather(id, 0, 0, mine, 4, &all, ms(500), &err), Result::kInvalidArgument);
+  EXPECT_EQ(allGather(id, -1, 4, mine, 4, &all, shortOptions(500), &err), Result::kInvalidArgument);
+  EXPECT_EQ(allGather(id, 0, 0, mine, 4, &all, shortOptions(500), &err), Result::kInvalidArgument);
   EXPECT_EQ(err, "nranks=0 is out of range (1-65536)");
 
   // A process that skipped the local check (another release, a bug) is caught by rank 0.
   Stopwatch sw;
-  auto r0 = launch(id, 0, 4, 4, ms(3000));
+  auto r0 = launch(id, 0, 4, 4, shortOptions(3000));
   int fd = rawConnect(portOf(id));
   ASSERT_GE(fd, 0);
   auto hello = helloFrame(9, 4, nonceOf(id), 4);
   hello.insert(hello.end(), 4, 0);
   ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  Outcome o0 = r0.get();
+  RankOutcome o0 = r0.get();
   EXPECT_EQ(o0.result, Result::kMismatch);
   EXPECT_TRUE(has(o0.error, ") joined as rank 9 but valid ranks are 0-3")) << o0.error;
   // The offender is told too: an error frame (kind 3) whose text is the same sentence.
@@ -171,9 +150,9 @@ TEST(BootstrapFailure, BlobSizeDisagreement) {
   std::string err;
   ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto r0 = launch(id, 0, 2, 16, ms(3000));
-  auto r1 = launch(id, 1, 2, 1 << 20, ms(3000));  // large, so it is still sending when rejected
-  Outcome o0 = r0.get(), o1 = r1.get();
+  auto r0 = launch(id, 0, 2, 16, shortOptions(3000));
+  auto r1 = launch(id, 1, 2, 1 << 20, shortOptions(3000));  // large, so it is still sending when rejected
+  RankOutcome o0 = r0.get(), o1 = r1.get();
   EXPECT_EQ(o0.result, Result::kMismatch);
   EXPECT_TRUE(has(o0.error, "sent a 1048576-byte blob but rank 0's is 16 bytes; every rank must pass the same size"))
       << o0.error;
@@ -189,12 +168,12 @@ TEST(BootstrapFailure, IdOfAnotherSessionIsTurnedAwayAndTheRealSessionCompletes)
   // Same address, different nonce: what a rank holding last run's id would dial.
   ASSERT_EQ(encodeUniqueId(loopbackInfo(portOf(id), nonceOf(id) ^ 1), &stale, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto r0 = launch(id, 0, 2, 64, ms(3000));
-  Outcome os = launch(stale, 1, 2, 64, ms(3000)).get();
+  auto r0 = launch(id, 0, 2, 64, shortOptions(3000));
+  RankOutcome os = launch(stale, 1, 2, 64, shortOptions(3000)).get();
   EXPECT_EQ(os.result, Result::kMismatch);
   EXPECT_TRUE(has(os.error, "session nonce mismatch: this id belongs to another rendezvous")) << os.error;
-  Outcome o1 = launch(id, 1, 2, 64, ms(3000)).get();
-  Outcome o0 = r0.get();
+  RankOutcome o1 = launch(id, 1, 2, 64, shortOptions(3000)).get();
+  RankOutcome o0 = r0.get();
   ASSERT_EQ(o0.result, Result::kOk) << o0.error;
   ASSERT_EQ(o1.result, Result::kOk) << o1.error;
   EXPECT_EQ(o0.all, expectedAll(2, 64));
@@ -206,13 +185,13 @@ TEST(BootstrapFailure, GarbagePeerIsDroppedAndNamedIfTheSessionThenTimesOut) {
   UniqueId id;
   std::string err;
   ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
-  auto r0 = launch(id, 0, 2, 8, ms(3000));
+  auto r0 = launch(id, 0, 2, 8, shortOptions(3000));
   int g = rawConnect(portOf(id));
   ASSERT_GE(g, 0);
   const char junk[] = "GET / HTTP/1.0\r\nHost: localhost\r\n\r\n";
   ASSERT_EQ(::send(g, junk, sizeof(junk), 0), static_cast<ssize_t>(sizeof(junk)));
-  Outcome o1 = launch(id, 1, 2, 8, ms(3000), 100).get();
-  Outcome o0 = r0.get();
+  RankOutcome o1 = launch(id, 1, 2, 8, shortOptions(3000), 100).get();
+  RankOutcome o0 = r0.get();
   ASSERT_EQ(o0.result, Result::kOk) << o0.error;
   ASSERT_EQ(o1.result, Result::kOk) << o1.error;
   EXPECT_EQ(o1.all, expectedAll(2, 8));
@@ -221,11 +200,11 @@ TEST(BootstrapFailure, GarbagePeerIsDroppedAndNamedIfTheSessionThenTimesOut) {
   // Same garbage, but the real rank never comes: the timeout says what else was seen.
   ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto lone = launch(id, 0, 2, 8, ms(700));
+  auto lone = launch(id, 0, 2, 8, shortOptions(700));
   g = rawConnect(portOf(id));
   ASSERT_GE(g, 0);
   ASSERT_EQ(::send(g, junk, sizeof(junk), 0), static_cast<ssize_t>(sizeof(junk)));
-  Outcome o = lone.get();
+  RankOutcome o = lone.get();
   EXPECT_EQ(o.result, Result::kTimeout);
   EXPECT_TRUE(has(o.error, "only 1 of 2 ranks joined (missing rank 1)")) << o.error;
   EXPECT_TRUE(has(o.error, "that did not speak the arfuse rendezvous protocol")) << o.error;
@@ -238,8 +217,8 @@ TEST(BootstrapFailure, PeerDisconnectsMidMessage) {
   std::string err;
   ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto r0 = launch(id, 0, 3, 4096, ms(3000));
-  auto r2 = launch(id, 2, 3, 4096, ms(3000));
+  auto r0 = launch(id, 0, 3, 4096, shortOptions(3000));
+  auto r2 = launch(id, 2, 3, 4096, shortOptions(3000));
   int fd = rawConnect(portOf(id));
   ASSERT_GE(fd, 0);
   auto hello = helloFrame(1, 3, nonceOf(id), 4096);
@@ -247,7 +226,7 @@ TEST(BootstrapFailure, PeerDisconnectsMidMessage) {
   ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ::close(fd);
-  Outcome o0 = r0.get(), o2 = r2.get();
+  RankOutcome o0 = r0.get(), o2 = r2.get();
   EXPECT_EQ(o0.result, Result::kSystemError);
   EXPECT_TRUE(has(o0.error, "rank 1 (from 127.0.0.1:")) << o0.error;
   EXPECT_TRUE(has(o0.error, ") disconnected after 100 of 4096 bytes of its blob; did that process crash?")) << o0.error;
@@ -263,7 +242,7 @@ TEST(BootstrapFailure, RankZeroDisconnectsMidAnswer) {
   std::string err;
   ASSERT_EQ(encodeUniqueId(loopbackInfo(port, 55), &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto peer = launch(id, 1, 2, 1000, ms(3000));
+  auto peer = launch(id, 1, 2, 1000, shortOptions(3000));
   int fd = rawAccept(lfd);
   ASSERT_GE(fd, 0);
   std::vector<uint8_t> hello(32 + 1000);
@@ -272,7 +251,7 @@ TEST(BootstrapFailure, RankZeroDisconnectsMidAnswer) {
   answer.insert(answer.end(), 700, 0);
   ASSERT_EQ(::send(fd, answer.data(), answer.size(), 0), static_cast<ssize_t>(answer.size()));
   ::close(fd);
-  Outcome o = peer.get();
+  RankOutcome o = peer.get();
   EXPECT_EQ(o.result, Result::kSystemError);
   EXPECT_EQ(o.error, "rank 1: the answer from rank 0 at 127.0.0.1:" + std::to_string(port) +
                          " stopped after 700 of 2000 bytes (connection closed); did rank 0 crash?");
@@ -288,12 +267,12 @@ TEST(BootstrapFailure, SomethingElseListeningOnThePort) {
   std::string err;
   ASSERT_EQ(encodeUniqueId(loopbackInfo(port, 56), &id, &err), Result::kOk) << err;
   Stopwatch sw;
-  auto peer = launch(id, 1, 2, 8, ms(3000));
+  auto peer = launch(id, 1, 2, 8, shortOptions(3000));
   int fd = rawAccept(lfd);
   ASSERT_GE(fd, 0);
   std::string banner = "SSH-2.0-OpenSSH_9.6\r\n.............";  // 32+ bytes of someone else's protocol
   ASSERT_GT(::send(fd, banner.data(), banner.size(), 0), 0);
-  Outcome o = peer.get();
+  RankOutcome o = peer.get();
   EXPECT_EQ(o.result, Result::kMismatch);
   EXPECT_TRUE(has(
       o.error, "127.0.0.1:" + std::to_string(port) + " answered with something that is not an arfuse rendezvous frame"))
@@ -313,7 +292,7 @@ TEST(BootstrapFailure, ShutdownClosesEveryListener) {
   EXPECT_EQ(listenerCount(), 0u);
   // Nothing listens any more: a peer is refused until its deadline.
   Stopwatch sw;
-  Outcome o = launch(a, 1, 2, 8, ms(300)).get();
+  RankOutcome o = launch(a, 1, 2, 8, shortOptions(300)).get();
   EXPECT_EQ(o.result, Result::kTimeout);
   EXPECT_TRUE(has(o.error, "connection refused")) << o.error;
   EXPECT_LT(sw.seconds(), 1.5);

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <future>
+#include <thread>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -148,6 +150,32 @@ inline uint16_t portOf(const UniqueId& id) {
   std::string err;
   decodeUniqueId(id, &info, &err);
   return info.port;
+}
+
+
+// What one rank's allGather returned.
+struct RankOutcome {
+  Result result = Result::kOk;
+  std::string error;
+  std::vector<uint8_t> all;
+};
+
+inline Options shortOptions(int ms) {
+  Options o;
+  o.timeoutMs = ms;
+  return o;
+}
+
+// Runs allGather for `rank` on its own thread with blobFor(rank, bytes), after `delayMs`.
+inline std::future<RankOutcome> launch(const UniqueId& id, int rank, int nranks, size_t bytes, Options o,
+                                       int delayMs = 0) {
+  return std::async(std::launch::async, [=] {
+    if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+    RankOutcome out;
+    auto mine = blobFor(rank, bytes);
+    out.result = allGather(id, rank, nranks, mine.data(), bytes, &out.all, o, &out.error);
+    return out;
+  });
 }
 
 }  // namespace testing
