@@ -95,7 +95,9 @@ typedef enum {
   arfuseAlgoLocal = 4,   /* nranks == 1: no communication (reported by plans; may be forced only at nranks 1) */
   arfuseAlgoLowLatency = 5, /* small messages: each rank pushes its rows into every peer's buffer with the
                                readiness flag inside every 8-byte word; no separate barrier, one one-way trip */
-  arfuseNumAlgos = 6
+  arfuseAlgoHostStaged = 6, /* no peer access needed: ranks exchange through pinned host memory mapped into every
+                               GPU (one-shot for small messages, two-shot beyond; the plan's reason says which) */
+  arfuseNumAlgos = 7
 } arfuseAlgo_t;
 
 typedef enum { arfuseOpAllReduce = 0, arfuseOpAllReduceAddRmsNorm = 1 } arfuseOp_t;

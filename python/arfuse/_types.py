@@ -69,6 +69,7 @@ class Algo(enum.IntEnum):
     Nccl = 3
     Local = 4
     LowLatency = 5
+    HostStaged = 6
 
     @property
     def label(self) -> str:

@@ -29,7 +29,7 @@ const char* arfuseGetErrorString(arfuseResult_t r) {
 }
 
 const char* arfuseAlgoName(arfuseAlgo_t a) {
-  static const char* names[] = {"auto", "oneshot", "twoshot", "nccl", "local", "lowlatency"};
+  static const char* names[] = {"auto", "oneshot", "twoshot", "nccl", "local", "lowlatency", "hoststaged"};
   return (a >= 0 && a < arfuseNumAlgos) ? names[a] : "unknown";
 }
 

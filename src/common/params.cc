@@ -12,7 +12,7 @@ namespace {
 const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_ALGO", "enum", "auto",
      "Force the algorithm of every communicator whose config leaves `algo` at -1: auto, lowlatency, oneshot, "
-     "twoshot, nccl."},
+     "twoshot, hoststaged, nccl."},
     {"ARFUSE_TIMEOUT_MS", "int", "10000",
      "Bound on every device-side wait for a peer, in milliseconds (config `timeoutMs` wins). On expiry the group "
      "is aborted and calls fail with arfusePeerTimeout."},
@@ -52,7 +52,7 @@ bool parseInt(const std::string& v, long long* out) {
 std::string validate(const ParamSpec& s, const std::string& v) {
   const std::string name = s.name;
   long long x = 0;
-  if (name == "ARFUSE_ALGO") return parseAlgoName(v) < 0 ? "expected auto|lowlatency|oneshot|twoshot|nccl" : "";
+  if (name == "ARFUSE_ALGO") return parseAlgoName(v) < 0 ? "expected auto|lowlatency|oneshot|twoshot|hoststaged|nccl" : "";
   if (name == "ARFUSE_LOG_LEVEL") return parseLevel(v) < 0 ? "expected DEBUG|INFO|WARN|ERROR|NONE" : "";
   if (name == "ARFUSE_CHECK_POINTERS") return (v == "0" || v == "1") ? "" : "expected 0 or 1";
   if (name == "ARFUSE_TIMEOUT_MS") return (parseInt(v, &x) && x > 0) ? "" : "expected a positive integer";
@@ -101,6 +101,7 @@ int parseAlgoName(const std::string& name) {
   if (name == "twoshot") return arfuseAlgoTwoShot;
   if (name == "nccl") return arfuseAlgoNccl;
   if (name == "lowlatency") return arfuseAlgoLowLatency;
+  if (name == "hoststaged") return arfuseAlgoHostStaged;
   return -1;
 }
 

@@ -33,6 +33,12 @@ bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices
   f.p2p = v.ok;
   f.p2pDetail = v.reason;
   f.lowLatencyMaxBytes = (f.p2p && f.nranks > 1) ? kLowLatencyMaxBytes : 0;
+  // As the library does at init: the host exchange area exists when peers cannot reach each other.
+  f.hostStaged = !f.p2p && f.nranks > 1;
+  if (!f.hostStaged)
+    f.hostStagedDetail = f.nranks == 1 ? "a single rank needs no exchange"
+                                       : "peer access works, so no host exchange area is allocated (force "
+                                         "algo=hoststaged to get one)";
   if (f.nranks == 1) {
     f.nccl = false;
     f.ncclDetail = "a single rank needs no NCCL";

@@ -23,6 +23,12 @@ void multiRankGeometry(const Fabric& f, const PlanRequest& r, Plan* p) {
   p->blocks = std::max(1, std::min(r.tokens, f.maxBlocks));
 }
 
+// Host-staged: one-shot or two-shot by the bytes each rank pulls over its link.
+void chooseHostVariant(const Fabric& f, const PlanPolicy& policy, long long bytes, Plan* p) {
+  const long long peerBytes = bytes * (f.nranks - 1);
+  p->twoShotVariant = f.nranks > 2 && peerBytes > policy.hostOneShotMaxBytes;
+}
+
 }  // namespace
 
 size_t dtypeSize(arfuseDataType_t dtype) { return dtype == arfuseFloat32 ? 4 : 2; }
@@ -110,6 +116,16 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       multiRankGeometry(f, req, &p);
       p.reason = strprintf("%s: forced by %s (%lld B, %d ranks)", arfuseAlgoName(p.algo), forcedBy, bytes, f.nranks);
       return p;
+    case arfuseAlgoHostStaged:
+      if (!f.hostStaged)
+        return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s) is unavailable: %s", forcedBy,
+                                                    f.hostStagedDetail.c_str()));
+      p.algo = arfuseAlgoHostStaged;
+      multiRankGeometry(f, req, &p);
+      chooseHostVariant(f, policy, bytes, &p);
+      p.reason = strprintf("hoststaged (%s variant): forced by %s (%lld B, %d ranks)",
+                           p.twoShotVariant ? "two-shot" : "one-shot", forcedBy, bytes, f.nranks);
+      return p;
     case arfuseAlgoNccl:
       if (!f.nccl)
         return failure(arfuseUnsupported,
@@ -120,17 +136,36 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       return p;
     default:
       return failure(arfuseInvalidArgument, strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
-                                                      "oneshot, twoshot or nccl",
+                                                      "lowlatency, oneshot, twoshot, hoststaged or nccl",
                                                       policy.forcedAlgo, forcedBy, f.nranks));
   }
 
   if (!f.p2p) {
+    const bool hostOk = f.hostStaged && (bytes <= policy.hostStagedMaxBytes || !f.nccl);
+    if (hostOk) {
+      p.algo = arfuseAlgoHostStaged;
+      multiRankGeometry(f, req, &p);
+      chooseHostVariant(f, policy, bytes, &p);
+      p.reason = strprintf("hoststaged (%s variant): no peer access between ranks (%s); %lld B %s",
+                           p.twoShotVariant ? "two-shot" : "one-shot", f.p2pDetail.c_str(), bytes,
+                           bytes <= policy.hostStagedMaxBytes ? "<= host-staged limit (built-in default, not calibrated)"
+                                                              : "and NCCL is unavailable");
+      return p;
+    }
     if (!f.nccl)
-      return failure(arfuseUnsupported, strprintf("no path: peer access is missing (%s) and NCCL is unavailable (%s)",
-                                                  f.p2pDetail.c_str(), f.ncclDetail.c_str()));
+      return failure(arfuseUnsupported, strprintf("no path: peer access is missing (%s), NCCL is unavailable (%s) "
+                                                  "and host staging is unavailable (%s)",
+                                                  f.p2pDetail.c_str(), f.ncclDetail.c_str(),
+                                                  f.hostStagedDetail.c_str()));
     p.algo = arfuseAlgoNccl;
     localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
-    p.reason = strprintf("nccl: no peer access between ranks (%s)", f.p2pDetail.c_str());
+    if (f.hostStaged)
+      p.reason = strprintf("nccl: no peer access between ranks (%s); %lld B > host-staged limit %lld B (built-in "
+                           "default, not calibrated)",
+                           f.p2pDetail.c_str(), bytes, policy.hostStagedMaxBytes);
+    else
+      p.reason = strprintf("nccl: no peer access between ranks (%s); host staging unavailable (%s)",
+                           f.p2pDetail.c_str(), f.hostStagedDetail.c_str());
     return p;
   }
   // One-shot reads (n-1) x bytes from peers with one barrier; two-shot reads 2(n-1)/n x bytes with

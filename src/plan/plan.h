@@ -23,6 +23,8 @@ struct Fabric {
   int maxBlocks = 1;          // group-wide cap on blocks per rank (co-residency)
   int smCount = 1;            // smallest SM count in the group (local kernel grid)
   long long lowLatencyMaxBytes = 0;  // largest message the low-latency buffer carries (0: no such buffer)
+  bool hostStaged = false;           // the group has a host-memory exchange area every rank can map
+  std::string hostStagedDetail;      // why not, when !hostStaged
 };
 
 struct Limits {
@@ -35,6 +37,12 @@ struct PlanPolicy {
   int forcedAlgo = arfuseAlgoAuto;  // arfuseAlgo_t
   std::string forcedBy;             // "config", "ARFUSE_ALGO"
   long long oneShotMaxBytes = 512 * 1024;
+  // Host-staged path: one-shot while bytes x (n-1) stays under this (each rank reads every peer's
+  // rows over its own PCIe link), two-shot beyond.
+  long long hostOneShotMaxBytes = 128 * 1024;
+  // Without peer access, messages above this go to NCCL when NCCL is available (its pipelined ring
+  // through host memory is the safer choice for bulk transfers until calibration says otherwise).
+  long long hostStagedMaxBytes = 1024 * 1024;
 };
 
 struct PlanRequest {
@@ -49,6 +57,7 @@ struct Plan {
   arfuseAlgo_t algo = arfuseAlgoAuto;
   int blocks = 0;
   int threads = 0;
+  bool twoShotVariant = false;  // hoststaged: the two-shot variant (reduce-scatter, then gather)
   std::string reason;  // why this algorithm, or, on failure, the error message naming the argument
 };
 

@@ -74,6 +74,42 @@ TEST(Plan, NoP2PFallsBackToNcclWithReason) {
   EXPECT_NE(p.reason.find("ncclCommInitAll"), std::string::npos);
 }
 
+TEST(Plan, NoP2PUsesHostStagingUpToItsLimitThenNccl) {
+  Fabric f = nvlink8();
+  f.p2p = false;
+  f.p2pDetail = "cudaDeviceCanAccessPeer(0, 3) = 0";
+  f.hostStaged = true;
+  PlanPolicy pol;  // host one-shot up to 128 KiB read per rank, host staging up to 1 MiB
+  Plan p = makePlan(f, Limits{}, pol, req(1));  // 14336 B x 7 peers = 100352 B: one-shot
+  EXPECT_EQ(p.algo, arfuseAlgoHostStaged) << p.reason;
+  EXPECT_FALSE(p.twoShotVariant);
+  EXPECT_NE(p.reason.find("one-shot variant"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("cudaDeviceCanAccessPeer(0, 3) = 0"), std::string::npos) << p.reason;
+  p = makePlan(f, Limits{}, pol, req(16));
+  EXPECT_EQ(p.algo, arfuseAlgoHostStaged);
+  EXPECT_TRUE(p.twoShotVariant) << p.reason;
+  p = makePlan(f, Limits{}, pol, req(128));  // 1.75 MiB > 1 MiB: NCCL
+  EXPECT_EQ(p.algo, arfuseAlgoNccl);
+  EXPECT_NE(p.reason.find("host-staged limit"), std::string::npos) << p.reason;
+  f.nccl = false;  // ...unless there is no NCCL
+  EXPECT_EQ(makePlan(f, Limits{}, pol, req(128)).algo, arfuseAlgoHostStaged);
+  Fabric two = f;
+  two.nranks = 2;  // two ranks: one-shot moves the same bytes with one barrier fewer
+  EXPECT_FALSE(makePlan(two, Limits{}, pol, req(64)).twoShotVariant);
+  // Forced on a fabric with peer access (virtual ranks): needs the area.
+  pol.forcedAlgo = arfuseAlgoHostStaged;
+  pol.forcedBy = "config";
+  Fabric nv = nvlink8();
+  nv.hostStagedDetail = "not allocated";
+  p = makePlan(nv, Limits{}, pol, req(1));
+  EXPECT_EQ(p.status, arfuseUnsupported);
+  EXPECT_NE(p.reason.find("not allocated"), std::string::npos) << p.reason;
+  nv.hostStaged = true;
+  p = makePlan(nv, Limits{}, pol, req(1));
+  EXPECT_EQ(p.algo, arfuseAlgoHostStaged);
+  EXPECT_NE(p.reason.find("forced by config"), std::string::npos) << p.reason;
+}
+
 TEST(Plan, ForcedAlgorithmsAndTheirRefusals) {
   PlanPolicy pol;
   pol.forcedAlgo = arfuseAlgoTwoShot;

@@ -46,12 +46,16 @@ TEST(PlanOnTopology, RecordedMachines) {
       {"rtxpro6000_8x_2switch.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
        "lowlatency"},
       // A failed peer store (2 -> 5) makes the whole group fall back, and the reason names the pair.
-      {"rtxpro6000_8x_2socket.json", {}, false, arfuseAlgoNccl, arfuseAlgoNccl, arfuseAlgoNccl, "devices 2 and 5"},
+      // Host staging serves it up to the host-staged limit (64 x 7168 x 2 B = 896 KiB), NCCL beyond.
+      {"rtxpro6000_8x_2socket.json", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
+       "devices 2 and 5"},
       // ...but one socket's four GPUs still have working peer access.
       {"rtxpro6000_8x_2socket.json", {0, 1, 2, 3}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
        "lowlatency"},
-      {"rtx5090_2x_nop2p.json", {}, false, arfuseAlgoNccl, arfuseAlgoNccl, arfuseAlgoNccl, "no peer access"},
-      {"l40s_8x_noswitch.json", {}, false, arfuseAlgoNccl, arfuseAlgoNccl, arfuseAlgoNccl, "no peer access"},
+      {"rtx5090_2x_nop2p.json", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
+       "no peer access"},
+      {"l40s_8x_noswitch.json", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
+       "no peer access"},
   };
   for (const Expect& c : cases) {
     const topo::Topology t = load(c.fixture);

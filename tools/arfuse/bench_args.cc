@@ -139,8 +139,9 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       else if (v == "lowlatency") a.algos = {arfuseAlgoLowLatency};
       else if (v == "twoshot") a.algos = {arfuseAlgoTwoShot};
       else if (v == "nccl") a.algos = {arfuseAlgoNccl};
+      else if (v == "hoststaged") a.algos = {arfuseAlgoHostStaged};
       else {
-        *error = "--algo " + v + ": use auto, lowlatency, oneshot, twoshot, nccl or all";
+        *error = "--algo " + v + ": use auto, lowlatency, oneshot, twoshot, hoststaged, nccl or all";
         return false;
       }
     } else if (k == "-n" || k == "-w" || k == "--calls") {
