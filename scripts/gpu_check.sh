@@ -88,6 +88,16 @@ ranks=2; [ "$ngpu" -ge 2 ] && ranks=$ngpu
 timeout 120 "$build/bin/arfuse" bench --op fused --ranks $ranks --tokens 1,2,4,8,16,32,64,128,256,512,1024,2048 --hidden 7168 -n 30 \
   -J "$OUT/bench_fused.json" >> "$OUT/bench.txt" 2>&1
 note "bench fused ($ranks ranks): rc=$?"
+# Host-staged path: 8 virtual ranks share this GPU's one PCIe link (an upper bound on what 8 GPUs
+# with a link each would take), and real GPUs when there are several (each over its own link).
+timeout 120 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual --tokens 1,2,4,8,16,32,64,128 \
+  --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_8virtual.json" >> "$OUT/bench.txt" 2>&1
+note "bench hoststaged (8 virtual ranks): rc=$?"
+if [ "$ngpu" -ge 2 ]; then
+  timeout 120 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks $ngpu --tokens 1,2,4,8,16,32,64,128,256 \
+    --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_real.json" >> "$OUT/bench.txt" 2>&1
+  note "bench hoststaged ($ngpu GPUs): rc=$?"
+fi
 cat "$OUT/bench.txt" | tee -a "$summary" >/dev/null
 tail -n +1 "$OUT/bench.txt"
 echo; cat "$summary" | head -20

@@ -186,9 +186,12 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
     }
     case arfuseAlgoOneShot:
     case arfuseAlgoTwoShot:
-    case arfuseAlgoLowLatency: {
+    case arfuseAlgoLowLatency:
+    case arfuseAlgoHostStaged: {
       KernelArgs ka{};
       ka.peers = g.peers;
+      ka.host = g.host;
+      ka.hostSlotBytes = g.hostSlotBytes;
       ka.state = g.ranks[comm->rank].state;
       ka.shared = g.shared;
       ka.stagingBytes = g.stagingBytes;
@@ -204,9 +207,14 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.tokens = c.tokens;
       ka.hidden = c.hidden;
       ka.eps = c.eps;
-      const int e = plan.algo == arfuseAlgoOneShot   ? launchOneShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream)
-                    : plan.algo == arfuseAlgoTwoShot ? launchTwoShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream)
-                                                     : launchLowLatency(c.dtype, fused, ka, plan.blocks, plan.threads, stream);
+      int e = 0;
+      switch (plan.algo) {
+        case arfuseAlgoOneShot: e = launchOneShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream); break;
+        case arfuseAlgoTwoShot: e = launchTwoShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream); break;
+        case arfuseAlgoLowLatency: e = launchLowLatency(c.dtype, fused, ka, plan.blocks, plan.threads, stream); break;
+        default:
+          e = launchHostStaged(c.dtype, fused, plan.twoShotVariant, ka, plan.blocks, plan.threads, stream);
+      }
       if (e != cudaSuccess)
         FAIL_F(comm, arfuseCudaError, callFields, "kernel launch (%d x %d threads) failed: %s", plan.blocks,
                plan.threads, cudaGetErrorString(cudaError_t(e)));

@@ -51,6 +51,7 @@ void freeGroup(Group* g) {
     if (r.ll) cudaFree(r.ll);
   }
   if (g->shared) cudaFreeHost(g->shared);
+  if (g->hostArena) cudaFreeHost(g->hostArena);
   delete g;
 }
 
@@ -111,6 +112,41 @@ arfuseResult_t connectPeers(Group* g, const std::vector<int>& unique, std::strin
       }
     }
   }
+  return arfuseSuccess;
+}
+
+// The host-staged exchange area: one pinned allocation mapped into every device of the group (a
+// multi-process group will instead map POSIX shared memory registered with CUDA; the layout and the
+// kernels are the same). Sized for messages up to hostSlotBytes per rank.
+arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_t slotBytes, std::string* message) {
+  for (int d : unique) {
+    int canMap = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&canMap, cudaDevAttrCanMapHostMemory, d));
+    if (!canMap) {
+      g->fabric.hostStagedDetail = strprintf("device %d cannot map host memory (cudaDevAttrCanMapHostMemory = 0)", d);
+      return arfuseSuccess;
+    }
+  }
+  const size_t flagBytes = static_cast<size_t>(g->nranks) * kMaxBlocks * kMaxRanks * sizeof(uint64_t);
+  slotBytes = (slotBytes + 255) / 256 * 256;
+  const size_t bytes = flagBytes + static_cast<size_t>(g->nranks) * 2 * slotBytes;
+  cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->hostArena), bytes,
+                                 cudaHostAllocMapped | cudaHostAllocPortable);
+  if (ce != cudaSuccess) {
+    cudaGetLastError();
+    g->hostArena = nullptr;
+    g->fabric.hostStagedDetail = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", bytes, cudaGetErrorString(ce));
+    return arfuseSuccess;  // not fatal: the plan says why the path is missing
+  }
+  std::memset(g->hostArena, 0, flagBytes);  // flag 0 never matches a call
+  g->hostArenaBytes = bytes;
+  g->hostSlotBytes = slotBytes;
+  for (int r = 0; r < g->nranks; ++r) {
+    g->host.flags[r] = reinterpret_cast<uint64_t*>(g->hostArena) + static_cast<size_t>(r) * kMaxBlocks * kMaxRanks;
+    g->host.slots[r] = g->hostArena + flagBytes + static_cast<size_t>(r) * 2 * slotBytes;
+  }
+  g->fabric.hostStaged = true;
+  g->fabric.hostStagedCapacity = static_cast<long long>(slotBytes);
   return arfuseSuccess;
 }
 
@@ -219,7 +255,8 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   st = connectPeers(g, unique, message);
   if (st != arfuseSuccess) return fail(st);
   if (!f.p2p)
-    ARFUSE_LOG(kLogWarn, LogContext{}, "path=oneshot,twoshot", "disabled: %s -> fallback=nccl", f.p2pDetail.c_str());
+    ARFUSE_LOG(kLogWarn, LogContext{}, "path=lowlatency,oneshot,twoshot", "disabled: %s -> fallback=hoststaged,nccl",
+               f.p2pDetail.c_str());
 
   ce = cudaHostAlloc(reinterpret_cast<void**>(&g->shared), sizeof(GroupShared),
                      cudaHostAllocMapped | cudaHostAllocPortable);
@@ -247,6 +284,27 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     f.ncclDetail = nranks == 1 ? "a single rank needs no NCCL"
                                : "NCCL needs one device per rank; this group has virtual ranks (a device repeats)";
   }
+  // Host staging: needed when peers cannot reach each other, or asked for. With NCCL available it
+  // serves messages up to the policy's host-staged limit (NCCL beyond), so the pinned area stays
+  // small; without NCCL, or when forced, it must carry the largest message.
+  const bool forcedHost = g->policy.forcedAlgo == arfuseAlgoHostStaged;
+  if (nranks > 1 && (!f.p2p || forcedHost)) {
+    size_t slot = g->stagingBytes;
+    if (f.nccl && !forcedHost)
+      slot = std::min<size_t>(slot, static_cast<size_t>(std::max<long long>(g->policy.hostStagedMaxBytes, 16)));
+    st = allocateHostArena(g, unique, slot, message);
+    if (st != arfuseSuccess) return fail(st);
+    if (!f.hostStaged) ARFUSE_LOG(kLogWarn, LogContext{}, "path=hoststaged", "disabled: %s", f.hostStagedDetail.c_str());
+  } else {
+    f.hostStagedDetail = nranks == 1 ? "a single rank needs no exchange"
+                                     : "peer access works, so no host exchange area is allocated (force "
+                                       "algo=hoststaged to get one)";
+  }
+  if (forcedHost && !f.hostStaged) {
+    *message = strprintf("config: algo=hoststaged (forced by %s) is unavailable: %s", g->policy.forcedBy.c_str(),
+                         f.hostStagedDetail.c_str());
+    return fail(arfuseUnsupported);
+  }
   if (g->policy.forcedAlgo == arfuseAlgoNccl && !f.nccl) {
     *message = strprintf("config: algo=nccl (forced by %s) is unavailable: %s", g->policy.forcedBy.c_str(),
                          f.ncclDetail.c_str());
@@ -270,9 +328,10 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     c->arch = archs[r];
     commRegister(c);
     comms[r] = c;
-    ARFUSE_LOG(kLogInfo, c->logContext(), "", "init: %d ranks%s, staging %zu B x 2, maxBlocks %d, p2p %s, nccl %s",
-               nranks, f.virtualRanks ? " (virtual)" : "", g->stagingBytes, f.maxBlocks, f.p2p ? "yes" : "no",
-               f.nccl ? "yes" : "no");
+    ARFUSE_LOG(kLogInfo, c->logContext(), "",
+               "init: %d ranks%s, staging %zu B x 2, maxBlocks %d, p2p %s, nccl %s, host area %zu B", nranks,
+               f.virtualRanks ? " (virtual)" : "", g->stagingBytes, f.maxBlocks, f.p2p ? "yes" : "no",
+               f.nccl ? "yes" : "no", g->hostArenaBytes);
   }
   return arfuseSuccess;
 }

@@ -38,6 +38,12 @@ struct Group {
   size_t stagingBytes = 0;  // per parity
   size_t llSourceBytes = 0; // low-latency buffer: bytes per source rank per parity (2 x its message limit)
   GroupShared* shared = nullptr;  // host-mapped (host pointer == device pointer under UVA)
+  // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
+  // flag arrays [nranks][kMaxBlocks][kMaxRanks] then slots [nranks][2][hostSlotBytes].
+  char* hostArena = nullptr;
+  size_t hostArenaBytes = 0;
+  size_t hostSlotBytes = 0;
+  HostPtrs host{};
   std::vector<RankResources> ranks;
   PeerPtrs peers{};
   std::atomic<int> live{0};  // communicators not yet destroyed

@@ -108,6 +108,17 @@ __device__ __forceinline__ uint64_t globalTimerNs() {
 // L2 only (.cg), never in the non-coherent L1, so a line left there by the call two epochs ago
 // (same buffer parity) can never be returned.
 __device__ __forceinline__ uint4 loadShared16(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
+// 16-byte load of data another rank wrote into pinned host memory during this call: volatile (a
+// relaxed, system-scope load that no GPU cache may satisfy), ordered after the acquire of the
+// writer's flag by the barrier's __syncthreads.
+__device__ __forceinline__ uint4 loadHost16(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
 
 // ---- bounded waits ----------------------------------------------------------------------------
 constexpr int kPollsPerCheck = 256;
@@ -153,16 +164,22 @@ __device__ inline bool waitFlag(const KernelArgs& a, const uint64_t* flag, uint6
 // block (the copy-in, phase-1 results) visible before the flag (release is cumulative over the
 // CTA barrier); the __syncthreads after the acquire extends the acquire to the whole block.
 // Returns false (uniformly across the block) if the group aborted.
-__device__ inline bool blockBarrier(const KernelArgs& a, uint64_t value, int phase, uint64_t call) {
+// `flags` are the per-rank flag arrays: the peers' device memory (P2P paths) or the group's
+// host-mapped area (host-staged path).
+__device__ inline bool blockBarrier(const KernelArgs& a, uint64_t* const* flags, uint64_t value, int phase,
+                                    uint64_t call) {
   __syncthreads();
   bool ok = true;
   const int t = threadIdx.x;
   if (t < a.nranks) {
-    uint64_t* remote = a.peers.flags[t] + blockIdx.x * kMaxRanks + a.rank;
+    uint64_t* remote = flags[t] + blockIdx.x * kMaxRanks + a.rank;
     storeRelease(remote, value);
-    if (t != a.rank) ok = waitFlag(a, a.peers.flags[a.rank] + blockIdx.x * kMaxRanks + t, value, t, phase, call);
+    if (t != a.rank) ok = waitFlag(a, flags[a.rank] + blockIdx.x * kMaxRanks + t, value, t, phase, call);
   }
   return __syncthreads_and(ok) != 0;
+}
+__device__ inline bool blockBarrier(const KernelArgs& a, uint64_t value, int phase, uint64_t call) {
+  return blockBarrier(a, a.peers.flags, value, phase, call);
 }
 
 // ---- call epochs ------------------------------------------------------------------------------

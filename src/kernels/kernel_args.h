@@ -50,8 +50,17 @@ struct PeerPtrs {
   char* ll[kMaxRanks];        // per rank: [2 parities][nranks sources][llSourceBytes]
 };
 
+// The host-staged exchange area: pinned host memory mapped into every rank's GPU (one allocation
+// in one process; POSIX shared memory registered with CUDA across processes).
+struct HostPtrs {
+  char* slots[kMaxRanks];      // per rank: [2 parities][hostSlotBytes], written by that rank only
+  uint64_t* flags[kMaxRanks];  // per rank: [kMaxBlocks][kMaxRanks], written by its peers (as PeerPtrs::flags)
+};
+
 struct KernelArgs {
   PeerPtrs peers;
+  HostPtrs host;          // hoststaged path only
+  size_t hostSlotBytes;   // bytes of one parity of one rank's host slot
   DeviceState* state;     // this rank's
   GroupShared* shared;    // device pointer of the host-mapped group area
   size_t stagingBytes;    // bytes of one parity of a staging buffer

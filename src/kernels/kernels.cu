@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/addrmsnorm.cuh"
+#include "kernels/hoststaged.cuh"
 #include "kernels/launch.h"
 #include "kernels/lowlatency.cuh"
 #include "kernels/twoshot.cuh"
@@ -64,6 +65,24 @@ struct LowLatency {
 };
 
 template <typename T>
+struct HostStaged {
+  static int run(bool fused, bool twoShot, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
+    if (twoShot) {
+      if (fused)
+        hostTwoShotKernel<T, true><<<blocks, threads, 0, s>>>(a);
+      else
+        hostTwoShotKernel<T, false><<<blocks, threads, 0, s>>>(a);
+    } else {
+      if (fused)
+        hostOneShotKernel<T, true><<<blocks, threads, 0, s>>>(a);
+      else
+        hostOneShotKernel<T, false><<<blocks, threads, 0, s>>>(a);
+    }
+    return static_cast<int>(cudaGetLastError());
+  }
+};
+
+template <typename T>
 struct Local {
   static int run(const LocalArgs& a, int blocks, int threads, cudaStream_t s) {
     const int nvec = a.hidden / Vec<T>::kElems;
@@ -82,7 +101,11 @@ int minResident(int current) {
                            reinterpret_cast<const void*>(twoShotKernel<T, true>),
                            reinterpret_cast<const void*>(twoShotKernel<T, false>),
                            reinterpret_cast<const void*>(lowLatencyKernel<T, true>),
-                           reinterpret_cast<const void*>(lowLatencyKernel<T, false>)};
+                           reinterpret_cast<const void*>(lowLatencyKernel<T, false>),
+                           reinterpret_cast<const void*>(hostOneShotKernel<T, true>),
+                           reinterpret_cast<const void*>(hostOneShotKernel<T, false>),
+                           reinterpret_cast<const void*>(hostTwoShotKernel<T, true>),
+                           reinterpret_cast<const void*>(hostTwoShotKernel<T, false>)};
   for (const void* k : kernels) {
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kMaxThreads, 0) != cudaSuccess) return 0;
@@ -104,6 +127,10 @@ int launchTwoShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, in
 int launchLowLatency(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
                      cudaStream_t stream) {
   return dispatch<LowLatency>(dtype, fused, args, blocks, threads, stream);
+}
+int launchHostStaged(arfuseDataType_t dtype, bool fused, bool twoShot, const KernelArgs& args, int blocks,
+                     int threads, cudaStream_t stream) {
+  return dispatch<HostStaged>(dtype, fused, twoShot, args, blocks, threads, stream);
 }
 int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream) {
   return dispatch<Local>(dtype, args, blocks, threads, stream);

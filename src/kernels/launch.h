@@ -15,6 +15,9 @@ int launchTwoShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, in
                   cudaStream_t stream);
 int launchLowLatency(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
                      cudaStream_t stream);
+// Host-staged path: the one-shot or the two-shot variant (hoststaged.cuh).
+int launchHostStaged(arfuseDataType_t dtype, bool fused, bool twoShot, const KernelArgs& args, int blocks,
+                     int threads, cudaStream_t stream);
 int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream);
 
 // The fewest blocks of kMaxThreads threads that every multi-rank kernel can keep resident per SM on

@@ -35,6 +35,7 @@ bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices
   f.lowLatencyMaxBytes = (f.p2p && f.nranks > 1) ? kLowLatencyMaxBytes : 0;
   // As the library does at init: the host exchange area exists when peers cannot reach each other.
   f.hostStaged = !f.p2p && f.nranks > 1;
+  f.hostStagedCapacity = f.hostStaged ? (1ll << 40) : 0;  // sized from the caller's limits at init
   if (!f.hostStaged)
     f.hostStagedDetail = f.nranks == 1 ? "a single rank needs no exchange"
                                        : "peer access works, so no host exchange area is allocated (force "

@@ -120,6 +120,11 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       if (!f.hostStaged)
         return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s) is unavailable: %s", forcedBy,
                                                     f.hostStagedDetail.c_str()));
+      if (bytes > f.hostStagedCapacity)
+        return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s) carries at most %lld B per rank "
+                                                    "(the host exchange area); this call has %lld B (tokens=%d x "
+                                                    "hidden=%d); use auto",
+                                                    forcedBy, f.hostStagedCapacity, bytes, req.tokens, req.hidden));
       p.algo = arfuseAlgoHostStaged;
       multiRankGeometry(f, req, &p);
       chooseHostVariant(f, policy, bytes, &p);
@@ -141,7 +146,8 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   }
 
   if (!f.p2p) {
-    const bool hostOk = f.hostStaged && (bytes <= policy.hostStagedMaxBytes || !f.nccl);
+    const bool hostOk =
+        f.hostStaged && bytes <= f.hostStagedCapacity && (bytes <= policy.hostStagedMaxBytes || !f.nccl);
     if (hostOk) {
       p.algo = arfuseAlgoHostStaged;
       multiRankGeometry(f, req, &p);

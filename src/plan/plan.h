@@ -24,6 +24,7 @@ struct Fabric {
   int smCount = 1;            // smallest SM count in the group (local kernel grid)
   long long lowLatencyMaxBytes = 0;  // largest message the low-latency buffer carries (0: no such buffer)
   bool hostStaged = false;           // the group has a host-memory exchange area every rank can map
+  long long hostStagedCapacity = 0;  // largest message (bytes per rank) that area holds
   std::string hostStagedDetail;      // why not, when !hostStaged
 };
 

@@ -79,6 +79,7 @@ TEST(Plan, NoP2PUsesHostStagingUpToItsLimitThenNccl) {
   f.p2p = false;
   f.p2pDetail = "cudaDeviceCanAccessPeer(0, 3) = 0";
   f.hostStaged = true;
+  f.hostStagedCapacity = 4 << 20;
   PlanPolicy pol;  // host one-shot up to 128 KiB read per rank, host staging up to 1 MiB
   Plan p = makePlan(f, Limits{}, pol, req(1));  // 14336 B x 7 peers = 100352 B: one-shot
   EXPECT_EQ(p.algo, arfuseAlgoHostStaged) << p.reason;
@@ -105,6 +106,8 @@ TEST(Plan, NoP2PUsesHostStagingUpToItsLimitThenNccl) {
   EXPECT_EQ(p.status, arfuseUnsupported);
   EXPECT_NE(p.reason.find("not allocated"), std::string::npos) << p.reason;
   nv.hostStaged = true;
+  nv.hostStagedCapacity = 14336;
+  EXPECT_EQ(makePlan(nv, Limits{}, pol, req(2)).status, arfuseUnsupported);  // beyond the area
   p = makePlan(nv, Limits{}, pol, req(1));
   EXPECT_EQ(p.algo, arfuseAlgoHostStaged);
   EXPECT_NE(p.reason.find("forced by config"), std::string::npos) << p.reason;

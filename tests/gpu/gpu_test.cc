@@ -124,7 +124,7 @@ TEST_P(Gpu_VirtualRanks, ChangingShapesBackToBack) {
 INSTANTIATE_TEST_SUITE_P(Worlds, Gpu_VirtualRanks,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8, 16),
                                             ::testing::Values(int(arfuseAlgoOneShot), int(arfuseAlgoTwoShot),
-                                                              int(arfuseAlgoLowLatency))),
+                                                              int(arfuseAlgoLowLatency), int(arfuseAlgoHostStaged))),
                          [](const ::testing::TestParamInfo<std::tuple<int, int>>& i) {
                            return std::to_string(std::get<0>(i.param)) + "ranks_" +
                                   arfuseAlgoName(arfuseAlgo_t(std::get<1>(i.param)));
@@ -182,11 +182,33 @@ TEST(Gpu_VirtualRanks, NcclIsRefusedWithAReason) {
   EXPECT_NE(std::string(arfuseGetLastError()).find("one device per rank"), std::string::npos) << arfuseGetLastError();
 }
 
+// The host-staged path picks its variant by size (one-shot while each rank reads little over its
+// link, two-shot beyond) and says which; both variants interleave without synchronisation.
+TEST(Gpu_VirtualRanks, HostStagedVariantsBySize) {
+  World w(onGpu0(4), 256, 7168, arfuseAlgoHostStaged, 20000);
+  ASSERT_TRUE(w.ok()) << w.error();
+  arfusePlan_t p;
+  ASSERT_EQ(arfuseCommQueryPlan(w.comm(0), arfuseOpAllReduceAddRmsNorm, 1, 7168, arfuseBfloat16, &p), arfuseSuccess);
+  EXPECT_EQ(p.algo, arfuseAlgoHostStaged);
+  EXPECT_NE(std::string(p.reason).find("one-shot variant"), std::string::npos) << p.reason;
+  ASSERT_EQ(arfuseCommQueryPlan(w.comm(0), arfuseOpAllReduceAddRmsNorm, 64, 7168, arfuseBfloat16, &p), arfuseSuccess);
+  EXPECT_NE(std::string(p.reason).find("two-shot variant"), std::string::npos) << p.reason;
+  for (int round = 0; round < 3; ++round) {
+    CaseSpec s;
+    s.dtype = arfuseBfloat16;
+    s.hidden = 7168;
+    s.seed = 900 + round;
+    CaseResult r = w.runSequence(s, {1, 64, 2, 256, 1});
+    ASSERT_TRUE(r.ok) << r.error;
+  }
+}
+
 // A rank that skips a call: its peers time out (bounded spin), every later call fails fast with the
-// recorded error, and destroy returns.
-TEST(Gpu_VirtualRanks, SkippedCallTimesOutInsteadOfHanging) {
+// recorded error, and destroy returns. Device flags (one-shot) and host-memory flags (host-staged).
+class Gpu_SkippedCall : public ::testing::TestWithParam<int> {};
+TEST_P(Gpu_SkippedCall, TimesOutInsteadOfHanging) {
   const int n = 3;
-  World w(onGpu0(n), 16, 1024, arfuseAlgoOneShot, /*timeoutMs=*/300);
+  World w(onGpu0(n), 16, 1024, GetParam(), /*timeoutMs=*/300);
   ASSERT_TRUE(w.ok()) << w.error();
   void *x, *y;
   cudaMalloc(&x, 16 * 1024 * 2);
@@ -203,6 +225,8 @@ TEST(Gpu_VirtualRanks, SkippedCallTimesOutInsteadOfHanging) {
   cudaFree(x);
   cudaFree(y);
 }
+INSTANTIATE_TEST_SUITE_P(Paths, Gpu_SkippedCall, ::testing::Values(int(arfuseAlgoOneShot), int(arfuseAlgoHostStaged)),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::string(arfuseAlgoName(arfuseAlgo_t(i.param))); });
 
 TEST(Gpu_Api, DestroyedHandleAndForeignMemory) {
   arfuseComm_t comms[2];

@@ -78,7 +78,7 @@ TEST_P(Gpu2_DistinctGpus, BackToBackAndGraphs) {
 
 INSTANTIATE_TEST_SUITE_P(Algos, Gpu2_DistinctGpus,
                          ::testing::Values(int(arfuseAlgoOneShot), int(arfuseAlgoTwoShot), int(arfuseAlgoNccl),
-                                           int(arfuseAlgoLowLatency), -1),
+                                           int(arfuseAlgoLowLatency), int(arfuseAlgoHostStaged), -1),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return std::string(i.param < 0 ? "auto" : arfuseAlgoName(arfuseAlgo_t(i.param)));
                          });

@@ -89,7 +89,7 @@ int selftest(const std::vector<std::string>& args) {
     }
     std::vector<int> devices(n);
     for (int r = 0; r < n; ++r) devices[r] = virtualRanks ? 0 : r;
-    std::vector<int> algos = {arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot};
+    std::vector<int> algos = {arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged};
     if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
     for (int algo : algos) {
       harness::World world(devices, 256, 8192, algo);
