@@ -70,6 +70,75 @@ TEST(BenchArgs, ErrorsNameTheArgument) {
   }
 }
 
+TEST(BenchArgs, NcclSweepForms) {
+  BenchArgs a;
+  std::string err;
+  ASSERT_TRUE(parseBenchArgs({}, &a, &err)) << err;
+  EXPECT_FALSE(a.ncclSweep);
+  EXPECT_EQ(a.ncclSweepTimeoutS, 120);
+  EXPECT_TRUE(a.ncclSweepChild.empty());
+
+  // Bare: the default axes; the next option is not taken for a SPEC.
+  ASSERT_TRUE(parseBenchArgs({"--nccl-sweep", "--tokens", "1,16"}, &a, &err)) << err;
+  EXPECT_TRUE(a.ncclSweep);
+  EXPECT_EQ(a.ncclSweepSpec, "proto,algo,channels");
+  EXPECT_EQ(a.tokens, (std::vector<int>{1, 16}));
+
+  ASSERT_TRUE(parseBenchArgs({"--nccl-sweep=proto:LL/Simple*algo", "--nccl-sweep-timeout", "30"}, &a, &err)) << err;
+  EXPECT_TRUE(a.ncclSweep);
+  EXPECT_EQ(a.ncclSweepSpec, "proto:LL/Simple*algo");
+  EXPECT_EQ(a.ncclSweepTimeoutS, 30);
+
+  // A separate SPEC word (a SPEC never starts with '-').
+  ASSERT_TRUE(parseBenchArgs({"--algo", "auto", "--nccl-sweep", "channels:2/4"}, &a, &err)) << err;
+  EXPECT_EQ(a.ncclSweepSpec, "channels:2/4");
+  EXPECT_EQ(a.algos, (std::vector<int>{arfuseAlgoAuto}));
+
+  // With the verify pass and an all-reduce-only run.
+  ASSERT_TRUE(parseBenchArgs({"--model", "kimi-k2", "--verify-pass", "--nccl-sweep"}, &a, &err)) << err;
+  EXPECT_TRUE(a.verifyPass && a.ncclSweep);
+  ASSERT_TRUE(parseBenchArgs({"--op", "allreduce", "--nccl-sweep=proto"}, &a, &err)) << err;
+  EXPECT_EQ(a.op, "allreduce");
+
+  // The internal child flag.
+  ASSERT_TRUE(parseBenchArgs({"--ranks", "2", "--nccl-sweep-child", "/tmp/s.json"}, &a, &err)) << err;
+  EXPECT_EQ(a.ncclSweepChild, "/tmp/s.json");
+  EXPECT_FALSE(a.ncclSweep);
+}
+
+TEST(BenchArgs, NcclSweepErrorsNameTheArgumentAndTheFix) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--nccl-sweep=proto:LL64"}, "--nccl-sweep: proto value 'LL64': use LL, LL128 or Simple"},
+      {{"--nccl-sweep=algo:Butterfly"}, "--nccl-sweep: algo value 'Butterfly': use Ring, Tree"},
+      {{"--nccl-sweep=channels:0"}, "--nccl-sweep: channels value '0': use a channel count in 1..64"},
+      {{"--nccl-sweep=protocol"}, "--nccl-sweep: unknown axis 'protocol': use proto, algo, channels"},
+      {{"--nccl-sweep=NCCL_NTHREADS"}, "--nccl-sweep: NCCL_NTHREADS needs values: NCCL_NTHREADS:V1/V2"},
+      {{"--nccl-sweep="}, "--nccl-sweep=: empty"},
+      {{"--nccl-sweep", "proto,,algo"}, "an empty item between commas"},
+      {{"--nccl-sweep=proto*proto:LL"}, "crosses NCCL_PROTO with itself"},
+      {{"--nccl-sweep", "--virtual"}, "--nccl-sweep: NCCL needs one GPU per rank; drop --virtual"},
+      {{"--nccl-sweep", "--op", "addrmsnorm"}, "--nccl-sweep: --op addrmsnorm has no NCCL baseline"},
+      {{"--nccl-sweep", "--ranks", "1"}, "--nccl-sweep: NCCL needs at least 2 ranks; use --ranks 2 or more"},
+      {{"--nccl-sweep-timeout", "0"}, "--nccl-sweep-timeout 0: seconds, 1..3600"},
+      {{"--nccl-sweep-timeout"}, "--nccl-sweep-timeout needs a value"},
+      {{"--nccl-sweep-child", "/tmp/x.json"}, "--nccl-sweep-child (internal) needs --ranks >= 2"},
+      {{"--nccl-sweep", "--ranks", "2", "--nccl-sweep-child", "x"}, "cannot sweep itself"},
+  };
+  for (const auto& c : bad) {
+    BenchArgs a;
+    std::string err;
+    EXPECT_FALSE(parseBenchArgs(c.first, &a, &err)) << c.second;
+    EXPECT_NE(err.find(c.second), std::string::npos) << "got: " << err << "\nwanted: " << c.second;
+  }
+}
+
+TEST(BenchArgs, UsageDocumentsTheSweep) {
+  const std::string u = benchUsage();
+  for (const char* s : {"--nccl-sweep[=SPEC]", "proto[:LL/LL128/Simple]", "algo[:Ring/Tree]", "channels[:1/2/4/8/16]",
+                        "NCCL_NAME:V1/V2", "--nccl-sweep-timeout S", "--nccl-sweep-child FILE"})
+    EXPECT_NE(u.find(s), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace cli
 }  // namespace arfuse

@@ -1,7 +1,9 @@
-// The schema of `arfuse bench -J` (arfuse-bench/1), which scripts/perf_table.py and docs rely on.
+// The schema of `arfuse bench -J` (arfuse-bench/2), which scripts/perf_table.py and docs rely on.
 #include <gtest/gtest.h>
 
 #include "bench_json.h"
+#include "nccl_sweep.h"
+#include "topo/json.h"
 
 namespace arfuse {
 namespace cli {
@@ -44,7 +46,7 @@ TEST(BenchJson, CarriesTheEnvironmentAndEveryRow) {
   bad.role = "arfuse";
   bad.error = "arfuseUnsupported: \"quoted\"\nsecond line";
   const std::string j = benchJson(a, env(), {ok, bad});
-  for (const char* key : {"\"schema\": \"arfuse-bench/1\"", "\"arfuse\": \"arfuse 0.1.0", "\"date\": \"2026-11-29T17:00:00Z\"",
+  for (const char* key : {"\"schema\": \"arfuse-bench/2\"", "\"arfuse\": \"arfuse 0.1.0", "\"date\": \"2026-11-29T17:00:00Z\"",
                           "\"command\": \"arfuse bench --tokens 1,16 -J x.json\"", "\"gpu\": \"NVIDIA H200 (sm_90)\"",
                           "\"driver\": \"580.159.04\"", "\"cuda_runtime\": 13000", "\"nccl\": 22809", "\"op\": \"fused\"",
                           "\"dtype\": \"bf16\"", "\"hidden\": 7168", "\"ranks\": 2", "\"virtual_ranks\": false",
@@ -67,6 +69,129 @@ TEST(BenchJson, CarriesTheEnvironmentAndEveryRow) {
     ASSERT_GE(depth, 0);
   }
   EXPECT_EQ(depth, 0);
+  // arfuse-bench/2 records the NCCL environment; without a sweep there are no sweep members.
+  EXPECT_TRUE(has(j, "\"nccl_env\": {}")) << j;
+  EXPECT_FALSE(has(j, "nccl_sweep")) << j;
+}
+
+const topo::json::Value* member(const topo::json::Value& v, const std::string& key) {
+  for (const topo::json::Member& m : v.members)
+    if (m.key == key) return &m.value;
+  return nullptr;
+}
+
+std::string str(const topo::json::Value* v) { return v ? v->text : "<missing>"; }
+
+TEST(BenchJson, NcclSweepMembers) {
+  BenchArgs a;
+  std::string err;
+  ASSERT_TRUE(parseBenchArgs({"--tokens", "1,16", "--algo", "auto", "--nccl-sweep=proto:LL,algo:NVLS"}, &a, &err))
+      << err;
+  BenchEnv e = env();
+  e.ncclEnv = {{"NCCL_NVLS_ENABLE", "0"}, {"NCCL_SOCKET_IFNAME", "\"eth0\""}};
+  // A synthetic sweep: default 12 / 20 us, proto=LL 9 / 24 us, algo=NVLS refused; arfuse 6 / 10 us.
+  NcclSweep sw;
+  sw.spec = a.ncclSweepSpec;
+  sw.timeoutS = 120;
+  sw.inherited = e.ncclEnv;
+  sw.added = {{"NCCL_DEBUG", "WARN"}};
+  std::vector<Row> rows;
+  for (int t : a.tokens) {
+    Row r;
+    r.tokens = t;
+    r.bytes = t * 14336LL;
+    r.algo = t == 1 ? "auto:lowlatency" : "auto:oneshot";
+    r.role = "arfuse";
+    r.t.ok = true;
+    r.t.medianUs = t == 1 ? 6.0 : 10.0;
+    rows.push_back(r);
+  }
+  setPoints(&sw, a, rows);
+  std::vector<NcclSetting> settings;
+  ASSERT_TRUE(expandNcclSweep(sw.spec, &settings, &err)) << err;
+  ASSERT_EQ(settings.size(), 3u);
+  const double us[3][2] = {{12, 20}, {9, 24}, {0, 0}};
+  for (size_t k = 0; k < 3; ++k) {
+    SweepSetting s;
+    s.setting = settings[k];
+    s.status = k == 2 ? "error" : "ok";
+    for (size_t i = 0; i < 2; ++i) {
+      SweepPoint p;
+      p.tokens = sw.tokens[i];
+      p.bytes = sw.bytes[i];
+      if (us[k][i] > 0) {
+        p.t.ok = true;
+        p.t.medianUs = us[k][i];
+        p.t.minUs = us[k][i] - 0.5;
+        p.t.maxUs = us[k][i] + 0.5;
+      } else {
+        p.error = "NCCL WARN \"NVLS\" not supported";
+      }
+      s.points.push_back(p);
+    }
+    if (k == 2) s.error = s.points[0].error;
+    sw.settings.push_back(s);
+  }
+  computeRatios(&sw);
+  const std::string j = benchJson(a, e, rows, &sw);
+
+  // Well-formed JSON, read back with the project's strict reader.
+  topo::json::Value doc;
+  ASSERT_TRUE(topo::json::parse(j, &doc, &err)) << err << "\n" << j;
+  EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/2");
+  // Every arfuse-bench/1 member is still there.
+  for (const char* key : {"arfuse", "date", "command", "gpu", "driver", "cuda_runtime", "nccl", "op", "dtype", "hidden",
+                          "ranks", "virtual_ranks", "calls_per_graph", "iters", "verify_pass", "warmup", "results"})
+    EXPECT_NE(member(doc, key), nullptr) << key;
+  EXPECT_EQ(member(doc, "results")->items.size(), 2u);
+  const topo::json::Value* nccl = member(doc, "nccl_env");
+  ASSERT_NE(nccl, nullptr);
+  EXPECT_EQ(str(member(*nccl, "NCCL_NVLS_ENABLE")), "0");
+  EXPECT_EQ(str(member(*nccl, "NCCL_SOCKET_IFNAME")), "\"eth0\"");
+  EXPECT_EQ(str(member(doc, "nccl_sweep_spec")), "proto:LL,algo:NVLS");
+  EXPECT_EQ(str(member(doc, "nccl_sweep_timeout_s")), "120");
+  EXPECT_EQ(str(member(*member(doc, "nccl_sweep_added_env"), "NCCL_DEBUG")), "WARN");
+
+  const topo::json::Value* sweep = member(doc, "nccl_sweep");
+  ASSERT_NE(sweep, nullptr);
+  ASSERT_EQ(sweep->kind, topo::json::Value::Kind::kArray);
+  ASSERT_EQ(sweep->items.size(), 3u);
+  const topo::json::Value& def = sweep->items[0];
+  EXPECT_EQ(str(member(def, "setting")), "default");
+  EXPECT_TRUE(member(def, "env")->members.empty());
+  EXPECT_EQ(str(member(def, "status")), "ok");
+  const topo::json::Value& ll = sweep->items[1];
+  EXPECT_EQ(str(member(ll, "setting")), "proto=LL");
+  EXPECT_EQ(str(member(*member(ll, "env"), "NCCL_PROTO")), "LL");
+  const topo::json::Value& ll1 = member(ll, "results")->items[0];
+  EXPECT_EQ(str(member(ll1, "tokens")), "1");
+  EXPECT_EQ(str(member(ll1, "bytes")), "14336");
+  EXPECT_EQ(str(member(ll1, "median_us")), "9");
+  EXPECT_EQ(str(member(ll1, "min_us")), "8.5");
+  EXPECT_EQ(str(member(ll1, "max_us")), "9.5");
+  EXPECT_EQ(str(member(ll1, "vs_default")), "0.75");
+  EXPECT_EQ(str(member(ll1, "vs_arfuse")), "1.5");
+  EXPECT_EQ(str(member(ll1, "wrong")), "0");
+  EXPECT_EQ(member(ll1, "error"), nullptr);
+  EXPECT_EQ(str(member(member(ll, "results")->items[1], "vs_default")), "1.2");
+  const topo::json::Value& nvls = sweep->items[2];
+  EXPECT_EQ(str(member(nvls, "status")), "error");
+  EXPECT_EQ(str(member(nvls, "error")), "NCCL WARN \"NVLS\" not supported");
+  const topo::json::Value& nvls16 = member(nvls, "results")->items[1];
+  EXPECT_EQ(str(member(nvls16, "tokens")), "16");
+  EXPECT_EQ(member(nvls16, "median_us"), nullptr);
+  EXPECT_EQ(str(member(nvls16, "error")), "NCCL WARN \"NVLS\" not supported");
+
+  const topo::json::Value* best = member(doc, "nccl_sweep_best");
+  ASSERT_NE(best, nullptr);
+  ASSERT_EQ(best->items.size(), 2u);
+  EXPECT_EQ(str(member(best->items[0], "setting")), "proto=LL");
+  EXPECT_EQ(str(member(best->items[0], "median_us")), "9");
+  EXPECT_EQ(str(member(best->items[0], "arfuse_algo")), "auto:lowlatency");
+  EXPECT_EQ(str(member(best->items[0], "arfuse_us")), "6");
+  EXPECT_EQ(str(member(best->items[0], "arfuse_vs_best")), "0.666667");
+  EXPECT_EQ(str(member(best->items[1], "setting")), "default");
+  EXPECT_EQ(str(member(best->items[1], "arfuse_vs_best")), "0.5");
 }
 
 TEST(BenchJson, VerifyPassAndSingleGpuFields) {

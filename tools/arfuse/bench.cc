@@ -6,14 +6,16 @@
 // are labelled as such: their timings are correctness runs, not performance.
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <unistd.h>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,6 +25,9 @@
 #include "bench_json.h"
 #include "cli.h"
 #include "harness/harness.h"
+#include "nccl_sweep.h"
+
+extern char** environ;
 
 namespace arfuse {
 namespace cli {
@@ -267,6 +272,159 @@ int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   return kExitOk;
 }
 
+std::vector<std::string> environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.push_back(*e);
+  return env;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+BenchEnv runEnvironment(const std::string& gpu) {
+  BenchEnv env;
+  env.arfuse = arfuseGetBuildInfo();
+  env.date = isoDate();
+  env.gpu = gpu;
+  env.driver = driverVersion();
+  env.cudaRuntime = CUDART_VERSION;
+  ncclGetVersion(&env.nccl);
+  env.ncclEnv = ncclVariables(environment());
+  return env;
+}
+
+// --nccl-sweep-child FILE: what each sweep child runs. Only the baseline (NCCL all-reduce + the
+// add+RMSNorm kernel) for the parent's points, timed as the parent times it; NCCL picks its settings
+// up from this process's environment at communicator init. JSON to FILE, one row per point.
+int benchSweepChild(const BenchArgs& a) {
+  const int ndev = harness::deviceCount();
+  const int nranks = a.ranks;
+  std::vector<int> devices(nranks);
+  for (int r = 0; r < nranks; ++r) devices[r] = r;
+  const int calls = a.verifyPass ? 2 * a.layers : a.callsPerGraph;
+  int maxTokens = 1;
+  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
+  std::vector<Row> rows;
+  {
+    std::unique_ptr<harness::World> world;
+    if (ndev >= nranks) world.reset(new harness::World(devices, maxTokens, a.hidden, arfuseAlgoNccl));
+    const std::string notHere = world ? world->error()
+                                      : std::to_string(nranks) + " ranks need " + std::to_string(nranks) +
+                                            " GPUs; " + std::to_string(ndev) + " visible";
+    for (size_t i = 0; i < a.tokens.size(); ++i) {
+      Row r;
+      r.tokens = a.tokens[i];
+      r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
+      r.algo = "nccl";
+      r.role = "baseline";
+      if (!world || !world->ok()) {
+        r.error = notHere;
+      } else {
+        harness::CaseSpec spec;
+        spec.op = a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
+        spec.dtype = a.dtype;
+        spec.tokens = a.tokens[i];
+        spec.hidden = a.hidden;
+        spec.seed = (a.verifyPass ? 900 : 77) + i;
+        if (a.check) {
+          harness::CaseResult c = world->run(spec);
+          r.wrong = c.ok ? 0 : 1;
+          if (!c.ok) r.error = c.error;
+        }
+        r.t = fromHarness(world->timeGraph(spec, calls, a.iters, a.warmup));
+        if (!r.t.ok) r.error = r.t.error;
+      }
+      std::printf("sweep child: tokens %d: %s\n", r.tokens,
+                  r.t.ok ? (std::to_string(r.t.medianUs) + " us" + (r.error.empty() ? "" : "; " + r.error)).c_str()
+                         : r.error.c_str());
+      rows.push_back(r);
+    }
+  }
+  BenchEnv env = runEnvironment(ndev ? harness::deviceName(0) : "none");
+  env.nranks = nranks;
+  std::ofstream f(a.ncclSweepChild);
+  f << benchJson(a, env, rows);
+  if (!f) {
+    std::fprintf(stderr, "arfuse bench: cannot write %s\n", a.ncclSweepChild.c_str());
+    return kExitFailed;
+  }
+  for (const Row& r : rows)
+    if (!r.error.empty() || r.wrong) return kExitFailed;
+  return kExitOk;
+}
+
+// --nccl-sweep: one child per setting, one after another (they share the GPUs), then the report.
+// Returns the number of wrong results the children found.
+int runNcclSweep(const BenchArgs& a, int nranks, const std::vector<Row>& rows, NcclSweep* sweep) {
+  std::vector<NcclSetting> settings;
+  std::string err;
+  expandNcclSweep(a.ncclSweepSpec, &settings, &err);  // checked when the arguments were parsed
+  const std::vector<std::string> env = environment();
+  sweep->spec = a.ncclSweepSpec;
+  sweep->timeoutS = a.ncclSweepTimeoutS;
+  sweep->inherited = ncclVariables(env);
+  bool hasDebug = false;
+  for (const auto& kv : sweep->inherited) hasDebug = hasDebug || kv.first == "NCCL_DEBUG";
+  if (!hasDebug) sweep->added = {{"NCCL_DEBUG", "WARN"}};
+  setPoints(sweep, a, rows);
+
+  std::string inherited;
+  for (const auto& kv : sweep->inherited) inherited += " " + kv.first + "=" + kv.second;
+  std::printf("# NCCL sweep: the baseline (NCCL all-reduce + arfuse's add+RMSNorm kernel) once per setting, each in a "
+              "fresh process bounded to %d s\n", sweep->timeoutS);
+  std::printf("# children inherit your NCCL environment:%s; only the swept variables change%s\n",
+              inherited.empty() ? " (none set)" : inherited.c_str(),
+              hasDebug ? "" : "; NCCL_DEBUG=WARN added so that a refused setting carries NCCL's reason");
+
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    std::printf("# NCCL sweep not run: cannot find this program (/proc/self/exe) to start the children\n");
+    return 0;
+  }
+  exe[n] = '\0';
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/arfuse-nccl-sweep-XXXXXX";
+  if (!mkdtemp(&dir[0])) {
+    std::printf("# NCCL sweep not run: cannot create a temporary directory like %s\n", dir.c_str());
+    return 0;
+  }
+  bool keep = false;
+  int wrong = 0;
+  for (size_t k = 0; k < settings.size(); ++k) {
+    const std::string json = dir + "/setting" + std::to_string(k) + ".json";
+    const std::string log = dir + "/setting" + std::to_string(k) + ".log";
+    progress(static_cast<int>(k + 1), static_cast<int>(settings.size()), "nccl sweep: " + settings[k].label);
+    const ChildOutcome o = runChild(childCommand(exe, a, nranks, settings[k], json, env), log, a.ncclSweepTimeoutS);
+    SweepSetting s;
+    s.setting = settings[k];
+    fillSetting(&s, sweep->tokens, sweep->bytes, readFile(json), o, readFile(log), a.ncclSweepTimeoutS);
+    std::printf("# [%zu/%zu] %s: %s in %.1f s%s%s\n", k + 1, settings.size(), s.setting.label.c_str(),
+                s.status.c_str(), o.seconds, s.error.empty() ? "" : ": ", s.error.c_str());
+    std::fflush(stdout);
+    for (const SweepPoint& p : s.points) wrong += p.wrong;
+    if (s.status == "ok") {
+      std::remove(json.c_str());
+      std::remove(log.c_str());
+    } else {
+      keep = true;
+    }
+    sweep->settings.push_back(s);
+  }
+  computeRatios(sweep);
+  std::printf("%s", sweepReport(*sweep).c_str());
+  if (keep)
+    std::printf("# logs of the settings that did not run cleanly: %s\n", dir.c_str());
+  else
+    rmdir(dir.c_str());
+  return wrong;
+}
+
 }  // namespace
 
 int bench(const std::vector<std::string>& args) {
@@ -280,10 +438,21 @@ int bench(const std::vector<std::string>& args) {
     std::printf("%s", benchUsage());
     return kExitOk;
   }
+  if (!a.ncclSweepChild.empty()) return benchSweepChild(a);
   const int ndev = harness::deviceCount();
   if (ndev == 0) {
     std::printf("arfuse bench: no CUDA device is visible, so there is nothing to time here.\n"
                 "  Run it on a machine with an NVIDIA GPU; `arfuse plan` explains choices without one.\n");
+    if (a.ncclSweep)
+      std::printf("  --nccl-sweep also needs NCCL, which needs one GPU per rank: 2 or more GPUs.\n");
+    return kExitNoDevice;
+  }
+  if (a.ncclSweep && ndev < 2) {
+    std::printf("arfuse bench --nccl-sweep: this machine has 1 GPU (%s); NCCL needs one GPU per rank, so the NCCL\n"
+                "  baseline cannot run here and there is nothing to sweep. Run it where 2 or more GPUs are\n"
+                "  visible; without --nccl-sweep, `arfuse bench` runs arfuse's paths on virtual ranks here\n"
+                "  (correctness only, not performance).\n",
+                harness::deviceName(0).c_str());
     return kExitNoDevice;
   }
   std::vector<Row> rows;
@@ -308,19 +477,15 @@ int bench(const std::vector<std::string>& args) {
   }
   int wrong = 0;
   for (const Row& r : rows) wrong += r.wrong;
+  NcclSweep sweep;
+  if (a.ncclSweep) wrong += runNcclSweep(a, nranks, rows, &sweep);
   if (!a.jsonPath.empty()) {
-    BenchEnv env;
-    env.arfuse = arfuseGetBuildInfo();
-    env.date = isoDate();
-    env.gpu = gpu;
-    env.driver = driverVersion();
-    env.cudaRuntime = CUDART_VERSION;
-    ncclGetVersion(&env.nccl);
+    BenchEnv env = runEnvironment(gpu);
     env.nranks = nranks;
     env.virtualRanks = virtualRanks;
     env.copyPeakGBps = copyPeak;
     std::ofstream f(a.jsonPath);
-    f << benchJson(a, env, rows);
+    f << benchJson(a, env, rows, a.ncclSweep ? &sweep : nullptr);
     if (!f) {
       std::fprintf(stderr, "arfuse bench: cannot write %s\n", a.jsonPath.c_str());
       return kExitFailed;

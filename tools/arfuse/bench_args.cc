@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "nccl_sweep.h"
+
 namespace arfuse {
 namespace cli {
 namespace {
@@ -57,7 +59,20 @@ const char* benchUsage() {
          "  --layers L                       layer count (overrides the preset)\n"
          "  --verify-pass                    time one speculative-decoding verify pass: 2 x layers fused\n"
          "                                   calls captured in one CUDA graph, arfuse (auto) against the\n"
-         "                                   baseline, in ms per pass, for each token count\n";
+         "                                   baseline, in ms per pass, for each token count\n"
+         "  --nccl-sweep[=SPEC]              then re-run the NCCL baseline under other NCCL settings, each in\n"
+         "                                   a fresh process, to show what NCCL tuning alone buys (needs one\n"
+         "                                   GPU per rank, >= 2). SPEC: comma-separated axes (default\n"
+         "                                   proto,algo,channels):\n"
+         "                                     proto[:LL/LL128/Simple]   NCCL_PROTO\n"
+         "                                     algo[:Ring/Tree]          NCCL_ALGO (also NVLS, PAT, ...)\n"
+         "                                     channels[:1/2/4/8/16]     NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS\n"
+         "                                     NCCL_NAME:V1/V2           any NCCL variable, values required\n"
+         "                                   axes joined by '*' are crossed: proto*algo = every pair.\n"
+         "                                   Children inherit your NCCL_* environment; only the swept\n"
+         "                                   variables change. `--algo auto --nccl-sweep` is the quick form\n"
+         "  --nccl-sweep-timeout S           bound on each sweep child, seconds (default 120)\n"
+         "  --nccl-sweep-child FILE          internal: what each sweep child runs (baseline only, JSON to FILE)\n";
 }
 
 bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::string* error) {
@@ -183,6 +198,24 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
         return false;
       }
       a.layers = static_cast<int>(x);
+    } else if (k == "--nccl-sweep" || k.compare(0, 13, "--nccl-sweep=") == 0) {
+      a.ncclSweep = true;
+      if (k.size() > 12) {
+        a.ncclSweepSpec = k.substr(13);
+      } else if (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') {
+        a.ncclSweepSpec = args[++i];  // --nccl-sweep SPEC: a SPEC never starts with '-'
+      }
+      std::vector<NcclSetting> settings;
+      if (!expandNcclSweep(a.ncclSweepSpec, &settings, error)) return false;
+    } else if (k == "--nccl-sweep-timeout") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 1, 3600, &x)) {
+        *error = "--nccl-sweep-timeout " + v + ": seconds, 1..3600";
+        return false;
+      }
+      a.ncclSweepTimeoutS = static_cast<int>(x);
+    } else if (k == "--nccl-sweep-child") {
+      if (!value(&a.ncclSweepChild)) return false;
     } else if (k == "-J") {
       if (!value(&v)) return false;
       a.jsonPath = v;
@@ -197,6 +230,21 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
   }
   if (a.verifyPass && a.op != "fused") {
     *error = "--verify-pass times the fused operation; drop --op " + a.op;
+    return false;
+  }
+  if (a.ncclSweep) {
+    std::string why;
+    if (a.op == "addrmsnorm") why = "--op addrmsnorm has no NCCL baseline; use --op fused or allreduce";
+    else if (a.virtualRanks) why = "NCCL needs one GPU per rank; drop --virtual";
+    else if (a.ranks == 1) why = "NCCL needs at least 2 ranks; use --ranks 2 or more";
+    else if (!a.ncclSweepChild.empty()) why = "--nccl-sweep-child is a sweep's child and cannot sweep itself";
+    if (!why.empty()) {
+      *error = "--nccl-sweep: " + why;
+      return false;
+    }
+  }
+  if (!a.ncclSweepChild.empty() && (a.ranks < 2 || a.op == "addrmsnorm" || a.virtualRanks)) {
+    *error = "--nccl-sweep-child (internal) needs --ranks >= 2, real ranks and --op fused or allreduce";
     return false;
   }
   if ((b >= 0) != (e >= 0)) {

@@ -9,6 +9,10 @@
 namespace arfuse {
 namespace cli {
 
+// --nccl-sweep without a SPEC, and its bound on each child process.
+constexpr const char* kDefaultNcclSweepSpec = "proto,algo,channels";
+constexpr int kDefaultNcclSweepTimeoutS = 120;
+
 struct BenchArgs {
   std::string op = "fused";  // fused | allreduce | addrmsnorm
   std::vector<int> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
@@ -26,6 +30,12 @@ struct BenchArgs {
   std::string model;         // preset name, "" when none
   int layers = 0;            // from --model or --layers; needed by --verify-pass
   bool verifyPass = false;   // time 2 x layers fused calls in one graph, against the baseline
+  // --nccl-sweep[=SPEC]: re-run the NCCL baseline once per NCCL setting, each in a fresh process
+  // (nccl_sweep.h has the SPEC grammar).
+  bool ncclSweep = false;
+  std::string ncclSweepSpec = kDefaultNcclSweepSpec;
+  int ncclSweepTimeoutS = kDefaultNcclSweepTimeoutS;  // bound on each child, seconds
+  std::string ncclSweepChild;   // internal: this process is a sweep child; time the baseline, JSON here
   bool help = false;
   std::string commandLine;
 };

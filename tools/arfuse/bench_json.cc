@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "arfuse/arfuse.h"
+#include "nccl_sweep.h"
 
 namespace arfuse {
 namespace cli {
@@ -22,9 +23,10 @@ std::string jsonEscape(const std::string& s) {
   return o;
 }
 
-std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector<Row>& rows) {
+std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector<Row>& rows,
+                      const NcclSweep* sweep) {
   std::ostringstream os;
-  os << "{\n  \"schema\": \"arfuse-bench/1\",\n";
+  os << "{\n  \"schema\": \"arfuse-bench/2\",\n";
   os << "  \"arfuse\": \"" << jsonEscape(env.arfuse) << "\",\n";
   os << "  \"date\": \"" << env.date << "\",\n";
   os << "  \"command\": \"" << jsonEscape(a.commandLine) << "\",\n";
@@ -32,6 +34,7 @@ std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector
   os << "  \"driver\": \"" << jsonEscape(env.driver) << "\",\n";
   os << "  \"cuda_runtime\": " << env.cudaRuntime << ",\n";
   os << "  \"nccl\": " << env.nccl << ",\n";
+  os << "  \"nccl_env\": " << envJson(env.ncclEnv) << ",\n";
   os << "  \"op\": \"" << a.op << "\",\n  \"dtype\": \"" << arfuseDataTypeName(a.dtype) << "\",\n";
   os << "  \"hidden\": " << a.hidden << ",\n  \"ranks\": " << env.nranks << ",\n";
   os << "  \"virtual_ranks\": " << (env.virtualRanks ? "true" : "false") << ",\n";
@@ -42,6 +45,7 @@ std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector
   os << "  \"verify_pass\": " << (a.verifyPass ? "true" : "false") << ",\n";
   os << "  \"warmup\": " << a.warmup << ",\n";
   if (env.copyPeakGBps > 0) os << "  \"copy_peak_GBps\": " << env.copyPeakGBps << ",\n  \"copy_reference\": \"sm-copy-kernel\",\n";
+  if (sweep) os << sweepJsonMembers(*sweep);
   os << "  \"results\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];

@@ -1,8 +1,12 @@
-// The JSON `arfuse bench -J` writes (schema arfuse-bench/1). Pure: the caller supplies what it
+// The JSON `arfuse bench -J` writes (schema arfuse-bench/2). Pure: the caller supplies what it
 // measured and the environment it ran in, so the CPU tests can check the schema.
+//
+// arfuse-bench/2 = arfuse-bench/1 (every member kept, same meaning) plus "nccl_env" (the NCCL_*
+// environment the run saw) and, with --nccl-sweep, the sweep's members (nccl_sweep.h).
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_args.h"
@@ -39,10 +43,15 @@ struct BenchEnv {
   int nranks = 1;
   bool virtualRanks = false;
   double copyPeakGBps = 0;  // single-GPU runs
+  std::vector<std::pair<std::string, std::string>> ncclEnv;  // the user's NCCL_* variables, sorted
 };
 
+struct NcclSweep;
+
 std::string jsonEscape(const std::string& s);
-std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector<Row>& rows);
+// sweep: the --nccl-sweep results, or nullptr when none ran.
+std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector<Row>& rows,
+                      const NcclSweep* sweep = nullptr);
 
 }  // namespace cli
 }  // namespace arfuse
