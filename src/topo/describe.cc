@@ -52,6 +52,7 @@ std::string p2pCell(const Link& l) {
 }
 
 std::string gbpsCell(const std::optional<double>& v) {
+  // also used for microseconds
   if (!v) return "-";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", *v);
@@ -73,18 +74,31 @@ std::string describe(const Topology& t) {
   s += "\n";
   s += "driver " + t.driverVersion.value_or("?") + ", CUDA runtime " + t.cudaRuntimeVersion.value_or("?") + ", NCCL " +
        t.ncclVersion.value_or("?") + "\n";
+  if (t.nvmlVersion) s += "NVML " + *t.nvmlVersion + "\n";
   s += "fabric fingerprint " + fabricFingerprint(t) + "\n\n";
 
   for (const Gpu& g : t.gpus) {
     s += padRight("GPU" + std::to_string(g.index), kRowHead) + g.name + ", sm_" + std::to_string(g.ccMajor) +
          std::to_string(g.ccMinor) + ", " + std::to_string(g.smCount) + " SMs, " + gib(g.memoryBytes) + ", " +
-         g.pciBusId + ", NUMA " + (g.numaNode ? std::to_string(*g.numaNode) : "?") + ", " + g.uuid + "\n";
+         g.pciBusId + ", NUMA " + (g.numaNode ? std::to_string(*g.numaNode) : "?") + ", " + g.uuid;
+    if (g.pcieGen && g.pcieWidth) s += ", PCIe Gen" + std::to_string(*g.pcieGen) + " x" + std::to_string(*g.pcieWidth);
+    s += "\n";
+  }
+  bool anyHost = false;
+  for (const Gpu& g : t.gpus) anyHost |= g.host.any();
+  if (anyHost) {
+    s += "\nPinned host memory, per GPU alone (what the host-staged path uses)\n";
+    for (const Gpu& g : t.gpus) {
+      s += padRight("GPU" + std::to_string(g.index), kRowHead) + "read " + gbpsCell(g.host.readGBps) + " GB/s, write " +
+           gbpsCell(g.host.writeGBps) + " GB/s, flag round trip " + gbpsCell(g.host.flagRoundTripUs) + " us\n";
+    }
   }
   if (t.size() > 1) {
     s += "\n" + matrix(t, "Link", true, linkLabel);
     s += "\n" + matrix(t, "P2P", false, p2pCell);
-    bool anyRead = false, anyWrite = false, anyLat = false;
+    bool anyRead = false, anyWrite = false, anyLat = false, anySolo = false;
     for (const Link& l : t.links) {
+      anySolo |= l.measured.soloReadGBps.has_value();
       anyRead |= l.measured.readGBps.has_value();
       anyWrite |= l.measured.writeGBps.has_value();
       anyLat |= l.measured.flagLatencyUs.has_value();
@@ -97,12 +111,17 @@ std::string describe(const Topology& t) {
       s += "\nPeer write GB/s, all pairs at once (row pushes into column)\n";
       s += matrix(t, "Write", false, [](const Link& l) { return gbpsCell(l.measured.writeGBps); });
     }
+    if (anySolo) {
+      s += "\nPeer read GB/s, one pair at a time (row pulls from column)\n";
+      s += matrix(t, "Solo", false, [](const Link& l) { return gbpsCell(l.measured.soloReadGBps); });
+    }
     if (anyLat) {
       s += "\nOne-way flag latency, us (row signals column)\n";
       s += matrix(t, "Flag", false, [](const Link& l) { return gbpsCell(l.measured.flagLatencyUs); });
     }
   }
 
+  if (t.size() == 1) s += "\nOne GPU: no pairs, so no link, P2P or peer measurements.\n";
   s += "\nIslands:";
   for (const auto& isl : islands(t)) {
     s += " [";

@@ -102,15 +102,19 @@ const char* accessName(Access a) {
 
 // ---- structure ------------------------------------------------------------------------------
 
+bool operator==(const HostMeasured& a, const HostMeasured& b) {
+  return a.readGBps == b.readGBps && a.writeGBps == b.writeGBps && a.flagRoundTripUs == b.flagRoundTripUs;
+}
+
 bool operator==(const Gpu& a, const Gpu& b) {
   return a.index == b.index && a.name == b.name && a.uuid == b.uuid && a.pciBusId == b.pciBusId &&
          a.ccMajor == b.ccMajor && a.ccMinor == b.ccMinor && a.smCount == b.smCount && a.numaNode == b.numaNode &&
-         a.memoryBytes == b.memoryBytes;
+         a.memoryBytes == b.memoryBytes && a.pcieGen == b.pcieGen && a.pcieWidth == b.pcieWidth && a.host == b.host;
 }
 
 bool operator==(const Measured& a, const Measured& b) {
   return a.peerLoad == b.peerLoad && a.peerStore == b.peerStore && a.readGBps == b.readGBps &&
-         a.writeGBps == b.writeGBps && a.flagLatencyUs == b.flagLatencyUs;
+         a.writeGBps == b.writeGBps && a.flagLatencyUs == b.flagLatencyUs && a.soloReadGBps == b.soloReadGBps;
 }
 
 bool operator==(const Link& a, const Link& b) {
@@ -121,7 +125,8 @@ bool operator==(const Link& a, const Link& b) {
 
 bool operator==(const Topology& a, const Topology& b) {
   return a.source == b.source && a.hostname == b.hostname && a.driverVersion == b.driverVersion &&
-         a.cudaRuntimeVersion == b.cudaRuntimeVersion && a.ncclVersion == b.ncclVersion && a.notes == b.notes &&
+         a.cudaRuntimeVersion == b.cudaRuntimeVersion && a.ncclVersion == b.ncclVersion &&
+         a.nvmlVersion == b.nvmlVersion && a.notes == b.notes &&
          a.gpus == b.gpus && a.links == b.links;
 }
 
@@ -165,6 +170,11 @@ std::string validate(const Topology& t) {
     if (g.smCount < 1) return who + ".sm_count must be positive";
     if (g.numaNode && *g.numaNode < 0) return who + ".numa_node must not be negative";
     if (g.memoryBytes < 0) return who + ".memory_bytes must not be negative";
+    if (g.pcieGen && (*g.pcieGen < 1 || *g.pcieGen > 16)) return who + ".pcie_gen must be 1..16";
+    if (g.pcieWidth && (*g.pcieWidth < 1 || *g.pcieWidth > 64)) return who + ".pcie_width must be 1..64";
+    for (const auto& v : {g.host.readGBps, g.host.writeGBps, g.host.flagRoundTripUs}) {
+      if (v && !(std::isfinite(*v) && *v >= 0)) return who + ": measured host values must be finite and >= 0";
+    }
   }
   if (t.links.size() != static_cast<size_t>(n) * (n - 1)) {
     return "links has " + std::to_string(t.links.size()) + " entries, expected " + std::to_string(n * (n - 1));
@@ -178,7 +188,7 @@ std::string validate(const Topology& t) {
         return who + " is stored as " + std::to_string(l.from) + "->" + std::to_string(l.to);
       if (l.nvlinks && *l.nvlinks < 0) return who + ": negative NVLink count";
       const Measured& m = l.measured;
-      for (const auto& v : {m.readGBps, m.writeGBps, m.flagLatencyUs}) {
+      for (const auto& v : {m.readGBps, m.writeGBps, m.flagLatencyUs, m.soloReadGBps}) {
         if (v && !(std::isfinite(*v) && *v >= 0)) return who + ": measured values must be finite and >= 0";
       }
     }
@@ -336,8 +346,29 @@ std::string pairProblem(const Topology& t, int a, int b, const IslandOptions& op
              fmt1(std::max(rd.value_or(0.0), wr.value_or(0.0))) + " GB/s (below " + fmt1(opt.minUsableGBps) +
              "): traffic is likely routed through system memory";
     }
+    const auto nominal = linkNominalGBps(t, from, to);
+    if (l.measured.soloReadGBps && nominal && *l.measured.soloReadGBps < opt.minFractionOfLink * *nominal) {
+      return pairName(a, b) + ": a peer read " + std::to_string(from) + "->" + std::to_string(to) + " alone reaches " +
+             fmt1(*l.measured.soloReadGBps) + " GB/s, under " + fmt1(opt.minFractionOfLink * 100) + "% of the " +
+             fmt1(*nominal) + " GB/s its link (" + linkLabel(l) + ") allows: traffic is likely routed through system "
+             "memory";
+    }
   }
   return "";
+}
+
+std::optional<double> linkNominalGBps(const Topology& t, int from, int to) {
+  const Link& l = t.link(from, to);
+  if (l.nvlinks && *l.nvlinks > 0) return 20.0 * *l.nvlinks;
+  const Gpu& a = t.gpus[from];
+  const Gpu& b = t.gpus[to];
+  if (!a.pcieGen || !b.pcieGen || !a.pcieWidth || !b.pcieWidth) return std::nullopt;
+  // Usable bytes per lane per second and direction after line coding: 8b/10b up to Gen2,
+  // 128b/130b from Gen3; Gen6 doubles Gen5 again (FLIT mode).
+  static const double kLaneGBps[] = {0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.877};
+  const int gen = std::min(*a.pcieGen, *b.pcieGen);
+  const double lane = gen < 7 ? kLaneGBps[gen] : kLaneGBps[6];
+  return lane * std::min(*a.pcieWidth, *b.pcieWidth);
 }
 
 std::vector<std::vector<int>> islands(const Topology& t, const std::vector<int>& devices, const IslandOptions& opt) {
@@ -441,6 +472,46 @@ std::string fabricFingerprint(const Topology& t) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "fab1-%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+Topology subTopology(const Topology& t, const std::vector<int>& devices) {
+  std::vector<int> pick;
+  for (int d : devices) {
+    if (d >= 0 && d < t.size() && std::find(pick.begin(), pick.end(), d) == pick.end()) pick.push_back(d);
+  }
+  Topology s = makeTopology(static_cast<int>(pick.size()));
+  s.source = t.source;
+  s.hostname = t.hostname;
+  s.driverVersion = t.driverVersion;
+  s.cudaRuntimeVersion = t.cudaRuntimeVersion;
+  s.ncclVersion = t.ncclVersion;
+  s.nvmlVersion = t.nvmlVersion;
+  s.notes = t.notes;
+  for (size_t i = 0; i < pick.size(); ++i) {
+    s.gpus[i] = t.gpus[pick[i]];
+    s.gpus[i].index = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < pick.size(); ++i) {
+    for (size_t j = 0; j < pick.size(); ++j) {
+      if (i == j) continue;
+      Link l = t.link(pick[i], pick[j]);
+      l.from = static_cast<int>(i);
+      l.to = static_cast<int>(j);
+      s.link(static_cast<int>(i), static_cast<int>(j)) = l;
+    }
+  }
+  return s;
+}
+
+std::string calibrationFingerprint(const Topology& t, const std::vector<int>& devices) {
+  std::vector<int> pick;
+  for (int d : devices) {
+    if (d >= 0 && d < t.size() && std::find(pick.begin(), pick.end(), d) == pick.end()) pick.push_back(d);
+  }
+  std::sort(pick.begin(), pick.end(), [&](int x, int y) { return t.gpus[x].uuid < t.gpus[y].uuid; });
+  Topology s = subTopology(t, pick);
+  for (Link& l : s.links) l.measured = Measured{};
+  return fabricFingerprint(s);
 }
 
 // ---- pull vs push ---------------------------------------------------------------------------

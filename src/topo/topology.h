@@ -46,6 +46,16 @@ enum class P2pStatus {
   kUnknown,
 };
 
+// What a probe measured between one GPU and pinned host memory: the costs of the host-staged path,
+// which exchanges through host memory mapped into every GPU. Every field optional.
+struct HostMeasured {
+  std::optional<double> readGBps;        // a kernel reading pinned host memory, GB/s (1e9 B/s)
+  std::optional<double> writeGBps;       // a kernel writing pinned host memory, GB/s
+  std::optional<double> flagRoundTripUs; // ping-pong between two blocks through a flag pair in pinned host memory, us
+
+  bool any() const { return readGBps || writeGBps || flagRoundTripUs; }
+};
+
 struct Gpu {
   int index = 0;         // CUDA device ordinal in the recording process; equals the position in gpus
   std::string name;      // "NVIDIA H200"
@@ -56,6 +66,11 @@ struct Gpu {
   int smCount = 0;
   std::optional<int> numaNode;  // absent when the platform does not say
   int64_t memoryBytes = 0;      // total device memory as CUDA reports it
+  // The PCIe link the GPU can train to (NVML's max generation and width for the device in this
+  // slot); absent without NVML. Used only to judge what a measured peer bandwidth should reach.
+  std::optional<int> pcieGen;
+  std::optional<int> pcieWidth;
+  HostMeasured host;
 };
 
 // What a probe measured for one ordered pair (from -> to). Every field is optional: a probe that
@@ -65,9 +80,10 @@ struct Measured {
   std::optional<bool> peerStore;        // device `from` stored into `to`'s memory and `to` saw them
   std::optional<double> readGBps;       // `from` pulling from `to`, GB/s (1e9 B/s), all pairs active at once
   std::optional<double> writeGBps;      // `from` pushing into `to`, GB/s, all pairs active at once
-  std::optional<double> flagLatencyUs;  // one-way flag latency `from` -> `to`, microseconds
+  std::optional<double> flagLatencyUs;  // one-way flag latency `from` -> `to` (half a ping-pong round trip), us
+  std::optional<double> soloReadGBps;   // `from` pulling from `to` with no other transfer running, GB/s
 
-  bool any() const { return peerLoad || peerStore || readGBps || writeGBps || flagLatencyUs; }
+  bool any() const { return peerLoad || peerStore || readGBps || writeGBps || flagLatencyUs || soloReadGBps; }
 };
 
 // One ordered pair. Links may be asymmetric (a switch can behave differently in each direction, and
@@ -90,6 +106,7 @@ struct Topology {
   std::optional<std::string> driverVersion;       // "570.124.06"
   std::optional<std::string> cudaRuntimeVersion;  // "12.8"
   std::optional<std::string> ncclVersion;         // "2.26.2"; absent when NCCL was not loaded
+  std::optional<std::string> nvmlVersion;         // "12.575.57.08"; absent when NVML was not loaded
   std::vector<std::string> notes;
   std::vector<Gpu> gpus;
   // Every ordered pair (i, j), i != j, exactly once, sorted by (from, to); see validate().
@@ -101,6 +118,7 @@ struct Topology {
   Link& link(int from, int to);
 };
 
+bool operator==(const HostMeasured& a, const HostMeasured& b);
 bool operator==(const Gpu& a, const Gpu& b);
 bool operator==(const Measured& a, const Measured& b);
 bool operator==(const Link& a, const Link& b);
@@ -144,7 +162,17 @@ struct IslandOptions {
   // link (Gen4 x16 peer traffic reaches ~20 GB/s, NVLink hundreds), so this is a wrong-path
   // detector, not a speed preference.
   double minUsableGBps = 5.0;
+  // A pair whose peer read, measured alone, reaches less than this fraction of what its link allows
+  // (linkNominalGBps) is treated as routed through system memory: an order of magnitude below the
+  // link is not a slow link, it is the wrong path.
+  double minFractionOfLink = 0.1;
 };
+
+// What the link from -> to should carry one way, in GB/s, as a lower bound for judging measurements
+// (never for choosing paths): NVLink counts 20 GB/s per link (the slowest generation), PCIe the
+// per-lane rate of the lower generation of the two GPUs times the narrower width. Absent when the
+// link is not known well enough (no NVLink count, no PCIe generation / width).
+std::optional<double> linkNominalGBps(const Topology& t, int from, int to);
 
 // Why a pair cannot be used for direct peer access, or "" when it can (as far as we know): needs
 // canAccessPeer both ways and no failed measurement / collapsed bandwidth in either direction.
@@ -176,6 +204,15 @@ P2pVerdict p2pAll(const Topology& t, const std::vector<int>& devices, const Isla
 std::string fabricFingerprint(const Topology& t);  // "fab1-0123456789abcdef"
 // The text that is hashed, for explaining why two fingerprints differ.
 std::string fabricFingerprintInput(const Topology& t);
+
+// The GPUs `devices` (CUDA ordinals of t; duplicates ignored) as a topology of their own, in the given
+// order, renumbered 0..k-1, links carried over. Machine-level facts are kept.
+Topology subTopology(const Topology& t, const std::vector<int>& devices);
+// The key a calibration file is matched on: the fabric fingerprint of the group's distinct GPUs,
+// ordered by UUID (so renumbering by CUDA_VISIBLE_DEVICES or a different rank order does not change
+// it), with measured facts left out, so that a process which only reads the reported facts (NVML,
+// CUDA; no kernels) computes the same key as the `arfuse doctor --calibrate` run that wrote the file.
+std::string calibrationFingerprint(const Topology& t, const std::vector<int>& devices);
 
 // Pull (peer loads) or push (peer stores): a measured property of the fabric. Some PCIe switches
 // collapse under concurrent peer writes (2.6 GB/s) while reads stay near 52 GB/s; others favour writes.

@@ -62,6 +62,32 @@ void writeGpu(std::string* o, const Gpu& g) {
   }
   field(o, &first, "memory_bytes");
   *o += std::to_string(g.memoryBytes);
+  if (g.pcieGen) {
+    field(o, &first, "pcie_gen");
+    *o += std::to_string(*g.pcieGen);
+  }
+  if (g.pcieWidth) {
+    field(o, &first, "pcie_width");
+    *o += std::to_string(*g.pcieWidth);
+  }
+  if (g.host.any()) {
+    field(o, &first, "measured");
+    bool f2 = true;
+    *o += "{";
+    if (g.host.readGBps) {
+      field(o, &f2, "host_read_gbps");
+      *o += json::formatDouble(*g.host.readGBps);
+    }
+    if (g.host.writeGBps) {
+      field(o, &f2, "host_write_gbps");
+      *o += json::formatDouble(*g.host.writeGBps);
+    }
+    if (g.host.flagRoundTripUs) {
+      field(o, &f2, "host_flag_rtt_us");
+      *o += json::formatDouble(*g.host.flagRoundTripUs);
+    }
+    *o += "}";
+  }
   *o += "}";
 }
 
@@ -87,6 +113,10 @@ void writeMeasured(std::string* o, const Measured& m) {
   if (m.flagLatencyUs) {
     field(o, &first, "flag_latency_us");
     *o += json::formatDouble(*m.flagLatencyUs);
+  }
+  if (m.soloReadGBps) {
+    field(o, &first, "solo_read_gbps");
+    *o += json::formatDouble(*m.soloReadGBps);
   }
   *o += "}";
 }
@@ -290,6 +320,15 @@ class Reader {
     g->smCount = static_cast<int>(x);
     if (!o.optInt("numa_node", 0, 1 << 20, &g->numaNode)) return false;
     if (!o.integer("memory_bytes", 0, INT64_MAX, &g->memoryBytes)) return false;
+    if (!o.optInt("pcie_gen", 1, 16, &g->pcieGen) || !o.optInt("pcie_width", 1, 64, &g->pcieWidth)) return false;
+    if (const Value* m = o.find("measured", false)) {
+      if (m->kind != Value::Kind::kObject) return typeError(o.path("measured"), *m, "an object");
+      Obj h(this, *m, o.path("measured"));
+      if (!h.optDouble("host_read_gbps", &g->host.readGBps) || !h.optDouble("host_write_gbps", &g->host.writeGBps) ||
+          !h.optDouble("host_flag_rtt_us", &g->host.flagRoundTripUs) || !h.noUnknown()) {
+        return false;
+      }
+    }
     return o.noUnknown();
   }
 
@@ -298,7 +337,7 @@ class Reader {
     Obj o(this, v, p);
     if (!o.optBool("peer_load", &m->peerLoad) || !o.optBool("peer_store", &m->peerStore) ||
         !o.optDouble("read_gbps", &m->readGBps) || !o.optDouble("write_gbps", &m->writeGBps) ||
-        !o.optDouble("flag_latency_us", &m->flagLatencyUs)) {
+        !o.optDouble("flag_latency_us", &m->flagLatencyUs) || !o.optDouble("solo_read_gbps", &m->soloReadGBps)) {
       return false;
     }
     return o.noUnknown();
@@ -358,7 +397,8 @@ class Reader {
     }
     if (!o.str("source", &t->source) || !o.optStr("hostname", &t->hostname) ||
         !o.optStr("driver_version", &t->driverVersion) || !o.optStr("cuda_runtime_version", &t->cudaRuntimeVersion) ||
-        !o.optStr("nccl_version", &t->ncclVersion) || !notes(o, &t->notes)) {
+        !o.optStr("nccl_version", &t->ncclVersion) || !o.optStr("nvml_version", &t->nvmlVersion) ||
+        !notes(o, &t->notes)) {
       return false;
     }
     const Value* gpus = o.find("gpus", true);
@@ -405,6 +445,7 @@ std::string toJson(const Topology& t) {
   optionalString(&o, "driver_version", t.driverVersion);
   optionalString(&o, "cuda_runtime_version", t.cudaRuntimeVersion);
   optionalString(&o, "nccl_version", t.ncclVersion);
+  optionalString(&o, "nvml_version", t.nvmlVersion);
   o += "  ";
   key(&o, "notes");
   if (t.notes.empty()) {
