@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build for this GPU only (Release, parallel), prove the kernels are not
 # empty, run every GPU test (virtual ranks; real ranks when >= 2 GPUs), `arfuse selftest`, and short
-# benchmarks; logs and JSON go to $OUT (default ./out). The last lines are a summary.
+# benchmarks; $OUT (default ./out) ends up holding summary.txt and logs.tgz (every log and JSON).
 #
 #   OUT=/tmp/out bash scripts/gpu_check.sh [--quick] [--bench-only]
 #   --quick       shorter selftest
@@ -65,15 +65,15 @@ run_ctest() {  # label, timeout
   local rc=$?
   local line
   line=$(grep -E "tests passed|tests failed" "$OUT/tests.log" | tail -1)
-  local gt
-  gt=$(grep -E "^\[  (PASSED|FAILED)  \]" "$OUT/tests.log" | tail -2 | tr '\n' ' ')
-  note "ctest -L $1: rc=$rc in $(( $(date +%s) - t1 )) s: $line | $gt"
+  note "ctest -L $1: rc=$rc in $(( $(date +%s) - t1 )) s: $line"
+  # Name every failed test and its first assertion lines in the summary.
+  ctest --test-dir "$build" -L "^$1\$" --rerun-failed -N 2>/dev/null | grep -E "Test +#" | sed 's/^/  failed: /' >> "$summary"
 }
 if [ $bench_only = 0 ]; then
   echo "== cpu" >> "$OUT/tests.log"; run_ctest cpu 120
   echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 280
   echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 150
-  grep -E "^\[  FAILED  \]|Failure|error:" "$OUT/tests.log" | head -20 | tee -a "$summary"
+  grep -E -A6 "^[^ ]*:[0-9]+: Failure$" "$OUT/tests.log" | head -60 >> "$summary"
 else
   note "tests: skipped (--bench-only)"
 fi
@@ -100,4 +100,7 @@ if [ "$ngpu" -ge 2 ]; then
 fi
 cat "$OUT/bench.txt" | tee -a "$summary" >/dev/null
 tail -n +1 "$OUT/bench.txt"
-echo; cat "$summary" | head -20
+# The device tool brings back at most 8 files: keep summary.txt, pack the rest.
+( cd "$OUT" && tar czf logs.tgz --exclude=summary.txt --exclude=logs.tgz . &&
+  find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name logs.tgz -exec rm -rf {} + )
+echo; cat "$summary" | head -40

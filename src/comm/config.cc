@@ -55,6 +55,8 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   if (r.policy.forcedAlgo == arfuseAlgoLocal && nranks > 1)
     return bad(strprintf("algo=local is only valid for 1 rank (this group has %d)", nranks));
   r.policy.oneShotMaxBytes = paramOneShotMaxBytes();
+  r.policy.hostOneShotMaxBytes = paramHostOneShotMaxBytes();
+  r.policy.hostStagedMaxBytes = paramHostStagedMaxBytes();
 
   if (c.timeoutMs != -1 && c.timeoutMs < 1) return bad(strprintf("timeoutMs=%d: must be >= 1 or -1", c.timeoutMs));
   r.timeoutMs = c.timeoutMs == -1 ? paramTimeoutMs() : c.timeoutMs;

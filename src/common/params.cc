@@ -25,9 +25,19 @@ const std::vector<ParamSpec> kSpecs = {
      "launch (about a microsecond per pointer on the host; 0 skips it)."},
     {"ARFUSE_ONESHOT_MAX_BYTES", "int", "524288",
      "Auto plan: use one-shot while message bytes x (nranks - 1) stays at or under this; two-shot above."},
+    {"ARFUSE_HOST_ONESHOT_MAX_BYTES", "int", "131072",
+     "Host-staged path: use its one-shot variant while message bytes x (nranks - 1) stays at or under this; "
+     "two-shot above (two ranks always use one-shot)."},
+    {"ARFUSE_HOST_STAGED_MAX_BYTES", "int", "1048576",
+     "Auto plan without peer access: use the host-staged path for messages up to this many bytes per rank, NCCL "
+     "above (when NCCL is available); also sizes the pinned host area in that case."},
     {"ARFUSE_MAX_BLOCKS", "int", "-1",
      "Cap on thread blocks per rank per call (config `maxBlocks` wins); -1 derives it from the device so that "
      "every rank's blocks are co-resident."},
+    {"ARFUSE_CALIBRATION_FILE", "path", "",
+     "A calibration file written by `arfuse doctor --calibrate` (schema arfuse-calibration/1). When its GPU UUIDs, "
+     "fabric fingerprint and rank count match a communicator, the auto plan uses its measured crossovers instead of "
+     "the built-in limits, and the plan's reasons name the file; otherwise one line says why it does not apply."},
 };
 
 int parseLevel(const std::string& v) {
@@ -57,7 +67,9 @@ std::string validate(const ParamSpec& s, const std::string& v) {
   if (name == "ARFUSE_CHECK_POINTERS") return (v == "0" || v == "1") ? "" : "expected 0 or 1";
   if (name == "ARFUSE_TIMEOUT_MS") return (parseInt(v, &x) && x > 0) ? "" : "expected a positive integer";
   if (name == "ARFUSE_ONESHOT_MAX_BYTES") return (parseInt(v, &x) && x >= 0) ? "" : "expected an integer >= 0";
-  if (name == "ARFUSE_DEBUG_FILE") return v.empty() ? "expected a file path" : "";
+  if (name == "ARFUSE_HOST_ONESHOT_MAX_BYTES") return (parseInt(v, &x) && x >= 0) ? "" : "expected an integer >= 0";
+  if (name == "ARFUSE_HOST_STAGED_MAX_BYTES") return (parseInt(v, &x) && x >= 16) ? "" : "expected an integer >= 16";
+  if (name == "ARFUSE_DEBUG_FILE" || name == "ARFUSE_CALIBRATION_FILE") return v.empty() ? "expected a file path" : "";
   if (name == "ARFUSE_MAX_BLOCKS")
     return (parseInt(v, &x) && (x == -1 || (x >= 1 && x <= 128))) ? "" : "expected -1 or 1..128";
   return "";
@@ -114,8 +126,11 @@ int paramTimeoutMs() { return std::atoi(valueOf("ARFUSE_TIMEOUT_MS").c_str()); }
 int paramLogLevel() { return parseLevel(valueOf("ARFUSE_LOG_LEVEL")); }
 bool paramCheckPointers() { return valueOf("ARFUSE_CHECK_POINTERS") != "0"; }
 long long paramOneShotMaxBytes() { return std::atoll(valueOf("ARFUSE_ONESHOT_MAX_BYTES").c_str()); }
+long long paramHostOneShotMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_ONESHOT_MAX_BYTES").c_str()); }
+long long paramHostStagedMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_STAGED_MAX_BYTES").c_str()); }
 int paramMaxBlocks() { return std::atoi(valueOf("ARFUSE_MAX_BLOCKS").c_str()); }
 std::string paramDebugFile() { return valueOf("ARFUSE_DEBUG_FILE"); }
+std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE"); }
 
 std::string paramsMarkdown() {
   std::ostringstream os;

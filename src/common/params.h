@@ -32,8 +32,11 @@ int paramTimeoutMs();     // ARFUSE_TIMEOUT_MS
 int paramLogLevel();      // ARFUSE_LOG_LEVEL: 0 DEBUG, 1 INFO, 2 WARN, 3 ERROR, 4 NONE
 bool paramCheckPointers(); // ARFUSE_CHECK_POINTERS
 long long paramOneShotMaxBytes(); // ARFUSE_ONESHOT_MAX_BYTES
+long long paramHostOneShotMaxBytes();  // ARFUSE_HOST_ONESHOT_MAX_BYTES
+long long paramHostStagedMaxBytes();   // ARFUSE_HOST_STAGED_MAX_BYTES
 int paramMaxBlocks();     // ARFUSE_MAX_BLOCKS (-1: derive)
 std::string paramDebugFile();  // ARFUSE_DEBUG_FILE, "" when unset (not yet expanded)
+std::string paramCalibrationFile();  // ARFUSE_CALIBRATION_FILE, "" when unset
 
 // Markdown table of the variables (docs/environment.md is this output; a test keeps them equal).
 std::string paramsMarkdown();

@@ -81,6 +81,8 @@ int plan(const std::vector<std::string>& args) {
   limits.maxHidden = 1 << 20;
   PlanPolicy policy;
   policy.oneShotMaxBytes = paramOneShotMaxBytes();
+  policy.hostOneShotMaxBytes = paramHostOneShotMaxBytes();
+  policy.hostStagedMaxBytes = paramHostStagedMaxBytes();
   std::vector<int> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
   std::string topologyPath;
   std::vector<int> devices;
