@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "diag/log.h"
 #include "kernels/kernel_args.h"
@@ -22,6 +23,10 @@ void multiRankGeometry(const Fabric& f, const PlanRequest& r, Plan* p) {
   p->threads = std::min(kMaxThreads, std::max(32, roundUp(nvec, 32)));
   p->blocks = std::max(1, std::min(r.tokens, f.maxBlocks));
 }
+
+// A policy limit as text; LLONG_MAX (a calibrated path that was fastest up to the largest size
+// measured) reads "unlimited".
+std::string limitText(long long v) { return v == LLONG_MAX ? std::string("unlimited") : strprintf("%lld B", v); }
 
 // Host-staged: one-shot or two-shot by the bytes each rank pulls over its link.
 void chooseHostVariant(const Fabric& f, const PlanPolicy& policy, long long bytes, Plan* p) {
@@ -145,6 +150,8 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
                                                       policy.forcedAlgo, forcedBy, f.nranks));
   }
 
+  const bool calibrated = !policy.calibratedFrom.empty();
+  const char* origin = calibrated ? policy.calibratedFrom.c_str() : "built-in default, not calibrated";
   if (!f.p2p) {
     const bool hostOk =
         f.hostStaged && bytes <= f.hostStagedCapacity && (bytes <= policy.hostStagedMaxBytes || !f.nccl);
@@ -154,7 +161,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       chooseHostVariant(f, policy, bytes, &p);
       p.reason = strprintf("hoststaged (%s variant): no peer access between ranks (%s); %lld B %s",
                            p.twoShotVariant ? "two-shot" : "one-shot", f.p2pDetail.c_str(), bytes,
-                           bytes <= policy.hostStagedMaxBytes ? "<= host-staged limit (built-in default, not calibrated)"
+                           bytes <= policy.hostStagedMaxBytes ? strprintf("<= host-staged limit (%s)", origin).c_str()
                                                               : "and NCCL is unavailable");
       return p;
     }
@@ -166,9 +173,8 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
     p.algo = arfuseAlgoNccl;
     localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
     if (f.hostStaged)
-      p.reason = strprintf("nccl: no peer access between ranks (%s); %lld B > host-staged limit %lld B (built-in "
-                           "default, not calibrated)",
-                           f.p2pDetail.c_str(), bytes, policy.hostStagedMaxBytes);
+      p.reason = strprintf("nccl: no peer access between ranks (%s); %lld B > host-staged limit %s (%s)",
+                           f.p2pDetail.c_str(), bytes, limitText(policy.hostStagedMaxBytes).c_str(), origin);
     else
       p.reason = strprintf("nccl: no peer access between ranks (%s); host staging unavailable (%s)",
                            f.p2pDetail.c_str(), f.hostStagedDetail.c_str());
@@ -177,25 +183,32 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   // One-shot reads (n-1) x bytes from peers with one barrier; two-shot reads 2(n-1)/n x bytes with
   // two. At 2 ranks both read the same bytes, so one-shot always wins (measured on 2 x H200 NVLink:
   // 13.4 vs 16.5 us at 128 tokens, 119 vs 137 us at 2048); beyond, two-shot once bytes dominate.
+  // A calibration replaces the 2-rank rule and the limits with what was measured on this machine.
   const long long peerBytes = bytes * (f.nranks - 1);
-  if (bytes <= f.lowLatencyMaxBytes) {
+  const bool llCapped = policy.lowLatencyMaxBytes >= 0 && policy.lowLatencyMaxBytes < f.lowLatencyMaxBytes;
+  const long long llMax = llCapped ? policy.lowLatencyMaxBytes : f.lowLatencyMaxBytes;
+  if (bytes <= llMax) {
     p.algo = arfuseAlgoLowLatency;
-    p.reason = strprintf("lowlatency: %lld B <= %lld B: rows pushed with readiness in every word, no separate "
+    p.reason = strprintf("lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
                          "barrier",
-                         bytes, f.lowLatencyMaxBytes);
-  } else if (f.nranks == 2) {
+                         bytes, llMax, llCapped ? strprintf(" (%s)", origin).c_str() : "");
+  } else if (f.nccl && policy.ncclAboveBytes >= 0 && bytes > policy.ncclAboveBytes) {
+    p.algo = arfuseAlgoNccl;
+    p.reason = strprintf("nccl: %lld B > %lld B, above which NCCL measured faster than every arfuse path (%s)", bytes,
+                         policy.ncclAboveBytes, origin);
+    localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
+    return p;
+  } else if (f.nranks == 2 && !calibrated) {
     p.algo = arfuseAlgoOneShot;
     p.reason = strprintf("oneshot: 2 ranks, where two-shot moves the same %lld B per rank and adds a barrier", bytes);
   } else if (peerBytes <= policy.oneShotMaxBytes) {
     p.algo = arfuseAlgoOneShot;
-    p.reason = strprintf("oneshot: %lld B x %d peers = %lld B <= one-shot limit %lld B (built-in default, not "
-                         "calibrated)",
-                         bytes, f.nranks - 1, peerBytes, policy.oneShotMaxBytes);
+    p.reason = strprintf("oneshot: %lld B x %d peers = %lld B <= one-shot limit %s (%s)", bytes, f.nranks - 1,
+                         peerBytes, limitText(policy.oneShotMaxBytes).c_str(), origin);
   } else {
     p.algo = arfuseAlgoTwoShot;
-    p.reason = strprintf("twoshot: %lld B x %d peers = %lld B > one-shot limit %lld B (built-in default, not "
-                         "calibrated)",
-                         bytes, f.nranks - 1, peerBytes, policy.oneShotMaxBytes);
+    p.reason = strprintf("twoshot: %lld B x %d peers = %lld B > one-shot limit %s (%s)", bytes, f.nranks - 1, peerBytes,
+                         limitText(policy.oneShotMaxBytes).c_str(), origin);
   }
   multiRankGeometry(f, req, &p);
   return p;

@@ -44,6 +44,17 @@ struct PlanPolicy {
   // Without peer access, messages above this go to NCCL when NCCL is available (its pipelined ring
   // through host memory is the safer choice for bulk transfers until calibration says otherwise).
   long long hostStagedMaxBytes = 1024 * 1024;
+  // Set from a matching calibration file (src/plan/calibration.h); the defaults leave the plan as
+  // it is without one.
+  // Auto plan: the low-latency path only while bytes <= this (the fabric's buffer limit still
+  // applies); -1: no limit of its own.
+  long long lowLatencyMaxBytes = -1;
+  // Auto plan with peer access: messages above this go to NCCL when it is available (NCCL measured
+  // faster at the largest sizes); -1: never.
+  long long ncclAboveBytes = -1;
+  // Where the limits above came from ("calibration /etc/arfuse/cal.json"), named in the plan's
+  // reasons; "" means built-in defaults ("built-in default, not calibrated").
+  std::string calibratedFrom;
 };
 
 struct PlanRequest {

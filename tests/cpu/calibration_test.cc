@@ -1,0 +1,329 @@
+// Calibration files: crossovers from measurements, the JSON form, matching a group (UUIDs,
+// fingerprint, rank count), and the plan's decisions and reasons under a calibrated policy.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cstdio>
+#include <fstream>
+
+#include "plan/calibration.h"
+#include "plan/from_topology.h"
+#include "plan/plan.h"
+#include "topo/topology.h"
+
+namespace arfuse {
+namespace {
+
+constexpr long long kRow = 7168 * 2;  // one bf16 token of hidden 7168
+
+topo::Topology fixture(const std::string& name) {
+  topo::Topology t;
+  std::string err;
+  EXPECT_TRUE(topo::readJsonFile(std::string(ARFUSE_SOURCE_DIR) + "/tests/topo/fixtures/" + name, &t, &err)) << err;
+  return t;
+}
+
+std::vector<int> all(const topo::Topology& t) {
+  std::vector<int> d;
+  for (int i = 0; i < t.size(); ++i) d.push_back(i);
+  return d;
+}
+
+std::vector<std::string> uuidsOf(const topo::Topology& t, const std::vector<int>& devices) {
+  std::vector<std::string> u;
+  for (int d : devices) u.push_back(t.gpus[d].uuid);
+  return u;
+}
+
+void add(CalibrationGroup* g, const std::string& algo, int tokens, double us) {
+  g->points.push_back({algo, tokens, tokens * kRow, us});
+}
+
+// A synthetic 8-rank sweep shaped like an NVSwitch machine's (numbers invented for the test):
+// low-latency wins up to 4 tokens, one-shot at 8-16, two-shot at 32-1024, NCCL at 2048.
+Calibration eightRanks(const topo::Topology& t) {
+  Calibration c;
+  c.created = "2026-11-30T10:00:00Z";
+  c.arfuse = "arfuse 0.1.0 cuda 13.0 nccl 2.28.9 archs 90";
+  c.hostname = "hgx-h200-a";
+  c.gpus = uuidsOf(t, all(t));
+  std::sort(c.gpus.begin(), c.gpus.end());
+  c.fingerprint = topo::calibrationFingerprint(t, all(t));
+  c.hidden = 7168;
+  c.dtype = "bf16";
+  CalibrationGroup g;
+  g.nranks = 8;
+  const int tokens[] = {1, 2, 4, 8, 16, 32, 64, 256, 1024, 2048};
+  const double ll[] = {5.0, 5.5, 6.2};
+  const double one[] = {7.0, 7.3, 7.9, 8.8, 10.5, 15.0, 24.0, 80.0, 300.0, 610.0};
+  const double two[] = {9.0, 9.2, 9.6, 10.1, 11.0, 13.0, 18.0, 45.0, 160.0, 330.0};
+  const double nccl[] = {16.0, 16.2, 16.5, 17.0, 17.5, 19.0, 22.0, 50.0, 170.0, 320.0};
+  for (int i = 0; i < 10; ++i) {
+    if (i < 3) add(&g, "lowlatency", tokens[i], ll[i]);
+    add(&g, "oneshot", tokens[i], one[i]);
+    add(&g, "twoshot", tokens[i], two[i]);
+    add(&g, "nccl", tokens[i], nccl[i]);
+  }
+  g.notes = {"hoststaged: not eligible: peer access works, so no host exchange area is allocated"};
+  c.groups.push_back(g);
+  return c;
+}
+
+TEST(Calibration, CrossoversAreTheLargestSizeEachPathWon) {
+  const topo::Topology t = fixture("h200_8x_nvswitch.json");
+  const auto x = calibrationCrossovers(eightRanks(t).groups[0].points);
+  const std::vector<std::pair<std::string, long long>> want = {
+      {"lowlatency", 4 * kRow}, {"oneshot", 16 * kRow}, {"twoshot", 1024 * kRow}, {"nccl", 2048 * kRow}};
+  EXPECT_EQ(x, want);
+  // Ties go to the earlier path in plan order; a path never fastest is absent.
+  std::vector<CalibrationPoint> tie = {{"twoshot", 1, kRow, 5.0}, {"oneshot", 1, kRow, 5.0}, {"nccl", 1, kRow, 9.0}};
+  EXPECT_EQ(calibrationCrossovers(tie), (std::vector<std::pair<std::string, long long>>{{"oneshot", kRow}}));
+  EXPECT_TRUE(calibrationCrossovers({}).empty());
+}
+
+TEST(Calibration, JsonRoundTripIsExactAndStable) {
+  const Calibration c = eightRanks(fixture("h200_8x_nvswitch.json"));
+  const std::string js = calibrationToJson(c);
+  EXPECT_NE(js.find("\"schema\": \"arfuse-calibration/1\""), std::string::npos) << js;
+  EXPECT_NE(js.find("\"best_up_to_bytes\": {\"lowlatency\": 57344, \"oneshot\": 229376, \"twoshot\": 14680064, "
+                    "\"nccl\": 29360128}"),
+            std::string::npos)
+      << js;
+  EXPECT_NE(js.find("{\"algo\": \"lowlatency\", \"tokens\": 1, \"bytes\": 14336, \"us\": 5}"), std::string::npos) << js;
+  Calibration back;
+  std::string err;
+  ASSERT_TRUE(calibrationFromJson(js, &back, &err)) << err;
+  EXPECT_EQ(back.gpus, c.gpus);
+  EXPECT_EQ(back.fingerprint, c.fingerprint);
+  ASSERT_EQ(back.groups.size(), 1u);
+  EXPECT_EQ(back.groups[0].points.size(), c.groups[0].points.size());
+  EXPECT_EQ(back.groups[0].points[5].us, c.groups[0].points[5].us);
+  EXPECT_EQ(back.groups[0].notes, c.groups[0].notes);
+  EXPECT_EQ(back.groups[0].bestUpTo, calibrationCrossovers(c.groups[0].points));
+  EXPECT_EQ(calibrationToJson(back), js);
+  // An empty group list and a group without notes or points still round-trip.
+  Calibration e = c;
+  e.groups.clear();
+  ASSERT_TRUE(calibrationFromJson(calibrationToJson(e), &back, &err)) << err;
+  EXPECT_TRUE(back.groups.empty());
+}
+
+std::string readError(const std::string& text) {
+  Calibration c;
+  std::string err;
+  EXPECT_FALSE(calibrationFromJson(text, &c, &err)) << text;
+  return err;
+}
+
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  const size_t p = s.find(from);
+  EXPECT_NE(p, std::string::npos) << from;
+  if (p != std::string::npos) s.replace(p, from.size(), to);
+  return s;
+}
+
+TEST(Calibration, ReaderIsStrict) {
+  const std::string js = calibrationToJson(eightRanks(fixture("h200_8x_nvswitch.json")));
+  EXPECT_EQ(readError(replaced(js, "arfuse-calibration/1", "arfuse-calibration/2")),
+            "schema at 2:13: unsupported schema \"arfuse-calibration/2\" (this reader understands "
+            "\"arfuse-calibration/1\")");
+  EXPECT_EQ(readError(replaced(js, "\"hidden\": 7168", "\"hidden\": 7168, \"hiden\": 1")),
+            "hiden at 8:19: unknown field");
+  EXPECT_EQ(readError(replaced(js, "\"algo\": \"nccl\"", "\"algo\": \"ring\"")),
+            "groups[0].points[3].algo at 22:18: unknown path \"ring\" (lowlatency, oneshot, twoshot, hoststaged or "
+            "nccl)");
+  EXPECT_EQ(readError(replaced(js, "\"us\": 5}", "\"us\": 0}")),
+            "groups[0].points[0].us at 19:67: must be a positive number of microseconds, got 0");
+  EXPECT_EQ(readError(replaced(js, "\"twoshot\": 14680064", "\"twoshot\": 99999999")),
+            "groups[0].best_up_to_bytes at 14:27: disagrees with the points (crossovers come from the measurements; "
+            "re-run arfuse doctor --calibrate instead of editing the file)");
+  EXPECT_EQ(readError(replaced(js, "\"tokens\": 1,", "\"tokens\": 1.0,")).substr(0, 40),
+            "groups[0].points[0].tokens at 19:42: exp");
+  EXPECT_EQ(readError(js.substr(0, js.size() / 2)).rfind("JSON syntax error at ", 0), 0u);
+}
+
+TEST(Calibration, MatchesOnlyItsOwnGpusFabricAndRankCount) {
+  const topo::Topology t = fixture("h200_8x_nvswitch.json");
+  const Calibration c = eightRanks(t);
+  const auto devs = all(t);
+  PlanPolicy p, orig;
+  std::string why;
+  // Other GPUs: the first four of the machine.
+  const std::vector<int> four = {0, 1, 2, 3};
+  EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, four), topo::calibrationFingerprint(t, four), 4, "calibration c.json",
+                                     &p, &why));
+  EXPECT_NE(why.find("calibration c.json does not apply: it was measured on GPUs [GPU-"), std::string::npos) << why;
+  // Same GPUs, changed fabric.
+  topo::Topology changed = t;
+  changed.link(2, 5).measured.peerStore = false;  // measured facts do not change the key...
+  EXPECT_EQ(topo::calibrationFingerprint(changed, devs), c.fingerprint);
+  changed.link(2, 5).canAccessPeer = false;  // ...reported ones do
+  EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, devs), topo::calibrationFingerprint(changed, devs), 8, "cal", &p,
+                                     &why));
+  EXPECT_NE(why.find("the fabric changed since it was measured (fingerprint " + c.fingerprint), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("re-run `arfuse doctor --calibrate`"), std::string::npos) << why;
+  // Same GPUs and fabric, another rank count (16 virtual ranks on the 8 GPUs).
+  std::vector<int> sixteen = devs;
+  sixteen.insert(sixteen.end(), devs.begin(), devs.end());
+  EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, sixteen), c.fingerprint, 16, "cal", &p, &why));
+  EXPECT_EQ(why, "cal does not apply: it has no measurement for 16 ranks (it has 8); run `arfuse doctor --calibrate "
+                 "--ranks 16`");
+  EXPECT_TRUE(p.calibratedFrom.empty());
+  EXPECT_EQ(p.oneShotMaxBytes, orig.oneShotMaxBytes);  // untouched on every failure
+  // Rank order does not matter.
+  std::vector<int> shuffled = {7, 3, 1, 0, 2, 6, 5, 4};
+  EXPECT_TRUE(policyFromCalibration(c, uuidsOf(t, shuffled), c.fingerprint, 8, "cal", &p, &why)) << why;
+}
+
+TEST(Calibration, PolicyFromMeasuredCrossovers) {
+  const topo::Topology t = fixture("h200_8x_nvswitch.json");
+  const Calibration c = eightRanks(t);
+  PlanPolicy p;
+  p.forcedBy = "kept";
+  std::string why;
+  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, all(t)), c.fingerprint, 8, "calibration /etc/arfuse/cal.json", &p,
+                                    &why))
+      << why;
+  EXPECT_EQ(p.lowLatencyMaxBytes, -1);                  // fastest up to its largest size: the buffer limit decides
+  EXPECT_EQ(p.oneShotMaxBytes, 16 * kRow * 7);          // fastest up to 16 tokens, in bytes x peers
+  EXPECT_EQ(p.ncclAboveBytes, 1024 * kRow);             // NCCL won the largest size; two-shot won up to 1024
+  EXPECT_EQ(p.hostStagedMaxBytes, PlanPolicy{}.hostStagedMaxBytes);  // host-staged not measured: unchanged
+  EXPECT_EQ(p.calibratedFrom, "calibration /etc/arfuse/cal.json");
+  EXPECT_EQ(p.forcedBy, "kept");
+  EXPECT_EQ(why, "calibration /etc/arfuse/cal.json applies (8 ranks, " + c.fingerprint +
+                     ", measured 2026-11-30T10:00:00Z at hidden 7168 bf16): lowlatency up to its buffer limit, "
+                     "one-shot limit 1605632 B (x peers), nccl above 14680064 B");
+
+  // The plan under that policy, on the machine it was measured on.
+  Fabric f;
+  std::string err;
+  ASSERT_TRUE(fabricFromTopology(t, all(t), true, &f, &err)) << err;
+  auto plan = [&](int tokens) {
+    PlanRequest r;
+    r.tokens = tokens;
+    r.hidden = 7168;
+    return makePlan(f, Limits{}, p, r);
+  };
+  EXPECT_EQ(plan(4).algo, arfuseAlgoLowLatency);
+  Plan p16 = plan(16);
+  EXPECT_EQ(p16.algo, arfuseAlgoOneShot) << p16.reason;
+  EXPECT_EQ(p16.reason, "oneshot: 229376 B x 7 peers = 1605632 B <= one-shot limit 1605632 B (calibration "
+                        "/etc/arfuse/cal.json)");
+  Plan p32 = plan(32);
+  EXPECT_EQ(p32.algo, arfuseAlgoTwoShot) << p32.reason;
+  EXPECT_NE(p32.reason.find("> one-shot limit 1605632 B (calibration /etc/arfuse/cal.json)"), std::string::npos);
+  EXPECT_EQ(plan(1024).algo, arfuseAlgoTwoShot);
+  Plan p2048 = plan(2048);
+  EXPECT_EQ(p2048.algo, arfuseAlgoNccl) << p2048.reason;
+  EXPECT_EQ(p2048.reason, "nccl: 29360128 B > 14680064 B, above which NCCL measured faster than every arfuse path "
+                          "(calibration /etc/arfuse/cal.json)");
+  // Without the calibration the same machine keeps the built-in rules and says so.
+  Plan def = makePlan(f, Limits{}, PlanPolicy{}, PlanRequest{arfuseOpAllReduceAddRmsNorm, 2048, 7168, arfuseBfloat16});
+  EXPECT_EQ(def.algo, arfuseAlgoTwoShot);
+  EXPECT_NE(def.reason.find("built-in default, not calibrated"), std::string::npos) << def.reason;
+}
+
+TEST(Calibration, TwoRanksAndALowLatencyCap) {
+  // Two virtual ranks on one GPU: one-shot wins everywhere above 2 tokens, low-latency below.
+  const topo::Topology t = fixture("h200_1x.json");
+  Calibration c;
+  c.created = "2026-11-30T10:00:00Z";
+  c.gpus = {t.gpus[0].uuid};
+  c.fingerprint = topo::calibrationFingerprint(t, {0});
+  c.hidden = 7168;
+  c.dtype = "bf16";
+  CalibrationGroup g;
+  g.nranks = 2;
+  g.virtualRanks = true;
+  for (int tok : {1, 2, 4}) add(&g, "lowlatency", tok, tok <= 2 ? 4.0 : 9.0);
+  for (int tok : {1, 2, 4, 64, 1024}) add(&g, "oneshot", tok, 6.0 + tok * 0.1);
+  for (int tok : {1, 2, 4, 64, 1024}) add(&g, "twoshot", tok, 8.0 + tok * 0.2);
+  c.groups.push_back(g);
+  PlanPolicy p;
+  std::string why;
+  // A real 2-GPU group is not a virtual one.
+  ASSERT_FALSE(policyFromCalibration(c, {t.gpus[0].uuid, "GPU-other"}, c.fingerprint, 2, "cal", &p, &why));
+  ASSERT_TRUE(policyFromCalibration(c, {t.gpus[0].uuid, t.gpus[0].uuid}, c.fingerprint, 2, "cal", &p, &why)) << why;
+  EXPECT_NE(why.find("(2 virtual ranks, "), std::string::npos) << why;
+  EXPECT_EQ(p.lowLatencyMaxBytes, 2 * kRow);
+  EXPECT_EQ(p.oneShotMaxBytes, LLONG_MAX);
+  EXPECT_EQ(p.ncclAboveBytes, -1);
+  Fabric f;
+  std::string err;
+  ASSERT_TRUE(fabricFromTopology(t, {0, 0}, false, &f, &err)) << err;
+  PlanRequest r;
+  r.hidden = 7168;
+  r.tokens = 2;
+  Plan a = makePlan(f, Limits{}, p, r);
+  EXPECT_EQ(a.algo, arfuseAlgoLowLatency);
+  EXPECT_EQ(a.reason, "lowlatency: 28672 B <= 28672 B (cal): rows pushed with readiness in every word, no separate "
+                      "barrier");
+  r.tokens = 3;
+  Plan b = makePlan(f, Limits{}, p, r);
+  EXPECT_EQ(b.algo, arfuseAlgoOneShot);
+  EXPECT_EQ(b.reason, "oneshot: 43008 B x 1 peers = 43008 B <= one-shot limit unlimited (cal)");
+}
+
+TEST(Calibration, HostStagedAgainstNcclWithoutPeerAccess) {
+  const topo::Topology t = fixture("rtx5090_2x_nop2p.json");
+  Calibration c;
+  c.created = "2026-11-30T10:00:00Z";
+  c.gpus = uuidsOf(t, {0, 1});
+  std::sort(c.gpus.begin(), c.gpus.end());
+  c.fingerprint = topo::calibrationFingerprint(t, {0, 1});
+  c.hidden = 7168;
+  c.dtype = "bf16";
+  CalibrationGroup g;
+  g.nranks = 2;
+  for (int tok : {1, 16, 64, 256}) add(&g, "hoststaged", tok, 10.0 + tok * 0.5);
+  for (int tok : {1, 16, 64, 256}) add(&g, "nccl", tok, 40.0 + tok * 0.2);
+  g.notes = {"lowlatency: not eligible: no peer access"};
+  c.groups.push_back(g);
+  PlanPolicy p;
+  std::string why;
+  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, {1, 0}), c.fingerprint, 2, "cal", &p, &why)) << why;
+  EXPECT_EQ(p.hostStagedMaxBytes, 64 * kRow);  // 42 vs 52.8 us at 64 tokens; NCCL wins at 256
+  EXPECT_EQ(p.oneShotMaxBytes, PlanPolicy{}.oneShotMaxBytes);
+  EXPECT_EQ(p.lowLatencyMaxBytes, -1);
+  Fabric f;
+  std::string err;
+  ASSERT_TRUE(fabricFromTopology(t, {0, 1}, true, &f, &err)) << err;
+  PlanRequest r;
+  r.hidden = 7168;
+  r.tokens = 64;
+  Plan a = makePlan(f, Limits{}, p, r);
+  EXPECT_EQ(a.algo, arfuseAlgoHostStaged) << a.reason;
+  EXPECT_NE(a.reason.find("<= host-staged limit (cal)"), std::string::npos) << a.reason;
+  r.tokens = 65;
+  Plan b = makePlan(f, Limits{}, p, r);
+  EXPECT_EQ(b.algo, arfuseAlgoNccl) << b.reason;
+  EXPECT_NE(b.reason.find("> host-staged limit 917504 B (cal)"), std::string::npos) << b.reason;
+}
+
+TEST(Calibration, LoadFromFile) {
+  const topo::Topology t = fixture("h200_8x_nvswitch.json");
+  const Calibration c = eightRanks(t);
+  PlanPolicy p;
+  std::string why;
+  EXPECT_FALSE(loadCalibrationPolicy("/nonexistent/arfuse-cal.json", uuidsOf(t, all(t)), c.fingerprint, 8, &p, &why));
+  EXPECT_EQ(why, "calibration /nonexistent/arfuse-cal.json does not apply: cannot open the file");
+  const std::string path = ::testing::TempDir() + "arfuse_calibration_test.json";
+  {
+    std::ofstream f(path);
+    f << calibrationToJson(c);
+  }
+  ASSERT_TRUE(loadCalibrationPolicy(path, uuidsOf(t, all(t)), c.fingerprint, 8, &p, &why)) << why;
+  EXPECT_EQ(p.calibratedFrom, "calibration " + path);
+  {
+    std::ofstream f(path);
+    f << "{\"schema\": \"arfuse-calibration/1\"}";
+  }
+  PlanPolicy q;
+  EXPECT_FALSE(loadCalibrationPolicy(path, uuidsOf(t, all(t)), c.fingerprint, 8, &q, &why));
+  EXPECT_EQ(why, "calibration " + path + " does not apply: created at 1:1: missing required field \"created\"");
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace arfuse
