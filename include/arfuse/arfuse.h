@@ -78,7 +78,9 @@ typedef enum {
   arfuseInternalError = 7,   /* a bug in arfuse: please report with the log line */
   arfusePeerTimeout = 8,     /* a device-side wait for a peer exceeded the timeout; the group is aborted */
   arfuseNoDevice = 9,        /* no CUDA device is visible */
-  arfuseNumResults = 10
+  arfuseMismatch = 10,       /* ranks made different calls (op, dtype, tokens, hidden or path); the group is
+                                aborted and the message names both ranks and both calls */
+  arfuseNumResults = 11
 } arfuseResult_t;
 
 typedef enum { arfuseBfloat16 = 0, arfuseFloat16 = 1, arfuseFloat32 = 2, arfuseNumDataTypes = 3 } arfuseDataType_t;

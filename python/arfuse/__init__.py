@@ -12,14 +12,14 @@ from ._types import CONFIG_MAGIC, DTYPE_ALL, MAX_RANKS, Algo, Config, DataType, 
 from ._version import ABI_VERSION_CODE, __version__
 from .comm import Communicator, Plan, add_rmsnorm, destroy_all, group, make_config
 from .errors import (ArfuseError, ArfuseLibraryError, CudaError, InternalError, InvalidArgument, InvalidUsage,
-                     NcclError, NoDevice, PeerTimeout, SystemFailure, Unsupported, error_class)
+                     Mismatch, NcclError, NoDevice, PeerTimeout, SystemFailure, Unsupported, error_class)
 
 __all__ = [
     "__version__", "load", "library_path", "library_version", "build_info", "env",
     "Communicator", "Plan", "add_rmsnorm", "destroy_all", "group", "make_config",
     "Algo", "Config", "DataType", "Op", "Result", "CONFIG_MAGIC", "DTYPE_ALL", "MAX_RANKS",
     "ArfuseError", "ArfuseLibraryError", "CudaError", "InternalError", "InvalidArgument", "InvalidUsage",
-    "NcclError", "NoDevice", "PeerTimeout", "SystemFailure", "Unsupported", "error_class",
+    "Mismatch", "NcclError", "NoDevice", "PeerTimeout", "SystemFailure", "Unsupported", "error_class",
 ]
 
 

@@ -24,6 +24,7 @@ class Result(enum.IntEnum):
     InternalError = 7
     PeerTimeout = 8
     NoDevice = 9
+    Mismatch = 10
 
 
 class DataType(enum.IntEnum):

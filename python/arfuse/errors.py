@@ -71,6 +71,10 @@ class NoDevice(ArfuseError):
     """arfuseNoDevice: no CUDA device is visible."""
 
 
+class Mismatch(ArfuseError):
+    """arfuseMismatch: ranks made different calls; the group is aborted."""
+
+
 _BY_CODE: Dict[int, Type[ArfuseError]] = {
     Result.InvalidArgument: InvalidArgument,
     Result.InvalidUsage: InvalidUsage,
@@ -81,6 +85,7 @@ _BY_CODE: Dict[int, Type[ArfuseError]] = {
     Result.InternalError: InternalError,
     Result.PeerTimeout: PeerTimeout,
     Result.NoDevice: NoDevice,
+    Result.Mismatch: Mismatch,
 }
 
 

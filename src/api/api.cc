@@ -141,7 +141,8 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   const std::string fields = strprintf("op=%s", func + 6);  // drop the "arfuse" prefix
 
   std::string msg;
-  if (groupAsyncError(g, comm->rank, &msg) != arfuseSuccess) return fail(comm, arfusePeerTimeout, __FILE__, __LINE__, msg, fields);
+  const arfuseResult_t async = groupAsyncError(g, comm->rank, &msg);
+  if (async != arfuseSuccess) return fail(comm, async, __FILE__, __LINE__, msg, fields);
 
   PlanRequest req{c.op, c.tokens, c.hidden, c.dtype};
   Plan plan = makePlan(g.fabric, g.limits, g.policy, req);
@@ -197,6 +198,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.stagingBytes = g.stagingBytes;
       ka.llSourceBytes = g.llSourceBytes;
       ka.timeoutNs = g.timeoutNs;
+      ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
       ka.rank = comm->rank;
       ka.nranks = g.nranks;
       ka.x = c.x;

@@ -56,7 +56,8 @@ void freeGroup(Group* g) {
 }
 
 arfuseResult_t allocateRanks(Group* g, const int* devices, std::string* message) {
-  const size_t controlBytes = 256 + sizeof(uint64_t) * kMaxBlocks * kMaxRanks;
+  const size_t flagBytes = sizeof(uint64_t) * kMaxBlocks * kMaxRanks;
+  const size_t controlBytes = 256 + flagBytes + kDescAreaBytes;
   for (int r = 0; r < g->nranks; ++r) {
     RankResources& rr = g->ranks[r];
     rr.device = devices[r];
@@ -74,6 +75,7 @@ arfuseResult_t allocateRanks(Group* g, const int* devices, std::string* message)
     rr.flags = reinterpret_cast<uint64_t*>(rr.control + 256);
     g->peers.staging[r] = rr.staging;
     g->peers.flags[r] = rr.flags;
+    g->peers.desc[r] = rr.control + 256 + flagBytes;
   }
   for (int r = 0; r < g->nranks; ++r) {
     CUDA_TRY(cudaSetDevice(g->ranks[r].device));
@@ -127,7 +129,7 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_
       return arfuseSuccess;
     }
   }
-  const size_t flagBytes = static_cast<size_t>(g->nranks) * kMaxBlocks * kMaxRanks * sizeof(uint64_t);
+  const size_t flagBytes = static_cast<size_t>(g->nranks) * (kMaxBlocks * kMaxRanks * sizeof(uint64_t) + kDescAreaBytes);
   slotBytes = (slotBytes + 255) / 256 * 256;
   const size_t bytes = flagBytes + static_cast<size_t>(g->nranks) * 2 * slotBytes;
   cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->hostArena), bytes,
@@ -138,11 +140,13 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_
     g->fabric.hostStagedDetail = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", bytes, cudaGetErrorString(ce));
     return arfuseSuccess;  // not fatal: the plan says why the path is missing
   }
-  std::memset(g->hostArena, 0, flagBytes);  // flag 0 never matches a call
+  std::memset(g->hostArena, 0, flagBytes);  // flag 0 never matches a call (flags and descriptor slots)
   g->hostArenaBytes = bytes;
   g->hostSlotBytes = slotBytes;
   for (int r = 0; r < g->nranks; ++r) {
-    g->host.flags[r] = reinterpret_cast<uint64_t*>(g->hostArena) + static_cast<size_t>(r) * kMaxBlocks * kMaxRanks;
+    char* perRank = g->hostArena + static_cast<size_t>(r) * (kMaxBlocks * kMaxRanks * sizeof(uint64_t) + kDescAreaBytes);
+    g->host.flags[r] = reinterpret_cast<uint64_t*>(perRank);
+    g->host.desc[r] = perRank + kMaxBlocks * kMaxRanks * sizeof(uint64_t);
     g->host.slots[r] = g->hostArena + flagBytes + static_cast<size_t>(r) * 2 * slotBytes;
   }
   g->fabric.hostStaged = true;
@@ -355,6 +359,19 @@ arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message) {
   return st;
 }
 
+namespace {
+const char* opName(int op) { return op == arfuseOpAllReduce ? "AllReduce" : "AllReduceAddRmsNorm"; }
+std::string describeDesc(CallDesc d) {
+  const int dt = descDtype(d);
+  const long long bytes =
+      static_cast<long long>(descTokens(d)) * descHidden(d) * (dt == arfuseFloat32 ? 4 : 2);
+  return strprintf("%s %s tokens=%d hidden=%d (%lld B, path %s%s)", opName(descOp(d)),
+                   arfuseDataTypeName(arfuseDataType_t(dt)), descTokens(d), descHidden(d), bytes,
+                   arfuseAlgoName(arfuseAlgo_t(descAlgo(d))),
+                   descAlgo(d) == arfuseAlgoHostStaged ? (descVariant(d) ? " two-shot" : " one-shot") : "");
+}
+}  // namespace
+
 arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message) {
   const volatile GroupShared* s = g.shared;
   if (!s->abort) return arfuseSuccess;
@@ -365,14 +382,30 @@ arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message) {
     if (s->records[r].valid) who = r;
   if (who < 0) {
     *message = "the group was aborted (no kernel error record)";
-  } else {
-    const volatile ErrorRecord& e = s->records[who];
-    *message = strprintf("rank %d waited %.3f s for rank %d at call %llu (block %d, phase %d); the group is aborted. "
-                         "next: check that every rank makes the same calls in the same order; run `arfuse triage` on "
-                         "all ranks' logs",
-                         who, g.timeoutNs / 1e9, e.peer, static_cast<unsigned long long>(e.call), e.block, e.phase);
+    return arfusePeerTimeout;
   }
-  return arfusePeerTimeout;
+  const volatile ErrorRecord& e = s->records[who];
+  const CallDesc mine{e.mine.w0, e.mine.w1}, theirs{e.theirs.w0, e.theirs.w1};
+  const unsigned long long call = e.call;
+  switch (e.code) {
+    case kErrMismatch:
+      *message = strprintf("divergent call at call %llu: rank %d made %s, rank %d made %s; the group is aborted. "
+                           "next: make every rank issue the same calls with the same shapes in the same order",
+                           call, who, describeDesc(mine).c_str(), e.peer, describeDesc(theirs).c_str());
+      return arfuseMismatch;
+    case kErrConcurrent:
+      *message = strprintf("two calls of rank %d ran at the same time (call %llu, %s): a communicator serves one "
+                           "stream at a time; the group is aborted. next: issue every call of a rank on one stream, "
+                           "or order the streams with events",
+                           who, call, describeDesc(mine).c_str());
+      return arfuseInvalidUsage;
+    default:
+      *message = strprintf("rank %d waited %.3f s for rank %d at call %llu (block %d, phase %d, %s); the group is "
+                           "aborted. next: check that every rank makes the same calls in the same order; run "
+                           "`arfuse triage` on all ranks' logs",
+                           who, g.timeoutNs / 1e9, e.peer, call, e.block, e.phase, describeDesc(mine).c_str());
+      return arfusePeerTimeout;
+  }
 }
 
 }  // namespace arfuse

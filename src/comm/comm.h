@@ -39,7 +39,7 @@ struct Group {
   size_t llSourceBytes = 0; // low-latency buffer: bytes per source rank per parity (2 x its message limit)
   GroupShared* shared = nullptr;  // host-mapped (host pointer == device pointer under UVA)
   // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
-  // flag arrays [nranks][kMaxBlocks][kMaxRanks] then slots [nranks][2][hostSlotBytes].
+  // per rank {flag array [kMaxBlocks][kMaxRanks], descriptor slots}, then slots [nranks][2][hostSlotBytes].
   char* hostArena = nullptr;
   size_t hostArenaBytes = 0;
   size_t hostSlotBytes = 0;
@@ -77,7 +77,8 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
                            std::string* message);
 arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message);
 
-// A kernel-recorded error of the group (arfusePeerTimeout), or arfuseSuccess; *message describes it.
+// A kernel-recorded error of the group (arfusePeerTimeout, arfuseMismatch, arfuseInvalidUsage for two
+// streams at once), or arfuseSuccess; *message describes it.
 arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message);
 
 }  // namespace arfuse

@@ -7,7 +7,7 @@ const char* arfuseGetErrorName(arfuseResult_t r) {
   static const char* names[] = {"arfuseSuccess",       "arfuseInvalidArgument", "arfuseInvalidUsage",
                                 "arfuseUnsupported",   "arfuseCudaError",       "arfuseNcclError",
                                 "arfuseSystemError",   "arfuseInternalError",   "arfusePeerTimeout",
-                                "arfuseNoDevice"};
+                                "arfuseNoDevice",      "arfuseMismatch"};
   return (r >= 0 && r < arfuseNumResults) ? names[r] : "arfuseUnknownResult";
 }
 
@@ -24,6 +24,8 @@ const char* arfuseGetErrorString(arfuseResult_t r) {
       "peer timeout: a rank waited longer than the timeout for a peer; the group is aborted. Check that every "
       "rank makes the same calls in the same order",
       "no CUDA device is visible",
+      "mismatch: ranks made different calls (op, dtype, tokens, hidden or path); the group is aborted. Make every "
+      "rank issue the same calls with the same shapes in the same order",
   };
   return (r >= 0 && r < arfuseNumResults) ? text[r] : "unknown result code";
 }

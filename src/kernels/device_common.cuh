@@ -123,20 +123,27 @@ __device__ __forceinline__ uint4 loadHost16(const void* p) {
 // ---- bounded waits ----------------------------------------------------------------------------
 constexpr int kPollsPerCheck = 256;
 
-// Records the first timeout of this rank and aborts the group. Returns nothing: the caller exits.
-__device__ inline void raiseTimeout(const KernelArgs& a, int peer, int phase, uint64_t call) {
+// Records the first error of this rank (code kErr*, the peer involved, the peer's descriptor for a
+// mismatch) and aborts the group. Returns nothing: the caller exits.
+__device__ inline void raiseError(const KernelArgs& a, int code, int peer, int phase, uint64_t call,
+                                  CallDesc theirs = CallDesc{0, 0}) {
   ErrorRecord* rec = &a.shared->records[a.rank];
   if (atomicCAS(&a.state->errorClaimed, 0u, 1u) == 0u) {
     rec->peer = peer;
     rec->block = blockIdx.x;
     rec->phase = phase;
     rec->call = call;
-    rec->code = kErrPeerTimeout;
+    rec->mine = a.desc;
+    rec->theirs = theirs;
+    rec->code = code;
     __threadfence_system();
     *reinterpret_cast<volatile int*>(&rec->valid) = 1;
   }
   __threadfence_system();
   *reinterpret_cast<volatile int*>(&a.shared->abort) = 1;
+}
+__device__ inline void raiseTimeout(const KernelArgs& a, int peer, int phase, uint64_t call) {
+  raiseError(a, kErrPeerTimeout, peer, phase, call);
 }
 
 // Waits until *flag >= expected (wrap-safe). Returns false on timeout or group abort.
@@ -182,12 +189,28 @@ __device__ inline bool blockBarrier(const KernelArgs& a, uint64_t value, int pha
   return blockBarrier(a, a.peers.flags, value, phase, call);
 }
 
-// ---- call epochs ------------------------------------------------------------------------------
+// ---- call epochs, misuse detection, flight recorder ---------------------------------------------
 // Every block reads the rank's call counter at entry; the last block to leave advances it. All
 // blocks have read it before any block can be last, so the whole grid sees the same epoch.
+// Block 0 also (a) claims the rank's `running` mark: finding it taken means another call of this
+// rank is running right now (two streams), which the single-in-flight protocol cannot survive, so
+// the group is aborted with kErrConcurrent; and (b) opens the call's flight-recorder entry in
+// host-mapped memory (posted writes: no wait), which the last block closes.
 __device__ inline uint64_t beginCall(const KernelArgs& a) {
   __shared__ uint64_t call;
-  if (threadIdx.x == 0) call = *reinterpret_cast<volatile uint64_t*>(&a.state->call) + 1;
+  if (threadIdx.x == 0) {
+    call = *reinterpret_cast<volatile uint64_t*>(&a.state->call) + 1;
+    if (blockIdx.x == 0) {
+      FlightEntry* e = &a.shared->flight[a.rank].entries[(call - 1) % kFlightEntries];
+      volatile FlightEntry* ve = e;
+      ve->desc.w0 = a.desc.w0;
+      ve->desc.w1 = a.desc.w1;
+      ve->startNs = globalTimerNs();
+      ve->endNs = 0;
+      ve->call = call;
+      if (atomicExch(&a.state->running, 1u) != 0u) raiseError(a, kErrConcurrent, -1, /*phase=*/4, call);
+    }
+  }
   __syncthreads();
   return call;
 }
@@ -200,8 +223,88 @@ __device__ inline void endCall(const KernelArgs& a, uint64_t call) {
       a.state->blocksDone = 0;
       *reinterpret_cast<volatile uint64_t*>(&a.state->call) = call;
       __threadfence();
+      atomicExch(&a.state->running, 0u);
+      reinterpret_cast<volatile FlightEntry*>(&a.shared->flight[a.rank].entries[(call - 1) % kFlightEntries])->endNs =
+          globalTimerNs();
     }
   }
+}
+
+// ---- call descriptors (divergent-call detection) ------------------------------------------------
+// The flag of a call in a flagged 8-byte word: 1..2^32-1, never 0 (areas start zeroed).
+__device__ __forceinline__ uint32_t llFlag(uint64_t call) {
+  return static_cast<uint32_t>((call - 1) % 0xFFFFFFFFull) + 1u;
+}
+__device__ __forceinline__ char* descSlot(char* area, uint64_t call, int src) {
+  return area + ((call & 1) * kMaxRanks + src) * kDescSlotBytes;
+}
+// Block 0, thread t (t != rank) sends this call's descriptor to rank t as two flagged words. On
+// the barrier paths the same thread then releases its barrier flag to rank t, so the descriptor is
+// visible to whoever acquires that flag.
+__device__ inline void sendDesc(const KernelArgs& a, char* const* areas, uint64_t call) {
+  const int t = threadIdx.x;
+  if (blockIdx.x == 0 && t < a.nranks && t != a.rank) {
+    const uint64_t f = static_cast<uint64_t>(llFlag(call)) << 32;
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(descSlot(areas[t], call, a.rank)),
+                 "l"(f | a.desc.w0), "l"(f | a.desc.w1)
+                 : "memory");
+  }
+}
+// Block 0, thread t (t != rank): waits (bounded) for rank t's descriptor of this call and compares
+// it with ours; a difference aborts the group with kErrMismatch naming rank t and both calls.
+// Returns false if this thread raised or saw an error.
+__device__ inline bool checkDesc(const KernelArgs& a, char* const* areas, uint64_t call, int phase) {
+  const int t = threadIdx.x;
+  if (blockIdx.x != 0 || t >= a.nranks || t == a.rank) return true;
+  const char* src = descSlot(areas[a.rank], call, t);
+  const uint32_t flag = llFlag(call);
+  uint64_t start = 0;
+  for (int polls = 1;; ++polls) {
+    uint64_t w0, w1;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(w0), "=l"(w1) : "l"(src) : "memory");
+    if (static_cast<uint32_t>(w0 >> 32) == flag && static_cast<uint32_t>(w1 >> 32) == flag) {
+      const CallDesc theirs{static_cast<uint32_t>(w0), static_cast<uint32_t>(w1)};
+      if (theirs.w0 == a.desc.w0 && theirs.w1 == a.desc.w1) return true;
+      raiseError(a, kErrMismatch, t, phase, call, theirs);
+      return false;
+    }
+    if (polls % kPollsPerCheck == 0) {
+      if (loadVolatileInt(&a.shared->abort)) return false;
+      const uint64_t now = globalTimerNs();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > a.timeoutNs) {
+        raiseTimeout(a, t, phase, call);
+        return false;
+      }
+    }
+  }
+}
+
+// Barrier paths over slow links: load the peer's descriptor right after the barrier that made it
+// visible, compare at the end, so the load's round trip overlaps the call's work.
+struct DescProbe {
+  uint64_t w0, w1;
+};
+__device__ inline DescProbe loadDesc(const KernelArgs& a, char* const* areas, uint64_t call) {
+  DescProbe p{0, 0};
+  const int t = threadIdx.x;
+  if (blockIdx.x == 0 && t < a.nranks && t != a.rank)
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(p.w0), "=l"(p.w1)
+                 : "l"(descSlot(areas[a.rank], call, t))
+                 : "memory");
+  return p;
+}
+__device__ inline void compareDesc(const KernelArgs& a, char* const* areas, const DescProbe& p, uint64_t call,
+                                   int phase) {
+  const int t = threadIdx.x;
+  if (blockIdx.x != 0 || t >= a.nranks || t == a.rank) return;
+  const uint32_t flag = llFlag(call);
+  if (static_cast<uint32_t>(p.w0 >> 32) == flag && static_cast<uint32_t>(p.w1 >> 32) == flag &&
+      static_cast<uint32_t>(p.w0) == a.desc.w0 && static_cast<uint32_t>(p.w1) == a.desc.w1)
+    return;
+  checkDesc(a, areas, call, phase);  // differs (or not yet seen): the full check decides and records
 }
 
 // ---- reductions -------------------------------------------------------------------------------

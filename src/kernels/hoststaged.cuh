@@ -85,11 +85,13 @@ __global__ void __launch_bounds__(kMaxThreads) hostOneShotKernel(KernelArgs a) {
   const uint4* x = reinterpret_cast<const uint4*>(a.x);
 
   copyRowsToHost(a, parityOffset, nvec, 0, 0);
+  sendDesc(a, a.host.desc, call);
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
   const uint4* weight = reinterpret_cast<const uint4*>(a.weight);          // [nvec]
   RowInputs<T, true> in;
   if (kFused) in.load(residualIn + static_cast<size_t>(blockIdx.x) * nvec, nvec);
   if (!blockBarrier(a, a.host.flags, call * 2, /*phase=*/0, call)) return;
+  const DescProbe desc = loadDesc(a, a.host.desc, call);  // compared at the end
 
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     const size_t rowOffset = static_cast<size_t>(row) * nvec;
@@ -108,6 +110,7 @@ __global__ void __launch_bounds__(kMaxThreads) hostOneShotKernel(KernelArgs a) {
       }
     }
   }
+  compareDesc(a, a.host.desc, desc, call, /*phase=*/3);
   endCall(a, call);
 }
 
@@ -124,7 +127,9 @@ __global__ void __launch_bounds__(kMaxThreads) hostTwoShotKernel(KernelArgs a) {
   uint4* mineDev = reinterpret_cast<uint4*>(a.peers.staging[a.rank] + devParityOffset);  // [tokens, nvec]
 
   copyRowsToHost(a, parityOffset, nvec, lo, hi);
+  sendDesc(a, a.host.desc, call);
   if (!blockBarrier(a, a.host.flags, call * 2, /*phase=*/0, call)) return;
+  const DescProbe desc = loadDesc(a, a.host.desc, call);  // compared at the end
 
   // Step 3: reduce our slice of each of this block's rows.
   {
@@ -168,6 +173,7 @@ __global__ void __launch_bounds__(kMaxThreads) hostTwoShotKernel(KernelArgs a) {
       for (int v = threadIdx.x; v < nvec; v += blockDim.x) out[v] = gathered(v);
     }
   }
+  compareDesc(a, a.host.desc, desc, call, /*phase=*/3);
   endCall(a, call);
 }
 

@@ -26,10 +26,6 @@
 
 namespace arfuse {
 
-__device__ __forceinline__ uint32_t llFlag(uint64_t call) {
-  return static_cast<uint32_t>((call - 1) % 0xFFFFFFFFull) + 1u;
-}
-
 __device__ __forceinline__ void llStore(char* dst, uint4 d, uint32_t flag) {
   const uint64_t w0 = (static_cast<uint64_t>(flag) << 32) | d.x, w1 = (static_cast<uint64_t>(flag) << 32) | d.y;
   const uint64_t w2 = (static_cast<uint64_t>(flag) << 32) | d.z, w3 = (static_cast<uint64_t>(flag) << 32) | d.w;
@@ -76,6 +72,8 @@ __global__ void __launch_bounds__(kMaxThreads) lowLatencyKernel(KernelArgs a) {
   const size_t parityOffset = (call & 1) * a.llSourceBytes * a.nranks;
   const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [tokens, nvec]
 
+  // 0. block 0 sends the call's descriptor to every peer (checked below, before any row is reduced).
+  sendDesc(a, a.peers.desc, call);
   // 1. send this block's rows to every peer: 32 bytes on the wire per 16 data bytes.
   const int nrows = (a.tokens - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
   for (int k = threadIdx.x; k < nrows * nvec; k += blockDim.x) {
@@ -86,6 +84,7 @@ __global__ void __launch_bounds__(kMaxThreads) lowLatencyKernel(KernelArgs a) {
       if (p != a.rank) llStore(a.peers.ll[p] + parityOffset + a.rank * a.llSourceBytes + idx * 32, d, flag);
   }
   // Every read of x by the send loop precedes any store of norm_out (which may alias x).
+  checkDesc(a, a.peers.desc, call, /*phase=*/3);
   __syncthreads();
 
   // 2. receive and reduce, in rank order; our own rows straight from x.

@@ -41,6 +41,7 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
   const int nvec = a.hidden / E;
 
   copyInRows<T>(a, parityOffset, nvec);
+  sendDesc(a, a.peers.desc, call);
   // The first row's residual_in does not depend on peers: load it now so
   // their latency overlaps the barrier's round trip.
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
@@ -65,6 +66,7 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
       }
     }
   }
+  checkDesc(a, a.peers.desc, call, /*phase=*/3);  // present: it preceded the peer's barrier flag
   endCall(a, call);
 }
 

@@ -40,6 +40,7 @@ __global__ void __launch_bounds__(kMaxThreads) twoShotKernel(KernelArgs a) {
   const int n = a.nranks;
 
   copyInRows<T>(a, parityOffset, nvec);
+  sendDesc(a, a.peers.desc, call);
   if (!blockBarrier(a, call * 2, /*phase=*/0, call)) return;
 
   // Step 3: reduce my slice of each of this block's rows.
@@ -81,6 +82,7 @@ __global__ void __launch_bounds__(kMaxThreads) twoShotKernel(KernelArgs a) {
       for (int v = threadIdx.x; v < nvec; v += blockDim.x) out[v] = gathered(v);
     }
   }
+  checkDesc(a, a.peers.desc, call, /*phase=*/3);
   endCall(a, call);
 }
 

@@ -1,0 +1,261 @@
+// Fault injection on virtual ranks (GPU 0): divergent calls, a late rank, two streams at once, a
+// skipped call with timing, and a soak of a million graph-replayed calls. Requirement in the name.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "arfuse/arfuse.h"
+
+namespace arfuse {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A group of n virtual ranks on GPU 0 with one stream each and fp32 buffers of `elems` per rank.
+struct Group {
+  int n;
+  std::vector<arfuseComm_t> comms;
+  std::vector<cudaStream_t> streams;
+  std::vector<float*> in, out;
+  std::vector<std::vector<float>> host;  // inputs
+  size_t elems;
+  arfuseResult_t init = arfuseSuccess;
+
+  Group(int nranks, int algo, int timeoutMs, size_t elemsPerRank, int maxTokens = 64, int maxHidden = 4096)
+      : n(nranks), comms(nranks), streams(nranks), in(nranks), out(nranks), host(nranks), elems(elemsPerRank) {
+    std::vector<int> devs(n, 0);
+    arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
+    cfg.maxTokens = maxTokens;
+    cfg.maxHidden = maxHidden;
+    cfg.algo = algo;
+    cfg.timeoutMs = timeoutMs;
+    init = arfuseCommInitAll(comms.data(), n, devs.data(), &cfg);
+    std::mt19937 rng(1234 + n * 7 + algo);
+    std::uniform_int_distribution<int> q(-1024, 1024);
+    for (int r = 0; r < n; ++r) {
+      cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+      cudaMalloc(&in[r], elems * sizeof(float));
+      cudaMalloc(&out[r], elems * sizeof(float));
+      host[r].resize(elems);
+      for (float& v : host[r]) v = static_cast<float>(q(rng) | 1) / 1024.f;  // never 0; sums exact in fp32
+      cudaMemcpy(in[r], host[r].data(), elems * sizeof(float), cudaMemcpyHostToDevice);
+      cudaMemset(out[r], 0xFF, elems * sizeof(float));  // poison: NaN
+    }
+  }
+  ~Group() {
+    for (int r = 0; r < n; ++r) {
+      cudaStreamSynchronize(streams[r]);
+      if (init == arfuseSuccess) arfuseCommDestroy(comms[r]);
+      cudaFree(in[r]);
+      cudaFree(out[r]);
+      cudaStreamDestroy(streams[r]);
+    }
+  }
+  arfuseResult_t allReduce(int r, int tokens, int hidden, cudaStream_t s = nullptr) {
+    return arfuseAllReduce(in[r], out[r], tokens, hidden, arfuseFloat32, comms[r], s ? s : streams[r]);
+  }
+  void syncAll() {
+    for (int r = 0; r < n; ++r) cudaStreamSynchronize(streams[r]);
+  }
+  arfuseResult_t asyncError(int r, std::string* text) {
+    arfuseResult_t e = arfuseSuccess;
+    EXPECT_EQ(arfuseCommGetAsyncError(comms[r], &e), arfuseSuccess);
+    *text = arfuseCommGetLastError(comms[r]);
+    return e;
+  }
+};
+
+const int kPaths[] = {arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged};
+std::string pathName(int a) { return arfuseAlgoName(arfuseAlgo_t(a)); }
+
+class Gpu_Fault : public ::testing::TestWithParam<int> {};
+
+// Rank 2 calls with fewer tokens: every rank reports arfuseMismatch naming both calls, quickly
+// (by the descriptor exchange, not by the timeout).
+TEST_P(Gpu_Fault, DifferentSizeIsAMismatchOnEveryRank) {
+  const int algo = GetParam();
+  Group g(3, algo, /*timeoutMs=*/5000, 4 * 1024);
+  ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
+  const auto t0 = Clock::now();
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(g.allReduce(r, r == 2 ? 2 : 4, 1024), arfuseSuccess) << arfuseGetLastError();
+  g.syncAll();
+  EXPECT_LT(secondsSince(t0), 2.5) << "a mismatch must not wait for the 5 s timeout";
+  for (int r = 0; r < 3; ++r) {
+    std::string text;
+    EXPECT_EQ(g.asyncError(r, &text), arfuseMismatch) << pathName(algo) << " rank " << r << ": " << text;
+    EXPECT_NE(text.find("divergent call"), std::string::npos) << text;
+    EXPECT_NE(text.find("tokens=4"), std::string::npos) << text;
+    EXPECT_NE(text.find("tokens=2"), std::string::npos) << text;
+  }
+  // Later calls fail fast with the recorded error; destroy (in ~Group) returns.
+  const auto t1 = Clock::now();
+  EXPECT_EQ(g.allReduce(0, 4, 1024), arfuseMismatch);
+  EXPECT_LT(secondsSince(t1), 0.05);
+}
+
+// Same bytes, different dtype (fp16 vs bf16) and different op: still a mismatch.
+TEST_P(Gpu_Fault, DifferentDtypeOrOpIsAMismatch) {
+  const int algo = GetParam();
+  for (int variant = 0; variant < 2; ++variant) {
+    Group g(2, algo, 5000, 4 * 1024);
+    ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
+    void* w;
+    cudaMalloc(&w, 1024 * 4);
+    cudaMemset(w, 0x3c, 1024 * 4);
+    for (int r = 0; r < 2; ++r) {
+      arfuseResult_t st;
+      if (variant == 0)  // 4 x 1024 x 2 B either way
+        st = arfuseAllReduce(g.in[r], g.out[r], 4, 1024, r == 0 ? arfuseBfloat16 : arfuseFloat16, g.comms[r],
+                             g.streams[r]);
+      else if (r == 0)
+        st = arfuseAllReduce(g.in[r], g.out[r], 2, 1024, arfuseBfloat16, g.comms[r], g.streams[r]);
+      else
+        st = arfuseAllReduceAddRmsNorm(g.in[r], g.in[r] + 2048, w, 1e-6f, g.out[r], g.out[r] + 2048, 2, 1024,
+                                       arfuseBfloat16, g.comms[r], g.streams[r]);
+      ASSERT_EQ(st, arfuseSuccess) << arfuseGetLastError();
+    }
+    g.syncAll();
+    for (int r = 0; r < 2; ++r) {
+      std::string text;
+      EXPECT_EQ(g.asyncError(r, &text), arfuseMismatch) << pathName(algo) << " variant " << variant << ": " << text;
+      EXPECT_NE(text.find(variant == 0 ? "fp16" : "AllReduceAddRmsNorm"), std::string::npos) << text;
+    }
+    cudaFree(w);
+  }
+}
+
+// A rank that calls 300 ms late (timeout 3 s): correct result, no error.
+TEST_P(Gpu_Fault, LateRankWithinTheTimeoutIsFine) {
+  const int algo = GetParam();
+  Group g(3, algo, /*timeoutMs=*/3000, 4 * 1024);
+  ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(g.allReduce(r, 4, 1024), arfuseSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(g.allReduce(2, 4, 1024), arfuseSuccess);
+  g.syncAll();
+  for (int r = 0; r < 3; ++r) {
+    std::string text;
+    EXPECT_EQ(g.asyncError(r, &text), arfuseSuccess) << text;
+    std::vector<float> got(g.elems);
+    cudaMemcpy(got.data(), g.out[r], g.elems * sizeof(float), cudaMemcpyDeviceToHost);
+    int wrong = 0;
+    for (size_t i = 0; i < g.elems; ++i) {
+      const float want = g.host[0][i] + g.host[1][i] + g.host[2][i];  // exact
+      if (std::memcmp(&got[i], &want, 4) != 0) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0) << pathName(algo) << " rank " << r;
+  }
+}
+
+// A rank that never calls: both peers end within timeout + a poll interval and name it.
+TEST_P(Gpu_Fault, SkippedCallIsNamedByEveryPeerWithinTheTimeout) {
+  const int algo = GetParam();
+  Group g(3, algo, /*timeoutMs=*/400, 4 * 1024);
+  ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
+  const auto t0 = Clock::now();
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(g.allReduce(r, 4, 1024), arfuseSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaStreamSynchronize(g.streams[r]), cudaSuccess);
+  const double took = secondsSince(t0);
+  EXPECT_GE(took, 0.39);
+  EXPECT_LT(took, 0.4 + 0.25) << "timeout + one poll interval (and scheduling slack)";
+  for (int r = 0; r < 2; ++r) {
+    std::string text;
+    EXPECT_EQ(g.asyncError(r, &text), arfusePeerTimeout) << text;
+    EXPECT_NE(text.find("for rank 2"), std::string::npos) << pathName(algo) << " rank " << r << ": " << text;
+  }
+  EXPECT_EQ(g.allReduce(2, 4, 1024), arfusePeerTimeout);  // the late rank is refused too: the group is aborted
+}
+
+// Two calls of one rank on two streams at the same time break the single-in-flight protocol: the
+// second is caught on the device and the group fails with arfuseInvalidUsage, naming the misuse.
+TEST_P(Gpu_Fault, TwoStreamsAtOnceAreRefused) {
+  const int algo = GetParam();
+  Group g(2, algo, /*timeoutMs=*/3000, 4 * 1024);
+  ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
+  cudaStream_t other;
+  cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+  const auto t0 = Clock::now();
+  ASSERT_EQ(g.allReduce(0, 1, 1024), arfuseSuccess);  // waits for rank 1, which never calls
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(g.allReduce(0, 1, 1024, other), arfuseSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(g.streams[0]), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(other), cudaSuccess);
+  EXPECT_LT(secondsSince(t0), 2.5) << "detected at once, not by the timeout";
+  std::string text;
+  EXPECT_EQ(g.asyncError(0, &text), arfuseInvalidUsage) << text;
+  EXPECT_NE(text.find("two calls of rank 0 ran at the same time"), std::string::npos) << text;
+  cudaStreamDestroy(other);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, Gpu_Fault, ::testing::ValuesIn(kPaths),
+                         [](const ::testing::TestParamInfo<int>& i) { return pathName(i.param); });
+
+// 10^6 calls per rank, CUDA-graph replayed, across four sizes (both the low-latency and one-shot
+// paths under auto): no error, and every replay's outputs bitwise equal to one eager call's.
+TEST(Gpu_Soak, MillionGraphReplayedCallsAcrossSizes) {
+  const int n = 2, callsPerGraph = 1000, replays = 1000;
+  const int sizes[4] = {1, 4, 16, 128};  // x 2048 fp32: 8 KiB .. 1 MiB
+  const int hidden = 2048;
+  Group g(n, -1, 5000, static_cast<size_t>(4) * 128 * hidden, 128, hidden);
+  ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
+  // Per size: its own slice of the output so each size's result survives to the end.
+  std::vector<std::vector<float*>> outs(n, std::vector<float*>(4));
+  for (int r = 0; r < n; ++r)
+    for (int k = 0; k < 4; ++k) cudaMalloc(&outs[r][k], static_cast<size_t>(sizes[k]) * hidden * 4);
+  // Reference: one eager call per size.
+  std::vector<std::vector<std::vector<float>>> ref(n, std::vector<std::vector<float>>(4));
+  for (int k = 0; k < 4; ++k) {
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(arfuseAllReduce(g.in[r], outs[r][k], sizes[k], hidden, arfuseFloat32, g.comms[r], g.streams[r]),
+                arfuseSuccess);
+    g.syncAll();
+    for (int r = 0; r < n; ++r) {
+      ref[r][k].resize(static_cast<size_t>(sizes[k]) * hidden);
+      cudaMemcpy(ref[r][k].data(), outs[r][k], ref[r][k].size() * 4, cudaMemcpyDeviceToHost);
+      cudaMemset(outs[r][k], 0xFF, ref[r][k].size() * 4);
+    }
+  }
+  std::vector<cudaGraphExec_t> execs(n);
+  for (int r = 0; r < n; ++r) {
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(g.streams[r], cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    for (int c = 0; c < callsPerGraph; ++c) {
+      const int k = c % 4;
+      ASSERT_EQ(arfuseAllReduce(g.in[r], outs[r][k], sizes[k], hidden, arfuseFloat32, g.comms[r], g.streams[r]),
+                arfuseSuccess);
+    }
+    ASSERT_EQ(cudaStreamEndCapture(g.streams[r], &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&execs[r], graph, 0), cudaSuccess);
+    cudaGraphDestroy(graph);
+  }
+  const auto t0 = Clock::now();
+  for (int i = 0; i < replays; ++i)
+    for (int r = 0; r < n; ++r) ASSERT_EQ(cudaGraphLaunch(execs[r], g.streams[r]), cudaSuccess);
+  g.syncAll();
+  std::printf("[ info ] %d calls per rank in %.2f s\n", callsPerGraph * replays, secondsSince(t0));
+  for (int r = 0; r < n; ++r) {
+    std::string text;
+    EXPECT_EQ(g.asyncError(r, &text), arfuseSuccess) << text;
+    for (int k = 0; k < 4; ++k) {
+      std::vector<float> got(ref[r][k].size());
+      cudaMemcpy(got.data(), outs[r][k], got.size() * 4, cudaMemcpyDeviceToHost);
+      EXPECT_EQ(std::memcmp(got.data(), ref[r][k].data(), got.size() * 4), 0) << "rank " << r << " size " << sizes[k];
+      EXPECT_EQ(std::memcmp(got.data(), ref[0][k].data(), got.size() * 4), 0) << "ranks differ, size " << sizes[k];
+    }
+    cudaGraphExecDestroy(execs[r]);
+    for (int k = 0; k < 4; ++k) cudaFree(outs[r][k]);
+  }
+}
+
+}  // namespace
+}  // namespace arfuse
