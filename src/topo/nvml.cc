@@ -42,7 +42,7 @@ bool Library::open(const std::string& path) {
   lib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib_) {
     const char* e = dlerror();
-    error_ = "cannot load " + path + ": " + (e ? e : "dlopen failed");
+    error_ = e ? std::string(e) : "cannot load " + path;  // dlerror names the file and the reason
     return false;
   }
   resolveEither(lib_, "nvmlInit_v2", "nvmlInit", &init_fn_);

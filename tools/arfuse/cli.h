@@ -16,6 +16,7 @@ constexpr int kExitNoDevice = 3;
 
 int selftest(const std::vector<std::string>& args);
 int bench(const std::vector<std::string>& args);
+int doctor(const std::vector<std::string>& args);  // doctor.cc
 
 }  // namespace cli
 }  // namespace arfuse

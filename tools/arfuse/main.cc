@@ -27,6 +27,7 @@ void usage(FILE* f) {
                "commands:\n"
                "  selftest   check every path on this machine against an fp64 reference (needs a GPU)\n"
                "  bench      time arfuse against the unfused baseline; JSON output (needs a GPU)\n"
+               "  doctor     environment, topology, self-test, plan per size and checks with fixes; --calibrate\n"
                "  plan       explain which algorithm a call would use and why (no GPU needed)\n"
                "  triage     find the root cause of a crashed or hung multi-GPU server from its logs\n"
                "  env        list every ARFUSE_* variable, its value and where it came from\n"
@@ -204,6 +205,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "selftest") return selftest(args);
   if (cmd == "bench") return bench(args);
+  if (cmd == "doctor") return doctor(args);
   if (cmd == "plan") return plan(args);
   if (cmd == "triage") return arfuse::triage::runCli(args, std::cout, std::cerr);
   if (cmd == "env") return env(args);

@@ -1,0 +1,388 @@
+// `arfuse doctor`: what this machine is, whether arfuse works on it, what it will do and why.
+//
+// Gathers the facts (environment, probed topology, a self-test of every eligible path on a real
+// communicator, the plan per size from arfuseCommQueryPlan, whether a calibration file applies) and
+// hands them to doctor_checks.cc, which judges and prints them. `--calibrate` times every eligible
+// path over the size range in CUDA graphs (tools/harness, as `arfuse bench` does), checks every
+// result, and writes the crossovers (src/plan/calibration.h).
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "arfuse/arfuse.h"
+#include "cli.h"
+#include "common/params.h"
+#include "doctor_checks.h"
+#include "harness/harness.h"
+#include "plan/calibration.h"
+#include "topo/probe.h"
+
+namespace arfuse {
+namespace cli {
+
+namespace {
+
+using checkup::Args;
+using checkup::Report;
+
+const int kPaths[] = {arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged, arfuseAlgoNccl};
+constexpr long long kLowLatencyLimit = 64 * 1024;  // bytes per rank the low-latency path carries
+
+arfuseDataType_t dtypeOf(const std::string& s) {
+  return s == "fp32" ? arfuseFloat32 : s == "fp16" ? arfuseFloat16 : arfuseBfloat16;
+}
+long long dtypeBytes(const std::string& s) { return s == "fp32" ? 4 : 2; }
+
+std::string isoDate() {
+  char buf[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+std::string hostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// "arfuseCommInitAll: config: algo=nccl (forced by config) is unavailable: ..." -> the part after the
+// function name, which is what a person needs.
+std::string stripInitPrefix(std::string s) {
+  for (const char* p : {"arfuseCommInitAll: ", "config: "})
+    if (s.rfind(p, 0) == 0) s = s.substr(std::string(p).size());
+  return s;
+}
+
+// Environment facts; NVML and the driver version come from the probe (which opens NVML even
+// without a GPU).
+void fillEnvironment(const topo::ProbeResult& pr, checkup::Environment* e) {
+  e->buildInfo = arfuseGetBuildInfo();
+  e->driverVersion = pr.topology.driverVersion.value_or("");
+  e->cudaDriverVersion = pr.cudaDriverVersion;
+  e->cudaRuntimeVersion = pr.cudaRuntimeVersion;
+  int v = 0;
+  if (ncclGetVersion(&v) == ncclSuccess)
+    e->ncclRuntime = std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+  e->nvmlLoaded = pr.nvmlLoaded;
+  e->nvmlError = pr.nvmlError;
+  e->nvmlVersion = pr.topology.nvmlVersion.value_or("");
+  e->deviceCount = harness::deviceCount();
+  if (e->deviceCount == 0) e->deviceError = pr.error.empty() ? "cudaGetDeviceCount found none" : pr.error;
+  for (const ParamValue& p : paramValues())
+    e->params.push_back({p.spec->name, p.value, p.fromEnvironment ? "environment" : "default", p.error});
+  for (const char* name : {"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+                           "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_P2P_DISABLE",
+                           "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"}) {
+    if (const char* val = std::getenv(name)) e->otherEnv.emplace_back(name, val);
+  }
+}
+
+// The doctor's group: every GPU when there are several (or the first --ranks of them), else
+// virtual ranks on GPU 0 (--ranks, default 2).
+bool chooseDevices(const Args& a, int ndev, std::vector<int>* devices, bool* virtualRanks, std::string* error) {
+  *virtualRanks = a.virtualRanks || ndev < 2;
+  const int n = !a.ranks.empty() ? a.ranks[0] : (*virtualRanks ? 2 : ndev);
+  if (!*virtualRanks && n > ndev) {
+    *error = "--ranks " + std::to_string(n) + " but only " + std::to_string(ndev) + " GPUs are visible";
+    return false;
+  }
+  devices->assign(n, 0);
+  if (!*virtualRanks)
+    for (int r = 0; r < n; ++r) (*devices)[r] = r;
+  return true;
+}
+
+void runSelftest(const Args& a, Report* r) {
+  const arfuseDataType_t dt = dtypeOf(a.dtype);
+  for (int algo : kPaths) {
+    checkup::PathResult p;
+    p.algo = arfuseAlgoName(arfuseAlgo_t(algo));
+    harness::World w(r->devices, 64, a.hidden, algo, 5000);
+    if (!w.ok()) {
+      p.eligible = false;
+      p.why = stripInitPrefix(w.error());
+      if (w.status() != arfuseUnsupported) {  // eligible in principle, but the group could not be built
+        p.eligible = true;
+        p.failed = 1;
+      }
+      r->selftest.push_back(p);
+      continue;
+    }
+    p.eligible = true;
+    for (int tokens : {1, 3, 64}) {
+      for (arfuseOp_t op : {arfuseOpAllReduceAddRmsNorm, arfuseOpAllReduce}) {
+        if (op == arfuseOpAllReduce && tokens != 3) continue;
+        if (algo == arfuseAlgoLowLatency && tokens * a.hidden * dtypeBytes(a.dtype) > kLowLatencyLimit) continue;
+        harness::CaseSpec spec;
+        spec.op = op;
+        spec.dtype = dt;
+        spec.tokens = tokens;
+        spec.hidden = a.hidden;
+        spec.seed = 4000 + tokens + 100 * algo;
+        harness::CaseResult c = w.run(spec);
+        if (c.ok) {
+          ++p.passed;
+        } else if (p.failed++ == 0) {
+          p.why = "tokens=" + std::to_string(tokens) + (op == arfuseOpAllReduce ? " allreduce: " : ": ") + c.error;
+        }
+      }
+    }
+    r->selftest.push_back(p);
+  }
+}
+
+void runPlanTable(const Args& a, Report* r) {
+  const std::vector<int> tokens = checkup::tokenList(a);
+  const int maxTokens = *std::max_element(tokens.begin(), tokens.end());
+  arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
+  cfg.maxTokens = maxTokens;
+  cfg.maxHidden = a.hidden;
+  cfg.dtypeMask = ARFUSE_DTYPE_BIT(dtypeOf(a.dtype));
+  std::vector<arfuseComm_t> comms(r->devices.size());
+  if (arfuseCommInitAll(comms.data(), static_cast<int>(comms.size()), r->devices.data(), &cfg) != arfuseSuccess) {
+    r->planError = stripInitPrefix(arfuseGetLastError());
+    return;
+  }
+  for (int t : tokens) {
+    checkup::PlanRow row;
+    row.tokens = t;
+    row.bytes = static_cast<long long>(t) * a.hidden * dtypeBytes(a.dtype);
+    arfusePlan_t plan;
+    const arfuseResult_t st = arfuseCommQueryPlan(comms[0], arfuseOpAllReduceAddRmsNorm, t, a.hidden, dtypeOf(a.dtype), &plan);
+    row.ok = st == arfuseSuccess;
+    row.algo = row.ok ? arfuseAlgoName(plan.algo) : "";
+    row.reason = row.ok ? plan.reason : std::string(arfuseGetErrorName(st)) + ": " + arfuseCommGetLastError(comms[0]);
+    r->plan.push_back(row);
+  }
+  for (arfuseComm_t c : comms) arfuseCommDestroy(c);
+}
+
+int calibrate(const Args& a);
+
+}  // namespace
+
+int doctor(const std::vector<std::string>& args) {
+  Args a;
+  std::string err;
+  if (!checkup::parseArgs(args, &a, &err)) {
+    std::fprintf(stderr, "arfuse doctor: %s (see arfuse doctor --help)\n", err.c_str());
+    return kExitUsage;
+  }
+  if (a.help) {
+    std::printf("%s", checkup::usage());
+    return kExitOk;
+  }
+  if (a.calibrate) return calibrate(a);
+
+  Report r;
+  r.hidden = a.hidden;
+  r.dtype = a.dtype;
+  topo::ProbeOptions po;
+  po.measure = a.measure && a.topologyPath.empty();
+  const topo::ProbeResult pr = topo::probeTopology(po);
+  fillEnvironment(pr, &r.env);
+  if (!a.topologyPath.empty()) {
+    if (!topo::readJsonFile(a.topologyPath, &r.topology, &err)) {
+      std::fprintf(stderr, "arfuse doctor: --topology: %s\n", err.c_str());
+      return kExitUsage;
+    }
+    r.haveTopology = true;
+    r.topologySource = "file " + a.topologyPath;
+  } else if (pr.ok) {
+    r.haveTopology = true;
+    r.topology = pr.topology;
+    r.topologySource = "probe";
+    r.probeMeasured = pr.measured;
+    r.probeNotes = pr.notes;
+    if (r.env.ncclRuntime.size()) r.topology.ncclVersion = r.env.ncclRuntime;
+  }
+  if (!a.saveTopology.empty() && r.haveTopology) {
+    std::ofstream f(a.saveTopology);
+    f << topo::toJson(r.topology);
+    if (!f) std::fprintf(stderr, "arfuse doctor: cannot write %s\n", a.saveTopology.c_str());
+  }
+
+  const int ndev = r.env.deviceCount;
+  if (ndev > 0 && !chooseDevices(a, ndev, &r.devices, &r.virtualRanks, &err)) {
+    std::fprintf(stderr, "arfuse doctor: %s\n", err.c_str());
+    return kExitUsage;
+  }
+  if (!a.topologyPath.empty()) {
+    r.selftestSkipped = "--topology describes another machine";
+  } else if (ndev == 0) {
+    r.selftestSkipped = "no GPU is visible";
+  } else if (!a.selftest) {
+    r.selftestSkipped = "--no-selftest";
+  } else {
+    runSelftest(a, &r);
+    r.selftestRan = true;
+    runPlanTable(a, &r);
+  }
+
+  r.calibrationFile = paramCalibrationFile();
+  if (!r.calibrationFile.empty() && r.haveTopology && !r.devices.empty() && a.topologyPath.empty()) {
+    std::vector<std::string> uuids;
+    for (int d : r.devices) uuids.push_back(r.topology.gpus[d].uuid);
+    PlanPolicy p;
+    r.calibrationApplies =
+        loadCalibrationPolicy(r.calibrationFile, uuids, topo::calibrationFingerprint(r.topology, r.devices),
+                              static_cast<int>(r.devices.size()), &p, &r.calibrationWhy);
+  }
+
+  const auto checks = checkup::runChecks(r);
+  const std::string out = a.json ? checkup::renderJson(r, checks) : checkup::renderText(r, checks);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return checkup::exitCode(checks);
+}
+
+namespace {
+
+int calibrate(const Args& a) {
+  topo::ProbeOptions po;
+  po.measure = false;  // the calibration key uses reported facts only
+  const topo::ProbeResult pr = topo::probeTopology(po);
+  std::printf("# arfuse doctor --calibrate: %s\n", arfuseGetBuildInfo());
+  if (!pr.ok) {
+    std::printf("arfuse doctor --calibrate: %s; nothing to measure here.\n"
+                "  Run it on the machine whose crossovers you want (one GPU is enough: virtual ranks).\n",
+                pr.error.c_str());
+    return kExitFailed;
+  }
+  if (!pr.nvmlLoaded) std::printf("# NVML unavailable (%s): the key holds CUDA's facts only\n", pr.nvmlError.c_str());
+  const topo::Topology& t = pr.topology;
+  const int ndev = t.size();
+  const bool virtualRanks = a.virtualRanks || ndev < 2;
+  std::vector<int> counts = a.ranks;
+  if (counts.empty()) counts = {virtualRanks ? 2 : ndev};
+  if (!virtualRanks && counts.size() > 1) {
+    std::fprintf(stderr, "arfuse doctor --calibrate: with real GPUs give one --ranks N (GPUs 0..N-1): a file covers "
+                         "one set of GPUs\n");
+    return kExitUsage;
+  }
+  if (!virtualRanks && counts[0] > ndev) {
+    std::fprintf(stderr, "arfuse doctor --calibrate: --ranks %d but only %d GPUs\n", counts[0], ndev);
+    return kExitUsage;
+  }
+  const std::vector<int> tokens = checkup::tokenList(a);
+  const int maxTokens = *std::max_element(tokens.begin(), tokens.end());
+  const int iters = a.quick ? std::min(a.iters, 10) : a.iters;
+  const int calls = a.quick ? std::min(a.calls, 10) : a.calls;
+  const arfuseDataType_t dt = dtypeOf(a.dtype);
+
+  Calibration cal;
+  cal.created = isoDate();
+  cal.arfuse = arfuseGetBuildInfo();
+  cal.hostname = hostName();
+  cal.hidden = a.hidden;
+  cal.dtype = a.dtype;
+  std::vector<int> keyDevices;
+  int wrong = 0;
+  for (int n : counts) {
+    std::vector<int> devices(n, 0);
+    if (!virtualRanks)
+      for (int r = 0; r < n; ++r) devices[r] = r;
+    keyDevices = devices;
+    CalibrationGroup g;
+    g.nranks = n;
+    g.virtualRanks = virtualRanks;
+    std::printf("\n# %d ranks, %s; hidden %d %s; %d calls per graph, %d timed replays (+%d warm-up), median of the "
+                "slowest rank\n",
+                n, virtualRanks ? "VIRTUAL on GPU 0 (crossovers of this GPU sharing itself, not of a multi-GPU machine)"
+                                : "one per GPU",
+                a.hidden, a.dtype.c_str(), calls, iters, a.warmup);
+    std::printf("%-11s %7s %11s %10s  %s\n", "algo", "tokens", "bytes", "us", "check");
+    for (int algo : kPaths) {
+      const std::string name = arfuseAlgoName(arfuseAlgo_t(algo));
+      harness::World w(devices, maxTokens, a.hidden, algo, 5000);
+      if (!w.ok()) {
+        const bool unsupported = w.status() == arfuseUnsupported;
+        g.notes.push_back(name + (unsupported ? ": not eligible: " : ": group creation failed: ") +
+                          stripInitPrefix(w.error()));
+        std::printf("%-11s %s\n", name.c_str(), g.notes.back().c_str());
+        if (!unsupported) ++wrong;
+        continue;
+      }
+      bool skippedLarge = false;
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        const long long bytes = static_cast<long long>(tokens[i]) * a.hidden * dtypeBytes(a.dtype);
+        if (algo == arfuseAlgoLowLatency && bytes > kLowLatencyLimit) {
+          skippedLarge = true;
+          continue;
+        }
+        harness::CaseSpec spec;
+        spec.dtype = dt;
+        spec.tokens = tokens[i];
+        spec.hidden = a.hidden;
+        spec.seed = 9000 + i + 100 * algo;
+        const harness::CaseResult c = w.run(spec);
+        if (!c.ok) {
+          ++wrong;
+          g.notes.push_back(name + " tokens=" + std::to_string(tokens[i]) + ": wrong result, not timed: " + c.error);
+          std::printf("%-11s %7d %11lld %10s  FAIL: %s\n", name.c_str(), tokens[i], bytes, "-", c.error.c_str());
+          continue;
+        }
+        const harness::Timing tm = w.timeGraph(spec, calls, iters, a.warmup);
+        if (!tm.ok) {
+          ++wrong;
+          g.notes.push_back(name + " tokens=" + std::to_string(tokens[i]) + ": timing failed: " + tm.error);
+          std::printf("%-11s %7d %11lld %10s  timing failed: %s\n", name.c_str(), tokens[i], bytes, "-",
+                      tm.error.c_str());
+          continue;
+        }
+        g.points.push_back({name, tokens[i], bytes, tm.medianUs});
+        std::printf("%-11s %7d %11lld %10.2f  ok\n", name.c_str(), tokens[i], bytes, tm.medianUs);
+        std::fflush(stdout);
+      }
+      if (skippedLarge)
+        g.notes.push_back(name + ": carries at most " + std::to_string(kLowLatencyLimit) +
+                          " B per rank; larger sizes not timed");
+    }
+    std::printf("# fastest up to:");
+    for (const auto& kv : calibrationCrossovers(g.points)) std::printf(" %s %lld B;", kv.first.c_str(), kv.second);
+    std::printf("\n");
+    cal.groups.push_back(g);
+  }
+  std::vector<std::string> uuids;
+  for (int d : keyDevices) uuids.push_back(t.gpus[d].uuid);
+  cal.gpus = uuids;
+  std::sort(cal.gpus.begin(), cal.gpus.end());
+  cal.gpus.erase(std::unique(cal.gpus.begin(), cal.gpus.end()), cal.gpus.end());
+  cal.fingerprint = topo::calibrationFingerprint(t, keyDevices);
+
+  std::ofstream f(a.out);
+  f << calibrationToJson(cal);
+  f.close();
+  if (!f) {
+    std::fprintf(stderr, "arfuse doctor --calibrate: cannot write %s\n", a.out.c_str());
+    return kExitFailed;
+  }
+  std::printf("\n# wrote %s (%s, %zu GPU%s)\n", a.out.c_str(), cal.fingerprint.c_str(), cal.gpus.size(),
+              cal.gpus.size() == 1 ? "" : "s");
+  bool anyApplies = false;
+  for (const CalibrationGroup& g : cal.groups) {
+    std::vector<std::string> groupUuids;
+    for (int r = 0; r < g.nranks; ++r) groupUuids.push_back(t.gpus[virtualRanks ? 0 : r].uuid);
+    PlanPolicy p;
+    std::string why;
+    anyApplies |= policyFromCalibration(cal, groupUuids, cal.fingerprint, g.nranks, "calibration " + a.out, &p, &why);
+    std::printf("# %s\n", why.c_str());
+  }
+  char abs[4096];
+  const std::string shown = realpath(a.out.c_str(), abs) ? std::string(abs) : a.out;
+  std::printf("# use it: export ARFUSE_CALIBRATION_FILE=%s\n", shown.c_str());
+  if (wrong) std::printf("# %d problem(s) above: wrong results are never used for a crossover\n", wrong);
+  return wrong || !anyApplies ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace arfuse

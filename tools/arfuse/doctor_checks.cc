@@ -1,0 +1,771 @@
+#include "doctor_checks.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "topo/json.h"
+
+namespace arfuse {
+namespace cli {
+namespace checkup {
+
+namespace {
+
+bool parseIntList(const std::string& s, std::vector<int>* out) {
+  out->clear();
+  size_t p = 0;
+  while (p <= s.size()) {
+    const size_t c = s.find(',', p);
+    const std::string item = s.substr(p, c == std::string::npos ? std::string::npos : c - p);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > (1 << 20)) return false;
+    out->push_back(static_cast<int>(v));
+    if (c == std::string::npos) break;
+    p = c + 1;
+  }
+  return !out->empty();
+}
+
+bool parseInt(const std::string& s, int lo, int hi, int* out) {
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < lo || v > hi) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+std::string fmt1(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+std::string gpuName(const topo::Topology& t, int d) {
+  const topo::Gpu& g = t.gpus[d];
+  return g.name + " (sm_" + std::to_string(g.ccMajor) + std::to_string(g.ccMinor) + ")";
+}
+
+std::string cudaText(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+// "2.28.9" from "... nccl 2.28.9 archs ..." (the header the library was built against).
+std::string buildNccl(const std::string& info) {
+  const size_t p = info.find(" nccl ");
+  if (p == std::string::npos) return "";
+  const size_t s = p + 6, e = info.find(' ', s);
+  return info.substr(s, e == std::string::npos ? std::string::npos : e - s);
+}
+
+std::string majorMinor(const std::string& v) {
+  const size_t a = v.find('.');
+  if (a == std::string::npos) return v;
+  const size_t b = v.find('.', a + 1);
+  return v.substr(0, b);
+}
+
+std::string envValue(const Report& r, const std::string& name) {
+  for (const auto& kv : r.env.otherEnv)
+    if (kv.first == name) return kv.second;
+  return "";
+}
+
+// Joins up to `max` items, then "+N more".
+std::string joinSome(const std::vector<std::string>& items, size_t max = 6) {
+  std::string s;
+  for (size_t i = 0; i < items.size() && i < max; ++i) s += (i ? ", " : "") + items[i];
+  if (items.size() > max) s += ", +" + std::to_string(items.size() - max) + " more";
+  return s;
+}
+
+Check make(const char* name, Status st, std::string msg, std::string fix = "") {
+  return Check{name, st, std::move(msg), std::move(fix)};
+}
+
+void environmentChecks(const Report& r, std::vector<Check>* out) {
+  const Environment& e = r.env;
+  const bool recorded = r.topologySource.rfind("file ", 0) == 0;
+  if (recorded) {
+    // Judging a machine from its recording: this machine's GPUs and driver are beside the point.
+    out->push_back(make("gpu", Status::kOk, "judging the recorded machine in " + r.topologySource.substr(5) + " (" +
+                                                std::to_string(r.topology.size()) + (r.topology.size() == 1 ? " GPU" : " GPUs") +
+                                                "); this machine has " +
+                                                std::to_string(e.deviceCount) + " visible"));
+  } else if (e.deviceCount == 0) {
+    const bool said = e.deviceError.rfind("no CUDA device is visible", 0) == 0;
+    out->push_back(make("gpu", Status::kFail,
+                        said ? e.deviceError
+                             : "no CUDA device is visible" + (e.deviceError.empty() ? std::string() : " (" + e.deviceError + ")"),
+                        "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the driver; `arfuse plan` and `arfuse triage` "
+                        "work without a GPU"));
+  } else {
+    std::string names;
+    if (r.haveTopology && r.topologySource == "probe") {
+      std::map<std::string, int> count;
+      for (int d = 0; d < r.topology.size(); ++d) ++count[gpuName(r.topology, d)];
+      for (const auto& kv : count) names += (names.empty() ? ": " : ", ") + std::to_string(kv.second) + " x " + kv.first;
+    }
+    out->push_back(make("gpu", Status::kOk, std::to_string(e.deviceCount) + " GPU" + (e.deviceCount == 1 ? "" : "s") +
+                                                 " visible" + names));
+  }
+  if (e.cudaDriverVersion == 0 && recorded) {
+    // nothing to say about a driver that is not there
+  } else if (e.cudaDriverVersion == 0) {
+    out->push_back(make("driver", Status::kFail, "no NVIDIA driver answered (cudaDriverGetVersion = 0)",
+                        "install the NVIDIA driver, or in a container run with the NVIDIA container toolkit (--gpus)"));
+  } else if (e.cudaRuntimeVersion > e.cudaDriverVersion) {
+    out->push_back(make("driver", Status::kFail,
+                        "the driver" + (e.driverVersion.empty() ? std::string() : " " + e.driverVersion) +
+                            " supports CUDA " + cudaText(e.cudaDriverVersion) + ", this build's runtime is CUDA " +
+                            cudaText(e.cudaRuntimeVersion),
+                        "update the driver to one that supports CUDA " + cudaText(e.cudaRuntimeVersion) +
+                            ", or rebuild arfuse with an older CUDA toolkit"));
+  } else {
+    out->push_back(make("driver", Status::kOk,
+                        "driver " + (e.driverVersion.empty() ? std::string("?") : e.driverVersion) + " supports CUDA " +
+                            cudaText(e.cudaDriverVersion) + "; runtime CUDA " + cudaText(e.cudaRuntimeVersion)));
+  }
+  if (recorded) {
+    bool nvmlFacts = r.topology.nvmlVersion.has_value();
+    for (const topo::Link& l : r.topology.links) nvmlFacts |= l.pcie != topo::PcieLink::kUnknown || l.nvlinks.has_value();
+    if (nvmlFacts) {
+      out->push_back(make("nvml", Status::kOk, "the recording carries NVML's facts (PCIe levels, NVLinks, P2P status)"));
+    } else {
+      out->push_back(make("nvml", Status::kWarn,
+                          "the recording has no NVML facts: NVLink counts, PCIe levels and NVML's P2P status are "
+                          "unknown",
+                          "record the machine again with NVML available (`arfuse doctor --save-topology FILE`)"));
+    }
+  } else if (e.nvmlLoaded) {
+    out->push_back(make("nvml", Status::kOk, "NVML " + (e.nvmlVersion.empty() ? std::string("?") : e.nvmlVersion) + " loaded"));
+  } else {
+    out->push_back(make("nvml", Status::kWarn,
+                        "NVML unavailable (" + e.nvmlError + "): NVLink counts, PCIe levels and NVML's P2P status "
+                        "are unknown; peer access is judged by CUDA and the measured probe alone",
+                        "install the driver's libnvidia-ml.so.1 (in a container: the NVIDIA container toolkit mounts "
+                        "it) or add its directory to LD_LIBRARY_PATH"));
+  }
+  const std::string header = buildNccl(e.buildInfo);
+  if (e.ncclRuntime.empty()) {
+    out->push_back(make("nccl", Status::kWarn, "the NCCL version loaded at run time is unknown (ncclGetVersion failed)",
+                        "check which libnccl.so.2 the loader finds (ldd $(which arfuse))"));
+  } else if (!header.empty() && majorMinor(header) != majorMinor(e.ncclRuntime)) {
+    out->push_back(make("nccl", Status::kWarn,
+                        "built against NCCL " + header + " but NCCL " + e.ncclRuntime + " is loaded",
+                        "point LD_LIBRARY_PATH at the NCCL arfuse was built with, or rebuild against the one loaded"));
+  } else {
+    out->push_back(make("nccl", Status::kOk, "NCCL " + e.ncclRuntime + " loaded (built against " +
+                                                 (header.empty() ? std::string("?") : header) + ")"));
+  }
+  // Build architectures against each distinct GPU.
+  const std::vector<int> built = buildArchs(e.buildInfo);
+  if (r.haveTopology && r.topology.size() > 0) {
+    std::map<int, std::vector<int>> byCc;
+    for (const topo::Gpu& g : r.topology.gpus) byCc[g.ccMajor * 10 + g.ccMinor].push_back(g.index);
+    std::string archs;
+    for (int a : built) archs += (archs.empty() ? "" : ",") + std::to_string(a);
+    for (const auto& kv : byCc) {
+      std::string text;
+      const Status st = archSupport(kv.first, built, &text);
+      const std::string who = "GPU " + std::to_string(kv.second[0]) + (kv.second.size() > 1 ? " (and " + std::to_string(kv.second.size() - 1) + " more)" : "") +
+                              ", sm_" + std::to_string(kv.first);
+      out->push_back(make("arch", st, who + ": " + text + " (this build: archs " + archs + ")",
+                          st == Status::kOk ? "" : "rebuild with -DARFUSE_ARCH=" + std::to_string(kv.first) +
+                                                       " or the default build, which has native code for 80;86;89;90;100;120"));
+    }
+  }
+  int fromEnv = 0;
+  for (const Param& p : e.params) {
+    fromEnv += p.source == "environment";
+    if (!p.error.empty())
+      out->push_back(make("params", Status::kWarn, p.error + " (the default " + p.value + " is used)",
+                          "correct or unset " + p.name + " (`arfuse env` lists what each accepts)"));
+  }
+  out->push_back(make("params", Status::kOk, std::to_string(e.params.size()) + " ARFUSE_* settings, " +
+                                                 std::to_string(fromEnv) + " from the environment"));
+}
+
+void multicastCheck(const Report& r, std::vector<Check>* out) {
+  if (!r.haveTopology || r.topology.size() < 2) return;
+  bool nvlink = false;
+  for (const topo::Link& l : r.topology.links) nvlink |= l.nvlinks && *l.nvlinks > 0;
+  if (!nvlink) {
+    out->push_back(make("multicast", Status::kOk, "no NVLink between these GPUs: NVLink multicast does not apply "
+                                                  "(arfuse never creates multicast objects)"));
+    return;
+  }
+  const std::string v = envValue(r, "NCCL_NVLS_ENABLE");
+  if (v == "0") {
+    out->push_back(make("multicast", Status::kOk, "NVLink present; NVLink multicast is off for NCCL (NCCL_NVLS_ENABLE=0)"));
+  } else {
+    out->push_back(make("multicast", Status::kWarn,
+                        "NVLink present and NCCL_NVLS_ENABLE is " + (v.empty() ? std::string("not set") : "'" + v + "'") +
+                            ": NCCL may set up NVLink multicast (NVLS) for the NCCL path, which needs a working fabric "
+                            "manager and can fail or hang where multicast is not provisioned",
+                        "export NCCL_NVLS_ENABLE=0 (and TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1 for "
+                        "other libraries in the process) unless multicast is known to work on this machine"));
+  }
+}
+
+void topologyChecks(const Report& r, std::vector<Check>* out) {
+  if (!r.haveTopology) return;
+  const topo::Topology& t = r.topology;
+  const int n = t.size();
+  if (n == 1) {
+    out->push_back(make("p2p", Status::kOk, "one GPU: no pairs to probe; the multi-rank paths run as virtual ranks "
+                                            "on it"));
+  }
+  std::vector<std::string> noP2p, disagree;
+  bool anyBroken = false;
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      const topo::Link& ab = t.link(a, b);
+      const topo::Link& ba = t.link(b, a);
+      const std::string pair = std::to_string(a) + "-" + std::to_string(b);
+      if (!ab.canAccessPeer || !ba.canAccessPeer) {
+        std::string nv;
+        if (ab.p2pRead != topo::P2pStatus::kUnknown) nv = " NVML " + std::string(topo::p2pStatusName(ab.p2pRead));
+        noP2p.push_back(pair + nv);
+        if (ab.p2pRead == topo::P2pStatus::kOk && ab.p2pWrite == topo::P2pStatus::kOk)
+          disagree.push_back(pair + ": NVML reports P2P ok, CUDA's canAccessPeer is 0");
+        continue;
+      }
+      for (const topo::Link* l : {&ab, &ba}) {
+        if (l->p2pRead != topo::P2pStatus::kUnknown && l->p2pRead != topo::P2pStatus::kOk) {
+          disagree.push_back(std::to_string(l->from) + "->" + std::to_string(l->to) +
+                             ": CUDA allows peer access, NVML reports read " + topo::p2pStatusName(l->p2pRead));
+          break;
+        }
+      }
+      // Measured failures, named per direction.
+      std::vector<std::string> failed;
+      for (const topo::Link* l : {&ab, &ba}) {
+        const std::string dir = std::to_string(l->from) + "->" + std::to_string(l->to);
+        if (l->measured.peerLoad && !*l->measured.peerLoad) failed.push_back("peer load " + dir);
+        if (l->measured.peerStore && !*l->measured.peerStore) failed.push_back("peer store " + dir);
+      }
+      if (!failed.empty()) {
+        anyBroken = true;
+        std::string what = failed.size() == 1 ? failed[0].substr(0, failed[0].find(' ', 5)) : "peer access";
+        out->push_back(make("p2p", Status::kFail,
+                            "P2P advertised but " + what + " failed between GPU " + std::to_string(a) + " and " +
+                                std::to_string(b) + " (" + joinSome(failed) + "): ACS or IOMMU likely; arfuse will use "
+                                "the host-staged path for groups that include both",
+                            "disable ACS on the PCIe bridges between them (or boot with iommu=pt; in a VM, enable P2P "
+                            "passthrough), then re-run `arfuse doctor`"));
+        continue;
+      }
+      const std::string why = topo::pairProblem(t, a, b);
+      if (!why.empty()) {
+        anyBroken = true;
+        out->push_back(make("p2p", Status::kFail,
+                            "peer traffic between GPU " + std::to_string(a) + " and " + std::to_string(b) +
+                                " does not run at link speed: " + why.substr(why.find(": ") + 2) +
+                                "; arfuse treats the pair as without P2P (host-staged path)",
+                            "check the IOMMU (iommu=pt) and ACS settings of the PCIe path between them; in a VM, P2P "
+                            "needs passthrough of the whole switch"));
+      }
+    }
+  }
+  if (!noP2p.empty()) {
+    out->push_back(make("p2p", Status::kWarn,
+                        "no peer access between " + std::to_string(noP2p.size()) + " of " +
+                            std::to_string(n * (n - 1) / 2) + " GPU pairs (cudaDeviceCanAccessPeer = 0: " +
+                            joinSome(noP2p) + "): groups that include such a pair use the host-staged path, NCCL for "
+                            "large messages",
+                        "expected on GeForce cards and across some sockets; for peer access keep each TP group inside "
+                        "one island (see Islands)"));
+  }
+  if (!disagree.empty()) {
+    out->push_back(make("p2p", Status::kWarn, "CUDA and NVML disagree about P2P: " + joinSome(disagree, 3),
+                        "the measured probe decides; if it is off, run `arfuse doctor` without --no-measure"));
+  }
+  if (n > 1 && noP2p.empty() && !anyBroken) {
+    std::vector<int> all(n);
+    for (int i = 0; i < n; ++i) all[i] = i;
+    const topo::P2pVerdict v = topo::p2pAll(t, all);
+    if (v.proven) {
+      out->push_back(make("p2p", Status::kOk, v.reason));
+    } else {
+      out->push_back(make("p2p", Status::kWarn,
+                          "P2P is reported but not proven: " + v.reason,
+                          "run `arfuse doctor` on the machine (without --no-measure) so peer loads and stores are "
+                          "checked"));
+    }
+  }
+  // Islands worth telling about: several groups, at least one with more than one GPU.
+  const auto isl = topo::islands(t);
+  bool multi = false;
+  for (const auto& i : isl) multi |= i.size() > 1;
+  std::string islText;
+  for (const auto& i : isl) {
+    islText += " [";
+    for (size_t k = 0; k < i.size(); ++k) islText += (k ? " " : "") + std::to_string(i[k]);
+    islText += "]";
+  }
+  if (n > 1 && isl.size() > 1 && multi) {
+    out->push_back(make("islands", Status::kWarn,
+                        "the GPUs form " + std::to_string(isl.size()) + " islands:" + islText +
+                            "; a TP group that spans islands runs at the pace of the links between them",
+                        "place each TP group inside one island (e.g. CUDA_VISIBLE_DEVICES with that island's GPUs)"));
+  } else if (n > 1 && isl.size() == 1) {
+    out->push_back(make("islands", Status::kOk, "one island of " + std::to_string(n) + " GPUs"));
+  }
+  // Bandwidth: the pull/push hint, and a warning for links far below what they should carry.
+  if (n > 1) {
+    std::vector<int> all(n);
+    for (int i = 0; i < n; ++i) all[i] = i;
+    const topo::AccessHint h = topo::groupAccessHint(t, all);
+    if (h.access != topo::Access::kUnknown) out->push_back(make("bandwidth", Status::kOk, "all pairs at once: " + h.reason));
+  }
+  // Host memory, what the host-staged path runs on.
+  std::vector<std::string> slow, fine;
+  for (const topo::Gpu& g : t.gpus) {
+    if (!g.host.readGBps && !g.host.writeGBps) continue;
+    const double rd = g.host.readGBps.value_or(0), wr = g.host.writeGBps.value_or(0);
+    std::string s = "GPU " + std::to_string(g.index) + " read " + fmt1(rd) + " GB/s, write " + fmt1(wr) + " GB/s";
+    if (g.host.flagRoundTripUs) s += ", flag round trip " + fmt1(*g.host.flagRoundTripUs) + " us";
+    (std::min(rd, wr) < 5.0 ? slow : fine).push_back(s);
+  }
+  if (!slow.empty()) {
+    out->push_back(make("host", Status::kWarn,
+                        "pinned host memory is slow from " + joinSome(slow, 3) + ": the host-staged path will be slow",
+                        "check the GPU's PCIe link (`nvidia-smi -q -d PCI`: current vs max generation and width) and "
+                        "the slot it sits in"));
+  } else if (!fine.empty()) {
+    out->push_back(make("host", Status::kOk, "pinned host memory (host-staged path): " + joinSome(fine, 2)));
+  }
+}
+
+void probeChecks(const Report& r, std::vector<Check>* out) {
+  if (!r.haveTopology || r.topologySource != "probe") return;
+  for (const std::string& note : r.probeNotes) {
+    if (note.rfind("measurement stopped: ", 0) == 0) {
+      const bool hung = note.find("did not finish") != std::string::npos;
+      out->push_back(make("probe", Status::kFail, "the measured probe " + note.substr(12),
+                          hung ? "a peer access that never completes points at ACS or the IOMMU; reset the GPUs "
+                                 "(nvidia-smi -r) or reboot before running jobs, and fix the PCIe settings"
+                               : "re-run `arfuse doctor`; if it repeats, report it with `arfuse doctor --json`"));
+    }
+  }
+}
+
+void selftestChecks(const Report& r, std::vector<Check>* out) {
+  if (!r.selftestRan) return;
+  const std::string group = std::to_string(r.devices.size()) + (r.virtualRanks ? " VIRTUAL ranks on GPU 0" : " GPUs");
+  std::vector<std::string> passed, notEligible;
+  for (const PathResult& p : r.selftest) {
+    if (!p.eligible) {
+      notEligible.push_back(p.algo);
+    } else if (p.failed) {
+      out->push_back(make("selftest", Status::kFail,
+                          p.algo + " failed " + std::to_string(p.failed) + " of " + std::to_string(p.failed + p.passed) +
+                              " cases on " + group + ": " + p.why,
+                          "force a path that passed (e.g. ARFUSE_ALGO=" +
+                              std::string(r.virtualRanks ? "oneshot" : "nccl") +
+                              ") and report this with `arfuse doctor --json`"));
+    } else {
+      passed.push_back(p.algo + " " + std::to_string(p.passed) + "/" + std::to_string(p.passed));
+    }
+  }
+  if (!passed.empty())
+    out->push_back(make("selftest", Status::kOk, "passed on " + group + ": " + joinSome(passed, 8) +
+                                                     (notEligible.empty() ? "" : "; not eligible: " + joinSome(notEligible, 8))));
+  else
+    out->push_back(make("selftest", Status::kFail, "no path passed on " + group,
+                        "see the self-test table above; report it with `arfuse doctor --json`"));
+  if (!r.planError.empty()) {
+    out->push_back(make("plan", Status::kFail, "the plan table could not be made: " + r.planError,
+                        "see the error; `arfuse plan` explains decisions without a GPU"));
+  } else {
+    int bad = 0;
+    for (const PlanRow& p : r.plan) bad += !p.ok;
+    if (bad)
+      out->push_back(make("plan", Status::kWarn,
+                          std::to_string(bad) + " of " + std::to_string(r.plan.size()) + " sizes have no path",
+                          "see the plan table's reasons"));
+  }
+}
+
+void calibrationCheck(const Report& r, std::vector<Check>* out) {
+  if (r.calibrationFile.empty()) {
+    out->push_back(make("calibration", Status::kOk, "ARFUSE_CALIBRATION_FILE is not set: the plan uses its built-in "
+                                                    "limits (`arfuse doctor --calibrate` measures this machine's)"));
+  } else if (r.calibrationApplies) {
+    out->push_back(make("calibration", Status::kOk, r.calibrationWhy));
+  } else {
+    out->push_back(make("calibration", Status::kWarn, r.calibrationWhy.empty() ? "calibration " + r.calibrationFile + " not checked (no GPU)" : r.calibrationWhy,
+                        "run `arfuse doctor --calibrate --out " + r.calibrationFile +
+                            "` on this machine with the group's rank count, or unset ARFUSE_CALIBRATION_FILE"));
+  }
+}
+
+// ---- rendering ----------------------------------------------------------------------------------
+
+std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+
+void jsonStr(std::string* o, const std::string& s) { topo::json::appendString(o, s); }
+
+}  // namespace
+
+const char* usage() {
+  return "usage: arfuse doctor [--json] [--no-measure] [--no-selftest] [--ranks N] [--virtual]\n"
+         "                     [--hidden H] [--dtype bf16|fp16|fp32] [--tokens T,T,...]\n"
+         "                     [--topology FILE.json] [--save-topology FILE.json]\n"
+         "       arfuse doctor --calibrate [--ranks N[,N...]] [--virtual] [--hidden H] [--dtype D]\n"
+         "                     [--tokens T,T,...|--quick] [-n iters] [--calls C] [-w warmup] [--out FILE.json]\n"
+         "  Prints the environment (driver, CUDA, NCCL, NVML, arfuse build, every ARFUSE_* setting and its\n"
+         "  source), the machine's topology as probed (NVML and CUDA facts; measured peer load/store, bandwidth\n"
+         "  with all pairs at once and alone, flag latency, host memory), a self-test of every eligible path on\n"
+         "  a real communicator (one GPU: virtual ranks), the path the plan picks per size and why, and checks\n"
+         "  marked OK / WARN / FAIL, each with a one-line fix (docs/troubleshooting.md explains them).\n"
+         "  --topology judges a recorded machine (docs/topology.md) without touching a GPU.\n"
+         "  --calibrate times every eligible path over the sizes (default tokens 1..2048, doubling) inside CUDA\n"
+         "  graphs, checks each result, and writes the crossovers to --out (default arfuse_calibration.json);\n"
+         "  point ARFUSE_CALIBRATION_FILE at it. With one GPU the ranks are virtual (default --ranks 2).\n"
+         "  Exit: 0 no FAIL, 1 a check failed or no GPU is visible, 2 usage error.\n";
+}
+
+bool parseArgs(const std::vector<std::string>& args, Args* a, std::string* error) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& s = args[i];
+    auto value = [&](std::string* v) {
+      if (i + 1 >= args.size()) {
+        *error = s + " needs a value";
+        return false;
+      }
+      *v = args[++i];
+      return true;
+    };
+    std::string v;
+    if (s == "-h" || s == "--help") {
+      a->help = true;
+    } else if (s == "--json") {
+      a->json = true;
+    } else if (s == "--calibrate") {
+      a->calibrate = true;
+    } else if (s == "--no-selftest") {
+      a->selftest = false;
+    } else if (s == "--no-measure") {
+      a->measure = false;
+    } else if (s == "--virtual") {
+      a->virtualRanks = true;
+    } else if (s == "--quick") {
+      a->quick = true;
+    } else if (s == "--topology") {
+      if (!value(&a->topologyPath)) return false;
+    } else if (s == "--save-topology") {
+      if (!value(&a->saveTopology)) return false;
+    } else if (s == "--out") {
+      if (!value(&a->out)) return false;
+    } else if (s == "--ranks") {
+      if (!value(&v)) return false;
+      if (!parseIntList(v, &a->ranks) ||
+          std::any_of(a->ranks.begin(), a->ranks.end(), [](int n) { return n < 2 || n > 16; })) {
+        *error = "--ranks " + v + ": each count must be 2..16";
+        return false;
+      }
+    } else if (s == "--tokens") {
+      if (!value(&v)) return false;
+      if (!parseIntList(v, &a->tokens)) {
+        *error = "--tokens " + v + ": expected a comma-separated list of positive integers";
+        return false;
+      }
+    } else if (s == "--hidden") {
+      if (!value(&v)) return false;
+      if (!parseInt(v, 8, 1 << 20, &a->hidden) || a->hidden % 8 != 0) {
+        *error = "--hidden " + v + ": expected a positive multiple of 8";
+        return false;
+      }
+    } else if (s == "--dtype") {
+      if (!value(&v)) return false;
+      if (v != "bf16" && v != "fp16" && v != "fp32") {
+        *error = "--dtype " + v + ": expected bf16, fp16 or fp32";
+        return false;
+      }
+      a->dtype = v;
+    } else if (s == "-n" || s == "--calls" || s == "-w") {
+      if (!value(&v)) return false;
+      int* dst = s == "-n" ? &a->iters : s == "--calls" ? &a->calls : &a->warmup;
+      if (!parseInt(v, s == "-w" ? 0 : 1, 100000, dst)) {
+        *error = s + " " + v + ": expected an integer >= " + (s == "-w" ? "0" : "1");
+        return false;
+      }
+    } else {
+      *error = "unknown argument '" + s + "'";
+      return false;
+    }
+  }
+  if (a->calibrate && !a->topologyPath.empty()) {
+    *error = "--calibrate measures this machine; it cannot use --topology";
+    return false;
+  }
+  if (!a->calibrate && a->ranks.size() > 1) {
+    *error = "--ranks: give one count (several are for --calibrate with virtual ranks)";
+    return false;
+  }
+  return true;
+}
+
+std::vector<int> tokenList(const Args& a) {
+  if (!a.tokens.empty()) return a.tokens;
+  if (a.quick) return {1, 4, 16, 64, 256, 1024};
+  std::vector<int> t;
+  for (int x = 1; x <= 2048; x *= 2) t.push_back(x);
+  return t;
+}
+
+const char* statusName(Status s) {
+  switch (s) {
+    case Status::kOk:
+      return "OK";
+    case Status::kWarn:
+      return "WARN";
+    case Status::kFail:
+      return "FAIL";
+  }
+  return "?";
+}
+
+std::vector<int> buildArchs(const std::string& info) {
+  std::vector<int> out;
+  const size_t p = info.find("archs ");
+  if (p == std::string::npos) return out;
+  std::string list = info.substr(p + 6);
+  list = list.substr(0, list.find(' '));
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, list.find(';') != std::string::npos ? ';' : ',')) {
+    const int v = std::atoi(item.c_str());  // "90a", "90-real" -> 90
+    if (v > 0) out.push_back(v);
+  }
+  return out;
+}
+
+Status archSupport(int cc, const std::vector<int>& built, std::string* text) {
+  // Machine code for X.y runs on X.z with z >= y; PTX of an older architecture can be JIT-compiled.
+  for (int a : built) {
+    if (a / 10 == cc / 10 && a % 10 <= cc % 10) {
+      *text = "native code (sm_" + std::to_string(a) + ")";
+      return Status::kOk;
+    }
+  }
+  int older = 0;
+  for (int a : built)
+    if (a < cc) older = std::max(older, a);
+  if (older) {
+    *text = "no native code; runs only if the driver JIT-compiles sm_" + std::to_string(older) +
+            " PTX (slow first start, never tested on this GPU)";
+    return Status::kWarn;
+  }
+  *text = "no code this GPU can run: the arfuse kernels would fail to launch";
+  return Status::kFail;
+}
+
+std::vector<Check> runChecks(const Report& r) {
+  std::vector<Check> out;
+  environmentChecks(r, &out);
+  multicastCheck(r, &out);
+  topologyChecks(r, &out);
+  probeChecks(r, &out);
+  selftestChecks(r, &out);
+  calibrationCheck(r, &out);
+  return out;
+}
+
+int exitCode(const std::vector<Check>& checks) {
+  for (const Check& c : checks)
+    if (c.status == Status::kFail) return 1;
+  return 0;
+}
+
+std::string renderText(const Report& r, const std::vector<Check>& checks) {
+  const Environment& e = r.env;
+  std::ostringstream o;
+  o << "arfuse doctor\n\nEnvironment\n";
+  o << "  " << pad("build", 12) << e.buildInfo << "\n";
+  o << "  " << pad("driver", 12) << (e.driverVersion.empty() ? "?" : e.driverVersion)
+    << (e.cudaDriverVersion ? " (supports CUDA " + cudaText(e.cudaDriverVersion) + ")" : " (no driver answered)") << "\n";
+  o << "  " << pad("runtime", 12) << "CUDA " << cudaText(e.cudaRuntimeVersion) << "\n";
+  o << "  " << pad("NCCL", 12) << (e.ncclRuntime.empty() ? "?" : e.ncclRuntime) << " at run time\n";
+  o << "  " << pad("NVML", 12) << (e.nvmlLoaded ? (e.nvmlVersion.empty() ? "loaded" : e.nvmlVersion) : "unavailable: " + e.nvmlError)
+    << "\n";
+  o << "  " << pad("GPUs", 12)
+    << (e.deviceCount ? std::to_string(e.deviceCount) + " visible"
+                      : "NONE VISIBLE" + (e.deviceError.empty() ? std::string() : ": " + e.deviceError))
+    << "\n";
+  for (const Param& p : e.params)
+    o << "  " << pad(p.name, 31) << pad(p.value.empty() ? "(empty)" : p.value, 12) << "(" << p.source << ")"
+      << (p.error.empty() ? "" : "  WARNING: " + p.error) << "\n";
+  for (const auto& kv : e.otherEnv) o << "  " << pad(kv.first, 31) << kv.second << "\n";
+
+  if (r.haveTopology) {
+    o << "\nTopology (" << r.topologySource << ")\n";
+    std::istringstream d(topo::describe(r.topology));
+    std::string line;
+    while (std::getline(d, line)) o << (line.empty() ? "" : "  ") << line << "\n";
+    for (const std::string& n : r.probeNotes) o << "  probe: " << n << "\n";
+  } else if (e.deviceCount == 0) {
+    o << "\nTopology: none (no GPU is visible)\n";
+  }
+
+  if (r.selftestRan) {
+    o << "\nSelf-test (" << r.devices.size() << " ranks"
+      << (r.virtualRanks ? ", VIRTUAL on GPU 0: correctness only" : ", one per GPU") << "; hidden " << r.hidden << " "
+      << r.dtype << ")\n";
+    for (const PathResult& p : r.selftest) {
+      o << "  " << pad(p.algo, 12);
+      if (!p.eligible)
+        o << "not eligible: " << p.why << "\n";
+      else
+        o << (p.failed ? "FAIL" : "PASS") << "  " << p.passed << "/" << (p.passed + p.failed) << " cases"
+          << (p.failed ? ": " + p.why : "") << "\n";
+    }
+    o << "\nPlan per size (auto; " << r.devices.size() << (r.virtualRanks ? " virtual" : "") << " ranks, hidden "
+      << r.hidden << " " << r.dtype << ")\n";
+    if (!r.planError.empty()) {
+      o << "  " << r.planError << "\n";
+    } else {
+      o << "  " << pad("tokens", 8) << pad("bytes", 11) << pad("algo", 12) << "reason\n";
+      for (const PlanRow& p : r.plan)
+        o << "  " << pad(std::to_string(p.tokens), 8) << pad(std::to_string(p.bytes), 11) << pad(p.ok ? p.algo : "-", 12)
+          << p.reason << "\n";
+    }
+  } else if (!r.selftestSkipped.empty()) {
+    o << "\nSelf-test and plan table: skipped (" << r.selftestSkipped << ")\n";
+  }
+
+  o << "\nChecks\n";
+  int counts[3] = {0, 0, 0};
+  for (const Check& c : checks) {
+    ++counts[static_cast<int>(c.status)];
+    o << "  " << pad(statusName(c.status), 6) << pad(c.name, 13) << c.message << "\n";
+    if (!c.fix.empty()) o << "  " << std::string(19, ' ') << "fix: " << c.fix << "\n";
+  }
+  o << "\nSummary: " << counts[2] << " FAIL, " << counts[1] << " WARN, " << counts[0] << " OK -> exit "
+    << exitCode(checks) << "\n";
+  return o.str();
+}
+
+std::string renderJson(const Report& r, const std::vector<Check>& checks) {
+  const Environment& e = r.env;
+  std::string o = "{\n  \"schema\": \"arfuse-doctor/1\",\n  \"exit\": " + std::to_string(exitCode(checks)) + ",\n";
+  o += "  \"environment\": {\"build\": ";
+  jsonStr(&o, e.buildInfo);
+  o += ", \"driver\": ";
+  jsonStr(&o, e.driverVersion);
+  o += ", \"cuda_driver\": ";
+  jsonStr(&o, e.cudaDriverVersion ? cudaText(e.cudaDriverVersion) : "");
+  o += ", \"cuda_runtime\": ";
+  jsonStr(&o, cudaText(e.cudaRuntimeVersion));
+  o += ", \"nccl_runtime\": ";
+  jsonStr(&o, e.ncclRuntime);
+  o += ", \"nvml\": {\"loaded\": " + std::string(e.nvmlLoaded ? "true" : "false") + ", \"version\": ";
+  jsonStr(&o, e.nvmlVersion);
+  o += ", \"error\": ";
+  jsonStr(&o, e.nvmlError);
+  o += "}, \"devices\": " + std::to_string(e.deviceCount) + ", \"device_error\": ";
+  jsonStr(&o, e.deviceError);
+  o += ",\n    \"params\": [";
+  for (size_t i = 0; i < e.params.size(); ++i) {
+    const Param& p = e.params[i];
+    o += i ? ",\n      {\"name\": " : "\n      {\"name\": ";
+    jsonStr(&o, p.name);
+    o += ", \"value\": ";
+    jsonStr(&o, p.value);
+    o += ", \"source\": ";
+    jsonStr(&o, p.source);
+    o += ", \"error\": ";
+    jsonStr(&o, p.error);
+    o += "}";
+  }
+  o += "],\n    \"env\": {";
+  for (size_t i = 0; i < e.otherEnv.size(); ++i) {
+    if (i) o += ", ";
+    jsonStr(&o, e.otherEnv[i].first);
+    o += ": ";
+    jsonStr(&o, e.otherEnv[i].second);
+  }
+  o += "}},\n  \"topology_source\": ";
+  jsonStr(&o, r.haveTopology ? r.topologySource : "");
+  o += ",\n  \"topology\": ";
+  if (r.haveTopology) {
+    std::string t = topo::toJson(r.topology);
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    std::string indented;
+    for (char c : t) {
+      indented += c;
+      if (c == '\n') indented += "  ";
+    }
+    o += indented;
+  } else {
+    o += "null";
+  }
+  o += ",\n  \"probe_notes\": [";
+  for (size_t i = 0; i < r.probeNotes.size(); ++i) {
+    if (i) o += ", ";
+    jsonStr(&o, r.probeNotes[i]);
+  }
+  o += "],\n  \"group\": {\"devices\": [";
+  for (size_t i = 0; i < r.devices.size(); ++i) o += (i ? ", " : "") + std::to_string(r.devices[i]);
+  o += "], \"virtual_ranks\": " + std::string(r.virtualRanks ? "true" : "false") +
+       ", \"hidden\": " + std::to_string(r.hidden) + ", \"dtype\": ";
+  jsonStr(&o, r.dtype);
+  o += "},\n  \"selftest\": ";
+  if (!r.selftestRan) {
+    o += "null";
+  } else {
+    o += "[";
+    for (size_t i = 0; i < r.selftest.size(); ++i) {
+      const PathResult& p = r.selftest[i];
+      o += i ? ",\n    {\"algo\": " : "\n    {\"algo\": ";
+      jsonStr(&o, p.algo);
+      o += ", \"eligible\": " + std::string(p.eligible ? "true" : "false") + ", \"passed\": " +
+           std::to_string(p.passed) + ", \"failed\": " + std::to_string(p.failed) + ", \"why\": ";
+      jsonStr(&o, p.why);
+      o += "}";
+    }
+    o += "]";
+  }
+  o += ",\n  \"selftest_skipped\": ";
+  jsonStr(&o, r.selftestSkipped);
+  o += ",\n  \"plan\": [";
+  for (size_t i = 0; i < r.plan.size(); ++i) {
+    const PlanRow& p = r.plan[i];
+    o += i ? ",\n    {\"tokens\": " : "\n    {\"tokens\": ";
+    o += std::to_string(p.tokens) + ", \"bytes\": " + std::to_string(p.bytes) + ", \"ok\": " + (p.ok ? "true" : "false") +
+         ", \"algo\": ";
+    jsonStr(&o, p.algo);
+    o += ", \"reason\": ";
+    jsonStr(&o, p.reason);
+    o += "}";
+  }
+  o += "],\n  \"plan_error\": ";
+  jsonStr(&o, r.planError);
+  o += ",\n  \"calibration\": {\"file\": ";
+  jsonStr(&o, r.calibrationFile);
+  o += ", \"applies\": " + std::string(r.calibrationApplies ? "true" : "false") + ", \"why\": ";
+  jsonStr(&o, r.calibrationWhy);
+  o += "},\n  \"checks\": [";
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const Check& c = checks[i];
+    o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    jsonStr(&o, c.name);
+    o += ", \"status\": ";
+    jsonStr(&o, statusName(c.status));
+    o += ", \"message\": ";
+    jsonStr(&o, c.message);
+    o += ", \"fix\": ";
+    jsonStr(&o, c.fix);
+    o += "}";
+  }
+  o += "\n  ]\n}\n";
+  return o;
+}
+
+}  // namespace checkup
+}  // namespace cli
+}  // namespace arfuse
