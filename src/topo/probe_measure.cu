@@ -226,6 +226,10 @@ struct Resources {
   uint32_t* hostGo = nullptr;       // pinned, mapped
   uint32_t* hostFlags = nullptr;    // pinned, mapped: 64 words
   uint4* hostBuf = nullptr;         // pinned, mapped
+  // The same three as the GPUs address them (equal to the host pointers under UVA, asked anyway).
+  uint32_t* hostGoDev = nullptr;
+  uint32_t* hostFlagsDev = nullptr;
+  uint4* hostBufDev = nullptr;
   bool hung = false;
 
   ~Resources() {
@@ -318,6 +322,13 @@ bool Prober::allocate() {
              "cudaHostAlloc(host buffer)"))
     return false;
   *res_.hostGo = 0;
+  if (!check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&res_.hostGoDev), res_.hostGo, 0),
+             "cudaHostGetDevicePointer") ||
+      !check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&res_.hostFlagsDev), res_.hostFlags, 0),
+             "cudaHostGetDevicePointer") ||
+      !check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&res_.hostBufDev), res_.hostBuf, 0),
+             "cudaHostGetDevicePointer"))
+    return false;
   const size_t checkWords = opt_.checkBytes / 4;
   const size_t peers = static_cast<size_t>(std::max(1, n_ - 1));
   for (int d = 0; d < n_; ++d) {
@@ -421,12 +432,14 @@ bool Prober::checkPairs() {
 bool Prober::launchBandwidth(int d, BwArgs a, int npeers, int bpp) {
   Resources::PerGpu& g = res_.gpu[d];
   a.blocksPerPeer = bpp;
-  a.go = res_.hostGo;
+  a.go = res_.hostGoDev;
   a.stamps = g.stamps;
   a.sink = g.sink;
   a.timeoutNs = timeoutNs();
   a.timedOut = g.timedOut;
-  if (!check(cudaSetDevice(d), "cudaSetDevice")) return false;
+  if (!check(cudaSetDevice(d), "cudaSetDevice") ||
+      !check(cudaMemsetAsync(g.timedOut, 0, sizeof(uint32_t), g.stream), "cudaMemset"))
+    return false;
   bandwidthKernel<<<bpp * npeers, kThreads, 0, g.stream>>>(a);
   return check(cudaGetLastError(), "bandwidth kernel launch on GPU " + std::to_string(d));
 }
@@ -567,8 +580,8 @@ bool Prober::hostProbes() {
       a.n4 = opt_.hostBytes / 16;
       a.passes = passes;
       a.write = write;
-      a.src[0] = res_.hostBuf;
-      a.dst[0] = res_.hostBuf;
+      a.src[0] = res_.hostBufDev;
+      a.dst[0] = res_.hostBufDev;
       const int blocks = std::min(sms, 64 * 2);
       if (!launchBandwidth(d, a, 1, blocks) || !wait(d, write ? "host write" : "host read")) return false;
       std::vector<double> sec;
@@ -577,7 +590,7 @@ bool Prober::hostProbes() {
     }
     std::fill(res_.hostFlags, res_.hostFlags + 64, 0u);
     if (!check(cudaMemsetAsync(g.timedOut, 0, 4, g.stream), "cudaMemset")) return false;
-    hostPingPongKernel<<<2, 32, 0, g.stream>>>(res_.hostFlags, rounds, warm, timeoutNs(), g.elapsed, g.timedOut);
+    hostPingPongKernel<<<2, 32, 0, g.stream>>>(res_.hostFlagsDev, rounds, warm, timeoutNs(), g.elapsed, g.timedOut);
     if (!check(cudaGetLastError(), "host ping-pong launch") || !wait(d, "host flag ping-pong")) return false;
     unsigned long long ns = 0;
     uint32_t to = 0;
