@@ -163,6 +163,46 @@ typedef struct arfuseComm* arfuseComm_t;
 ARFUSE_API arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, const int* devices,
                                             const arfuseConfig_t* config);
 
+/* ---- Multi-process communicators (one process per rank, or several per GPU) -----------------
+ * Rank 0 calls arfuseGetUniqueId and ships the bytes to every other process by any means (file,
+ * environment, the launcher, a framework broadcast); then every rank calls arfuseCommInitRank with
+ * the same id and nranks, its own rank and its own device. Rank 0 listens on the address named by
+ * ARFUSE_BOOTSTRAP_ADDR (an IPv4/IPv6 literal or an interface name; default 127.0.0.1: one host),
+ * and every wait is bounded by the config's timeoutMs (at least 30 s for init).
+ * Initialisation is collective and all-or-nothing: if any rank fails a check (bad device, different
+ * config, out of memory), every rank returns the same error naming the rank and the reason; no rank
+ * hangs. Peer memory is shared through CUDA IPC when every pair of GPUs has peer access (or ranks
+ * share a GPU); otherwise the group uses the host-staged path through POSIX shared memory mapped
+ * into every GPU. Shared-memory segments are unlinked as soon as every rank has mapped them, so
+ * nothing is left behind when a process dies. Ranks on one GPU in different processes time-slice:
+ * correct, but slow (use generous timeouts). */
+#define ARFUSE_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[ARFUSE_UNIQUE_ID_BYTES];
+} arfuseUniqueId;
+
+/* Rank 0 only: starts the rendezvous listener and fills *uniqueId (opaque bytes). */
+ARFUSE_API arfuseResult_t arfuseGetUniqueId(arfuseUniqueId* uniqueId);
+
+/* Creates this process's rank of an nranks group. Blocks until every rank has joined (bounded).
+ * Errors: arfuseInvalidArgument (names the argument), arfuseNoDevice, arfuseMismatch (ranks disagree
+ * on nranks or config; the message names both values), arfusePeerTimeout (a rank never joined: the
+ * message names it and the address), arfuseCudaError, arfuseSystemError. */
+ARFUSE_API arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId uniqueId, int rank,
+                                             int device, const arfuseConfig_t* config);
+
+/* A framework's all-gather: gathers `bytes` bytes from every rank into `all` (nranks * bytes),
+ * rank r's contribution at offset r * bytes. Returns 0 on success, anything else on failure. It is
+ * called a few times during init, the same number of times on every rank. */
+typedef int (*arfuseAllGatherFn_t)(void* ctx, const void* mine, void* all, size_t bytes);
+
+/* As arfuseCommInitRank, but the handle bytes travel through the caller's all-gather (e.g.
+ * torch.distributed over its process group) instead of arfuse's own rendezvous. What the callback
+ * returns is checked (rank order, sizes) before it is trusted. */
+ARFUSE_API arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, int rank, int device,
+                                                          const arfuseConfig_t* config, arfuseAllGatherFn_t allGather,
+                                                          void* ctx);
+
 /* Frees everything the communicator owns. Waits for this rank's outstanding work on the device.
  * Destroy every rank of a group (any order); the shared state is freed with the last one.
  * After destroy the handle is invalid: any call with it returns arfuseInvalidUsage. */

@@ -3,11 +3,14 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "api/validate.h"
+#include "bootstrap/bootstrap.h"
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
 #include "common/params.h"
@@ -121,6 +124,23 @@ arfuseResult_t launchLocal(arfuseComm* comm, arfuseDataType_t dtype, const Local
   return arfuseSuccess;
 }
 
+arfuseResult_t fromBootstrap(bootstrap::Result r) {
+  switch (r) {
+    case bootstrap::Result::kInvalidArgument: return arfuseInvalidArgument;
+    case bootstrap::Result::kMismatch: return arfuseMismatch;
+    case bootstrap::Result::kTimeout: return arfusePeerTimeout;
+    default: return arfuseSystemError;
+  }
+}
+
+// Init waits are bounded by the config's timeout, and never less than 30 s (processes start at
+// different speeds).
+int initTimeoutMs(const arfuseConfig_t* config) {
+  int t = paramTimeoutMs();
+  if (config && config->timeoutMs > 0) t = config->timeoutMs;
+  return std::max(30000, t);
+}
+
 struct CallArgs {
   arfuseOp_t op;
   const void* x;
@@ -194,7 +214,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.host = g.host;
       ka.hostSlotBytes = g.hostSlotBytes;
       ka.state = g.ranks[comm->rank].state;
-      ka.shared = g.shared;
+      ka.shared = g.sharedDev;
       ka.stagingBytes = g.stagingBytes;
       ka.llSourceBytes = g.llSourceBytes;
       ka.timeoutNs = g.timeoutNs;
@@ -280,6 +300,59 @@ arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, const int* dev
   std::string msg;
   arfuseResult_t st = createGroup(nranks, devices, config, comms, &msg);
   if (st != arfuseSuccess) return fail(nullptr, st, __FILE__, __LINE__, "arfuseCommInitAll: " + msg);
+  return arfuseSuccess;
+}
+
+arfuseResult_t arfuseGetUniqueId(arfuseUniqueId* uniqueId) {
+  static_assert(sizeof(arfuseUniqueId) == bootstrap::kUniqueIdBytes, "unique id size");
+  if (!uniqueId)
+    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
+                "arfuseGetUniqueId: uniqueId is NULL: pass the address of an arfuseUniqueId");
+  bootstrap::Options options;
+  options.address = paramBootstrapAddr();
+  bootstrap::UniqueId id;
+  std::string err;
+  const bootstrap::Result r = bootstrap::makeUniqueId(options, &id, &err);
+  if (r != bootstrap::Result::kOk)
+    return fail(nullptr, fromBootstrap(r), __FILE__, __LINE__,
+                "arfuseGetUniqueId: " + err + " (ARFUSE_BOOTSTRAP_ADDR=" + options.address + ")");
+  std::memcpy(uniqueId->internal, id.bytes, sizeof id.bytes);
+  return arfuseSuccess;
+}
+
+arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId uniqueId, int rank, int device,
+                                  const arfuseConfig_t* config) {
+  bootstrap::UniqueId id;
+  std::memcpy(id.bytes, uniqueId.internal, sizeof id.bytes);
+  const int timeoutMs = initTimeoutMs(config);
+  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
+    bootstrap::Options options;
+    options.timeoutMs = timeoutMs;
+    const bootstrap::Result r = bootstrap::allGather(id, rank, nranks, mine, bytes, all, options, message);
+    return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
+  };
+  std::string msg;
+  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg);
+  if (st != arfuseSuccess)
+    return fail(nullptr, st, __FILE__, __LINE__, strprintf("arfuseCommInitRank (rank %d of %d): ", rank, nranks) + msg);
+  return arfuseSuccess;
+}
+
+arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, int rank, int device,
+                                               const arfuseConfig_t* config, arfuseAllGatherFn_t allGather,
+                                               void* ctx) {
+  if (!allGather)
+    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
+                "arfuseCommInitRankWithAllGather: allGather is NULL: pass the framework's all-gather callback");
+  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
+    const bootstrap::Result r = bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
+    return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
+  };
+  std::string msg;
+  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg);
+  if (st != arfuseSuccess)
+    return fail(nullptr, st, __FILE__, __LINE__,
+                strprintf("arfuseCommInitRankWithAllGather (rank %d of %d): ", rank, nranks) + msg);
   return arfuseSuccess;
 }
 

@@ -41,6 +41,8 @@ struct DeviceGuard {
     }                                                                                       \
   } while (0)
 
+}  // namespace
+
 void freeGroup(Group* g) {
   DeviceGuard guard;
   for (RankResources& r : g->ranks) {
@@ -50,36 +52,67 @@ void freeGroup(Group* g) {
     if (r.control) cudaFree(r.control);
     if (r.ll) cudaFree(r.ll);
   }
-  if (g->shared) cudaFreeHost(g->shared);
-  if (g->hostArena) cudaFreeHost(g->hostArena);
+  for (auto it = g->cleanups.rbegin(); it != g->cleanups.rend(); ++it) (*it)();
   delete g;
 }
 
-arfuseResult_t allocateRanks(Group* g, const int* devices, std::string* message) {
+arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message) {
   const size_t flagBytes = sizeof(uint64_t) * kMaxBlocks * kMaxRanks;
   const size_t controlBytes = 256 + flagBytes + kDescAreaBytes;
-  for (int r = 0; r < g->nranks; ++r) {
-    RankResources& rr = g->ranks[r];
-    rr.device = devices[r];
-    CUDA_TRY(cudaSetDevice(rr.device));
-    CUDA_TRY(cudaMalloc(&rr.staging, 2 * g->stagingBytes));
-    CUDA_TRY(cudaMalloc(&rr.control, controlBytes));
-    CUDA_TRY(cudaMemset(rr.control, 0, controlBytes));
-    if (g->llSourceBytes) {
-      const size_t llBytes = 2 * g->nranks * g->llSourceBytes;
-      CUDA_TRY(cudaMalloc(&rr.ll, llBytes));
-      CUDA_TRY(cudaMemset(rr.ll, 0, llBytes));  // flag 0 never matches a call
-      g->peers.ll[r] = rr.ll;
-    }
-    rr.state = reinterpret_cast<DeviceState*>(rr.control);
-    rr.flags = reinterpret_cast<uint64_t*>(rr.control + 256);
-    g->peers.staging[r] = rr.staging;
-    g->peers.flags[r] = rr.flags;
-    g->peers.desc[r] = rr.control + 256 + flagBytes;
+  RankResources& rr = g->ranks[r];
+  rr.device = device;
+  CUDA_TRY(cudaSetDevice(rr.device));
+  CUDA_TRY(cudaMalloc(&rr.staging, 2 * g->stagingBytes));
+  CUDA_TRY(cudaMalloc(&rr.control, controlBytes));
+  CUDA_TRY(cudaMemset(rr.control, 0, controlBytes));
+  if (g->llSourceBytes) {
+    const size_t llBytes = 2 * g->nranks * g->llSourceBytes;
+    CUDA_TRY(cudaMalloc(&rr.ll, llBytes));
+    CUDA_TRY(cudaMemset(rr.ll, 0, llBytes));  // flag 0 never matches a call
+    g->peers.ll[r] = rr.ll;
   }
+  rr.state = reinterpret_cast<DeviceState*>(rr.control);
+  rr.flags = reinterpret_cast<uint64_t*>(rr.control + 256);
+  g->peers.staging[r] = rr.staging;
+  g->peers.flags[r] = rr.flags;
+  g->peers.desc[r] = rr.control + 256 + flagBytes;
+  CUDA_TRY(cudaDeviceSynchronize());
+  return arfuseSuccess;
+}
+
+size_t hostArenaBytes(int nranks, size_t slotBytes) {
+  return static_cast<size_t>(nranks) * (kMaxBlocks * kMaxRanks * sizeof(uint64_t) + kDescAreaBytes) +
+         static_cast<size_t>(nranks) * 2 * slotBytes;
+}
+
+size_t hostSlotBytesFor(const Group& g) {
+  size_t slot = g.stagingBytes;
+  if (g.fabric.nccl && g.policy.forcedAlgo != arfuseAlgoHostStaged)
+    slot = std::min<size_t>(slot, static_cast<size_t>(std::max<long long>(g.policy.hostStagedMaxBytes, 16)));
+  return (slot + 255) / 256 * 256;
+}
+
+void layoutHostArena(Group* g, char* devBase, size_t slotBytes) {
+  const size_t perRank = kMaxBlocks * kMaxRanks * sizeof(uint64_t) + kDescAreaBytes;
+  const size_t flagBytes = static_cast<size_t>(g->nranks) * perRank;
+  g->hostArenaBytes = hostArenaBytes(g->nranks, slotBytes);
+  g->hostSlotBytes = slotBytes;
   for (int r = 0; r < g->nranks; ++r) {
-    CUDA_TRY(cudaSetDevice(g->ranks[r].device));
-    CUDA_TRY(cudaDeviceSynchronize());
+    char* mine = devBase + static_cast<size_t>(r) * perRank;
+    g->host.flags[r] = reinterpret_cast<uint64_t*>(mine);
+    g->host.desc[r] = mine + kMaxBlocks * kMaxRanks * sizeof(uint64_t);
+    g->host.slots[r] = devBase + flagBytes + static_cast<size_t>(r) * 2 * slotBytes;
+  }
+  g->fabric.hostStaged = true;
+  g->fabric.hostStagedCapacity = static_cast<long long>(slotBytes);
+}
+
+namespace {
+
+arfuseResult_t allocateRanks(Group* g, const int* devices, std::string* message) {
+  for (int r = 0; r < g->nranks; ++r) {
+    arfuseResult_t st = allocateRank(g, r, devices[r], message);
+    if (st != arfuseSuccess) return st;
   }
   return arfuseSuccess;
 }
@@ -129,9 +162,7 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_
       return arfuseSuccess;
     }
   }
-  const size_t flagBytes = static_cast<size_t>(g->nranks) * (kMaxBlocks * kMaxRanks * sizeof(uint64_t) + kDescAreaBytes);
-  slotBytes = (slotBytes + 255) / 256 * 256;
-  const size_t bytes = flagBytes + static_cast<size_t>(g->nranks) * 2 * slotBytes;
+  const size_t bytes = hostArenaBytes(g->nranks, slotBytes);
   cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->hostArena), bytes,
                                  cudaHostAllocMapped | cudaHostAllocPortable);
   if (ce != cudaSuccess) {
@@ -140,17 +171,11 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_
     g->fabric.hostStagedDetail = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", bytes, cudaGetErrorString(ce));
     return arfuseSuccess;  // not fatal: the plan says why the path is missing
   }
-  std::memset(g->hostArena, 0, flagBytes);  // flag 0 never matches a call (flags and descriptor slots)
-  g->hostArenaBytes = bytes;
-  g->hostSlotBytes = slotBytes;
-  for (int r = 0; r < g->nranks; ++r) {
-    char* perRank = g->hostArena + static_cast<size_t>(r) * (kMaxBlocks * kMaxRanks * sizeof(uint64_t) + kDescAreaBytes);
-    g->host.flags[r] = reinterpret_cast<uint64_t*>(perRank);
-    g->host.desc[r] = perRank + kMaxBlocks * kMaxRanks * sizeof(uint64_t);
-    g->host.slots[r] = g->hostArena + flagBytes + static_cast<size_t>(r) * 2 * slotBytes;
-  }
-  g->fabric.hostStaged = true;
-  g->fabric.hostStagedCapacity = static_cast<long long>(slotBytes);
+  // Zero the flags and descriptor slots (flag 0 never matches a call); the slots need no init.
+  std::memset(g->hostArena, 0, hostArenaBytes(g->nranks, 0));
+  char* arena = g->hostArena;
+  g->cleanups.push_back([arena] { cudaFreeHost(arena); });
+  layoutHostArena(g, g->hostArena, slotBytes);
   return arfuseSuccess;
 }
 
@@ -271,6 +296,11 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     return fail(arfuseCudaError);
   }
   std::memset(g->shared, 0, sizeof(GroupShared));
+  g->sharedDev = g->shared;  // UVA: the mapped allocation has one address
+  {
+    GroupShared* sh = g->shared;
+    g->cleanups.push_back([sh] { cudaFreeHost(sh); });
+  }
   st = allocateRanks(g, devices, message);
   if (st != arfuseSuccess) return fail(st);
 
@@ -293,10 +323,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   // small; without NCCL, or when forced, it must carry the largest message.
   const bool forcedHost = g->policy.forcedAlgo == arfuseAlgoHostStaged;
   if (nranks > 1 && (!f.p2p || forcedHost)) {
-    size_t slot = g->stagingBytes;
-    if (f.nccl && !forcedHost)
-      slot = std::min<size_t>(slot, static_cast<size_t>(std::max<long long>(g->policy.hostStagedMaxBytes, 16)));
-    st = allocateHostArena(g, unique, slot, message);
+    st = allocateHostArena(g, unique, hostSlotBytesFor(*g), message);
     if (st != arfuseSuccess) return fail(st);
     if (!f.hostStaged) ARFUSE_LOG(kLogWarn, LogContext{}, "path=hoststaged", "disabled: %s", f.hostStagedDetail.c_str());
   } else {
@@ -354,6 +381,7 @@ arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message) {
       st = arfuseCudaError;
     }
   }
+  if (g->depart) g->depart(comm->rank);
   delete comm;
   if (--g->live == 0) freeGroup(g);
   return st;

@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -37,7 +38,11 @@ struct Group {
   uint64_t timeoutNs = 0;
   size_t stagingBytes = 0;  // per parity
   size_t llSourceBytes = 0; // low-latency buffer: bytes per source rank per parity (2 x its message limit)
-  GroupShared* shared = nullptr;  // host-mapped (host pointer == device pointer under UVA)
+  GroupShared* shared = nullptr;     // host-mapped group area, host view
+  GroupShared* sharedDev = nullptr;  // the same memory as kernels address it
+  bool multiProcess = false;         // created by arfuseCommInitRank*: one local rank, peers in other processes
+  std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
+  std::function<void(int rank)> depart;  // multi-process: bounded wait for every rank to leave, at destroy
   // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
   // per rank {flag array [kMaxBlocks][kMaxRanks], descriptor slots}, then slots [nranks][2][hostSlotBytes].
   char* hostArena = nullptr;
@@ -71,6 +76,21 @@ namespace arfuse {
 bool commIsLive(const arfuseComm* c);
 void commRegister(arfuseComm* c);
 void commUnregister(arfuseComm* c);
+
+// Building blocks shared by in-process (comm.cc) and multi-process (multiprocess.cc) creation.
+arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message);  // staging, control, ll
+size_t hostArenaBytes(int nranks, size_t slotBytes);
+size_t hostSlotBytesFor(const Group& g);  // the host area's slot per rank and parity for this group
+void layoutHostArena(Group* g, char* devBase, size_t slotBytes);  // sets g->host, fabric.hostStaged*
+void freeGroup(Group* g);
+
+// Multi-process creation (multiprocess.cc): one rank of this process. `exchangeA` all-gathers a
+// fixed-size blob across the ranks (arfuse's rendezvous or the caller's callback); later phases use
+// the group's shared-memory segment.
+using Exchange = std::function<arfuseResult_t(const void* mine, size_t bytes, std::vector<uint8_t>* all,
+                                              std::string* message)>;
+arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
+                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message);
 
 // Creation and teardown (comm.cc). On failure returns the code and fills *message.
 arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms,

@@ -17,6 +17,9 @@ const std::vector<ParamSpec> kSpecs = {
      "Bound on every device-side wait for a peer, in milliseconds (config `timeoutMs` wins). On expiry the group "
      "is aborted and calls fail with arfusePeerTimeout."},
     {"ARFUSE_LOG_LEVEL", "enum", "WARN", "Least severe log line printed on stderr: DEBUG, INFO, WARN, ERROR, NONE."},
+    {"ARFUSE_BOOTSTRAP_ADDR", "address", "127.0.0.1",
+     "Where rank 0 of arfuseCommInitRank listens (arfuseGetUniqueId): an IPv4/IPv6 literal or an interface name "
+     "(eth0). Groups span one host, so loopback is the default."},
     {"ARFUSE_DEBUG_FILE", "path", "",
      "Also append every printed log line to this file (`%p` becomes the process id, `%h` the host name), so each "
      "process of a server keeps its own arfuse log for `arfuse triage`."},
@@ -38,6 +41,13 @@ const std::vector<ParamSpec> kSpecs = {
      "A calibration file written by `arfuse doctor --calibrate` (schema arfuse-calibration/1). When its GPU UUIDs, "
      "fabric fingerprint and rank count match a communicator, the auto plan uses its measured crossovers instead of "
      "the built-in limits, and the plan's reasons name the file; otherwise one line says why it does not apply."},
+    {"ARFUSE_WATCHDOG_MS", "int", "0",
+     "Poll period of the host watchdog thread in milliseconds; 0 turns it off. It prints a kernel-recorded error "
+     "(timeout, divergent call, concurrent use) as its canonical ERROR line as soon as it appears, even while the "
+     "host is blocked elsewhere, and one WARN line for a call still running after max(timeout, 2 s)."},
+    {"ARFUSE_DUMP_ON_SIGNAL", "bool", "0",
+     "1: on SIGUSR1, write every live communicator's flight-recorder dump (the format `arfuse triage` reads) to "
+     "stderr and to the ARFUSE_DEBUG_FILE file."},
 };
 
 int parseLevel(const std::string& v) {
@@ -64,7 +74,10 @@ std::string validate(const ParamSpec& s, const std::string& v) {
   long long x = 0;
   if (name == "ARFUSE_ALGO") return parseAlgoName(v) < 0 ? "expected auto|lowlatency|oneshot|twoshot|hoststaged|nccl" : "";
   if (name == "ARFUSE_LOG_LEVEL") return parseLevel(v) < 0 ? "expected DEBUG|INFO|WARN|ERROR|NONE" : "";
-  if (name == "ARFUSE_CHECK_POINTERS") return (v == "0" || v == "1") ? "" : "expected 0 or 1";
+  if (name == "ARFUSE_CHECK_POINTERS" || name == "ARFUSE_DUMP_ON_SIGNAL")
+    return (v == "0" || v == "1") ? "" : "expected 0 or 1";
+  if (name == "ARFUSE_WATCHDOG_MS")
+    return (parseInt(v, &x) && x >= 0 && x <= 3600000) ? "" : "expected 0 (off) or a period of 1..3600000 ms";
   if (name == "ARFUSE_TIMEOUT_MS") return (parseInt(v, &x) && x > 0) ? "" : "expected a positive integer";
   if (name == "ARFUSE_ONESHOT_MAX_BYTES") return (parseInt(v, &x) && x >= 0) ? "" : "expected an integer >= 0";
   if (name == "ARFUSE_HOST_ONESHOT_MAX_BYTES") return (parseInt(v, &x) && x >= 0) ? "" : "expected an integer >= 0";
@@ -130,7 +143,10 @@ long long paramHostOneShotMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_ON
 long long paramHostStagedMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_STAGED_MAX_BYTES").c_str()); }
 int paramMaxBlocks() { return std::atoi(valueOf("ARFUSE_MAX_BLOCKS").c_str()); }
 std::string paramDebugFile() { return valueOf("ARFUSE_DEBUG_FILE"); }
+std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR"); }
 std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE"); }
+int paramWatchdogMs() { return std::atoi(valueOf("ARFUSE_WATCHDOG_MS").c_str()); }
+bool paramDumpOnSignal() { return valueOf("ARFUSE_DUMP_ON_SIGNAL") == "1"; }
 
 std::string paramsMarkdown() {
   std::ostringstream os;

@@ -35,8 +35,11 @@ long long paramOneShotMaxBytes(); // ARFUSE_ONESHOT_MAX_BYTES
 long long paramHostOneShotMaxBytes();  // ARFUSE_HOST_ONESHOT_MAX_BYTES
 long long paramHostStagedMaxBytes();   // ARFUSE_HOST_STAGED_MAX_BYTES
 int paramMaxBlocks();     // ARFUSE_MAX_BLOCKS (-1: derive)
+std::string paramBootstrapAddr();  // ARFUSE_BOOTSTRAP_ADDR
 std::string paramDebugFile();  // ARFUSE_DEBUG_FILE, "" when unset (not yet expanded)
 std::string paramCalibrationFile();  // ARFUSE_CALIBRATION_FILE, "" when unset
+int paramWatchdogMs();    // ARFUSE_WATCHDOG_MS (0: watchdog off)
+bool paramDumpOnSignal(); // ARFUSE_DUMP_ON_SIGNAL
 
 // Markdown table of the variables (docs/environment.md is this output; a test keeps them equal).
 std::string paramsMarkdown();

@@ -1,0 +1,549 @@
+// Multi-process communicators: one rank per process (several processes may share a GPU).
+//
+// Initialisation runs in phases, every rank through every phase even when it has already failed
+// locally (it then posts its failure), so that every rank reaches the same decision from the same
+// bytes and nobody waits for a rank that has given up:
+//   A  (arfuse's rendezvous or the caller's all-gather): facts and resolved config of every rank.
+//      Every rank checks the same things (one host, equal configs, no local failure) identically.
+//      Rank 0 then creates the group segment (POSIX shared memory: GroupShared for the kernels +
+//      the exchange area of the later phases); the others map it.
+//   B  (through the segment): CUDA IPC handles of each rank's staging/control/low-latency buffers,
+//      each rank's view of peer access to every other rank's GPU, rank 0's NCCL id. The group has
+//      peer access if every rank can reach every other GPU (or shares it). Without it (or when
+//      forced) rank 0 creates the host-staged area, which everyone maps and registers with CUDA.
+//   C  (segment): every rank reports whether it mapped everything; any failure fails every rank
+//      with that rank's message. Rank 0 then unlinks the segment names: the memory lives while
+//      mapped, so a process that dies later leaves nothing in /dev/shm.
+//   D  (segment): NCCL, when every rank has its own GPU: ncclCommInitRank, then every rank reports;
+//      if any failed, every rank drops NCCL (the plan then says why).
+// Every wait is bounded by the init timeout and names the ranks that did not arrive.
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "comm/comm.h"
+#include "comm/config.h"
+#include "comm/shm.h"
+#include "kernels/launch.h"
+
+namespace arfuse {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0xA2F0B007u;
+constexpr int kTextBytes = 240;
+constexpr int kPhases = 4;  // B = 1, C = 2, D = 3 through the segment (A goes through the rendezvous)
+constexpr size_t kSlotBytes = 1024;
+constexpr uint32_t kReady = 0x5EADu;
+
+struct Hello {
+  uint32_t magic;
+  uint32_t abi;
+  int32_t nranks;
+  int32_t rank;
+  int32_t status;  // arfuseResult_t of this rank's local checks
+  char text[kTextBytes];
+  uint8_t uuid[16];
+  uint64_t hostHash;
+  int64_t pid;
+  uint64_t nonce;  // rank 0: names the segments
+  int32_t arch, smCount, resident, canMapHost;
+  int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;
+  uint32_t dtypeMask;
+  int64_t oneShotMax, hostOneShotMax, hostStagedMax;
+};
+
+struct Wire {
+  int32_t status;
+  char text[kTextBytes];
+  uint8_t reach[kMaxRanks];  // 1: this rank can load/store rank s's memory (peer access, or the same GPU)
+  char reachWhy[96];         // why not, for the first rank it cannot reach
+  cudaIpcMemHandle_t staging, control, ll;
+  uint64_t stagingPtr, controlPtr, llPtr;  // raw, for a rank of the same process
+  ncclUniqueId ncclId;                      // rank 0
+};
+static_assert(sizeof(Wire) <= kSlotBytes, "Wire must fit a slot");
+
+struct Status {
+  int32_t status;
+  char text[kTextBytes];
+};
+
+struct InitArea {
+  std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> phase[kMaxRanks];
+  std::atomic<uint32_t> departed[kMaxRanks];
+  alignas(64) char slots[kPhases][kMaxRanks][kSlotBytes];
+};
+
+constexpr size_t kSharedBytes = (sizeof(GroupShared) + 4095) / 4096 * 4096;
+constexpr size_t kSegmentBytes = kSharedBytes + sizeof(InitArea);
+
+void setText(char* dst, const std::string& s) {
+  std::snprintf(dst, kTextBytes, "%s", s.c_str());
+}
+
+uint64_t hostHash() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string& s : {std::string(name), boot})
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string uuidText(const uint8_t* u) {
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) s += strprintf("%02x%s", u[i], (i == 3 || i == 5 || i == 7 || i == 9) ? "-" : "");
+  return s;
+}
+
+// Posts this rank's blob for `phase` and waits (bounded) for every rank's.
+arfuseResult_t segmentExchange(InitArea* ia, int phase, int rank, int nranks, const void* mine, size_t bytes,
+                               int timeoutMs, std::vector<uint8_t>* all, std::string* message) {
+  std::memcpy(ia->slots[phase][rank], mine, bytes);
+  ia->phase[rank].store(static_cast<uint32_t>(phase), std::memory_order_release);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  for (int spins = 0;; ++spins) {
+    std::string missing;
+    for (int s = 0; s < nranks; ++s)
+      if (ia->phase[s].load(std::memory_order_acquire) < static_cast<uint32_t>(phase))
+        missing += (missing.empty() ? "" : ",") + std::to_string(s);
+    if (missing.empty()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      *message = strprintf("init phase %c: rank(s) %s did not arrive within %d ms (did they fail or die? see their "
+                           "logs)",
+                           'A' + phase, missing.c_str(), timeoutMs);
+      return arfusePeerTimeout;
+    }
+    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  all->resize(static_cast<size_t>(nranks) * bytes);
+  for (int s = 0; s < nranks; ++s) std::memcpy(all->data() + s * bytes, ia->slots[phase][s], bytes);
+  return arfuseSuccess;
+}
+
+// The first failure among the ranks' posted statuses, as every rank will report it.
+template <typename T>
+bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* code, std::string* message) {
+  for (int s = 0; s < nranks; ++s) {
+    const T* t = reinterpret_cast<const T*>(all.data() + s * sizeof(T));
+    if (t->status != arfuseSuccess) {
+      *code = arfuseResult_t(t->status);
+      *message = strprintf("rank %d: %.*s", s, kTextBytes, t->text);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
+                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message) {
+  // ---- local checks; a failure is posted, not returned, so the others learn it -----------------
+  Hello me{};
+  me.magic = kHelloMagic;
+  me.abi = ARFUSE_VERSION_CODE;
+  me.nranks = nranks;
+  me.rank = rank;
+  me.pid = getpid();
+  me.hostHash = hostHash();
+  ResolvedConfig rc;
+  std::string why;
+  arfuseResult_t local = arfuseSuccess;
+  auto localFail = [&](arfuseResult_t code, const std::string& text) {
+    if (local == arfuseSuccess) {
+      local = code;
+      why = text;
+    }
+  };
+  if (!comm) localFail(arfuseInvalidArgument, "comm is NULL: pass the address of an arfuseComm_t");
+  {
+    std::string m;
+    if (resolveConfig(config, nranks, &rc, &m) != arfuseSuccess) localFail(arfuseInvalidArgument, m);
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    localFail(arfuseNoDevice, "no CUDA device is visible to this process");
+  } else if (device < 0 || device >= count) {
+    localFail(arfuseInvalidArgument, strprintf("device=%d: only devices 0..%d are visible to this process", device,
+                                               count - 1));
+  }
+  if (local == arfuseSuccess) {
+    cudaDeviceProp prop;
+    if (cudaSetDevice(device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+      localFail(arfuseCudaError, strprintf("device %d: %s", device, cudaGetErrorString(cudaGetLastError())));
+    } else {
+      std::memcpy(me.uuid, prop.uuid.bytes, 16);
+      me.arch = prop.major * 10 + prop.minor;
+      me.smCount = prop.multiProcessorCount;
+      me.canMapHost = prop.canMapHostMemory;
+      me.resident = residentBlocksPerSm();
+      if (me.resident <= 0)
+        localFail(arfuseUnsupported, strprintf("device %d (sm_%d): the arfuse kernels cannot run on it; was the "
+                                               "library built for this architecture? see `arfuse version`",
+                                               device, me.arch));
+    }
+  }
+  me.maxTokens = rc.limits.maxTokens;
+  me.maxHidden = rc.limits.maxHidden;
+  me.dtypeMask = rc.limits.dtypeMask;
+  me.forcedAlgo = rc.policy.forcedAlgo;
+  me.timeoutMs = rc.timeoutMs;
+  me.maxBlocks = rc.maxBlocks;
+  me.oneShotMax = rc.policy.oneShotMaxBytes;
+  me.hostOneShotMax = rc.policy.hostOneShotMaxBytes;
+  me.hostStagedMax = rc.policy.hostStagedMaxBytes;
+  if (rank == 0) {
+    std::random_device rd;
+    me.nonce = (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
+  }
+  me.status = local;
+  setText(me.text, why);
+
+  // ---- phase A ------------------------------------------------------------------------------------
+  std::vector<uint8_t> all;
+  arfuseResult_t st = exchangeA(&me, sizeof me, &all, message);
+  if (st != arfuseSuccess) return st;
+  if (all.size() != static_cast<size_t>(nranks) * sizeof(Hello))
+    return *message = "init: the all-gather returned the wrong number of bytes", arfuseInternalError;
+  std::vector<Hello> h(nranks);
+  std::memcpy(h.data(), all.data(), all.size());
+  if (firstFailure<Hello>(all, nranks, &st, message)) return st;
+  for (int s = 0; s < nranks; ++s) {
+    if (h[s].magic != kHelloMagic || h[s].abi != ARFUSE_VERSION_CODE)
+      return *message = strprintf("rank %d runs another arfuse version (abi %u, this rank %u)", s, h[s].abi,
+                                  ARFUSE_VERSION_CODE),
+             arfuseMismatch;
+    if (h[s].hostHash != h[0].hostHash)
+      return *message = strprintf("rank %d is on another host than rank 0: arfuse groups span one host (use NCCL "
+                                  "across hosts)",
+                                  s),
+             arfuseUnsupported;
+#define SAME(field, label)                                                                                       \
+  if (h[s].field != h[0].field)                                                                                \
+    return *message = strprintf("ranks disagree on the config: rank 0 has %s=%lld, rank %d has %lld; give every " \
+                                "rank the same arfuseConfig_t and ARFUSE_* environment",                        \
+                                label, (long long)h[0].field, s, (long long)h[s].field),                        \
+           arfuseMismatch;
+    SAME(maxTokens, "maxTokens") SAME(maxHidden, "maxHidden") SAME(dtypeMask, "dtypeMask")
+    SAME(forcedAlgo, "algo") SAME(timeoutMs, "timeoutMs") SAME(maxBlocks, "maxBlocks")
+    SAME(oneShotMax, "ARFUSE_ONESHOT_MAX_BYTES") SAME(hostOneShotMax, "ARFUSE_HOST_ONESHOT_MAX_BYTES")
+    SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES")
+#undef SAME
+  }
+  const int timeoutMs = std::max(30000, rc.timeoutMs);
+
+  // ---- the group, from the same bytes on every rank -----------------------------------------------
+  Group* g = new Group();
+  g->multiProcess = true;
+  g->nranks = nranks;
+  g->limits = rc.limits;
+  g->policy = rc.policy;
+  g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
+  g->ranks.resize(nranks);
+  size_t elem = (rc.limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) ? 4 : 2;
+  g->stagingBytes = static_cast<size_t>(rc.limits.maxTokens) * rc.limits.maxHidden * elem;
+  Fabric& f = g->fabric;
+  f.nranks = nranks;
+  int derived = kMaxBlocks, smCount = 1 << 30;
+  bool distinct = true;
+  for (int s = 0; s < nranks; ++s) {
+    int same = 0;
+    for (int t = 0; t < nranks; ++t) same += std::memcmp(h[s].uuid, h[t].uuid, 16) == 0;
+    if (same > 1) distinct = false;
+    derived = std::min(derived, h[s].smCount * h[s].resident / same);
+    smCount = std::min(smCount, h[s].smCount);
+  }
+  f.virtualRanks = !distinct;
+  f.smCount = smCount;
+  if (derived < 1) {
+    delete g;
+    return *message = "too many ranks share one GPU for their blocks to be resident at once", arfuseUnsupported;
+  }
+  f.maxBlocks = rc.maxBlocks > 0 ? std::min(rc.maxBlocks, derived) : derived;
+  const bool ncclPlanned = nranks > 1 && distinct;
+  f.nccl = ncclPlanned;  // until phase D says otherwise (sizes the host area)
+  if (!ncclPlanned)
+    f.ncclDetail = nranks == 1 ? "a single rank needs no NCCL"
+                               : "NCCL needs one GPU per rank; ranks of this group share a GPU";
+  if (nranks > 1) {
+    const long long llMax = std::min<long long>(kLowLatencyMaxBytes, static_cast<long long>(g->stagingBytes));
+    g->llSourceBytes = static_cast<size_t>(2 * llMax);
+  }
+  const std::string base = strprintf("/arfuse-%016llx", static_cast<unsigned long long>(h[0].nonce));
+  const std::string groupName = base + "-g", hostName = base + "-h";
+  auto fail = [&](arfuseResult_t code) {
+    shmUnlink(groupName);
+    shmUnlink(hostName);
+    freeGroup(g);
+    return code;
+  };
+
+  // ---- the group segment ---------------------------------------------------------------------------
+  auto* seg = new ShmSegment();
+  g->cleanups.push_back([seg] {
+    shmRelease(seg);
+    delete seg;
+  });
+  std::string err;
+  const bool created = rank == 0 ? shmCreate(groupName, kSegmentBytes, seg, &err)
+                                 : shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err);
+  if (!created) return *message = "init: " + err, fail(arfuseSystemError);
+  auto* ia = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
+  if (rank == 0) {
+    ia->ready.store(kReady, std::memory_order_release);
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (ia->ready.load(std::memory_order_acquire) != kReady) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return *message = strprintf("init: %s never became ready (rank 0 failed or died?)", groupName.c_str()),
+               fail(arfusePeerTimeout);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  g->depart = [ia, nranks, timeoutMs](int r) {
+    // Destroy waits (bounded) until every rank has left its last call, so no peer still reads our memory.
+    ia->departed[r].store(1, std::memory_order_release);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(timeoutMs, 5000));
+    for (int s = 0; s < nranks; ++s)
+      while (!ia->departed[s].load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+
+  // ---- phase B: this rank's buffers and view of peer access -----------------------------------------
+  Wire w{};
+  arfuseResult_t localB = arfuseSuccess;
+  std::string whyB;
+  if (!shmRegister(seg, &err)) {
+    localB = arfuseCudaError;
+    whyB = err;
+  } else {
+    g->shared = static_cast<GroupShared*>(seg->host);
+    g->sharedDev = static_cast<GroupShared*>(seg->device);
+  }
+  if (localB == arfuseSuccess) {
+    localB = allocateRank(g, rank, device, &whyB);
+    RankResources& rr = g->ranks[rank];
+    if (localB == arfuseSuccess) {
+      cudaError_t e = cudaIpcGetMemHandle(&w.staging, rr.staging);
+      if (e == cudaSuccess) e = cudaIpcGetMemHandle(&w.control, rr.control);
+      if (e == cudaSuccess && rr.ll) e = cudaIpcGetMemHandle(&w.ll, rr.ll);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        localB = arfuseCudaError;
+        whyB = strprintf("cudaIpcGetMemHandle: %s", cudaGetErrorString(e));
+      }
+      w.stagingPtr = reinterpret_cast<uint64_t>(rr.staging);
+      w.controlPtr = reinterpret_cast<uint64_t>(rr.control);
+      w.llPtr = reinterpret_cast<uint64_t>(rr.ll);
+    }
+  }
+  // Peer access from this process's GPU to each rank's GPU, found by UUID among the GPUs this
+  // process sees (CUDA_VISIBLE_DEVICES may hide some).
+  std::vector<int> ordinalOf(nranks, -1);
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
+    for (int s = 0; s < nranks; ++s)
+      if (std::memcmp(p.uuid.bytes, h[s].uuid, 16) == 0) ordinalOf[s] = d;
+  }
+  cudaGetLastError();
+  for (int s = 0; s < nranks; ++s) {
+    if (std::memcmp(h[s].uuid, h[rank].uuid, 16) == 0) {
+      w.reach[s] = 1;
+      continue;
+    }
+    int can = 0;
+    if (ordinalOf[s] < 0) {
+      if (!w.reachWhy[0])
+        std::snprintf(w.reachWhy, sizeof w.reachWhy, "rank %d's GPU is not visible to rank %d (CUDA_VISIBLE_DEVICES?)",
+                      s, rank);
+    } else if (cudaDeviceCanAccessPeer(&can, device, ordinalOf[s]) != cudaSuccess || !can) {
+      if (!w.reachWhy[0])
+        std::snprintf(w.reachWhy, sizeof w.reachWhy, "cudaDeviceCanAccessPeer(%d, %d) = 0 (ranks %d, %d)", device,
+                      ordinalOf[s], rank, s);
+    } else {
+      const cudaError_t e = cudaDeviceEnablePeerAccess(ordinalOf[s], 0);
+      if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) {
+        w.reach[s] = 1;
+      } else if (!w.reachWhy[0]) {
+        std::snprintf(w.reachWhy, sizeof w.reachWhy, "cudaDeviceEnablePeerAccess(%d -> %d): %s", device,
+                      ordinalOf[s], cudaGetErrorString(e));
+      }
+      cudaGetLastError();
+    }
+  }
+  if (rank == 0 && ncclPlanned && localB == arfuseSuccess) {
+    const ncclResult_t nr = ncclGetUniqueId(&w.ncclId);
+    if (nr != ncclSuccess) {
+      localB = arfuseNcclError;
+      whyB = strprintf("ncclGetUniqueId: %s", ncclGetErrorString(nr));
+    }
+  }
+  w.status = localB;
+  setText(w.text, whyB);
+  st = segmentExchange(ia, 1, rank, nranks, &w, sizeof w, timeoutMs, &all, message);
+  if (st != arfuseSuccess) return fail(st);
+  if (firstFailure<Wire>(all, nranks, &st, message)) return fail(st);
+  std::vector<Wire> ws(nranks);
+  std::memcpy(ws.data(), all.data(), all.size());
+
+  f.p2p = true;
+  for (int s = 0; s < nranks && f.p2p; ++s)
+    for (int t = 0; t < nranks; ++t)
+      if (!ws[s].reach[t]) {
+        f.p2p = false;
+        f.p2pDetail = ws[s].reachWhy[0] ? ws[s].reachWhy : strprintf("rank %d cannot reach rank %d", s, t);
+        break;
+      }
+  if (nranks > 1 && f.p2p) f.lowLatencyMaxBytes = std::min<long long>(kLowLatencyMaxBytes, g->stagingBytes);
+  const int forced = rc.policy.forcedAlgo;
+  if ((forced == arfuseAlgoOneShot || forced == arfuseAlgoTwoShot || forced == arfuseAlgoLowLatency) && !f.p2p)
+    return *message = strprintf("config: algo=%s (forced by %s) needs peer access: %s",
+                                arfuseAlgoName(arfuseAlgo_t(forced)), rc.policy.forcedBy.c_str(), f.p2pDetail.c_str()),
+           fail(arfuseUnsupported);
+  if (forced == arfuseAlgoNccl && !ncclPlanned)
+    return *message = strprintf("config: algo=nccl (forced by %s) is unavailable: %s", rc.policy.forcedBy.c_str(),
+                                f.ncclDetail.c_str()),
+           fail(arfuseUnsupported);
+
+  // ---- map the peers' buffers, and the host area when needed ----------------------------------------
+  Status sc{};
+  std::string whyC;
+  arfuseResult_t localC = arfuseSuccess;
+  if (f.p2p) {
+    for (int s = 0; s < nranks && localC == arfuseSuccess; ++s) {
+      if (s == rank) continue;
+      auto open = [&](const cudaIpcMemHandle_t& hnd, uint64_t raw, char** out) {
+        if (h[s].pid == h[rank].pid) {  // the same process: its pointers are ours
+          *out = reinterpret_cast<char*>(raw);
+          return true;
+        }
+        void* p = nullptr;
+        const cudaError_t e = cudaIpcOpenMemHandle(&p, hnd, cudaIpcMemLazyEnablePeerAccess);
+        if (e != cudaSuccess) {
+          cudaGetLastError();
+          whyC = strprintf("cudaIpcOpenMemHandle(rank %d's buffer): %s", s, cudaGetErrorString(e));
+          return false;
+        }
+        g->cleanups.push_back([p] { cudaIpcCloseMemHandle(p); });
+        *out = static_cast<char*>(p);
+        return true;
+      };
+      char *staging = nullptr, *control = nullptr, *ll = nullptr;
+      if (!open(ws[s].staging, ws[s].stagingPtr, &staging) || !open(ws[s].control, ws[s].controlPtr, &control) ||
+          (g->llSourceBytes && !open(ws[s].ll, ws[s].llPtr, &ll))) {
+        localC = arfuseCudaError;
+        break;
+      }
+      const size_t flagBytes = sizeof(uint64_t) * kMaxBlocks * kMaxRanks;
+      g->peers.staging[s] = staging;
+      g->peers.flags[s] = reinterpret_cast<uint64_t*>(control + 256);
+      g->peers.desc[s] = control + 256 + flagBytes;
+      g->peers.ll[s] = ll;
+    }
+  }
+  const bool needHost = nranks > 1 && (!f.p2p || forced == arfuseAlgoHostStaged);
+  if (needHost && localC == arfuseSuccess) {
+    bool canMap = true;
+    for (int s = 0; s < nranks; ++s) canMap = canMap && h[s].canMapHost;
+    if (!canMap) {
+      f.hostStagedDetail = "a GPU of the group cannot map host memory";
+    } else {
+      const size_t slot = hostSlotBytesFor(*g);
+      const size_t bytes = hostArenaBytes(nranks, slot);
+      auto* hseg = new ShmSegment();
+      g->cleanups.push_back([hseg] {
+        shmRelease(hseg);
+        delete hseg;
+      });
+      const bool ok = (rank == 0 ? shmCreate(hostName, bytes, hseg, &err)
+                                 : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
+                      shmRegister(hseg, &err);
+      if (!ok) {
+        localC = arfuseSystemError;
+        whyC = "host-staged area: " + err;
+      } else {
+        layoutHostArena(g, static_cast<char*>(hseg->device), slot);  // zero-filled by ftruncate
+        g->hostArenaBytes = bytes;
+      }
+    }
+  } else if (!needHost) {
+    f.hostStagedDetail = nranks == 1 ? "a single rank needs no exchange"
+                                     : "peer access works, so no host exchange area is allocated (force "
+                                       "algo=hoststaged to get one)";
+  }
+  if (forced == arfuseAlgoHostStaged && localC == arfuseSuccess && !f.hostStaged)
+    return *message = strprintf("config: algo=hoststaged is unavailable: %s", f.hostStagedDetail.c_str()),
+           fail(arfuseUnsupported);
+
+  // ---- phase C: everyone mapped everything ----------------------------------------------------------
+  sc.status = localC;
+  setText(sc.text, whyC);
+  st = segmentExchange(ia, 2, rank, nranks, &sc, sizeof sc, timeoutMs, &all, message);
+  if (st != arfuseSuccess) return fail(st);
+  if (firstFailure<Status>(all, nranks, &st, message)) return fail(st);
+  if (rank == 0) {  // every rank has mapped both segments: the names can go
+    shmUnlink(groupName);
+    shmUnlink(hostName);
+  }
+
+  // ---- phase D: NCCL --------------------------------------------------------------------------------
+  if (ncclPlanned) {
+    Status sd{};
+    ncclComm_t nc = nullptr;
+    const ncclResult_t nr = ncclCommInitRank(&nc, nranks, ws[0].ncclId, rank);
+    if (nr != ncclSuccess) {
+      sd.status = arfuseNcclError;
+      setText(sd.text, strprintf("ncclCommInitRank: %s", ncclGetErrorString(nr)));
+    }
+    st = segmentExchange(ia, 3, rank, nranks, &sd, sizeof sd, timeoutMs, &all, message);
+    if (st != arfuseSuccess) {
+      if (nc) ncclCommAbort(nc);
+      return fail(st);
+    }
+    arfuseResult_t ncclCode;
+    std::string ncclWhy;
+    if (firstFailure<Status>(all, nranks, &ncclCode, &ncclWhy)) {
+      if (nc) ncclCommAbort(nc);
+      f.nccl = false;
+      f.ncclDetail = ncclWhy;
+      LogContext ctx;
+      ctx.rank = rank;
+      ctx.device = device;
+      ctx.arch = h[rank].arch;
+      ARFUSE_LOG(kLogWarn, ctx, "path=nccl", "disabled: %s", ncclWhy.c_str());
+      if (forced == arfuseAlgoNccl) return *message = "config: algo=nccl is unavailable: " + ncclWhy, fail(arfuseNcclError);
+    } else {
+      g->ranks[rank].nccl = nc;
+    }
+  }
+
+  g->live = 1;
+  arfuseComm* c = new arfuseComm();
+  c->group = g;
+  c->rank = rank;
+  c->device = device;
+  c->arch = h[rank].arch;
+  commRegister(c);
+  *comm = c;
+  ARFUSE_LOG(kLogInfo, c->logContext(), "",
+             "init: rank %d of %d (multi-process%s), staging %zu B x 2, maxBlocks %d, p2p %s, nccl %s, host area %zu B",
+             rank, nranks, f.virtualRanks ? ", GPUs shared" : "", g->stagingBytes, f.maxBlocks, f.p2p ? "yes" : "no",
+             f.nccl ? "yes" : "no", g->hostArenaBytes);
+  return arfuseSuccess;
+}
+
+}  // namespace arfuse
