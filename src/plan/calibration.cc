@@ -323,7 +323,8 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
   }
   if (fingerprint != c.fingerprint) {
     *why = label + " does not apply: the fabric changed since it was measured (fingerprint " + c.fingerprint +
-           " then, " + fingerprint + " now); re-run `arfuse doctor --calibrate`";
+           " then, " + fingerprint + " now: a link or P2P status differs, or this process sees them differently, "
+           "e.g. without NVML); re-run `arfuse doctor --calibrate`";
     return false;
   }
   const CalibrationGroup* g = nullptr;
