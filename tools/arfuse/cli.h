@@ -15,6 +15,7 @@ constexpr int kExitUsage = 2;
 constexpr int kExitNoDevice = 3;
 
 int selftest(const std::vector<std::string>& args);
+int selftestProcs(const std::vector<std::string>& args);  // procs.cc: selftest --procs N
 int bench(const std::vector<std::string>& args);
 int doctor(const std::vector<std::string>& args);  // doctor.cc
 

@@ -1,0 +1,390 @@
+// `arfuse selftest --procs N`: the multi-process selftest. The launcher starts N copies of this
+// program as workers (one rank each), bounded in time; rank 0 creates the unique id and publishes
+// it in a private directory; every worker joins with arfuseCommInitRank, runs fused and plain
+// calls over inputs it can regenerate for every rank (so it checks its outputs against an fp64
+// reference itself), and prints a hash of its outputs, which the launcher compares across ranks
+// (bitwise equality). Afterwards the launcher checks that no shared-memory segment was left in
+// /dev/shm. `--kill-rank R` makes rank R die (SIGKILL) right after init: its peers must report a
+// timeout naming it, destroy must return, and nothing may leak.
+#include <cuda_runtime.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "arfuse/arfuse.h"
+#include "cli.h"
+#include "harness/harness.h"
+#include "harness/numeric.h"
+
+extern char** environ;
+
+namespace arfuse {
+namespace cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::set<std::string> arfuseSegments() {
+  std::set<std::string> out;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::strncmp(e->d_name, "arfuse-", 7) == 0) out.insert(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+std::string hexOf(const arfuseUniqueId& id) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : id.internal) {
+    s += digits[c >> 4];
+    s += digits[c & 15];
+  }
+  return s;
+}
+bool idFromHex(const std::string& s, arfuseUniqueId* id) {
+  if (s.size() != 2 * sizeof id->internal) return false;
+  for (size_t i = 0; i < sizeof id->internal; ++i) {
+    unsigned v = 0;
+    if (std::sscanf(s.c_str() + 2 * i, "%2x", &v) != 1) return false;
+    id->internal[i] = static_cast<char>(v);
+  }
+  return true;
+}
+
+uint64_t fnv(const void* p, size_t n, uint64_t h = 1469598103934665603ull) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+struct Case {
+  const char* name;
+  arfuseOp_t op;
+  arfuseDataType_t dtype;
+  int tokens, hidden;
+};
+const Case kCases[] = {
+    {"fused-bf16-1x7168", arfuseOpAllReduceAddRmsNorm, arfuseBfloat16, 1, 7168},
+    {"fused-fp16-3x5120", arfuseOpAllReduceAddRmsNorm, arfuseFloat16, 3, 5120},
+    {"allreduce-fp32-16x4096", arfuseOpAllReduce, arfuseFloat32, 16, 4096},
+    {"fused-bf16-64x8192", arfuseOpAllReduceAddRmsNorm, arfuseBfloat16, 64, 8192},
+};
+
+// Inputs of rank `r` for case `k`: x differs per rank; residual and weight are the same on every
+// rank (as in tensor parallelism). Never zero.
+std::vector<float> values(uint64_t seed, size_t n, float scale) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& f : v) {
+    f = u(rng) * scale;
+    if (f == 0.f) f = scale * 0.5f;
+  }
+  return v;
+}
+
+int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus) {
+  auto say = [&](const char* fmt, auto... a) {
+    std::printf("rank %d: ", rank);
+    std::printf(fmt, a...);
+    std::printf("\n");
+    std::fflush(stdout);
+  };
+  arfuseUniqueId id;
+  if (rank == 0) {
+    if (arfuseGetUniqueId(&id) != arfuseSuccess) return say("FAIL getUniqueId: %s", arfuseGetLastError()), kExitFailed;
+    std::ofstream(dir + "/id.tmp") << hexOf(id);
+    std::rename((dir + "/id.tmp").c_str(), (dir + "/id").c_str());
+  } else {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    std::string hex;
+    while (!(std::ifstream(dir + "/id") >> hex) || !idFromHex(hex, &id)) {
+      if (Clock::now() > deadline) return say("FAIL: rank 0 published no unique id in 60 s"), kExitFailed;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  const int device = realGpus ? rank : 0;
+  arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
+  cfg.maxTokens = 64;
+  cfg.maxHidden = 8192;
+  cfg.algo = algo;
+  cfg.timeoutMs = timeoutMs;
+  arfuseComm_t comm = nullptr;
+  const auto t0 = Clock::now();
+  if (arfuseCommInitRank(&comm, nranks, id, rank, device, &cfg) != arfuseSuccess)
+    return say("FAIL init: %s", arfuseGetLastError()), kExitFailed;
+  say("INIT ok in %.2f s on device %d", std::chrono::duration<double>(Clock::now() - t0).count(), device);
+  if (rank == killRank) {
+    say("KILLED (by request, right after init)");
+    raise(SIGKILL);
+  }
+  cudaSetDevice(device);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  int failed = 0;
+  for (size_t k = 0; k < sizeof kCases / sizeof kCases[0]; ++k) {
+    const Case& c = kCases[k];
+    const size_t n = static_cast<size_t>(c.tokens) * c.hidden, es = numeric::elemSize(c.dtype);
+    arfusePlan_t plan;
+    arfuseCommQueryPlan(comm, c.op, c.tokens, c.hidden, c.dtype, &plan);
+    // Every rank's x, rounded to the dtype; the sum in fp64.
+    std::vector<double> sum(n, 0.0);
+    std::vector<char> mine(n * es);
+    for (int s = 0; s < nranks; ++s) {
+      const std::vector<float> x = values(1000 * k + s + 1, n, 1.f);
+      for (size_t i = 0; i < n; ++i) {
+        const float xr = numeric::round(x[i], c.dtype);
+        sum[i] += xr;
+        if (s == rank) numeric::store(mine.data(), i, xr, c.dtype);
+      }
+    }
+    const std::vector<float> res = values(77 + k, n, 2.f), wt = values(99 + k, c.hidden, 1.f);
+    std::vector<char> resH(n * es), wH(c.hidden * es);
+    for (size_t i = 0; i < n; ++i) numeric::store(resH.data(), i, res[i], c.dtype);
+    for (int i = 0; i < c.hidden; ++i) numeric::store(wH.data(), i, wt[i], c.dtype);
+    void *x, *r, *w, *normOut, *resOut;
+    cudaMalloc(&x, n * es);
+    cudaMalloc(&r, n * es);
+    cudaMalloc(&w, c.hidden * es);
+    cudaMalloc(&normOut, n * es);
+    cudaMalloc(&resOut, n * es);
+    cudaMemcpy(x, mine.data(), n * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(r, resH.data(), n * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(w, wH.data(), c.hidden * es, cudaMemcpyHostToDevice);
+    cudaMemset(normOut, 0xFF, n * es);  // poison
+    cudaMemset(resOut, 0xFF, n * es);
+    arfuseResult_t st = c.op == arfuseOpAllReduce
+                            ? arfuseAllReduce(x, resOut, c.tokens, c.hidden, c.dtype, comm, stream)
+                            : arfuseAllReduceAddRmsNorm(x, r, w, 1e-6f, normOut, resOut, c.tokens, c.hidden, c.dtype,
+                                                        comm, stream);
+    cudaStreamSynchronize(stream);
+    arfuseResult_t async = arfuseSuccess;
+    arfuseCommGetAsyncError(comm, &async);
+    if (st != arfuseSuccess || async != arfuseSuccess) {
+      say("CASE %s algo=%s FAIL: %s", c.name, arfuseAlgoName(plan.algo), arfuseCommGetLastError(comm));
+      ++failed;
+    } else {
+      std::vector<char> gotR(n * es), gotN(n * es);
+      cudaMemcpy(gotR.data(), resOut, n * es, cudaMemcpyDeviceToHost);
+      cudaMemcpy(gotN.data(), normOut, n * es, cudaMemcpyDeviceToHost);
+      // fp64 reference (the norm of the rounded residual, as the header defines it).
+      double errR = 0, refR = 0, errN = 0, refN = 0;
+      for (int t = 0; t < c.tokens; ++t) {
+        std::vector<double> rr(c.hidden);
+        double sq = 0;
+        for (int i = 0; i < c.hidden; ++i) {
+          const size_t j = static_cast<size_t>(t) * c.hidden + i;
+          rr[i] = sum[j] + (c.op == arfuseOpAllReduce ? 0.0 : numeric::round(res[j], c.dtype));
+          const double rounded = numeric::round(static_cast<float>(rr[i]), c.dtype);
+          sq += rounded * rounded;
+          errR += std::pow(numeric::load(gotR.data(), j, c.dtype) - rr[i], 2);
+          refR += rr[i] * rr[i];
+        }
+        const double inv = 1.0 / std::sqrt(sq / c.hidden + 1e-6);
+        if (c.op == arfuseOpAllReduce) continue;
+        for (int i = 0; i < c.hidden; ++i) {
+          const size_t j = static_cast<size_t>(t) * c.hidden + i;
+          const double ref = numeric::round(static_cast<float>(rr[i]), c.dtype) * inv * numeric::round(wt[i], c.dtype);
+          errN += std::pow(numeric::load(gotN.data(), j, c.dtype) - ref, 2);
+          refN += ref * ref;
+        }
+      }
+      const double eR = std::sqrt(errR / refR), eN = c.op == arfuseOpAllReduce ? 0 : std::sqrt(errN / refN);
+      const bool ok = eR <= numeric::tolerance(c.dtype) && eN <= numeric::tolerance(c.dtype) && std::isfinite(eR) &&
+                      std::isfinite(eN);
+      if (!ok) ++failed;
+      uint64_t hsh = fnv(gotR.data(), gotR.size());
+      if (c.op != arfuseOpAllReduce) hsh = fnv(gotN.data(), gotN.size(), hsh);
+      say("CASE %s algo=%s err_residual=%.3e err_norm=%.3e hash=%016llx %s", c.name, arfuseAlgoName(plan.algo), eR,
+          eN, static_cast<unsigned long long>(hsh), ok ? "PASS" : "FAIL");
+    }
+    cudaFree(x);
+    cudaFree(r);
+    cudaFree(w);
+    cudaFree(normOut);
+    cudaFree(resOut);
+    if (killRank >= 0) break;  // a peer is gone: one call shows the timeout
+  }
+  const auto td = Clock::now();
+  const arfuseResult_t ds = arfuseCommDestroy(comm);
+  say("DESTROY %s in %.2f s", ds == arfuseSuccess ? "ok" : "FAIL", std::chrono::duration<double>(Clock::now() - td).count());
+  cudaStreamDestroy(stream);
+  return failed || ds != arfuseSuccess ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+
+// The hidden worker entry: `arfuse selftest --proc-rank R --procs N --proc-dir D [...]`.
+int selftestProcs(const std::vector<std::string>& args) {
+  int n = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1;
+  bool forceVirtual = false;
+  std::string dir;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
+    if (a == "--procs") n = std::atoi(next().c_str());
+    else if (a == "--proc-rank") rank = std::atoi(next().c_str());
+    else if (a == "--proc-dir") dir = next();
+    else if (a == "--kill-rank") killRank = std::atoi(next().c_str());
+    else if (a == "--timeout-ms") timeoutMs = std::atoi(next().c_str());
+    else if (a == "--virtual") forceVirtual = true;
+    else if (a == "--algo") {
+      const std::string v = next();
+      algo = -2;
+      for (int k = 0; k < arfuseNumAlgos; ++k)
+        if (v == arfuseAlgoName(arfuseAlgo_t(k))) algo = k == arfuseAlgoAuto ? -1 : k;
+      if (algo == -2) {
+        std::fprintf(stderr, "arfuse selftest: --algo %s: use auto, lowlatency, oneshot, twoshot, hoststaged or nccl\n",
+                     v.c_str());
+        return kExitUsage;
+      }
+    } else {
+      std::fprintf(stderr, "arfuse selftest --procs: unknown argument '%s'\n", a.c_str());
+      return kExitUsage;
+    }
+  }
+  if (n < 2 || n > ARFUSE_MAX_RANKS) {
+    std::fprintf(stderr, "arfuse selftest: --procs %d: must be 2..%d\n", n, ARFUSE_MAX_RANKS);
+    return kExitUsage;
+  }
+  if (killRank >= n || killRank == 0) {
+    std::fprintf(stderr, "arfuse selftest: --kill-rank %d: must be 1..%d (rank 0 reports)\n", killRank, n - 1);
+    return kExitUsage;
+  }
+  const int ndev = harness::deviceCount();
+  const bool realGpus = !forceVirtual && ndev >= n;
+  if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus);
+
+  if (ndev == 0) {
+    std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n");
+    return kExitNoDevice;
+  }
+  // ---- launcher ----
+  char tmpl[] = "/tmp/arfuse-procs-XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    std::perror("mkdtemp");
+    return kExitFailed;
+  }
+  dir = tmpl;
+  const std::set<std::string> before = arfuseSegments();
+  std::printf("arfuse selftest --procs %d: %s; ranks on %s%s\n", n, arfuseGetBuildInfo(),
+              realGpus ? "one GPU each" : "GPU 0 (processes time-slice one GPU: correctness only)",
+              killRank >= 0 ? (", rank " + std::to_string(killRank) + " dies after init").c_str() : "");
+  std::fflush(stdout);
+  std::vector<pid_t> pids(n, -1);
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> argv = {"/proc/self/exe", "selftest", "--procs", std::to_string(n), "--proc-rank",
+                                     std::to_string(r), "--proc-dir", dir, "--timeout-ms", std::to_string(timeoutMs)};
+    if (algo >= 0) argv.insert(argv.end(), {"--algo", arfuseAlgoName(arfuseAlgo_t(algo))});
+    if (killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(killRank)});
+    if (forceVirtual) argv.push_back("--virtual");
+    std::vector<char*> cargv;
+    for (std::string& s : argv) cargv.push_back(&s[0]);
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    const std::string out = dir + "/rank" + std::to_string(r) + ".log";
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    char exe[4096];
+    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[len > 0 ? len : 0] = 0;
+    if (posix_spawn(&pids[r], exe, &fa, nullptr, cargv.data(), environ) != 0) {
+      std::perror("posix_spawn");
+      pids[r] = -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  // Bounded wait: init timeout + the calls; then kill whatever is left.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(60000 + 4 * timeoutMs);
+  std::vector<int> status(n, -1);
+  int left = n;
+  while (left > 0 && Clock::now() < deadline) {
+    for (int r = 0; r < n; ++r) {
+      if (pids[r] <= 0 || status[r] != -1) continue;
+      int ws = 0;
+      if (waitpid(pids[r], &ws, WNOHANG) == pids[r]) {
+        status[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int r = 0; r < n; ++r)
+    if (pids[r] > 0 && status[r] == -1) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], nullptr, 0);
+      status[r] = 124;
+    }
+  // Collect: every rank's lines, hashes per case, the expectations of the scenario.
+  int failures = 0;
+  std::vector<std::vector<std::string>> hashes(n);
+  for (int r = 0; r < n; ++r) {
+    std::ifstream in(dir + "/rank" + std::to_string(r) + ".log");
+    std::string line;
+    while (std::getline(in, line)) {
+      std::printf("  %s\n", line.c_str());
+      const size_t at = line.find("hash=");
+      if (at != std::string::npos) hashes[r].push_back(line.substr(at, 21));
+    }
+    const bool expectKilled = r == killRank;
+    const bool exitOk = expectKilled ? status[r] == 128 + SIGKILL : (killRank >= 0 ? true : status[r] == 0);
+    if (!exitOk) {
+      std::printf("rank %d: exit status %d%s\n", r, status[r], status[r] == 124 ? " (killed: did not finish in time)" : "");
+      ++failures;
+    }
+  }
+  if (killRank < 0) {
+    for (int r = 1; r < n; ++r)
+      if (hashes[r] != hashes[0]) {
+        std::printf("rank %d's outputs differ from rank 0's (bitwise)\n", r);
+        ++failures;
+      }
+    if (hashes[0].size() != sizeof kCases / sizeof kCases[0]) ++failures;
+  } else {
+    // Rank 0 must have reported the timeout naming the dead rank, and destroyed cleanly.
+    std::ifstream in(dir + "/rank0.log");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string named = "for rank " + std::to_string(killRank);
+    const bool reported = all.find("FAIL") != std::string::npos && all.find(named) != std::string::npos;
+    const bool destroyed = all.find("DESTROY ok") != std::string::npos;
+    std::printf("dead rank %d: %s by rank 0, destroy %s\n", killRank, reported ? "named" : "NOT named",
+                destroyed ? "returned" : "did NOT return");
+    if (!reported || !destroyed) ++failures;
+  }
+  std::set<std::string> after = arfuseSegments();
+  for (const std::string& s : before) after.erase(s);
+  if (!after.empty()) {
+    std::printf("LEAK: /dev/shm/%s left behind\n", after.begin()->c_str());
+    ++failures;
+  } else {
+    std::printf("/dev/shm: no arfuse segment left behind\n");
+  }
+  std::printf("\nselftest --procs %d: %s\n", n, failures ? "FAILED" : "passed");
+  for (int r = 0; r < n; ++r) std::remove((dir + "/rank" + std::to_string(r) + ".log").c_str());
+  std::remove((dir + "/id").c_str());
+  rmdir(dir.c_str());
+  return failures ? kExitFailed : kExitOk;
+}
+
+}  // namespace cli
+}  // namespace arfuse
