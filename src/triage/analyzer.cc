@@ -26,6 +26,7 @@ enum Extra : uint32_t {
   kHintWorld = 1u << 12,
   kHintNranks = 1u << 13,
   kHintTpVllm = 1u << 14,
+  kDumpNote = 1u << 15,
 };
 const std::vector<std::string>& extraLiterals() {
   static const std::vector<std::string> v = {
@@ -44,6 +45,7 @@ const std::vector<std::string>& extraLiterals() {
       "world_size",
       "nranks=",
       "tensor_parallel_size",
+      "arfuse-dump-note",
   };
   return v;
 }
@@ -224,6 +226,11 @@ void Analyzer::feed(std::string_view line) {
   SigMatch m;
   uint32_t extra = 0;
   bool hit = matcher_->match(line, &m, &extra);
+  // A dump's notes restate its error record and the log lines for people: never an event.
+  if (extra & kDumpNote) {
+    const size_t dn = info.body.find("arfuse-dump-note");
+    if (dn != std::string_view::npos && trimLeft(info.body.substr(0, dn)).empty()) hit = false;
+  }
   const bool indented = !info.body.empty() && (info.body[0] == ' ' || info.body[0] == '\t');
 
   // Attribute the line to a process stream.
@@ -380,7 +387,7 @@ void Analyzer::feed(std::string_view line) {
     }
   }
 
-  if (extra & (kFrHeader | kErrorRecord | kEpoch))
+  if (extra & (kFrHeader | kErrorRecord | kEpoch | kDumpNote))
     handleFlightRecorder(info.body, occ, extra);
   else
     fs.frRank = -1;
@@ -559,11 +566,34 @@ void Analyzer::handleFlightRecorder(std::string_view body, const Occurrence& occ
     }
     return;
   }
-  if ((extra & kErrorRecord) && at != std::string_view::npos) {
+  if ((extra & kErrorRecord) && at != std::string_view::npos && startsWith(body.substr(at), "arfuse-error-record")) {
     std::string_view b = body.substr(at);
     int rank = static_cast<int>(toLong(tokenValue(b, "rank")));
     int peer = static_cast<int>(toLong(tokenValue(b, "peer")));
-    if (rank >= 0 && peer >= 0) errorRecords_.emplace_back(rank, peer);
+    // code= is absent in older dumps (every record was a timeout then), a word in newer ones.
+    std::string code(tokenValue(b, "code"));
+    if (code.empty() || code == "peer_timeout" || code == "1" || code == "arfusePeerTimeout") {
+      if (rank >= 0 && peer >= 0) errorRecords_.emplace_back(rank, peer);
+    } else if (rank >= 0) {
+      OtherRecord o;
+      o.rank = rank;
+      o.peer = peer;
+      o.epoch = toLong(tokenValue(b, "epoch"));
+      o.code = code == "2" ? "mismatch" : code == "3" ? "concurrent" : code;
+      o.mine = std::string(tokenValue(b, "mine"));
+      o.theirs = std::string(tokenValue(b, "theirs"));
+      o.at = occ;
+      o.at.rank = rank;
+      o.at.rankInferred = false;
+      otherRecords_.push_back(std::move(o));
+    }
+    return;
+  }
+  if ((extra & kDumpNote) && at != std::string_view::npos && startsWith(body.substr(at), "arfuse-dump-note")) {
+    std::string_view b = body.substr(at);
+    int rank = static_cast<int>(toLong(tokenValue(b, "rank")));
+    size_t le = b.find(" last_error: ");
+    if (fr_.count(rank) && le != std::string_view::npos) fr_[rank].lastError = std::string(b.substr(le + 13, kMaxText));
     return;
   }
   std::string_view b = trimLeft(body);

@@ -119,6 +119,7 @@ class Analyzer {
   void analyseWatchdog(Result* r);
   void analyseArfuseTimeouts(Result* r);
   void analyseFlightRecorder(Result* r);
+  void analyseErrorRecords(Result* r);
 
   const Catalog& catalog_;
   std::unique_ptr<Matcher> matcher_;
@@ -137,10 +138,19 @@ class Analyzer {
     int dev = -1, nranks = 0;
     long lastCompleted = -1, firstPending = -1;
     std::string pendingOp;
+    std::string lastError;  // "arfuse-dump-note rank=R last_error: ..."
     Occurrence header;
   };
   std::map<int, FrRank> fr_;
-  std::vector<std::pair<int, int>> errorRecords_;  // (rank, peer)
+  std::vector<std::pair<int, int>> errorRecords_;  // (rank, peer) of timeouts: rank waited for peer
+  // Error records that are not waits (code=mismatch / concurrent): they name their own cause.
+  struct OtherRecord {
+    int rank = -1, peer = -1;
+    long epoch = -1;
+    std::string code, mine, theirs;
+    Occurrence at;
+  };
+  std::vector<OtherRecord> otherRecords_;
   std::vector<TorchrunFailure> torchrun_;
   int nranksHint_ = 0;
   std::string nranksHintSource_;

@@ -220,6 +220,8 @@ void Analyzer::analyseFlightRecorder(Result* r) {
     e.notes.push_back("rank " + std::to_string(laggard) + " has call epoch " + std::to_string(it->second.firstPending) +
                       " (" + it->second.pendingOp + ") still pending");
   if (!missing.empty() && missing.count(laggard) == 0) e.notes.push_back("no dump from rank(s) " + rankList(missing));
+  if (it != fr_.end() && !it->second.lastError.empty())
+    e.notes.push_back("rank " + std::to_string(laggard) + "'s last error: " + it->second.lastError);
   // If arfuse timeout lines named the same rank, say they agree.
   for (const auto& g : groups_)
     if (g.detail("stuck_rank") == std::to_string(laggard)) {
@@ -227,6 +229,68 @@ void Analyzer::analyseFlightRecorder(Result* r) {
       break;
     }
   groups_.push_back(std::move(e));
+}
+
+// Error records that name their own cause (dumps of arfuse 0.1+): a divergent call (code=mismatch:
+// the rank most records name as the peer is the odd one) or two streams on one communicator
+// (code=concurrent). One derived event per kind.
+void Analyzer::analyseErrorRecords(Result* r) {
+  (void)r;
+  for (const char* code : {"mismatch", "concurrent"}) {
+    const int sig = catalog_.find(std::string(code) == "mismatch" ? "arfuse.fr_divergent" : "arfuse.fr_concurrent");
+    if (sig < 0) continue;
+    const OtherRecord* first = nullptr;
+    std::set<int> recorders;
+    std::map<int, std::set<int>> namedBy;  // peer -> ranks whose record names it
+    for (const OtherRecord& o : otherRecords_) {
+      if (o.code != code) continue;
+      if (!first || (o.epoch >= 0 && o.epoch < first->epoch)) first = &o;
+      recorders.insert(o.rank);
+      if (o.peer >= 0) namedBy[o.peer].insert(o.rank);
+    }
+    if (!first) continue;
+    EventGroup e;
+    e.sig = sig;
+    e.cls = catalog_.sig(sig).cls;
+    e.first = first->at;
+    e.count = recorders.size();
+    e.ranks = recorders;
+    const std::string call = first->epoch >= 0 ? std::to_string(first->epoch) : std::string("?");
+    const std::string by = " (error record" + std::string(recorders.size() > 1 ? "s of ranks " : " of rank ") +
+                           rankList(recorders) + ")";
+    if (std::string(code) == "mismatch") {
+      e.text = "divergent call at call " + call + ": rank " + std::to_string(first->rank) + " made " +
+               (first->mine.empty() ? "?" : first->mine) + ", rank " + std::to_string(first->peer) + " made " +
+               (first->theirs.empty() ? "?" : first->theirs) + by;
+      int odd = -1;
+      size_t most = 0;
+      bool tie = false;
+      for (const auto& [peer, ws] : namedBy) {
+        if (ws.size() > most) {
+          most = ws.size();
+          odd = peer;
+          tie = false;
+        } else if (ws.size() == most) {
+          tie = true;
+        }
+      }
+      if (odd >= 0 && !tie && most > 1) {
+        e.setDetail("odd_rank", std::to_string(odd));
+        e.notes.push_back("rank " + std::to_string(odd) + " is the odd one: ranks " + rankList(namedBy[odd]) +
+                          " found its call different from theirs");
+      }
+      e.setDetail("mine", first->mine);
+      e.setDetail("theirs", first->theirs);
+    } else {
+      e.text = "two calls of rank " + std::to_string(first->rank) + " ran at the same time (call " + call +
+               "): a communicator must be used from one stream at a time" + by;
+      if (!first->mine.empty()) e.setDetail("mine", first->mine);
+    }
+    e.raw = e.text;
+    e.setDetail("headline", e.text);
+    e.setDetail("call", call);
+    groups_.push_back(std::move(e));
+  }
 }
 
 Result Analyzer::finish() {
@@ -244,6 +308,7 @@ Result Analyzer::finish() {
   analyseWatchdog(&r);
   analyseArfuseTimeouts(&r);
   analyseFlightRecorder(&r);
+  analyseErrorRecords(&r);
 
   const int year = defaultYear_ ? defaultYear_ : 1970;
   for (auto& g : groups_) {

@@ -1,0 +1,174 @@
+#include "diag/records.h"
+
+#include <atomic>
+
+#include "arfuse/arfuse.h"
+#include "diag/log.h"
+
+namespace arfuse {
+
+const char* callOpName(int op) {
+  switch (op) {
+    case arfuseOpAllReduce:
+      return "AllReduce";
+    case arfuseOpAllReduceAddRmsNorm:
+      return "AllReduceAddRmsNorm";
+    default:
+      return "unknown";
+  }
+}
+
+long long callDescBytes(CallDesc d) {
+  const int dt = descDtype(d);
+  const long long size = dt == arfuseFloat32 ? 4 : (dt == arfuseBfloat16 || dt == arfuseFloat16) ? 2 : 0;
+  return static_cast<long long>(descTokens(d)) * descHidden(d) * size;
+}
+
+const char* callDescPath(CallDesc d) { return arfuseAlgoName(static_cast<arfuseAlgo_t>(descAlgo(d))); }
+
+const char* callDescVariant(CallDesc d) {
+  if (descAlgo(d) != arfuseAlgoHostStaged) return "";
+  return descVariant(d) == 0 ? "oneshot" : descVariant(d) == 1 ? "twoshot" : "unknown";
+}
+
+std::string describeCallDesc(CallDesc d, bool withPath) {
+  std::string s = strprintf("%s %s tokens=%d hidden=%d (%lld B", callOpName(descOp(d)),
+                            arfuseDataTypeName(static_cast<arfuseDataType_t>(descDtype(d))), descTokens(d),
+                            descHidden(d), callDescBytes(d));
+  if (withPath) {
+    s += ", path ";
+    s += callDescPath(d);
+    const std::string v = callDescVariant(d);
+    if (!v.empty()) s += v == "oneshot" ? " one-shot" : v == "twoshot" ? " two-shot" : " variant unknown";
+  }
+  return s + ")";
+}
+
+const char* recordCodeName(int code) {
+  switch (code) {
+    case kErrPeerTimeout:
+      return "peer_timeout";
+    case kErrMismatch:
+      return "mismatch";
+    case kErrConcurrent:
+      return "concurrent";
+    default:
+      return "unknown";
+  }
+}
+
+int resultForRecordCode(int code) {
+  switch (code) {
+    case kErrPeerTimeout:
+      return arfusePeerTimeout;
+    case kErrMismatch:
+      return arfuseMismatch;
+    case kErrConcurrent:
+      return arfuseInvalidUsage;
+    default:
+      return arfuseInternalError;
+  }
+}
+
+std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutNs) {
+  const unsigned long long call = e.call;
+  switch (e.code) {
+    case kErrPeerTimeout: {
+      std::string s = strprintf("rank %d waited %.3f s for rank %d at call %llu (block %d, phase %d)", who,
+                                static_cast<double>(timeoutNs) / 1e9, e.peer, call, e.block, e.phase);
+      if (!callDescEmpty(e.mine)) s += " in " + describeCallDesc(e.mine, true);
+      return s + "; the group is aborted";
+    }
+    case kErrMismatch: {
+      // The path is named only when it is what differs: the shapes are what users get wrong.
+      const bool pathDiffers =
+          descAlgo(e.mine) != descAlgo(e.theirs) || descVariant(e.mine) != descVariant(e.theirs);
+      return strprintf("divergent call at call %llu: rank %d made %s, rank %d made %s", call, who,
+                       describeCallDesc(e.mine, pathDiffers).c_str(), e.peer,
+                       describeCallDesc(e.theirs, pathDiffers).c_str());
+    }
+    case kErrConcurrent:
+      return strprintf("two calls of rank %d ran at the same time (call %llu): a communicator must be used from one "
+                       "stream at a time",
+                       who, call);
+    default:
+      return strprintf("rank %d recorded error code %d at call %llu (peer %d, block %d, phase %d)", who, e.code, call,
+                       e.peer, e.block, e.phase);
+  }
+}
+
+std::string nextStepFor(int code) {
+  switch (code) {
+    case kErrPeerTimeout:
+      return "the rank waited for is behind or skipped a call: check that every rank makes the same calls in the "
+             "same order, and run `arfuse triage` on every rank's log and flight-recorder dump; destroy and recreate "
+             "the communicators";
+    case kErrMismatch:
+      return "make every rank issue the same calls with the same shapes in the same order (a rank-local batch size "
+             "or a data-dependent branch is typical); destroy and recreate the communicators";
+    case kErrConcurrent:
+      return "issue every call of a communicator on one stream, or order the streams with events; destroy and "
+             "recreate the communicators";
+    default:
+      return "report it with this line and `arfuse doctor` output";
+  }
+}
+
+std::string errorRecordFields(const ErrorRecord& e) {
+  std::string s = strprintf("code=%s call=%llu", arfuseGetErrorName(static_cast<arfuseResult_t>(resultForRecordCode(e.code))),
+                            static_cast<unsigned long long>(e.call));
+  if (!callDescEmpty(e.mine))
+    s += strprintf(" op=%s bytes=%lld dtype=%s path=%s", callOpName(descOp(e.mine)), callDescBytes(e.mine),
+                   arfuseDataTypeName(static_cast<arfuseDataType_t>(descDtype(e.mine))), callDescPath(e.mine));
+  if (e.peer >= 0) s += strprintf(" peer=%d", e.peer);
+  if (e.code == kErrPeerTimeout) s += strprintf(" block=%d phase=%d", e.block, e.phase);
+  return s;
+}
+
+bool readErrorRecord(const GroupShared& s, int rank, ErrorRecord* out) {
+  if (rank < 0 || rank >= kMaxRanks) return false;
+  const volatile ErrorRecord& v = s.records[rank];
+  if (!v.valid) return false;
+  // The kernel fills the record before it sets `valid`.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  ErrorRecord e;
+  e.valid = v.valid;
+  e.code = v.code;
+  e.peer = v.peer;
+  e.block = v.block;
+  e.phase = v.phase;
+  e.pad = 0;
+  e.call = v.call;
+  e.mine.w0 = v.mine.w0;
+  e.mine.w1 = v.mine.w1;
+  e.theirs.w0 = v.theirs.w0;
+  e.theirs.w1 = v.theirs.w1;
+  *out = e;
+  return true;
+}
+
+void readFlightRing(const GroupShared& s, int rank, FlightRing* out) {
+  if (rank < 0 || rank >= kMaxRanks) {
+    *out = FlightRing{};
+    return;
+  }
+  const volatile FlightRing& ring = s.flight[rank];
+  for (int i = 0; i < kFlightEntries; ++i) {
+    const volatile FlightEntry& v = ring.entries[i];
+    FlightEntry& f = out->entries[i];
+    // `call` is written last at entry: read it before and after the fields; an entry whose call
+    // changed meanwhile is being rewritten and is left out (call 0).
+    const uint64_t before = v.call;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    f.desc.w0 = v.desc.w0;
+    f.desc.w1 = v.desc.w1;
+    f.startNs = v.startNs;
+    f.endNs = v.endNs;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    f.call = v.call == before ? before : 0;
+  }
+}
+
+bool readAbort(const GroupShared& s) { return static_cast<const volatile int&>(s.abort) != 0; }
+
+}  // namespace arfuse
