@@ -74,10 +74,28 @@ if [ $bench_only = 0 ]; then
   echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 280
   echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 150
   grep -E -A6 "^[^ ]*:[0-9]+: Failure$" "$OUT/tests.log" | head -60 >> "$summary"
+  # compute-sanitizer over a slice of the virtual-rank suite (every path, graphs, faults).
+  san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -n "$san" ]; then
+    filt='Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/3ranks_*:Worlds/Gpu_VirtualRanks.ChangingShapesBackToBack/2ranks_*:Gpu_VirtualRanks.HostStagedVariantsBySize:Paths/Gpu_Fault.DifferentSizeIsAMismatchOnEveryRank/*:Gpu_AddRmsNorm.*'
+    for tool in memcheck racecheck; do
+      timeout 240 "$san" --tool $tool --error-exitcode 9 "$build/tests/gpu/gpu_test" --gtest_filter="$filt" \
+        > "$OUT/sanitizer_$tool.log" 2>&1
+      note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+    done
+  else
+    note "compute-sanitizer: not found on this machine"
+  fi
 else
   note "tests: skipped (--bench-only)"
 fi
 
+timeout 120 "$build/bin/arfuse" doctor > "$OUT/doctor.txt" 2>&1
+note "doctor: rc=$? $(grep '^Summary' "$OUT/doctor.txt")"
+timeout 150 "$build/bin/arfuse" doctor --calibrate --ranks 2 --quick --out "$OUT/calibration.json" > "$OUT/calibrate.txt" 2>&1
+note "doctor --calibrate: rc=$? $(grep -m1 'applies (\|does not apply' "$OUT/calibrate.txt")"
+ARFUSE_CALIBRATION_FILE="$OUT/calibration.json" timeout 120 "$build/bin/arfuse" doctor --no-measure --json > "$OUT/doctor.json" 2>&1
+note "doctor with calibration: rc=$?"
 timeout 150 "$build/bin/arfuse" selftest $([ $quick = 1 ] && echo --quick) > "$OUT/selftest.txt" 2>&1
 note "selftest: rc=$? $(tail -1 "$OUT/selftest.txt")"
 
@@ -97,6 +115,12 @@ if [ "$ngpu" -ge 2 ]; then
   timeout 120 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks $ngpu --tokens 1,2,4,8,16,32,64,128,256 \
     --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_real.json" >> "$OUT/bench.txt" 2>&1
   note "bench hoststaged ($ngpu GPUs): rc=$?"
+fi
+if [ "$ngpu" -ge 2 ]; then  # what NCCL tuning alone buys (one child process per NCCL setting)
+  timeout 300 "$build/bin/arfuse" bench --algo auto --ranks $ngpu --tokens 1,16,256,2048 -n 20 --nccl-sweep \
+    -J "$OUT/bench_nccl_sweep.json" > "$OUT/bench_nccl_sweep.txt" 2>&1
+  note "bench nccl-sweep: rc=$? $(grep -c 'best NCCL setting' "$OUT/bench_nccl_sweep.txt") summary lines"
+  grep 'best NCCL setting' "$OUT/bench_nccl_sweep.txt" >> "$summary"
 fi
 cat "$OUT/bench.txt" | tee -a "$summary" >/dev/null
 tail -n +1 "$OUT/bench.txt"

@@ -15,6 +15,9 @@
 #include <set>
 
 #include "comm/config.h"
+#include "common/params.h"
+#include "plan/calibration.h"
+#include "topo/probe.h"
 #include "kernels/launch.h"
 
 namespace arfuse {
@@ -179,6 +182,31 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_
   return arfuseSuccess;
 }
 
+// ARFUSE_CALIBRATION_FILE: measured crossovers for this exact set of GPUs replace the built-in
+// limits (the plan's reasons then name the file); an explicit ARFUSE_* limit still wins.
+void applyCalibration(Group* g, const int* devices) {
+  const std::string path = paramCalibrationFile();
+  if (path.empty() || g->nranks < 2) return;
+  std::vector<std::string> uuids;
+  std::string fingerprint, why;
+  if (!topo::groupIdentity(std::vector<int>(devices, devices + g->nranks), &uuids, &fingerprint, &why)) {
+    ARFUSE_LOG(kLogWarn, LogContext{}, "", "ARFUSE_CALIBRATION_FILE=%s not used: %s", path.c_str(), why.c_str());
+    return;
+  }
+  if (!loadCalibrationPolicy(path, uuids, fingerprint, g->nranks, &g->policy, &why)) {
+    ARFUSE_LOG(kLogWarn, LogContext{}, "", "%s", why.c_str());
+    return;
+  }
+  ARFUSE_LOG(kLogInfo, LogContext{}, "", "%s", why.c_str());
+  for (const ParamValue& v : paramValues()) {
+    if (!v.fromEnvironment) continue;
+    const std::string name = v.spec->name;
+    if (name == "ARFUSE_ONESHOT_MAX_BYTES") g->policy.oneShotMaxBytes = paramOneShotMaxBytes();
+    if (name == "ARFUSE_HOST_ONESHOT_MAX_BYTES") g->policy.hostOneShotMaxBytes = paramHostOneShotMaxBytes();
+    if (name == "ARFUSE_HOST_STAGED_MAX_BYTES") g->policy.hostStagedMaxBytes = paramHostStagedMaxBytes();
+  }
+}
+
 }  // namespace
 
 bool commIsLive(const arfuseComm* c) {
@@ -222,6 +250,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   g->nranks = nranks;
   g->limits = rc.limits;
   g->policy = rc.policy;
+  applyCalibration(g, devices);
   g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
   g->ranks.resize(nranks);
   size_t elem = 2;
