@@ -111,7 +111,19 @@ note "bench fused ($ranks ranks): rc=$?"
 timeout 120 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual --tokens 1,2,4,8,16,32,64,128 \
   --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_8virtual.json" >> "$OUT/bench.txt" 2>&1
 note "bench hoststaged (8 virtual ranks): rc=$?"
+# Which host-staged variant at small sizes: always two-shot vs always one-shot (8 virtual ranks).
+for v in 0 1000000000; do
+  ARFUSE_HOST_ONESHOT_MAX_BYTES=$v timeout 60 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual \
+    --tokens 1,2,4,8,16 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_8virtual_oneshotmax$v.json" >> "$OUT/bench.txt" 2>&1
+  note "bench hoststaged (8 virtual, ARFUSE_HOST_ONESHOT_MAX_BYTES=$v): rc=$?"
+done
+timeout 120 "$build/bin/arfuse" bench --verify-pass --model kimi-k2 --algo hoststaged --ranks 8 --virtual --tokens 1,4,16 \
+  -n 5 -J "$OUT/verify_pass_hoststaged_8virtual.json" >> "$OUT/bench.txt" 2>&1
+note "verify-pass hoststaged (8 virtual): rc=$?"
 if [ "$ngpu" -ge 2 ]; then
+  timeout 120 "$build/bin/arfuse" bench --verify-pass --model kimi-k2 --algo hoststaged --ranks $ngpu --tokens 1,4,16,64 \
+    -n 10 -J "$OUT/verify_pass_hoststaged_real.json" >> "$OUT/bench.txt" 2>&1
+  note "verify-pass hoststaged ($ngpu GPUs): rc=$?"
   timeout 120 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks $ngpu --tokens 1,2,4,8,16,32,64,128,256 \
     --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_real.json" >> "$OUT/bench.txt" 2>&1
   note "bench hoststaged ($ngpu GPUs): rc=$?"

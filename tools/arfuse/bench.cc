@@ -132,7 +132,7 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   const arfuseOp_t op = a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
   std::vector<int> algos = a.algos;
   if (algos.empty()) {
-    algos = {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot};
+    algos = {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged};
     if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
   }
   int maxTokens = 1;
@@ -207,7 +207,8 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
 
 
 // One speculative-decoding verify pass: 2 x layers fused calls in one CUDA graph per rank, arfuse's
-// plan (auto) against the unfused baseline (NCCL all-reduce + add+RMSNorm kernel), ms per pass.
+// plan (auto, or the one path given with --algo) against the unfused baseline (NCCL all-reduce +
+// add+RMSNorm kernel), ms per pass.
 int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vector<Row>* rows) {
   std::vector<int> devices(nranks);
   for (int r = 0; r < nranks; ++r) devices[r] = virtualRanks ? 0 : r;
@@ -221,7 +222,8 @@ int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
                                    : "# real ranks, one per GPU");
   std::printf("%8s %12s %12s %12s %12s %9s %7s\n", "tokens", "bytes", "arfuse_algo", "arfuse_ms", "baseline_ms",
               "ratio", "#wrong");
-  std::vector<int> algos = {arfuseAlgoAuto};
+  const bool onePath = a.algos.size() == 1 && a.algos[0] != arfuseAlgoNccl;
+  std::vector<int> algos = {onePath ? a.algos[0] : int(arfuseAlgoAuto)};
   if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
   std::vector<std::vector<Row>> perAlgo;
   for (int algo : algos) {
