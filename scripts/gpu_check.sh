@@ -4,7 +4,8 @@
 # benchmarks; $OUT (default ./out) ends up holding summary.txt and logs.tgz (every log and JSON).
 #
 #   OUT=/tmp/out bash scripts/gpu_check.sh [--quick] [--bench-only]
-#   --quick       shorter selftest
+#   --quick       accepted for compatibility (the selftest always runs --quick: the suites cover the rest)
+#   GPU_CHECK_BUDGET_S (default 570): the whole run's time budget; later steps are skipped, and say so
 #   --bench-only  skip the test suites (only for re-measuring after a change outside the library)
 #
 # Needs: nvcc, cmake, ninja (or make), NCCL (system, CUDA toolkit, or the nvidia-nccl wheel that
@@ -59,78 +60,102 @@ note "build: ok in $(( $(date +%s) - t0 )) s"
 } > "$OUT/tests.log" 2>&1
 note "fatbin: $(tail -1 "$OUT/tests.log")"
 
-run_ctest() {  # label, timeout
+# Every step runs under the call's time budget (the device tool stops a command at 10 minutes):
+# a step that would start with less than 20 s left is skipped and says so.
+budget=${GPU_CHECK_BUDGET_S:-570}
+start_s=$t0
+left() { echo $(( budget - ($(date +%s) - start_s) )); }
+step() {  # step LABEL LIMIT_S OUTFILE cmd...   (OUTFILE gets stdout+stderr, appended)
+  local label=$1 limit=$2 outf=$3; shift 3
+  local l; l=$(left)
+  if [ "$l" -lt 20 ]; then note "$label: SKIPPED (time budget: ${l}s left)"; return 99; fi
+  [ "$l" -lt "$limit" ] && limit=$l
   local t1=$(date +%s)
-  ctest --test-dir "$build" -L "^$1\$" --timeout "$2" --output-on-failure -V >> "$OUT/tests.log" 2>&1
+  timeout "$limit" "$@" >> "$outf" 2>&1
   local rc=$?
+  last_step_s=$(( $(date +%s) - t1 ))
+  return $rc
+}
+
+run_ctest() {  # label regex, timeout
+  step "ctest -L $1" "$2" "$OUT/tests.log" ctest --test-dir "$build" -L "^$1\$" ${3:+-R "$3"} --timeout 300 --output-on-failure -V
+  local rc=$?
+  [ $rc = 99 ] && return
   local line
   line=$(grep -E "tests passed|tests failed" "$OUT/tests.log" | tail -1)
-  note "ctest -L $1: rc=$rc in $(( $(date +%s) - t1 )) s: $line"
-  # Name every failed test and its first assertion lines in the summary.
+  note "ctest -L $1 ${3:+-R $3}: rc=$rc in ${last_step_s} s: $line"
+  # Name every failed test in the summary.
   ctest --test-dir "$build" -L "^$1\$" --rerun-failed -N 2>/dev/null | grep -E "Test +#" | sed 's/^/  failed: /' >> "$summary"
 }
 if [ $bench_only = 0 ]; then
-  echo "== cpu" >> "$OUT/tests.log"; run_ctest cpu 120
-  echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 280
+  echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 300
   echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 150
+  echo "== python (cpu label, with this machine's torch)" >> "$OUT/tests.log"; run_ctest cpu 60 python
   grep -E -A6 "^[^ ]*:[0-9]+: Failure$" "$OUT/tests.log" | head -60 >> "$summary"
+else
+  note "tests: skipped (--bench-only)"
+fi
+
+step selftest 150 "$OUT/selftest.txt" "$build/bin/arfuse" selftest --quick
+note "selftest --quick: rc=$? $(tail -1 "$OUT/selftest.txt")"
+
+step "bench addrmsnorm" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op addrmsnorm --tokens 1,4,16,64,256,1024,2048,4096,8192 \
+  --hidden 7168 -n 30 -J "$OUT/bench_addrmsnorm.json"
+note "bench addrmsnorm: rc=$?"
+ranks=2; [ "$ngpu" -ge 2 ] && ranks=$ngpu
+step "bench fused" 120 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --ranks $ranks \
+  --tokens 1,2,4,8,16,32,64,128,256,512,1024,2048 --hidden 7168 -n 30 -J "$OUT/bench_fused.json"
+note "bench fused ($ranks ranks): rc=$?"
+# Host-staged path: 8 virtual ranks share this GPU's one PCIe link (an upper bound on what 8 GPUs
+# with a link each would take), and real GPUs when there are several (each over its own link).
+step "bench hoststaged" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual \
+  --tokens 1,2,4,8,16,32,64,128 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_8virtual.json"
+note "bench hoststaged (8 virtual ranks): rc=$?"
+# Which host-staged variant at small sizes: always two-shot vs always one-shot (8 virtual ranks).
+for v in 0 1000000000; do
+  step "bench hoststaged variant" 60 "$OUT/bench.txt" env ARFUSE_HOST_ONESHOT_MAX_BYTES=$v "$build/bin/arfuse" bench \
+    --op fused --algo hoststaged --ranks 8 --virtual --tokens 1,2,4,8,16 --hidden 7168 -n 30 \
+    -J "$OUT/bench_hoststaged_8virtual_oneshotmax$v.json"
+  note "bench hoststaged (8 virtual, ARFUSE_HOST_ONESHOT_MAX_BYTES=$v): rc=$?"
+done
+step "verify-pass hoststaged" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --verify-pass --model kimi-k2 --algo hoststaged \
+  --ranks 8 --virtual --tokens 1,4,16 -n 5 -J "$OUT/verify_pass_hoststaged_8virtual.json"
+note "verify-pass hoststaged (8 virtual): rc=$?"
+if [ "$ngpu" -ge 2 ]; then
+  step "verify-pass hoststaged real" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --verify-pass --model kimi-k2 \
+    --algo hoststaged --ranks $ngpu --tokens 1,4,16,64 -n 10 -J "$OUT/verify_pass_hoststaged_real.json"
+  note "verify-pass hoststaged ($ngpu GPUs): rc=$?"
+  step "bench hoststaged real" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks $ngpu \
+    --tokens 1,2,4,8,16,32,64,128,256 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_real.json"
+  note "bench hoststaged ($ngpu GPUs): rc=$?"
+fi
+
+step doctor 90 "$OUT/doctor.txt" "$build/bin/arfuse" doctor
+note "doctor: rc=$? $(grep '^Summary' "$OUT/doctor.txt")"
+step "doctor --calibrate" 120 "$OUT/calibrate.txt" "$build/bin/arfuse" doctor --calibrate --ranks 2 --quick \
+  --out "$OUT/calibration.json"
+note "doctor --calibrate: rc=$? $(grep -m1 'applies (\|does not apply' "$OUT/calibrate.txt")"
+step "doctor with calibration" 60 "$OUT/doctor.json" env ARFUSE_CALIBRATION_FILE="$OUT/calibration.json" \
+  "$build/bin/arfuse" doctor --no-measure --json
+note "doctor with calibration: rc=$?"
+
+if [ $bench_only = 0 ]; then
   # compute-sanitizer over a slice of the virtual-rank suite (every path, graphs, faults).
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$san" ]; then
-    filt='Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/3ranks_*:Worlds/Gpu_VirtualRanks.ChangingShapesBackToBack/2ranks_*:Gpu_VirtualRanks.HostStagedVariantsBySize:Paths/Gpu_Fault.DifferentSizeIsAMismatchOnEveryRank/*:Gpu_AddRmsNorm.*'
+    filt='Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/3ranks_*:Gpu_VirtualRanks.HostStagedVariantsBySize:Paths/Gpu_Fault.DifferentSizeIsAMismatchOnEveryRank/*:Gpu_AddRmsNorm.*'
     for tool in memcheck racecheck; do
-      timeout 240 "$san" --tool $tool --error-exitcode 9 "$build/tests/gpu/gpu_test" --gtest_filter="$filt" \
-        > "$OUT/sanitizer_$tool.log" 2>&1
+      step "compute-sanitizer $tool" 100 "$OUT/sanitizer_$tool.log" "$san" --tool $tool --error-exitcode 9 \
+        "$build/tests/gpu/gpu_test" --gtest_filter="$filt"
       note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
     done
   else
     note "compute-sanitizer: not found on this machine"
   fi
-else
-  note "tests: skipped (--bench-only)"
-fi
-
-timeout 120 "$build/bin/arfuse" doctor > "$OUT/doctor.txt" 2>&1
-note "doctor: rc=$? $(grep '^Summary' "$OUT/doctor.txt")"
-timeout 150 "$build/bin/arfuse" doctor --calibrate --ranks 2 --quick --out "$OUT/calibration.json" > "$OUT/calibrate.txt" 2>&1
-note "doctor --calibrate: rc=$? $(grep -m1 'applies (\|does not apply' "$OUT/calibrate.txt")"
-ARFUSE_CALIBRATION_FILE="$OUT/calibration.json" timeout 120 "$build/bin/arfuse" doctor --no-measure --json > "$OUT/doctor.json" 2>&1
-note "doctor with calibration: rc=$?"
-timeout 150 "$build/bin/arfuse" selftest $([ $quick = 1 ] && echo --quick) > "$OUT/selftest.txt" 2>&1
-note "selftest: rc=$? $(tail -1 "$OUT/selftest.txt")"
-
-timeout 120 "$build/bin/arfuse" bench --op addrmsnorm --tokens 1,4,16,64,256,1024,2048,4096,8192 --hidden 7168 -n 30 \
-  -J "$OUT/bench_addrmsnorm.json" > "$OUT/bench.txt" 2>&1
-note "bench addrmsnorm: rc=$?"
-ranks=2; [ "$ngpu" -ge 2 ] && ranks=$ngpu
-timeout 120 "$build/bin/arfuse" bench --op fused --ranks $ranks --tokens 1,2,4,8,16,32,64,128,256,512,1024,2048 --hidden 7168 -n 30 \
-  -J "$OUT/bench_fused.json" >> "$OUT/bench.txt" 2>&1
-note "bench fused ($ranks ranks): rc=$?"
-# Host-staged path: 8 virtual ranks share this GPU's one PCIe link (an upper bound on what 8 GPUs
-# with a link each would take), and real GPUs when there are several (each over its own link).
-timeout 120 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual --tokens 1,2,4,8,16,32,64,128 \
-  --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_8virtual.json" >> "$OUT/bench.txt" 2>&1
-note "bench hoststaged (8 virtual ranks): rc=$?"
-# Which host-staged variant at small sizes: always two-shot vs always one-shot (8 virtual ranks).
-for v in 0 1000000000; do
-  ARFUSE_HOST_ONESHOT_MAX_BYTES=$v timeout 60 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual \
-    --tokens 1,2,4,8,16 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_8virtual_oneshotmax$v.json" >> "$OUT/bench.txt" 2>&1
-  note "bench hoststaged (8 virtual, ARFUSE_HOST_ONESHOT_MAX_BYTES=$v): rc=$?"
-done
-timeout 120 "$build/bin/arfuse" bench --verify-pass --model kimi-k2 --algo hoststaged --ranks 8 --virtual --tokens 1,4,16 \
-  -n 5 -J "$OUT/verify_pass_hoststaged_8virtual.json" >> "$OUT/bench.txt" 2>&1
-note "verify-pass hoststaged (8 virtual): rc=$?"
-if [ "$ngpu" -ge 2 ]; then
-  timeout 120 "$build/bin/arfuse" bench --verify-pass --model kimi-k2 --algo hoststaged --ranks $ngpu --tokens 1,4,16,64 \
-    -n 10 -J "$OUT/verify_pass_hoststaged_real.json" >> "$OUT/bench.txt" 2>&1
-  note "verify-pass hoststaged ($ngpu GPUs): rc=$?"
-  timeout 120 "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks $ngpu --tokens 1,2,4,8,16,32,64,128,256 \
-    --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_real.json" >> "$OUT/bench.txt" 2>&1
-  note "bench hoststaged ($ngpu GPUs): rc=$?"
 fi
 if [ "$ngpu" -ge 2 ]; then  # what NCCL tuning alone buys (one child process per NCCL setting)
-  timeout 300 "$build/bin/arfuse" bench --algo auto --ranks $ngpu --tokens 1,16,256,2048 -n 20 --nccl-sweep \
-    -J "$OUT/bench_nccl_sweep.json" > "$OUT/bench_nccl_sweep.txt" 2>&1
+  step "bench nccl-sweep" 200 "$OUT/bench_nccl_sweep.txt" "$build/bin/arfuse" bench --algo auto --ranks $ngpu \
+    --tokens 1,16,256,2048 -n 20 --nccl-sweep -J "$OUT/bench_nccl_sweep.json"
   note "bench nccl-sweep: rc=$? $(grep -c 'best NCCL setting' "$OUT/bench_nccl_sweep.txt") summary lines"
   grep 'best NCCL setting' "$OUT/bench_nccl_sweep.txt" >> "$summary"
 fi
