@@ -161,8 +161,12 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   const std::string fields = strprintf("op=%s", func + 6);  // drop the "arfuse" prefix
 
   std::string msg;
-  const arfuseResult_t async = groupAsyncError(g, comm->rank, &msg);
-  if (async != arfuseSuccess) return fail(comm, async, __FILE__, __LINE__, msg, fields);
+  std::string asyncFields;
+  const arfuseResult_t async = groupAsyncError(g, comm->rank, &msg, &asyncFields);
+  if (async != arfuseSuccess)
+    // The line describes the call that failed on the device; `refused` names the call refused now.
+    return fail(comm, async, __FILE__, __LINE__, msg,
+                asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
 
   PlanRequest req{c.op, c.tokens, c.hidden, c.dtype};
   Plan plan = makePlan(g.fabric, g.limits, g.policy, req);

@@ -429,7 +429,7 @@ std::string describeDesc(CallDesc d) {
 }
 }  // namespace
 
-arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message) {
+arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields) {
   const volatile GroupShared* s = g.shared;
   if (!s->abort) return arfuseSuccess;
   // Prefer this rank's own record; else the first rank that recorded one.
@@ -444,6 +444,14 @@ arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message) {
   const volatile ErrorRecord& e = s->records[who];
   const CallDesc mine{e.mine.w0, e.mine.w1}, theirs{e.theirs.w0, e.theirs.w1};
   const unsigned long long call = e.call;
+  if (fields) {
+    const int dt = descDtype(mine);
+    *fields = strprintf("call=%llu op=%s bytes=%lld dtype=%s path=%s", call, opName(descOp(mine)),
+                        static_cast<long long>(descTokens(mine)) * descHidden(mine) * (dt == arfuseFloat32 ? 4 : 2),
+                        arfuseDataTypeName(arfuseDataType_t(dt)), arfuseAlgoName(arfuseAlgo_t(descAlgo(mine))));
+    if (e.peer >= 0) *fields += strprintf(" peer=%d", e.peer);
+    if (who != rank) *fields += strprintf(" recorded_by=%d", who);
+  }
   switch (e.code) {
     case kErrMismatch:
       *message = strprintf("divergent call at call %llu: rank %d made %s, rank %d made %s; the group is aborted. "

@@ -99,6 +99,8 @@ arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message);
 
 // A kernel-recorded error of the group (arfusePeerTimeout, arfuseMismatch, arfuseInvalidUsage for two
 // streams at once), or arfuseSuccess; *message describes it.
-arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message);
+// *fields (optional) gets the canonical line's key=value fields of the failed call
+// ("call=17 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 path=oneshot peer=2").
+arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields = nullptr);
 
 }  // namespace arfuse
