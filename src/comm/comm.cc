@@ -182,6 +182,66 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_
   return arfuseSuccess;
 }
 
+// Peer access reported is not peer access working (ACS, IOMMU, broken switches): before any path
+// relies on it, every ordered pair of distinct devices proves it with a real peer store and a real
+// peer load of a seeded pattern, checked word by word. A failure turns the group's P2P off (the
+// plan then uses the host-staged path or NCCL) and the reason names the pair.
+arfuseResult_t proveP2p(Group* g, std::string* message) {
+  Fabric& f = g->fabric;
+  std::vector<int> first;  // one rank per distinct device
+  for (int r = 0; r < g->nranks; ++r) {
+    bool seen = false;
+    for (int q : first) seen = seen || g->ranks[q].device == g->ranks[r].device;
+    if (!seen) first.push_back(r);
+  }
+  if (first.size() < 2) return arfuseSuccess;
+  const size_t words = std::min<size_t>(4096, 2 * g->stagingBytes / 4);
+  for (int ra : first) {
+    for (int rb : first) {
+      if (ra == rb) continue;
+      const int a = g->ranks[ra].device, b = g->ranks[rb].device;
+      const uint32_t seed = static_cast<uint32_t>(a * 131 + b + 7);
+      unsigned* wrong = nullptr;
+      unsigned wrongStore = 0, wrongLoad = 0;
+      // a stores into b's memory; b checks locally; a loads it back through the peer mapping.
+      CUDA_TRY(cudaSetDevice(a));
+      CUDA_TRY(cudaMalloc(&wrong, 2 * sizeof(unsigned)));
+      CUDA_TRY(cudaMemset(wrong, 0, 2 * sizeof(unsigned)));
+      int e = launchProofStore(g->ranks[rb].staging, words, seed);
+      if (e == cudaSuccess) e = cudaDeviceSynchronize();
+      if (e == cudaSuccess) {
+        CUDA_TRY(cudaSetDevice(b));
+        unsigned* wrongB = nullptr;
+        CUDA_TRY(cudaMalloc(&wrongB, sizeof(unsigned)));
+        CUDA_TRY(cudaMemset(wrongB, 0, sizeof(unsigned)));
+        e = launchProofCheck(g->ranks[rb].staging, words, seed, wrongB);
+        if (e == cudaSuccess) e = cudaMemcpy(&wrongStore, wrongB, sizeof(unsigned), cudaMemcpyDeviceToHost);
+        cudaFree(wrongB);
+        CUDA_TRY(cudaSetDevice(a));
+        if (e == cudaSuccess) e = launchProofCheck(g->ranks[rb].staging, words, seed, wrong + 1);
+        if (e == cudaSuccess) e = cudaMemcpy(&wrongLoad, wrong + 1, sizeof(unsigned), cudaMemcpyDeviceToHost);
+      }
+      cudaFree(wrong);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        f.p2p = false;
+        f.p2pDetail = strprintf("peer access from device %d to device %d is advertised but failed when used: %s", a, b,
+                                cudaGetErrorString(cudaError_t(e)));
+        return arfuseSuccess;
+      }
+      if (wrongStore || wrongLoad) {
+        f.p2p = false;
+        f.p2pDetail = strprintf("peer access from device %d to device %d is advertised but %s (%u and %u of %zu words "
+                                "wrong): ACS or an IOMMU likely",
+                                a, b, wrongStore ? "a peer store did not land" : "a peer load returned wrong data",
+                                wrongStore, wrongLoad, words);
+        return arfuseSuccess;
+      }
+    }
+  }
+  return arfuseSuccess;
+}
+
 // ARFUSE_CALIBRATION_FILE: measured crossovers for this exact set of GPUs replace the built-in
 // limits (the plan's reasons then name the file); an explicit ARFUSE_* limit still wins.
 void applyCalibration(Group* g, const int* devices) {
@@ -332,6 +392,13 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   }
   st = allocateRanks(g, devices, message);
   if (st != arfuseSuccess) return fail(st);
+  if (f.p2p) {
+    st = proveP2p(g, message);
+    if (st != arfuseSuccess) return fail(st);
+    if (!f.p2p)
+      ARFUSE_LOG(kLogWarn, LogContext{}, "path=lowlatency,oneshot,twoshot", "disabled: %s -> fallback=hoststaged,nccl",
+                 f.p2pDetail.c_str());
+  }
 
   if (nranks > 1 && !f.virtualRanks) {
     std::vector<ncclComm_t> nc(nranks);

@@ -20,6 +20,11 @@ int launchHostStaged(arfuseDataType_t dtype, bool fused, bool twoShot, const Ker
                      int threads, cudaStream_t stream);
 int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream);
 
+// Peer-access proof at init (current device, default stream): stores a seeded pattern of `words`
+// 32-bit words at dst / counts the words of src that differ from it into *wrong (device memory).
+int launchProofStore(void* dst, size_t words, uint32_t seed);
+int launchProofCheck(const void* src, size_t words, uint32_t seed, unsigned* wrong);
+
 // The fewest blocks of kMaxThreads threads that every multi-rank kernel can keep resident per SM on
 // the current device (0 on error).
 int residentBlocksPerSm();
