@@ -1,6 +1,9 @@
 #include "diag/records.h"
 
 #include <atomic>
+#include <mutex>
+#include <set>
+#include <tuple>
 
 #include "arfuse/arfuse.h"
 #include "diag/log.h"
@@ -123,6 +126,21 @@ std::string errorRecordFields(const ErrorRecord& e) {
   if (e.peer >= 0) s += strprintf(" peer=%d", e.peer);
   if (e.code == kErrPeerTimeout) s += strprintf(" block=%d phase=%d", e.block, e.phase);
   return s;
+}
+
+namespace {
+std::mutex gClaimsMu;
+std::set<std::tuple<const GroupShared*, int, uint64_t, int>> gClaims;
+}  // namespace
+
+bool claimErrorReport(const GroupShared* s, int rank, const ErrorRecord& e) {
+  std::lock_guard<std::mutex> lock(gClaimsMu);
+  return gClaims.emplace(s, rank, e.call, e.code).second;
+}
+
+void forgetErrorReports(const GroupShared* s) {
+  std::lock_guard<std::mutex> lock(gClaimsMu);
+  for (auto it = gClaims.begin(); it != gClaims.end();) it = std::get<0>(*it) == s ? gClaims.erase(it) : std::next(it);
 }
 
 bool readErrorRecord(const GroupShared& s, int rank, ErrorRecord* out) {

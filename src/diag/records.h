@@ -48,6 +48,13 @@ std::string nextStepFor(int code);
 // (op/bytes/dtype/path only when the record carries this rank's descriptor; peer only when >= 0).
 std::string errorRecordFields(const ErrorRecord& e);
 
+// One line per error per rank: the watchdog and the library's failing calls both ask before they
+// print a record's line. True for the first caller for (group area, rank, record call, record code),
+// false afterwards. forgetErrorReports drops a group's claims; call it when the group's area is
+// freed (a later group may get the same address).
+bool claimErrorReport(const GroupShared* s, int rank, const ErrorRecord& e);
+void forgetErrorReports(const GroupShared* s);
+
 // Copies of the host-mapped area, read with volatile loads (kernels may be writing it).
 // readErrorRecord returns false (and leaves *out alone) when the record is not valid.
 bool readErrorRecord(const GroupShared& s, int rank, ErrorRecord* out);

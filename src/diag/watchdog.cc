@@ -24,7 +24,7 @@ namespace arfuse {
 namespace {
 
 constexpr char kByteDump = 'D';
-constexpr char kByteQuit = 'Q';
+constexpr char kByteWake = 'W';
 
 // --- SIGUSR1: the handler writes one byte to the pipe; nothing else. -----------------------------
 std::atomic<int> gSignalFd{-1};
@@ -67,8 +67,6 @@ struct Output {
 
 // --- Per-group state -------------------------------------------------------------------------------
 struct RankWatch {
-  uint64_t reportedCall = 0;  // the error record already printed: (call, code)
-  int reportedCode = 0;
   uint64_t stallCall = 0;     // latest running call and when it was first seen running
   std::chrono::steady_clock::time_point stallSince;
   bool stallWarned = false;
@@ -126,6 +124,7 @@ class Watchdog {
     readFd_ = fds[0];
     writeFd_ = fds[1];
     options_ = o;
+    quit_.store(false);
     if (o.dumpOnSignal) {
       gSignalFd.store(writeFd_);
       sigaction(SIGUSR1, nullptr, &gPrevAction);
@@ -145,7 +144,9 @@ class Watchdog {
   }
 
   void stop() {
-    const char c = kByteQuit;
+    // The flag says quit; the byte only wakes the thread (if the pipe is full it is awake anyway).
+    quit_.store(true);
+    const char c = kByteWake;
     while (write(writeFd_, &c, 1) < 0 && errno == EINTR) {
     }
     thread_.join();
@@ -167,17 +168,14 @@ class Watchdog {
     for (;;) {
       pollfd p{readFd_, POLLIN, 0};
       const int n = poll(&p, 1, options_.periodMs > 0 ? options_.periodMs : -1);
-      bool dump = false, quit = false;
+      bool dump = false;
       if (n > 0) {
         char buf[64];
         ssize_t k;
         while ((k = read(readFd_, buf, sizeof buf)) > 0)
-          for (ssize_t i = 0; i < k; ++i) {
-            dump = dump || buf[i] == kByteDump;
-            quit = quit || buf[i] == kByteQuit;
-          }
+          for (ssize_t i = 0; i < k; ++i) dump = dump || buf[i] == kByteDump;
       }
-      if (quit) return;
+      if (quit_.load()) return;
       std::vector<Output> out;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -210,9 +208,7 @@ class Watchdog {
         RankWatch& w = tracked.ranks[in.rank];
         const LogContext ctx{in.rank, in.device, in.arch};
         ErrorRecord e;
-        if (readErrorRecord(*in.shared, in.rank, &e) && (e.call != w.reportedCall || e.code != w.reportedCode)) {
-          w.reportedCall = e.call;
-          w.reportedCode = e.code;
+        if (readErrorRecord(*in.shared, in.rank, &e) && claimErrorReport(in.shared, in.rank, e)) {
           Output o;
           o.level = kLogError;
           o.ctx = ctx;
@@ -287,6 +283,7 @@ class Watchdog {
   std::thread thread_;
   bool running_ = false;
   bool signalInstalled_ = false;
+  std::atomic<bool> quit_{false};
   int readFd_ = -1, writeFd_ = -1;
 };
 

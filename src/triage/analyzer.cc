@@ -326,6 +326,16 @@ void Analyzer::feed(std::string_view line) {
   std::vector<std::pair<std::string, std::string>> details = std::move(m.details);
   if (std::strcmp(info.format, "arfuse") == 0) handleArfuseTokens(info.body, &occ, &details);
 
+  // A dump's error record names its rank in a token, not in a prefix.
+  if (extra & kErrorRecord) {
+    const size_t at = info.body.find("arfuse-error-record");
+    const long rank = at == std::string_view::npos ? -1 : toLong(tokenValue(info.body.substr(at), "rank"));
+    if (rank >= 0) {
+      occ.rank = static_cast<int>(rank);
+      occ.rankInferred = false;
+    }
+  }
+
   int g = -1;
   if (hit) {
     const Signature& s = catalog_.sig(m.sig);

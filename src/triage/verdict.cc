@@ -343,7 +343,12 @@ Result Analyzer::finish() {
     r.status = Result::kRootCause;
     r.rootGroup = origins[0];
     EventGroup& root = groups_[r.rootGroup];
-    if (root.raw.find("atchdog") != std::string::npos && root.sig != catalog_.find("c10d.watchdog_timeout"))
+    // arfuse's own watchdog (its lines' site is watchdog.cc) reads the kernels' error records: its
+    // line is the faulting call's, so the remark below is about PyTorch's only.
+    std::string raw = root.raw;
+    const std::string site = root.detail("site");
+    if (!site.empty() && raw.find(site) != std::string::npos) raw.erase(raw.find(site), site.size());
+    if (raw.find("atchdog") != std::string::npos && root.sig != catalog_.find("c10d.watchdog_timeout"))
       root.notes.push_back(
           "reported by the PyTorch NCCL watchdog thread, which only polls for completed work: the reporting site is "
           "not the faulting kernel");

@@ -1,6 +1,9 @@
 // Error records and call descriptors as the host reports them (src/diag/records.h).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "diag/records.h"
 #include "diag_test_util.h"
 
@@ -116,6 +119,36 @@ TEST(DiagRecords, ReadsOnlyValidRecordsOfTheGroupArea) {
   EXPECT_EQ(out.call, 42u);
   EXPECT_EQ(out.mine.w0, fusedDesc().w0);
   EXPECT_TRUE(readAbort(*s));
+}
+
+TEST(DiagRecords, EachErrorIsClaimedOncePerGroupArea) {
+  auto a = testing_diag::newShared();
+  auto b = testing_diag::newShared();
+  const ErrorRecord e = rec(kErrPeerTimeout, 2, 17, fusedDesc());
+  EXPECT_TRUE(claimErrorReport(a.get(), 0, e));
+  EXPECT_FALSE(claimErrorReport(a.get(), 0, e));
+  EXPECT_TRUE(claimErrorReport(a.get(), 1, e));   // another rank
+  EXPECT_TRUE(claimErrorReport(b.get(), 0, e));   // another group
+  const ErrorRecord later = rec(kErrPeerTimeout, 2, 18, fusedDesc());
+  EXPECT_TRUE(claimErrorReport(a.get(), 0, later));  // another error
+  forgetErrorReports(a.get());
+  EXPECT_TRUE(claimErrorReport(a.get(), 0, e));  // the area was freed and reused
+  EXPECT_FALSE(claimErrorReport(b.get(), 0, e));
+  forgetErrorReports(a.get());
+  forgetErrorReports(b.get());
+}
+
+// docs/troubleshooting.md's table has a row for every result code of the header.
+TEST(DiagRecords, TroubleshootingListsEveryResultCode) {
+  std::ifstream f(std::string(ARFUSE_SOURCE_DIR) + "/docs/troubleshooting.md");
+  ASSERT_TRUE(f) << "docs/troubleshooting.md missing";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  for (int r = 0; r < arfuseNumResults; ++r) {
+    const std::string name = arfuseGetErrorName(static_cast<arfuseResult_t>(r));
+    EXPECT_NE(ss.str().find("| `" + name + "` | " + std::to_string(r) + " | "), std::string::npos)
+        << "docs/troubleshooting.md has no row for " << name << " (" << r << ")";
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/params.h"
+#include "diag/records.h"
 #include "diag/watchdog.h"
 #include "diag_test_util.h"
 
@@ -77,6 +78,7 @@ size_t count(const std::vector<Line>& ls, LogLevel level) {
 class FakeGroup : public WatchSource {
  public:
   explicit FakeGroup(uint64_t timeoutNs = 50000000ull) : shared(newShared()), timeoutNs_(timeoutNs) {}
+  ~FakeGroup() override { forgetErrorReports(shared.get()); }  // as the library does when it frees a group
   std::vector<DumpInput> snapshot() const override {
     std::vector<DumpInput> v;
     for (int r = 0; r < 2; ++r) {
@@ -107,7 +109,7 @@ class Watchdog : public ::testing::Test {
   CaptureSink sink;
 };
 
-WatchdogOptions polling(int ms, uint64_t minStallNs = 100000000ull) {
+WatchdogOptions polling(int ms, uint64_t minStallNs = 10000000000ull) {  // no stall lines unless asked
   WatchdogOptions o;
   o.periodMs = ms;
   o.minStallNs = minStallNs;
@@ -177,6 +179,22 @@ TEST_F(Watchdog, EachErrorOfEachRankOnce) {
                                     0),
             0u)
       << errors[0].message;
+}
+
+// The library's failing call and the watchdog share the claim: whoever comes second stays quiet.
+TEST_F(Watchdog, ErrorAlreadyReportedByTheLibraryIsNotRepeated) {
+  FakeGroup g;
+  record(g.shared.get(), 0, kErrPeerTimeout, 1, 7, fusedDesc(), {0, 0}, 0, 0);
+  ASSERT_TRUE(claimErrorReport(g.shared.get(), 0, g.shared->records[0]));  // the API path printed it
+  ASSERT_TRUE(watchdogRegister(&g, polling(5)));
+  record(g.shared.get(), 1, kErrPeerTimeout, 0, 7, fusedDesc(), {0, 0}, 0, 0);
+  ASSERT_TRUE(sink.waitFor([](const std::vector<Line>& ls, const auto&) { return count(ls, kLogError) > 0; }));
+  std::this_thread::sleep_for(50ms);
+  watchdogUnregister(&g);
+  const std::vector<Line> errors = sink.lines(kLogError);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].ctx.rank, 1);
+  EXPECT_FALSE(claimErrorReport(g.shared.get(), 1, g.shared->records[1]));
 }
 
 TEST_F(Watchdog, StalledCallWarnsOnceNamingRankCallAndOp) {

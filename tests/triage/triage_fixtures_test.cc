@@ -8,6 +8,7 @@
 //   status = echoes_only|no_evidence
 //   rank = N                   rank of the evidence line
 //   contains = text            must appear in the text report (repeatable)
+//   absent = text              must not appear in the text report (repeatable)
 //   naive_grep_only_args = 1   the naive grep must match only the server_args line
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -29,7 +30,7 @@ struct Expect {
   std::vector<std::string> inputs;
   int exit = 0;
   std::string root, status, rank;
-  std::vector<std::string> contains;
+  std::vector<std::string> contains, absent;
   bool naiveGrep = false;
 };
 
@@ -66,6 +67,8 @@ std::vector<Expect> loadExpects() {
         x.rank = v;
       } else if (k == "contains") {
         x.contains.push_back(v);
+      } else if (k == "absent") {
+        x.absent.push_back(v);
       } else if (k == "naive_grep_only_args") {
         x.naiveGrep = v == "1";
       }
@@ -123,6 +126,7 @@ TEST_P(Fixture, RootCause) {
     EXPECT_EQ(got, x.rank) << text;
   }
   for (const auto& c : x.contains) EXPECT_NE(text.find(c), std::string::npos) << "missing '" << c << "' in:\n" << text;
+  for (const auto& a : x.absent) EXPECT_EQ(text.find(a), std::string::npos) << "unexpected '" << a << "' in:\n" << text;
   if (x.naiveGrep) {
     std::ifstream in(x.inputs[0]);
     std::regex naive("Traceback|Exception|NCCL error|RuntimeError|sigquit");
