@@ -220,6 +220,16 @@ ARFUSE_API const char* arfuseCommGetLastError(arfuseComm_t comm);
  * Once an asynchronous error is recorded, every collective call on the group fails fast with it. */
 ARFUSE_API arfuseResult_t arfuseCommGetAsyncError(arfuseComm_t comm, arfuseResult_t* asyncError);
 
+/* Writes this rank's state for post-mortems: the flight recorder (the last 64 calls this rank's
+ * kernels made, stamped by the kernels themselves, so CUDA-graph replays are included: call, op,
+ * dtype, tokens x hidden, path, start/end in ns, "pending" while running) and the group's error
+ * record, in the format `arfuse triage` reads ("arfuse-flight-recorder v1 ..."). `path`: NULL or
+ * "-" for stderr, else a file appended to (%p -> process id, %h -> host name). Non-blocking: reads
+ * host-mapped memory only, so it works while the GPU is wedged. Set ARFUSE_DUMP_ON_SIGNAL=1 to get
+ * the same for every communicator on SIGUSR1. Errors: arfuseInvalidUsage (handle), arfuseSystemError
+ * (the file cannot be written). */
+ARFUSE_API arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path);
+
 /* ------------------------------------------------------------------------------------------- */
 /* Plans                                                                                         */
 /* ------------------------------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 
 #include "api/validate.h"
 #include "bootstrap/bootstrap.h"
+#include "diag/dump.h"
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
 #include "common/params.h"
@@ -162,11 +163,17 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
 
   std::string msg;
   std::string asyncFields;
-  const arfuseResult_t async = groupAsyncError(g, comm->rank, &msg, &asyncFields);
-  if (async != arfuseSuccess)
+  bool firstReport = true;
+  const arfuseResult_t async = groupAsyncError(g, comm->rank, &msg, &asyncFields, &firstReport);
+  if (async != arfuseSuccess) {
+    if (!firstReport) {  // already printed once for this rank (by an earlier call or the watchdog)
+      comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async), msg.c_str());
+      return async;
+    }
     // The line describes the call that failed on the device; `refused` names the call refused now.
     return fail(comm, async, __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
+  }
 
   PlanRequest req{c.op, c.tokens, c.hidden, c.dtype};
   Plan plan = makePlan(g.fabric, g.limits, g.policy, req);
@@ -396,6 +403,25 @@ arfuseResult_t arfuseCommGetAsyncError(arfuseComm_t comm, arfuseResult_t* asyncE
   std::string msg;
   *asyncError = groupAsyncError(*c->group, c->rank, &msg);
   if (*asyncError != arfuseSuccess) c->lastError = std::string(arfuseGetErrorName(*asyncError)) + ": " + msg;
+  return arfuseSuccess;
+}
+
+arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path) {
+  arfuseResult_t st = arfuseSuccess;
+  arfuseComm* c = liveComm(comm, "arfuseCommDumpState", &st);
+  if (!c) return st;
+  const Group& g = *c->group;
+  DumpInput in;
+  in.rank = c->rank;
+  in.device = c->device;
+  in.nranks = g.nranks;
+  in.arch = c->arch;
+  in.timeoutNs = g.timeoutNs;
+  in.shared = g.shared;
+  in.lastError = c->lastError;
+  std::string err;
+  if (!writeDump(formatDump(in), path, &err))
+    FAIL(c, arfuseSystemError, "arfuseCommDumpState: %s", err.c_str());
   return arfuseSuccess;
 }
 

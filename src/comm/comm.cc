@@ -16,6 +16,8 @@
 
 #include "comm/config.h"
 #include "common/params.h"
+#include "diag/records.h"
+#include "diag/watchdog.h"
 #include "plan/calibration.h"
 #include "topo/probe.h"
 #include "kernels/launch.h"
@@ -48,6 +50,11 @@ struct DeviceGuard {
 
 void freeGroup(Group* g) {
   DeviceGuard guard;
+  if (g->watch) {
+    watchdogUnregister(g->watch.get());
+    g->watch.reset();
+  }
+  if (g->shared) forgetErrorReports(g->shared);
   for (RankResources& r : g->ranks) {
     if (r.nccl) ncclCommDestroy(r.nccl);
     if (r.device >= 0) cudaSetDevice(r.device);
@@ -242,6 +249,31 @@ arfuseResult_t proveP2p(Group* g, std::string* message) {
   return arfuseSuccess;
 }
 
+// What the watchdog sees of a group: its local ranks and the host-mapped area.
+class GroupWatch : public WatchSource {
+ public:
+  explicit GroupWatch(const Group* g) : g_(g) {}
+  std::vector<DumpInput> snapshot() const override {
+    std::vector<DumpInput> out;
+    for (int r = 0; r < g_->nranks; ++r) {
+      const RankResources& rr = g_->ranks[r];
+      if (rr.device < 0) continue;
+      DumpInput in;
+      in.rank = r;
+      in.device = rr.device;
+      in.nranks = g_->nranks;
+      in.arch = rr.arch;
+      in.timeoutNs = g_->timeoutNs;
+      in.shared = g_->shared;
+      out.push_back(in);
+    }
+    return out;
+  }
+
+ private:
+  const Group* g_;
+};
+
 // ARFUSE_CALIBRATION_FILE: measured crossovers for this exact set of GPUs replace the built-in
 // limits (the plan's reasons then name the file); an explicit ARFUSE_* limit still wins.
 void applyCalibration(Group* g, const int* devices) {
@@ -268,6 +300,13 @@ void applyCalibration(Group* g, const int* devices) {
 }
 
 }  // namespace
+
+void startWatching(Group* g) {
+  const WatchdogOptions o = watchdogOptionsFromEnv();
+  if (o.periodMs <= 0 && !o.dumpOnSignal) return;
+  g->watch.reset(new GroupWatch(g));
+  watchdogRegister(g->watch.get(), o);
+}
 
 bool commIsLive(const arfuseComm* c) {
   std::lock_guard<std::mutex> lock(gRegistryMu);
@@ -446,6 +485,8 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     return fail(arfuseUnsupported);
   }
 
+  for (int r = 0; r < nranks; ++r) g->ranks[r].arch = archs[r];
+  startWatching(g);
   g->live = nranks;
   for (int r = 0; r < nranks; ++r) {
     arfuseComm* c = new arfuseComm();
@@ -483,61 +524,33 @@ arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message) {
   return st;
 }
 
-namespace {
-const char* opName(int op) { return op == arfuseOpAllReduce ? "AllReduce" : "AllReduceAddRmsNorm"; }
-std::string describeDesc(CallDesc d) {
-  const int dt = descDtype(d);
-  const long long bytes =
-      static_cast<long long>(descTokens(d)) * descHidden(d) * (dt == arfuseFloat32 ? 4 : 2);
-  return strprintf("%s %s tokens=%d hidden=%d (%lld B, path %s%s)", opName(descOp(d)),
-                   arfuseDataTypeName(arfuseDataType_t(dt)), descTokens(d), descHidden(d), bytes,
-                   arfuseAlgoName(arfuseAlgo_t(descAlgo(d))),
-                   descAlgo(d) == arfuseAlgoHostStaged ? (descVariant(d) ? " two-shot" : " one-shot") : "");
-}
-}  // namespace
-
-arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields) {
-  const volatile GroupShared* s = g.shared;
-  if (!s->abort) return arfuseSuccess;
+arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields,
+                               bool* firstReport) {
+  if (firstReport) *firstReport = true;
+  if (!readAbort(*g.shared)) return arfuseSuccess;
   // Prefer this rank's own record; else the first rank that recorded one.
+  ErrorRecord e{};
   int who = -1;
-  if (s->records[rank].valid) who = rank;
+  if (readErrorRecord(*g.shared, rank, &e)) who = rank;
   for (int r = 0; r < g.nranks && who < 0; ++r)
-    if (s->records[r].valid) who = r;
+    if (readErrorRecord(*g.shared, r, &e)) who = r;
   if (who < 0) {
     *message = "the group was aborted (no kernel error record)";
     return arfusePeerTimeout;
   }
-  const volatile ErrorRecord& e = s->records[who];
-  const CallDesc mine{e.mine.w0, e.mine.w1}, theirs{e.theirs.w0, e.theirs.w1};
-  const unsigned long long call = e.call;
+  *message = describeErrorRecord(e, who, g.timeoutNs) + ". next: " + nextStepFor(e.code);
   if (fields) {
-    const int dt = descDtype(mine);
-    *fields = strprintf("call=%llu op=%s bytes=%lld dtype=%s path=%s", call, opName(descOp(mine)),
-                        static_cast<long long>(descTokens(mine)) * descHidden(mine) * (dt == arfuseFloat32 ? 4 : 2),
-                        arfuseDataTypeName(arfuseDataType_t(dt)), arfuseAlgoName(arfuseAlgo_t(descAlgo(mine))));
-    if (e.peer >= 0) *fields += strprintf(" peer=%d", e.peer);
-    if (who != rank) *fields += strprintf(" recorded_by=%d", who);
+    // The record's fields without its code= (the caller's line carries the code).
+    std::string f = errorRecordFields(e);
+    if (f.rfind("code=", 0) == 0) {
+      const size_t sp = f.find(' ');
+      f = sp == std::string::npos ? "" : f.substr(sp + 1);
+    }
+    if (who != rank) f += strprintf(" recorded_by=%d", who);
+    *fields = f;
   }
-  switch (e.code) {
-    case kErrMismatch:
-      *message = strprintf("divergent call at call %llu: rank %d made %s, rank %d made %s; the group is aborted. "
-                           "next: make every rank issue the same calls with the same shapes in the same order",
-                           call, who, describeDesc(mine).c_str(), e.peer, describeDesc(theirs).c_str());
-      return arfuseMismatch;
-    case kErrConcurrent:
-      *message = strprintf("two calls of rank %d ran at the same time (call %llu, %s): a communicator serves one "
-                           "stream at a time; the group is aborted. next: issue every call of a rank on one stream, "
-                           "or order the streams with events",
-                           who, call, describeDesc(mine).c_str());
-      return arfuseInvalidUsage;
-    default:
-      *message = strprintf("rank %d waited %.3f s for rank %d at call %llu (block %d, phase %d, %s); the group is "
-                           "aborted. next: check that every rank makes the same calls in the same order; run "
-                           "`arfuse triage` on all ranks' logs",
-                           who, g.timeoutNs / 1e9, e.peer, call, e.block, e.phase, describeDesc(mine).c_str());
-      return arfusePeerTimeout;
-  }
+  if (firstReport) *firstReport = claimErrorReport(g.shared, rank, e);
+  return arfuseResult_t(resultForRecordCode(e.code));
 }
 
 }  // namespace arfuse

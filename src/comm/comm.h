@@ -5,12 +5,14 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "arfuse/arfuse.h"
 #include "diag/log.h"
+#include "diag/watchdog.h"
 #include "kernels/kernel_args.h"
 #include "plan/plan.h"
 
@@ -21,7 +23,8 @@ constexpr uint32_t kCommMagic = 0xA2F05E01u;
 struct Group;
 
 struct RankResources {
-  int device = -1;
+  int device = -1;  // -1: not a rank of this process (multi-process groups)
+  int arch = 0;
   char* staging = nullptr;        // [2][stagingBytes]
   char* control = nullptr;        // DeviceState + flags [kMaxBlocks][kMaxRanks], one allocation
   char* ll = nullptr;             // low-latency buffer [2][nranks][llSourceBytes]
@@ -42,7 +45,8 @@ struct Group {
   GroupShared* sharedDev = nullptr;  // the same memory as kernels address it
   bool multiProcess = false;         // created by arfuseCommInitRank*: one local rank, peers in other processes
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
-  std::function<void(int rank)> depart;  // multi-process: bounded wait for every rank to leave, at destroy
+  std::function<void(int rank)> depart;
+  std::unique_ptr<WatchSource> watch;  // registered with the watchdog while the group lives  // multi-process: bounded wait for every rank to leave, at destroy
   // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
   // per rank {flag array [kMaxBlocks][kMaxRanks], descriptor slots}, then slots [nranks][2][hostSlotBytes].
   char* hostArena = nullptr;
@@ -83,6 +87,7 @@ size_t hostArenaBytes(int nranks, size_t slotBytes);
 size_t hostSlotBytesFor(const Group& g);  // the host area's slot per rank and parity for this group
 void layoutHostArena(Group* g, char* devBase, size_t slotBytes);  // sets g->host, fabric.hostStaged*
 void freeGroup(Group* g);
+void startWatching(Group* g);  // ARFUSE_WATCHDOG_MS / ARFUSE_DUMP_ON_SIGNAL: register with the watchdog
 
 // Multi-process creation (multiprocess.cc): one rank of this process. `exchangeA` all-gathers a
 // fixed-size blob across the ranks (arfuse's rendezvous or the caller's callback); later phases use
@@ -101,6 +106,9 @@ arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message);
 // streams at once), or arfuseSuccess; *message describes it.
 // *fields (optional) gets the canonical line's key=value fields of the failed call
 // ("call=17 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 path=oneshot peer=2").
-arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields = nullptr);
+// *firstReport (optional): true the first time this record is reported for this rank (by a call or
+// the watchdog), so the canonical line is printed once per failure per rank.
+arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields = nullptr,
+                               bool* firstReport = nullptr);
 
 }  // namespace arfuse

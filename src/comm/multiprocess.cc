@@ -531,6 +531,8 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     }
   }
 
+  g->ranks[rank].arch = h[rank].arch;
+  startWatching(g);
   g->live = 1;
   arfuseComm* c = new arfuseComm();
   c->group = g;

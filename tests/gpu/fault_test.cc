@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -195,6 +196,50 @@ TEST_P(Gpu_Fault, TwoStreamsAtOnceAreRefused) {
   EXPECT_EQ(g.asyncError(0, &text), arfuseInvalidUsage) << text;
   EXPECT_NE(text.find("two calls of rank 0 ran at the same time"), std::string::npos) << text;
   cudaStreamDestroy(other);
+}
+
+// The kernels stamp every call into the flight recorder (graph replays included); the dump lists them
+// in the format `arfuse triage` reads, and after a divergent call it carries the error record.
+TEST_P(Gpu_Fault, FlightRecorderDumpListsTheCallsAndTheError) {
+  const int algo = GetParam();
+  Group g(2, algo, 5000, 4 * 1024);
+  ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
+  for (int c = 0; c < 5; ++c)
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(g.allReduce(r, 1 + c % 4, 1024), arfuseSuccess);
+  g.syncAll();
+  char path[] = "/tmp/arfuse-dump-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_EQ(arfuseCommDumpState(g.comms[1], path), arfuseSuccess) << arfuseCommGetLastError(g.comms[1]);
+  auto slurp = [&] {
+    std::string text;
+    if (FILE* f = std::fopen(path, "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+      std::fclose(f);
+    }
+    return text;
+  };
+  std::string text = slurp();
+  EXPECT_NE(text.find("arfuse-flight-recorder v1 rank=1"), std::string::npos) << text;
+  int entries = 0;
+  for (size_t at = text.find("entry="); at != std::string::npos; at = text.find("entry=", at + 1)) ++entries;
+  EXPECT_EQ(entries, 5) << text;
+  EXPECT_NE(text.find("epoch=5"), std::string::npos) << text;
+  EXPECT_NE(text.find("bytes=16384"), std::string::npos) << text;  // call 4: 4 x 1024 fp32
+  EXPECT_EQ(text.find("pending"), std::string::npos) << "every call finished: " << text;
+  // A divergent call: the record appears in the dump.
+  ASSERT_EQ(g.allReduce(0, 4, 1024), arfuseSuccess);
+  ASSERT_EQ(g.allReduce(1, 2, 1024), arfuseSuccess);
+  g.syncAll();
+  std::remove(path);
+  ASSERT_EQ(arfuseCommDumpState(g.comms[1], path), arfuseSuccess);
+  text = slurp();
+  EXPECT_NE(text.find("mismatch"), std::string::npos) << text;
+  std::remove(path);
+  EXPECT_EQ(arfuseCommDumpState(g.comms[1], "/nonexistent-dir/x"), arfuseSystemError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Gpu_Fault, ::testing::ValuesIn(kPaths),
