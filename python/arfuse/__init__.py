@@ -8,6 +8,7 @@ import os
 from typing import Dict, Optional
 
 from . import _lib
+from ._rendezvous import UniqueId, get_unique_id
 from ._types import CONFIG_MAGIC, DTYPE_ALL, MAX_RANKS, Algo, Config, DataType, Op, Result
 from ._version import ABI_VERSION_CODE, __version__
 from .comm import Communicator, Plan, add_rmsnorm, destroy_all, group, make_config
@@ -16,7 +17,7 @@ from .errors import (ArfuseError, ArfuseLibraryError, CudaError, InternalError, 
 
 __all__ = [
     "__version__", "load", "library_path", "library_version", "build_info", "env",
-    "Communicator", "Plan", "add_rmsnorm", "destroy_all", "group", "make_config",
+    "Communicator", "Plan", "add_rmsnorm", "destroy_all", "group", "make_config", "UniqueId", "get_unique_id",
     "Algo", "Config", "DataType", "Op", "Result", "CONFIG_MAGIC", "DTYPE_ALL", "MAX_RANKS",
     "ArfuseError", "ArfuseLibraryError", "CudaError", "InternalError", "InvalidArgument", "InvalidUsage",
     "Mismatch", "NcclError", "NoDevice", "PeerTimeout", "SystemFailure", "Unsupported", "error_class",
@@ -25,8 +26,9 @@ __all__ = [
 
 def load(path: Optional[str] = None) -> "_lib.Library":
     """Loads libarfuse.so (once per process) and returns the bound library. Where it is looked for,
-    in order: $ARFUSE_LIBRARY; `path`; next to this package; build/src/ of the source checkout; the
-    system loader. Raises ArfuseLibraryError (not found, missing symbol, version mismatch)."""
+    in order: $ARFUSE_LIBRARY_PATH (a file or a folder; $ARFUSE_LIBRARY is an accepted alias);
+    `path`; next to this package; build/src/ of the source checkout; the system loader. Raises
+    ArfuseLibraryError (not found, missing symbol, version mismatch)."""
     return _lib.load(path)
 
 
@@ -47,8 +49,8 @@ def build_info() -> str:
 
 def env() -> Dict[str, str]:
     """The ARFUSE_* variables set in this process's environment (the library reads them once, at
-    its first use; ARFUSE_LIBRARY is read by this package). For defaults and validation of each
-    variable, run `arfuse doctor` or see docs/environment.md."""
+    its first use; ARFUSE_LIBRARY_PATH and its alias ARFUSE_LIBRARY are read by this package). For
+    defaults and validation of each variable, run `arfuse doctor` or see docs/environment.md."""
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("ARFUSE_")}
 
 

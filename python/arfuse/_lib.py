@@ -1,7 +1,8 @@
 """Finding and loading libarfuse.so, and the declarative table of its C functions.
 
 Search order (the first that applies wins):
-  1. the ARFUSE_LIBRARY environment variable: the full path of the library;
+  1. the ARFUSE_LIBRARY_PATH environment variable: the library file, or a folder holding
+     libarfuse.so (ARFUSE_LIBRARY, the older name, is accepted as an alias);
   2. the path given to arfuse.load(path);
   3. a libarfuse.so next to this package (copied in by a packaging step);
   4. build/src/libarfuse.so of the repository, when the package is used from a source checkout;
@@ -12,13 +13,15 @@ import os
 import threading
 from ctypes import POINTER, c_char_p, c_float, c_int, c_void_p
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from ._types import Config, PlanStruct
+from ._types import AllGatherFn, Config, PlanStruct, UniqueIdStruct
 from ._version import __version__
 from .errors import ArfuseError, ArfuseLibraryError, error_class
 
-ENV_VAR = "ARFUSE_LIBRARY"
+ENV_VAR = "ARFUSE_LIBRARY_PATH"
+ENV_ALIAS = "ARFUSE_LIBRARY"  # the first name of ENV_VAR, still accepted
+LIBRARY_NAMES = ("libarfuse.so", "libarfuse.so.0")
 BUILD_HINT = "build it first: cmake -S . -B build -G Ninja && cmake --build build"
 
 _Result = c_int  # arfuseResult_t
@@ -41,6 +44,10 @@ FUNCTIONS: List[Tuple[str, object, list]] = [
     ("arfuseGetLastError", c_char_p, []),
     # Communicators
     ("arfuseCommInitAll", _Result, [POINTER(_Comm), c_int, POINTER(c_int), POINTER(Config)]),
+    ("arfuseGetUniqueId", _Result, [POINTER(UniqueIdStruct)]),
+    ("arfuseCommInitRank", _Result, [POINTER(_Comm), c_int, UniqueIdStruct, c_int, c_int, POINTER(Config)]),
+    ("arfuseCommInitRankWithAllGather", _Result,
+     [POINTER(_Comm), c_int, c_int, c_int, POINTER(Config), AllGatherFn, c_void_p]),
     ("arfuseCommDestroy", _Result, [_Comm]),
     ("arfuseCommRank", _Result, [_Comm, POINTER(c_int)]),
     ("arfuseCommCount", _Result, [_Comm, POINTER(c_int)]),
@@ -48,6 +55,7 @@ FUNCTIONS: List[Tuple[str, object, list]] = [
     ("arfuseCommIsVirtual", _Result, [_Comm, POINTER(c_int)]),
     ("arfuseCommGetLastError", c_char_p, [_Comm]),
     ("arfuseCommGetAsyncError", _Result, [_Comm, POINTER(_Result)]),
+    ("arfuseCommDumpState", _Result, [_Comm, c_char_p]),
     # Plans
     ("arfuseCommQueryPlan", _Result, [_Comm, _Enum, c_int, c_int, _Enum, POINTER(PlanStruct)]),
     # Collectives
@@ -58,6 +66,16 @@ FUNCTIONS: List[Tuple[str, object, list]] = [
      [_Ptr, _Ptr, _Ptr, c_float, _Ptr, _Ptr, c_int, c_int, _Enum, _Comm, _Ptr]),
     ("arfuseAddRmsNorm", _Result, [_Ptr, _Ptr, _Ptr, c_float, _Ptr, _Ptr, c_int, c_int, _Enum, _Ptr]),
 ]
+
+# Functions bound on first use rather than at load, with the feature they belong to: a library built
+# before the feature still loads and serves everything else; calling one of these raises
+# ArfuseLibraryError naming the symbol (see Library.__getattr__).
+MULTI_PROCESS = ("arfuseGetUniqueId", "arfuseCommInitRank", "arfuseCommInitRankWithAllGather")
+LAZY: Dict[str, str] = {
+    **{name: "multi-process communicators" for name in MULTI_PROCESS},
+    "arfuseCommDumpState": "state dumps (the flight recorder)",
+}
+_SIGNATURES = {name: (restype, argtypes) for name, restype, argtypes in FUNCTIONS}
 
 
 def _version_tuple(code: int) -> Tuple[int, int, int]:
@@ -91,6 +109,8 @@ class Library:
                 f"Point {ENV_VAR} at a built libarfuse.so, or {BUILD_HINT}") from None
         self.path = _resolved(path) if os.sep not in path else os.path.abspath(path)
         for name, restype, argtypes in FUNCTIONS:
+            if name in LAZY:
+                continue
             try:
                 fn = getattr(self._cdll, name)
             except AttributeError:
@@ -116,6 +136,25 @@ class Library:
     @property
     def version(self) -> str:
         return "%d.%d.%d" % _version_tuple(self.version_code)
+
+    def has(self, name: str) -> bool:
+        """Whether the loaded file exports `name` (for the LAZY functions: whether the feature is built)."""
+        return hasattr(self._cdll, name)
+
+    def __getattr__(self, name: str):
+        # Only reached for attributes not set in __init__: the LAZY functions, bound (and cached) here.
+        if name not in LAZY:
+            raise AttributeError(name)
+        try:
+            fn = getattr(self._cdll, name)
+        except AttributeError:
+            raise ArfuseLibraryError(
+                f"{self.path} (found via {self.source}) has no symbol {name}: this libarfuse.so was built "
+                f"before {LAZY[name]} existed, so it cannot serve this call (everything else works). Rebuild "
+                f"the library from a current checkout, or point {ENV_VAR} at a current libarfuse.so") from None
+        fn.restype, fn.argtypes = _SIGNATURES[name]
+        setattr(self, name, fn)
+        return fn
 
     # ---- errors ---------------------------------------------------------------------------------
     def error(self, code: int, comm: Optional[int] = None) -> ArfuseError:
@@ -149,7 +188,15 @@ def _checkout_candidate() -> Optional[Path]:
 
 
 def open_library(path: str, source: str = "an explicit path") -> Library:
-    """Loads the library at `path` (not cached; arfuse.load is the cached entry point)."""
+    """Loads the library at `path` (not cached; arfuse.load is the cached entry point). A folder
+    stands for the libarfuse.so (or libarfuse.so.0) inside it."""
+    if os.path.isdir(path):
+        for name in LIBRARY_NAMES:
+            if os.path.isfile(os.path.join(path, name)):
+                return Library(os.path.join(path, name), source)
+        raise ArfuseLibraryError(
+            f"the folder {path} (from {source}) holds no {' or '.join(LIBRARY_NAMES)}. Point {ENV_VAR} at a "
+            f"built libarfuse.so (or its folder, e.g. build/src), or {BUILD_HINT}")
     if os.sep in path and not os.path.exists(path):
         raise ArfuseLibraryError(
             f"the arfuse library {path} (from {source}) does not exist. Point {ENV_VAR} at a built "
@@ -157,10 +204,25 @@ def open_library(path: str, source: str = "an explicit path") -> Library:
     return Library(path, source)
 
 
+def env_library() -> Optional[Tuple[str, str]]:
+    """(path, source) named by the environment: ARFUSE_LIBRARY_PATH, else its alias ARFUSE_LIBRARY;
+    None when neither is set. Both set to different files is an error (which one was meant?)."""
+    primary, alias = os.environ.get(ENV_VAR), os.environ.get(ENV_ALIAS)
+    if primary and alias and os.path.realpath(primary) != os.path.realpath(alias):
+        raise ArfuseLibraryError(
+            f"{ENV_VAR}={primary} and {ENV_ALIAS}={alias} name different files: {ENV_ALIAS} is the older name "
+            f"of {ENV_VAR}; unset one of them")
+    if primary:
+        return primary, f"the {ENV_VAR} environment variable"
+    if alias:
+        return alias, f"the {ENV_ALIAS} environment variable"
+    return None
+
+
 def _find(path: Optional[str]) -> Library:
-    env = os.environ.get(ENV_VAR)
+    env = env_library()
     if env:
-        return open_library(env, f"the {ENV_VAR} environment variable")
+        return open_library(*env)
     if path:
         return open_library(os.fspath(path), "arfuse.load(path)")
     tried = []
@@ -193,7 +255,7 @@ def load(path: Optional[str] = None) -> Library:
     global _library
     with _lock:
         if _library is not None:
-            if path is not None and not os.environ.get(ENV_VAR):
+            if path is not None and not (os.environ.get(ENV_VAR) or os.environ.get(ENV_ALIAS)):
                 wanted = os.path.abspath(os.fspath(path)) if os.sep in os.fspath(path) else os.fspath(path)
                 if os.path.realpath(wanted) != os.path.realpath(_library.path):
                     raise ArfuseLibraryError(

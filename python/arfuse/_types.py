@@ -9,6 +9,7 @@ import enum
 CONFIG_MAGIC = 0xAF05C0F1
 MAX_RANKS = 16
 PLAN_REASON_BYTES = 256
+UNIQUE_ID_BYTES = 128  # ARFUSE_UNIQUE_ID_BYTES
 
 
 class Result(enum.IntEnum):
@@ -129,3 +130,14 @@ class PlanStruct(ctypes.Structure):
         ("threads", ctypes.c_int),
         ("reason", ctypes.c_char * PLAN_REASON_BYTES),
     ]
+
+
+class UniqueIdStruct(ctypes.Structure):
+    """arfuseUniqueId: 128 opaque bytes, passed by value to arfuseCommInitRank. c_ubyte rather than
+    c_char so that reading the field returns every byte (a c_char array stops at the first NUL)."""
+
+    _fields_ = [("internal", ctypes.c_ubyte * UNIQUE_ID_BYTES)]
+
+
+# arfuseAllGatherFn_t: int (*)(void* ctx, const void* mine, void* all, size_t bytes).
+AllGatherFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)

@@ -2,11 +2,13 @@
 import contextlib
 import ctypes
 import itertools
+import os
 import threading
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence
 
 from . import _lib
 from ._coerce import algo_arg, bad, c_int_arg, dtype_arg, op_arg, ptr_arg, stream_arg
+from ._rendezvous import AllGather, AllGatherBridge, UniqueId
 from ._types import Algo, Config, DataType, PlanStruct, Result
 from .errors import InvalidUsage, python_error
 
@@ -46,6 +48,17 @@ def make_config(max_tokens: Optional[int] = None, max_hidden: Optional[int] = No
     return cfg
 
 
+def resolve_config(config: Optional[Config], **fields: Any) -> Config:
+    """`config` as given, or make_config(**fields); passing both is an error."""
+    if config is None:
+        return make_config(**fields)
+    if any(v is not None for v in fields.values()):
+        raise bad("pass either config= or the keyword fields, not both")
+    if not isinstance(config, Config):
+        raise bad(f"config: {type(config).__name__} is not an arfuse.Config (use arfuse.make_config(...))")
+    return config
+
+
 # Integer ids for communicators: torch custom ops cannot take Python objects, so they take the id.
 _registry: Dict[int, "Communicator"] = {}
 _registry_lock = threading.Lock()
@@ -53,15 +66,21 @@ _next_id = itertools.count(1)
 
 
 class Communicator:
-    """One rank of an arfuse group. Create with Communicator.init_all; free with destroy() or a
-    `with` block. Methods raise ArfuseError subclasses carrying the library's message."""
+    """One rank of an arfuse group. Create with Communicator.init_all (every rank in this process),
+    init_rank / init_rank_with_all_gather (one rank per process), or from_process_group (torch);
+    free with destroy() or a `with` block. Methods raise ArfuseError subclasses carrying the
+    library's message."""
 
     def __init__(self, handle: int, *, _token: object = None):
         if _token is not _PRIVATE:
-            raise TypeError("use Communicator.init_all(devices, ...) to create communicators")
+            raise TypeError("use Communicator.init_all(devices, ...), init_rank(...), init_rank_with_all_gather(...) "
+                            "or arfuse.torch.from_process_group(...) to create communicators")
         self._lib = _lib.lib()
         self._handle: Optional[int] = handle
         self._info: Dict[str, int] = {}
+        # A torch.distributed group over which arfuse.torch computes the calls the library cannot
+        # serve (see arfuse.torch); set by arfuse.torch.from_process_group. None: such calls raise.
+        self.fallback_group: Any = None
         with _registry_lock:
             self.id = next(_next_id)
             _registry[self.id] = self
@@ -76,16 +95,78 @@ class Communicator:
         ranks). Keyword arguments left at None keep the library defaults; `config` passes a ready
         Config instead (then the keywords must be None)."""
         lib = _lib.lib()
-        if config is None:
-            config = make_config(max_tokens, max_hidden, dtypes, algo, timeout_ms, max_blocks)
-        elif any(v is not None for v in (max_tokens, max_hidden, dtypes, algo, timeout_ms, max_blocks)):
-            raise bad("pass either config= or the keyword fields, not both")
+        config = resolve_config(config, max_tokens=max_tokens, max_hidden=max_hidden, dtypes=dtypes, algo=algo,
+                                timeout_ms=timeout_ms, max_blocks=max_blocks)
         devs = [c_int_arg(f"devices[{i}]", d) for i, d in enumerate(devices)]
         n = len(devs)
         dev_arr = (ctypes.c_int * max(n, 1))(*devs)
         comm_arr = (ctypes.c_void_p * max(n, 1))()
         lib.check(lib.arfuseCommInitAll(comm_arr, n, dev_arr, ctypes.byref(config)))
         return [cls(comm_arr[i], _token=_PRIVATE) for i in range(n)]
+
+    @classmethod
+    def init_rank(cls, nranks: int, unique_id: Any, rank: int, device: int, config: Optional[Config] = None, *,
+                  max_tokens: Optional[int] = None, max_hidden: Optional[int] = None, dtypes: Any = None,
+                  algo: Any = None, timeout_ms: Optional[int] = None,
+                  max_blocks: Optional[int] = None) -> "Communicator":
+        """arfuseCommInitRank: this process's rank of an `nranks` group, on CUDA device `device`.
+        `unique_id` is rank 0's UniqueId (or its bytes, or its hex text): rank 0 makes it with
+        arfuse.get_unique_id() in its own process and ships it to the others. Every rank passes the
+        same nranks, id and config. Blocks until every rank has joined, bounded by the config's
+        timeout (at least 30 s); init is all-or-nothing (every rank gets the same error)."""
+        lib = _lib.lib()
+        uid = UniqueId.coerce(unique_id)
+        config = resolve_config(config, max_tokens=max_tokens, max_hidden=max_hidden, dtypes=dtypes, algo=algo,
+                                timeout_ms=timeout_ms, max_blocks=max_blocks)
+        nranks, rank, device = (c_int_arg("nranks", nranks), c_int_arg("rank", rank), c_int_arg("device", device))
+        fn = lib.arfuseCommInitRank  # a library without multi-process support fails here, clearly
+        handle = ctypes.c_void_p()
+        lib.check(fn(ctypes.byref(handle), nranks, uid._as_struct(), rank, device, ctypes.byref(config)))
+        return cls(handle.value, _token=_PRIVATE)
+
+    @classmethod
+    def init_rank_with_all_gather(cls, nranks: int, rank: int, device: int, all_gather: AllGather,
+                                  config: Optional[Config] = None, *, max_tokens: Optional[int] = None,
+                                  max_hidden: Optional[int] = None, dtypes: Any = None, algo: Any = None,
+                                  timeout_ms: Optional[int] = None,
+                                  max_blocks: Optional[int] = None) -> "Communicator":
+        """arfuseCommInitRankWithAllGather: as init_rank, but the handle bytes travel through
+        `all_gather`, a callable (mine: bytes) -> bytes that returns every rank's bytes concatenated
+        in rank order (or a list of them, one per rank), e.g. over torch.distributed (see
+        arfuse.torch.from_process_group). It is called a few times, the same number on every rank.
+        If it raises, the library is told the all-gather failed and the init fails; the raised
+        ArfuseError names the Python exception and chains it (__cause__)."""
+        lib = _lib.lib()
+        config = resolve_config(config, max_tokens=max_tokens, max_hidden=max_hidden, dtypes=dtypes, algo=algo,
+                                timeout_ms=timeout_ms, max_blocks=max_blocks)
+        nranks, rank, device = (c_int_arg("nranks", nranks), c_int_arg("rank", rank), c_int_arg("device", device))
+        bridge = AllGatherBridge(all_gather, nranks, rank)
+        fn = lib.arfuseCommInitRankWithAllGather
+        handle = ctypes.c_void_p()
+        # `bridge` (and so bridge.c_fn) stays referenced by this frame for the whole call.
+        code = fn(ctypes.byref(handle), nranks, rank, device, ctypes.byref(config), bridge.c_fn, None)
+        if bridge.error is not None and isinstance(bridge.error, (KeyboardInterrupt, SystemExit)):
+            if code == 0:  # cannot happen by the header's contract; never leak the handle
+                lib.arfuseCommDestroy(handle.value)
+            raise bridge.error
+        if code != 0:
+            err = lib.error(code)
+            if bridge.error is not None:
+                e = bridge.error
+                err = type(err)(err.code, err.name,
+                                f"{err.message} (the Python all_gather raised {type(e).__name__}: {e})")
+                raise err from e
+            raise err
+        return cls(handle.value, _token=_PRIVATE)
+
+    @classmethod
+    def from_process_group(cls, group: Any = None, device: Any = None, config: Optional[Config] = None,
+                           **fields: Any) -> "Communicator":
+        """arfuse.torch.from_process_group (imports torch): one rank per process of a
+        torch.distributed group, initialised through the group's all-gather."""
+        import importlib
+
+        return importlib.import_module(".torch", __package__).from_process_group(group, device, config, **fields)
 
     @classmethod
     def _adopt(cls, handle: int) -> "Communicator":
@@ -163,6 +244,14 @@ class Communicator:
         code = self.async_error()
         if code != Result.Success:
             raise self._lib.error(code, self.handle)
+
+    def dump_state(self, path: Optional[str] = None) -> None:
+        """arfuseCommDumpState: writes this rank's flight recorder (its last calls, as stamped by the
+        kernels) and the group's error record, in the format `arfuse triage` reads, to `path` (None or
+        "-": stderr; else a file appended to, %p -> process id, %h -> host name). Non-blocking."""
+        h = self.handle
+        fn = self._lib.arfuseCommDumpState
+        self._lib.check(fn(h, None if path is None else os.fsencode(path)), h)
 
     def query_plan(self, op: Any, tokens: int, hidden: int, dtype: Any) -> Plan:
         """arfuseCommQueryPlan: what a call with these arguments would run and why; launches nothing.

@@ -10,8 +10,16 @@ write their outputs in place and enqueue on torch.cuda.current_stream(), so they
 a CUDA graph and traced by torch.compile (each has a fake implementation that only checks shapes).
 Custom ops cannot take Python objects, so the communicator is passed as its integer Communicator.id;
 the wrappers below accept a Communicator and do that for you.
+
+Multi-process: from_process_group(group) makes this process's rank of a communicator over a
+torch.distributed group, exchanging the handle bytes through the group's all-gather (any backend,
+gloo included). Fallback: a call arfuse cannot serve (Unsupported, or a shape or dtype beyond what
+the communicator was created for), or a call with no communicator at all (comm=None), is computed
+with torch.distributed.all_reduce + add + RMSNorm in fp32, by the header's definition; the choice
+depends only on arguments that are equal on every rank, so every rank makes the same one, and it is
+logged once (logger "arfuse.torch").
 """
-from typing import Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 try:
     import torch
@@ -21,10 +29,14 @@ except ImportError as e:  # pragma: no cover - exercised in a subprocess by the 
         "on raw device pointers.") from e
 
 from ._coerce import bad
-from ._types import DataType
+from ._torch_fallback import Choice, choose, counters, note, torch_all_reduce, torch_all_reduce_add_rmsnorm
+from ._torch_group import from_process_group, process_group_all_gather, try_from_process_group
+from ._types import DataType, Op
 from .comm import Communicator
 
-__all__ = ["all_reduce", "all_reduce_add_rmsnorm", "add_rmsnorm", "to_dtype", "comm_id"]
+__all__ = ["all_reduce", "all_reduce_add_rmsnorm", "add_rmsnorm", "to_dtype", "comm_id", "from_process_group",
+           "try_from_process_group", "process_group_all_gather", "choose", "Choice", "counters",
+           "torch_all_reduce", "torch_all_reduce_add_rmsnorm"]
 
 _DTYPES = {torch.bfloat16: DataType.Bfloat16, torch.float16: DataType.Float16, torch.float32: DataType.Float32}
 CommLike = Union[Communicator, int]
@@ -48,17 +60,18 @@ def comm_id(comm: CommLike) -> int:
     raise bad(f"comm: expected an arfuse.Communicator or its .id, got {type(comm).__name__}")
 
 
-def _check(op: str, tensors: Dict[str, torch.Tensor], device: Optional[int], fake: bool = False
-           ) -> Tuple[int, int, DataType]:
+def _check(op: str, tensors: Dict[str, torch.Tensor], device: Optional[int], fake: bool = False,
+           any_dtype: bool = False) -> Tuple[int, int, Optional[DataType]]:
     """Checks tensors for `op` and returns (tokens, hidden, dtype). The first tensor is the input
     [..., hidden]; "weight" must be [hidden]; every other tensor must have the input's shape. All
-    share one dtype, are contiguous and (unless fake) live on CUDA device `device` (None: any one)."""
+    share one dtype, are contiguous and (unless fake) live on CUDA device `device` (None: any one).
+    any_dtype (for the torch fallback): any dtype is accepted and None is returned for it."""
     names = list(tensors)
     first = tensors[names[0]]
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):
             raise bad(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    dtype = to_dtype(first.dtype)
+    dtype = None if any_dtype else to_dtype(first.dtype)
     if first.dim() < 1 or first.shape[-1] == 0:
         raise bad(f"{op}: {names[0]} has shape {tuple(first.shape)}: expected [..., hidden] with hidden > 0")
     hidden = int(first.shape[-1])
@@ -87,14 +100,35 @@ def _stream(t: torch.Tensor) -> int:
 
 
 # ---- op bodies (shared by both registration paths) ------------------------------------------------
+def _shape_of(t: torch.Tensor) -> Tuple[int, int]:
+    hidden = int(t.shape[-1]) if t.dim() >= 1 else 0
+    return (int(t.numel() // hidden) if hidden else 0), hidden
+
+
+def _fallback_choice(comm: Communicator, op: Op, first: torch.Tensor) -> Optional[Choice]:
+    """The torch choice for this call when the communicator has a fallback group and arfuse cannot
+    serve it; None when arfuse serves it (or there is no fallback group: then arfuse's error stands)."""
+    if comm.fallback_group is None:
+        return None
+    tokens, hidden = _shape_of(first)
+    choice = choose(comm, op, tokens, hidden, first.dtype)
+    note(comm, op, choice, tokens, hidden, first.dtype)
+    return choice if choice.path == "torch" else None
+
+
 def _all_reduce_impl(comm_id: int, inp: torch.Tensor, out: torch.Tensor) -> None:
     comm = Communicator.from_id(comm_id)
+    if _fallback_choice(comm, Op.AllReduce, inp) is not None:
+        _check("arfuse::all_reduce", {"inp": inp, "out": out}, comm.device, any_dtype=True)
+        torch_all_reduce(inp, out, comm.fallback_group)
+        return
     tokens, hidden, dt = _check("arfuse::all_reduce", {"inp": inp, "out": out}, comm.device)
     comm.all_reduce(inp.data_ptr(), out.data_ptr(), tokens, hidden, dt, _stream(inp))
 
 
 def _all_reduce_fake(comm_id: int, inp: torch.Tensor, out: torch.Tensor) -> None:
-    _check("arfuse::all_reduce", {"inp": inp, "out": out}, None, fake=True)
+    # any dtype: a communicator with a fallback group serves the others through torch
+    _check("arfuse::all_reduce", {"inp": inp, "out": out}, None, fake=True, any_dtype=True)
 
 
 def _fused_tensors(x, residual_in, weight, norm_out, residual_out) -> Dict[str, torch.Tensor]:
@@ -104,8 +138,12 @@ def _fused_tensors(x, residual_in, weight, norm_out, residual_out) -> Dict[str, 
 def _fused_impl(comm_id: int, x: torch.Tensor, residual_in: torch.Tensor, weight: torch.Tensor, eps: float,
                 norm_out: torch.Tensor, residual_out: torch.Tensor) -> None:
     comm = Communicator.from_id(comm_id)
-    tokens, hidden, dt = _check("arfuse::all_reduce_add_rmsnorm",
-                                _fused_tensors(x, residual_in, weight, norm_out, residual_out), comm.device)
+    tensors = _fused_tensors(x, residual_in, weight, norm_out, residual_out)
+    if _fallback_choice(comm, Op.AllReduceAddRmsNorm, x) is not None:
+        _check("arfuse::all_reduce_add_rmsnorm", tensors, comm.device, any_dtype=True)
+        torch_all_reduce_add_rmsnorm(x, residual_in, weight, eps, norm_out, residual_out, comm.fallback_group)
+        return
+    tokens, hidden, dt = _check("arfuse::all_reduce_add_rmsnorm", tensors, comm.device)
     comm.all_reduce_add_rmsnorm(x.data_ptr(), residual_in.data_ptr(), weight.data_ptr(), eps, norm_out.data_ptr(),
                                 residual_out.data_ptr(), tokens, hidden, dt, _stream(x))
 
@@ -113,7 +151,7 @@ def _fused_impl(comm_id: int, x: torch.Tensor, residual_in: torch.Tensor, weight
 def _fused_fake(comm_id: int, x: torch.Tensor, residual_in: torch.Tensor, weight: torch.Tensor, eps: float,
                 norm_out: torch.Tensor, residual_out: torch.Tensor) -> None:
     _check("arfuse::all_reduce_add_rmsnorm", _fused_tensors(x, residual_in, weight, norm_out, residual_out), None,
-           fake=True)
+           fake=True, any_dtype=True)
 
 
 def _local_impl(x: torch.Tensor, residual_in: torch.Tensor, weight: torch.Tensor, eps: float,
@@ -164,25 +202,45 @@ _register()  # once: Python imports this module once per process
 
 
 # ---- wrappers -----------------------------------------------------------------------------------------
-def all_reduce(comm: CommLike, inp: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def _no_comm(op: Op, first: torch.Tensor, group: Any) -> None:
+    tokens, hidden = _shape_of(first)
+    note(None, op, choose(None, op, tokens, hidden, first.dtype), tokens, hidden, first.dtype, group)
+
+
+def all_reduce(comm: Optional[CommLike], inp: torch.Tensor, out: Optional[torch.Tensor] = None, *,
+               group: Any = None) -> torch.Tensor:
     """out = sum over ranks of inp (this rank's [..., hidden] tensor); returns out (new if None).
-    out may be inp (in place). Enqueued on the current stream of inp's device."""
+    out may be inp (in place). Enqueued on the current stream of inp's device. comm=None: computed
+    with torch.distributed.all_reduce (fp32) over `group` (None: the default group)."""
     if out is None:
         out = torch.empty_like(inp, memory_format=torch.contiguous_format)
+    if comm is None:
+        _check("arfuse.torch.all_reduce", {"inp": inp, "out": out}, None, fake=True, any_dtype=True)
+        _no_comm(Op.AllReduce, inp, group)
+        torch_all_reduce(inp, out, group)
+        return out
     torch.ops.arfuse.all_reduce(comm_id(comm), inp, out)
     return out
 
 
-def all_reduce_add_rmsnorm(comm: CommLike, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+def all_reduce_add_rmsnorm(comm: Optional[CommLike], x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                            eps: float, norm_out: Optional[torch.Tensor] = None,
-                           residual_out: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+                           residual_out: Optional[torch.Tensor] = None, *,
+                           group: Any = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """residual_out = residual + all-reduce(x); norm_out = rmsnorm(residual_out) * weight.
     Returns (norm_out, residual_out), allocating those left None. In place: residual_out=residual
-    and/or norm_out=x."""
+    and/or norm_out=x. comm=None: computed with torch.distributed.all_reduce + add + RMSNorm in fp32
+    over `group` (None: the default group), by the same definition."""
     if norm_out is None:
         norm_out = torch.empty_like(x, memory_format=torch.contiguous_format)
     if residual_out is None:
         residual_out = torch.empty_like(residual, memory_format=torch.contiguous_format)
+    if comm is None:
+        _check("arfuse.torch.all_reduce_add_rmsnorm", _fused_tensors(x, residual, weight, norm_out, residual_out),
+               None, fake=True, any_dtype=True)
+        _no_comm(Op.AllReduceAddRmsNorm, x, group)
+        torch_all_reduce_add_rmsnorm(x, residual, weight, float(eps), norm_out, residual_out, group)
+        return norm_out, residual_out
     torch.ops.arfuse.all_reduce_add_rmsnorm(comm_id(comm), x, residual, weight, float(eps), norm_out, residual_out)
     return norm_out, residual_out
 

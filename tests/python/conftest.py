@@ -1,7 +1,9 @@
 """Shared set-up: the package from python/ of this checkout and the REAL library from the build.
 
-The library is $ARFUSE_LIBRARY or build/src/libarfuse.so of the repository root. It is exported as
-ARFUSE_LIBRARY so that subprocesses started by the tests find the same file.
+The library is $ARFUSE_LIBRARY_PATH (a file or its folder; $ARFUSE_LIBRARY, the older name, is read
+when it is unset) or build/src/libarfuse.so of the repository root. It is exported as
+ARFUSE_LIBRARY_PATH, and ARFUSE_LIBRARY removed, so that subprocesses started by the tests find the
+same file.
 """
 import os
 import subprocess
@@ -18,14 +20,18 @@ PACKAGE_DIR = ROOT / "python"
 if str(PACKAGE_DIR) not in sys.path:
     sys.path.insert(0, str(PACKAGE_DIR))
 
-_env = os.environ.get("ARFUSE_LIBRARY")
+_var = "ARFUSE_LIBRARY_PATH" if os.environ.get("ARFUSE_LIBRARY_PATH") else "ARFUSE_LIBRARY"
+_env = os.environ.get(_var)
 LIBRARY = Path(_env) if _env else ROOT / "build" / "src" / "libarfuse.so"
+if LIBRARY.is_dir():
+    LIBRARY = LIBRARY / "libarfuse.so"
 LIBRARY_MISSING = None if LIBRARY.is_file() else (
     f"the arfuse library {LIBRARY} does not exist"
-    f"{' (from ARFUSE_LIBRARY)' if _env else ''}: build it first: "
-    f"cmake -S . -B build -G Ninja && cmake --build build (or set ARFUSE_LIBRARY=/path/to/libarfuse.so)")
+    f"{f' (from {_var})' if _env else ''}: build it first: "
+    f"cmake -S . -B build -G Ninja && cmake --build build (or set ARFUSE_LIBRARY_PATH=/path/to/libarfuse.so)")
 if LIBRARY_MISSING is None:
-    os.environ["ARFUSE_LIBRARY"] = str(LIBRARY)
+    os.environ["ARFUSE_LIBRARY_PATH"] = str(LIBRARY)
+    os.environ.pop("ARFUSE_LIBRARY", None)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -11,6 +11,8 @@ import arfuse
 from arfuse import _lib
 from conftest import HEADER, LIBRARY, ROOT, find_cc, run_python
 
+_ENV_VARS = ("ARFUSE_LIBRARY_PATH", "ARFUSE_LIBRARY")  # the variable and its older name (an alias)
+
 
 def _libc_path():
     for cand in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib/libc.so.6",
@@ -22,7 +24,7 @@ def _libc_path():
 
 def test_real_library_loads_and_reports_itself(lib):
     assert os.path.realpath(lib.path) == os.path.realpath(str(LIBRARY))
-    assert lib.source == "the ARFUSE_LIBRARY environment variable"
+    assert lib.source == "the ARFUSE_LIBRARY_PATH environment variable"
     assert arfuse.library_version() == arfuse.__version__ == "0.1.0"
     assert lib.version_code == arfuse.ABI_VERSION_CODE == 100
     info = arfuse.build_info()
@@ -44,8 +46,9 @@ def test_function_table_covers_the_header():
         params = m.group(2).strip()
         declared[m.group(1)] = 0 if params in ("", "void") else params.count(",") + 1
     table = {name: len(argtypes) for name, _, argtypes in _lib.FUNCTIONS}
-    assert len(declared) == 22, sorted(declared)
+    assert len(declared) == 26, sorted(declared)
     assert table == declared
+    assert set(_lib.LAZY) <= set(table)
 
 
 def test_wrong_path_is_a_clear_error():
@@ -57,16 +60,50 @@ def test_wrong_path_is_a_clear_error():
 
 
 def test_wrong_env_var_is_a_clear_error_and_import_still_works():
-    r = run_python("""
-        import arfuse  # importing never loads the library
+    for var in ("ARFUSE_LIBRARY_PATH", "ARFUSE_LIBRARY"):
+        r = run_python("""
+            import arfuse  # importing never loads the library
+            try:
+                arfuse.load()
+            except arfuse.ArfuseLibraryError as e:
+                print("ERR", e)
+        """, env_update={var: "/nonexistent/libarfuse.so"}, drop=_ENV_VARS)
+        assert r.returncode == 0, r.stderr
+        assert f"ERR the arfuse library /nonexistent/libarfuse.so (from the {var} environment variable) " \
+               "does not exist. Point ARFUSE_LIBRARY_PATH at a built libarfuse.so" in r.stdout
+
+
+def test_library_path_variable_alias_and_folder(tmp_path):
+    code = """
+        import arfuse
         try:
-            arfuse.load()
+            lib = arfuse.load()
+            print("SOURCE", lib.source)
+            print("PATH", lib.path)
         except arfuse.ArfuseLibraryError as e:
             print("ERR", e)
-    """, env_update={"ARFUSE_LIBRARY": "/nonexistent/libarfuse.so"})
-    assert r.returncode == 0, r.stderr
-    assert "ERR the arfuse library /nonexistent/libarfuse.so (from the ARFUSE_LIBRARY environment variable) " \
-           "does not exist" in r.stdout
+    """
+    # ARFUSE_LIBRARY_PATH names the file, or the folder that holds it.
+    for value in (str(LIBRARY), str(LIBRARY.parent)):
+        r = run_python(code, env_update={"ARFUSE_LIBRARY_PATH": value}, drop=_ENV_VARS)
+        assert r.returncode == 0, r.stderr
+        assert "SOURCE the ARFUSE_LIBRARY_PATH environment variable" in r.stdout, r.stdout
+        assert f"PATH {os.path.abspath(str(LIBRARY))}" in r.stdout
+    # ARFUSE_LIBRARY, the older name, still works alone and agrees with the new one when both are set.
+    r = run_python(code, env_update={"ARFUSE_LIBRARY": str(LIBRARY)}, drop=_ENV_VARS)
+    assert "SOURCE the ARFUSE_LIBRARY environment variable" in r.stdout, r.stdout + r.stderr
+    r = run_python(code, env_update={"ARFUSE_LIBRARY": str(LIBRARY), "ARFUSE_LIBRARY_PATH": str(LIBRARY)},
+                   drop=_ENV_VARS)
+    assert "SOURCE the ARFUSE_LIBRARY_PATH environment variable" in r.stdout, r.stdout + r.stderr
+    # Two different files: which was meant? An error, not a guess.
+    r = run_python(code, env_update={"ARFUSE_LIBRARY": "/other/libarfuse.so", "ARFUSE_LIBRARY_PATH": str(LIBRARY)},
+                   drop=_ENV_VARS)
+    assert (f"ERR ARFUSE_LIBRARY_PATH={LIBRARY} and ARFUSE_LIBRARY=/other/libarfuse.so name different files: "
+            "ARFUSE_LIBRARY is the older name of ARFUSE_LIBRARY_PATH; unset one of them") in r.stdout
+    # A folder without the library says so.
+    r = run_python(code, env_update={"ARFUSE_LIBRARY_PATH": str(tmp_path)}, drop=_ENV_VARS)
+    assert (f"ERR the folder {tmp_path} (from the ARFUSE_LIBRARY_PATH environment variable) holds no libarfuse.so "
+            "or libarfuse.so.0") in r.stdout
 
 
 def test_library_without_arfuse_symbols_names_the_symbol():
@@ -128,17 +165,18 @@ def test_explicit_path_and_env_precedence():
         lib = arfuse.load({str(LIBRARY)!r})
         print("SOURCE", lib.source)
         print("PATH", arfuse.library_path())
-    """, drop=("ARFUSE_LIBRARY",))
+    """, drop=_ENV_VARS)
     assert r.returncode == 0, r.stderr
     assert "SOURCE arfuse.load(path)" in r.stdout
     assert f"PATH {os.path.abspath(str(LIBRARY))}" in r.stdout
-    # ARFUSE_LIBRARY comes first in the search order, even over an explicit path.
-    r = run_python("""
-        import arfuse
-        print("SOURCE", arfuse.load("/nonexistent/libarfuse.so").source)
-    """)
-    assert r.returncode == 0, r.stderr
-    assert "SOURCE the ARFUSE_LIBRARY environment variable" in r.stdout
+    # ARFUSE_LIBRARY_PATH (or its alias) comes first in the search order, even over an explicit path.
+    for var in _ENV_VARS:
+        r = run_python("""
+            import arfuse
+            print("SOURCE", arfuse.load("/nonexistent/libarfuse.so").source)
+        """, env_update={var: str(LIBRARY)}, drop=_ENV_VARS)
+        assert r.returncode == 0, r.stderr
+        assert f"SOURCE the {var} environment variable" in r.stdout
 
 
 def test_a_process_uses_one_library():
@@ -153,7 +191,7 @@ def test_a_process_uses_one_library():
             arfuse.load({libc!r})
         except arfuse.ArfuseLibraryError as e:
             print("ERR", e)
-    """, drop=("ARFUSE_LIBRARY",))
+    """, drop=_ENV_VARS)
     assert r.returncode == 0, r.stderr
     assert "ERR arfuse is already loaded from" in r.stdout and "cannot switch to" in r.stdout
 
@@ -170,13 +208,13 @@ def test_checkout_build_dir_is_searched():
             print("SOURCE", lib.source)
         except arfuse.ArfuseLibraryError as e:
             print("ERR", e)
-    """, drop=("ARFUSE_LIBRARY",))
+    """, drop=_ENV_VARS)
     assert r.returncode == 0, r.stderr
     if cand.exists():
         assert "SOURCE the source checkout's build/src" in r.stdout
     else:
         assert "ERR libarfuse.so not found. Tried:" in r.stdout
-        assert str(cand) in r.stdout and "ARFUSE_LIBRARY" in r.stdout
+        assert str(cand) in r.stdout and "Set ARFUSE_LIBRARY_PATH=/path/to/libarfuse.so" in r.stdout
 
 
 def test_core_package_never_imports_torch():
@@ -207,5 +245,5 @@ def test_env_lists_arfuse_variables(monkeypatch):
     monkeypatch.setenv("ARFUSE_TIMEOUT_MS", "1234")
     e = arfuse.env()
     assert e["ARFUSE_TIMEOUT_MS"] == "1234"
-    assert e["ARFUSE_LIBRARY"] == os.environ["ARFUSE_LIBRARY"]
+    assert e["ARFUSE_LIBRARY_PATH"] == os.environ["ARFUSE_LIBRARY_PATH"]
     assert all(k.startswith("ARFUSE_") for k in e)
