@@ -46,22 +46,25 @@ def parse_args(argv=None):
                         "enough GPUs")
     p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto",
                    help="torch.distributed backend; auto: nccl for distinct GPUs, gloo otherwise")
-    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4, help="decoder layers")
     p.add_argument("--hidden", type=int, default=1024, help="model width (a multiple of 8 and of --heads)")
     p.add_argument("--heads", type=int, default=16, help="attention heads (divisible by --nprocs)")
     p.add_argument("--ffn", type=int, default=2048, help="MLP intermediate size (divisible by --nprocs)")
     p.add_argument("--tokens", type=int, default=16, help="sequence length of the one prompt")
-    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16", help="model dtype")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights and prompt")
     p.add_argument("--graph", action="store_true",
-                   help="also capture the arfuse forward in a CUDA graph, replay it and require the same bits")
+                   help="also capture the arfuse forward in a CUDA graph and replay it twice: the replays must "
+                        "give the same bits and agree with the eager run")
     p.add_argument("--require-arfuse", action="store_true",
                    help="fail unless arfuse itself (not the torch fallback) served every fused call")
     p.add_argument("--arfuse-timeout-ms", type=int, default=60000,
                    help="arfuse's device-side wait bound (generous: ranks sharing a GPU time-slice)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds before every rank is stopped")
-    p.add_argument("--rtol", type=float, default=None, help="default: 2e-2 for bf16, 4e-3 for fp16, 1e-4 for fp32")
-    p.add_argument("--atol", type=float, default=None, help="default: as --rtol")
+    p.add_argument("--rtol", type=float, default=None, help="tolerance of the comparison; by default 2e-2 for bf16, "
+                                                             "4e-3 for fp16, 1e-4 for fp32")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance; by default --rtol (4 x for the "
+                                                             "residual stream)")
     args = p.parse_args(argv)
     problems = []
     if args.nprocs < 1:
@@ -231,7 +234,7 @@ def run_rank(args, rank, nranks, device, backend, say):
             served = {path: after.get((key, path), 0) - before.get((key, path), 0) for path in ("arfuse", "torch")}
             graph_ok = None
             if args.graph and comm is not None and device.type == "cuda":
-                graph_ok = replay_matches(model, comm, af_h, af_res)
+                graph_ok = replay_matches(model, comm, af_h, af_res, args)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         finally:
@@ -250,9 +253,11 @@ def run_rank(args, rank, nranks, device, backend, say):
     return everyone
 
 
-def replay_matches(model, comm, want_h, want_res):
-    """Captures the arfuse forward in a CUDA graph (after an eager warm-up on the capture stream),
-    replays it twice, and compares with the eager result bitwise."""
+def replay_matches(model, comm, want_h, want_res, args):
+    """Captures the arfuse forward in a CUDA graph (after an eager warm-up on the capture stream) and
+    replays it twice. The replays must give the same bits as each other and agree with the eager
+    arfuse run within tolerance (cuBLAS may pick other kernels under capture, so not bitwise).
+    Returns (ok, largest difference from eager)."""
     import torch
 
     step = arfuse_reduce_add_norm(comm)
@@ -264,13 +269,18 @@ def replay_matches(model, comm, want_h, want_res):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out_h, out_res = forward(model, step)
-    ok = True
+    replays = []
     for _ in range(2):
         out_h.zero_()
+        out_res.zero_()
         graph.replay()
         torch.cuda.synchronize()
-        ok = ok and torch.equal(out_h, want_h) and torch.equal(out_res, want_res)
-    return ok
+        replays.append((out_h.clone(), out_res.clone()))
+    same = all(torch.equal(a, b) for a, b in zip(replays[0], replays[1]))
+    h, res = replays[0]
+    close = torch.allclose(h.float(), want_h.float(), rtol=args.rtol, atol=args.atol) and \
+        torch.allclose(res.float(), want_res.float(), rtol=args.rtol, atol=args.atol * 4)
+    return same and close, (h.float() - want_h.float()).abs().max().item()
 
 
 def plan_devices(args, nranks):
@@ -353,10 +363,12 @@ def report(args, outcomes, show=True):
     if args.graph:
         if all(g is None for g in graph):
             out("CUDA graph: not run (no arfuse communicator or not on a GPU)")
-        elif all(graph):
-            out("CUDA graph: captured the arfuse forward, 2 replays identical to eager")
+        elif all(g is not None and g[0] for g in graph):
+            out(f"CUDA graph: captured the arfuse forward; 2 replays identical to each other, max |diff| from "
+                f"eager {max(g[1] for g in graph):.3g}")
         else:
-            failures.append("CUDA graph replays differ from the eager arfuse run")
+            failures.append("CUDA graph replays differ from each other or from the eager arfuse run beyond "
+                            "tolerance (max |diff| " + ", ".join(f"{g[1]:.3g}" for g in graph if g) + ")")
     for f in failures:
         out(f"FAIL: {f}")
     if not failures:
@@ -415,7 +427,7 @@ def launch(args):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - only checks that torch is there
     except ImportError:
         print("tp_decoder: this example needs PyTorch (pip install torch)", file=sys.stderr)
         return 2

@@ -6,7 +6,9 @@ multi-process calls behave like the real ones at their boundary:
   config with maxTokens=64 land in their places (InvalidArgument naming the problem otherwise);
 - arfuseCommInitRankWithAllGather calls the callback twice with 40 bytes of 'A'+rank+round and
   checks every rank's slot, returning SystemError when the callback fails and Mismatch when a slot is
-  wrong; the handle is 0x2000 + rank.
+  wrong; the handle is 0x2000 + rank;
+- arfuseCommQueryPlan answers InvalidArgument above 64 tokens, Unsupported above hidden 16384, and
+  a one-shot plan otherwise (with the communicator's last error set as the real one does).
 """
 import subprocess
 
@@ -31,7 +33,20 @@ int arfuseGetVersion(int* v) { *v = 100; return 0; }
 const char* arfuseGetErrorName(int r) { return r >= 0 && r <= 10 ? names[r] : "arfuseUnknownResult"; }
 const char* arfuseGetErrorString(int r) { (void)r; return "stub"; }
 const char* arfuseGetLastError(void) { return last; }
-const char* arfuseCommGetLastError(void* c) { (void)c; return ""; }
+const char* arfuseCommGetLastError(void* c) { (void)c; return last; }
+typedef struct { int algo, blocks, threads; char reason[256]; } plan_t_;
+int arfuseCommQueryPlan(void* c, int op, int tokens, int hidden, int dtype, plan_t_* plan) {
+  char text[200];
+  (void)c; (void)op; (void)dtype;
+  if (tokens > 64) {
+    snprintf(text, sizeof text, "arfuseCommQueryPlan: tokens=%d exceeds this communicator's maxTokens=64", tokens);
+    return fail(1, text);
+  }
+  if (hidden > 16384) return fail(3, "arfuseCommQueryPlan: hidden too large for the stub");
+  plan->algo = 1; plan->blocks = 1; plan->threads = 32;
+  snprintf(plan->reason, sizeof plan->reason, "oneshot: stub plan for %d tokens", tokens);
+  return 0;
+}
 int arfuseCommDestroy(void* c) { (void)c; return 0; }
 int arfuseGetUniqueId(uid_t_* id) {
   for (int i = 0; i < 128; ++i) id->internal[i] = (unsigned char)(i * 7 + 3);
@@ -72,7 +87,7 @@ int arfuseCommInitRankWithAllGather(void** comm, int nranks, int rank, int devic
 
 _DEFINED = {"arfuseGetVersion", "arfuseGetErrorName", "arfuseGetErrorString", "arfuseGetLastError",
             "arfuseCommGetLastError", "arfuseCommDestroy", "arfuseGetUniqueId", "arfuseCommInitRank",
-            "arfuseCommInitRankWithAllGather"}
+            "arfuseCommInitRankWithAllGather", "arfuseCommQueryPlan"}
 
 
 def build_multiprocess_stub(directory) -> str:

@@ -296,3 +296,33 @@ def test_real_library_refuses_bad_arguments_before_any_rendezvous(lib):
         arfuse.Communicator.init_rank_with_all_gather(0, 0, 0, lambda mine: b"", timeout_ms=2000)
     with pytest.raises(arfuse.InvalidArgument):  # an id that was never filled in
         arfuse.Communicator.init_rank(2, b"\0" * 128, 1, 0, timeout_ms=2000)
+
+
+# ---- the multi-process harness itself: a failing or hanging rank never hangs a test --------------------
+def _harness_worker(world, mode):
+    import time
+
+    if world.rank == 1 and mode == "raise":
+        raise RuntimeError("rank 1 gives up")
+    if world.rank == 1 and mode == "hang":
+        time.sleep(3600)
+    if world.rank == 1 and mode == "die":
+        import os
+
+        os._exit(7)
+    return world.share_from_rank0("id-from-rank-0" if world.rank == 0 else None)
+
+
+def test_harness_collects_results_and_stops_failing_or_hanging_ranks():
+    import time
+
+    from mp_util import run_ranks
+
+    assert run_ranks(_harness_worker, 3, ("ok",), timeout=60) == ["id-from-rank-0"] * 3
+    for mode, needle in (("raise", "RuntimeError: rank 1 gives up"), ("hang", "did not finish within 4 s (killed)"),
+                         ("die", "rank 1 exited with code 7 without reporting")):
+        start = time.monotonic()
+        with pytest.raises(AssertionError) as e:
+            run_ranks(_harness_worker, 2, (mode,), timeout=4 if mode == "hang" else 60)
+        assert needle in str(e.value), str(e.value)
+        assert time.monotonic() - start < 20, mode

@@ -14,7 +14,7 @@ dist = pytest.importorskip("torch.distributed", reason="this torch build has no 
 if not dist.is_available():
     pytest.skip("this torch build has no torch.distributed", allow_module_level=True)
 
-from conftest import PACKAGE_DIR, ROOT  # noqa: E402
+from conftest import PACKAGE_DIR, ROOT, run_python  # noqa: E402
 from mp_util import run_ranks  # noqa: E402
 from stub_util import build_multiprocess_stub  # noqa: E402
 
@@ -177,6 +177,54 @@ def test_from_process_group_without_a_gpu_reports_no_device(tmp_path):
     for outcome, none, _ in results:
         assert outcome[0] == "NoDevice" and "torch sees no CUDA device" in outcome[1], outcome
         assert none
+
+
+def test_choose_and_the_fallback_log_through_the_stub(tmp_path):
+    stub = build_multiprocess_stub(tmp_path)
+    r = run_python("""
+        import logging
+        import torch
+        import arfuse
+        import arfuse.torch as at
+        from arfuse._torch_fallback import note
+        lines = []
+        handler = logging.Handler()
+        handler.emit = lambda rec: lines.append(rec.getMessage())
+        logging.getLogger("arfuse.torch").addHandler(handler)
+        comm = arfuse.Communicator.init_rank(3, arfuse.get_unique_id(), 2, 5, max_tokens=64)
+        print("A", at.choose(comm, "fused", 64, 1024, torch.bfloat16))
+        c = at.choose(comm, "fused", 100, 1024, torch.bfloat16)
+        print("B", c.path, type(c.error).__name__, c.reason)
+        c = at.choose(comm, arfuse.Op.AllReduce, 1, 40000, torch.float32)
+        print("C", c.path, type(c.error).__name__)
+        print("D", at.choose(comm, "fused", 1, 1024, torch.float64))
+        print("E", at.choose(None, "fused", 1, 1024, torch.bfloat16))
+        for tokens in (100, 200, 300, 64):
+            note(comm, arfuse.Op.AllReduceAddRmsNorm, at.choose(comm, "fused", tokens, 1024, torch.bfloat16), tokens,
+                 1024, torch.bfloat16)
+        print("LOGS", lines)
+        print("COUNTS", sorted(at.counters().items()))
+        comm.destroy()
+        try:
+            at.choose(comm, "fused", 64, 1024, torch.bfloat16)
+        except arfuse.InvalidUsage as e:
+            print("DESTROYED", e)
+    """, env_update={"ARFUSE_LIBRARY_PATH": stub}, drop=("ARFUSE_LIBRARY",))
+    out = r.stdout
+    assert r.returncode == 0, out + r.stderr
+    assert "A Choice(path='arfuse', reason='oneshot: stub plan for 64 tokens', error=None)" in out
+    assert ("B torch InvalidArgument arfuseInvalidArgument: arfuseCommQueryPlan: tokens=100 exceeds this "
+            "communicator's maxTokens=64") in out
+    assert "C torch Unsupported" in out
+    assert "D Choice(path='torch', reason='dtype torch.float64: arfuse serves bf16, fp16 and fp32', error=None)" in out
+    assert "E Choice(path='torch', reason='no arfuse communicator', error=None)" in out
+    logs = eval(out.split("LOGS ", 1)[1].splitlines()[0])
+    assert len(logs) == 1, logs  # three token counts beyond the limit, one cause: logged once
+    assert logs[0].startswith("arfuse.torch: all_reduce_add_rmsnorm (tokens=100 hidden=1024 torch.bfloat16, "
+                              "communicator id=1 rank=0/0) runs on torch.distributed.all_reduce + add + RMSNorm "
+                              "in fp32, not arfuse: arfuseInvalidArgument: arfuseCommQueryPlan: tokens=100 exceeds")
+    assert "COUNTS [(('all_reduce_add_rmsnorm', 'arfuse'), 1), (('all_reduce_add_rmsnorm', 'torch'), 3)]" in out
+    assert "DESTROYED arfuseInvalidUsage: communicator id=1 was destroyed" in out
 
 
 def test_tp_decoder_example_on_cpu_uses_the_fallback():
