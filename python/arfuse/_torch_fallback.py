@@ -132,7 +132,14 @@ def _all_reduce_fp32(t: torch.Tensor, group: Any) -> torch.Tensor:
     import torch.distributed as dist
 
     s = t.to(torch.float32, copy=True)  # always a new tensor: the input is never written
-    dist.all_reduce(s, group=group)
+    if s.is_cuda and dist.get_backend(group) == "gloo":
+        # A gloo-only group (ranks sharing a GPU) reduces through host memory anyway; doing the copy
+        # here does not depend on the torch build's gloo CUDA support.
+        host = s.cpu()
+        dist.all_reduce(host, group=group)
+        s.copy_(host)
+    else:
+        dist.all_reduce(s, group=group)
     return s
 
 

@@ -100,7 +100,7 @@ def _from_group_worker(world, device, bad_rank):
     records = _Records()
     kwargs = {"dtypes": ["int8"]} if world.rank == bad_rank else {"dtypes": ["bf16"]}
     try:
-        comm = at.from_process_group(device=device, max_tokens=64, **kwargs)
+        comm = arfuse.Communicator.from_process_group(device=device, max_tokens=64, **kwargs)  # = at.from_...
     except (arfuse.ArfuseError, arfuse.ArfuseLibraryError) as e:
         outcome = (type(e).__name__, str(e))
     else:
