@@ -288,6 +288,24 @@ def test_missing_gpu_is_reported_by_init_rank_with_all_gather(lib):
     assert e.value.code in (Result.NoDevice, Result.CudaError)
 
 
+def test_real_library_fails_the_init_when_the_python_all_gather_fails(lib, capfd):
+    _multi_process_built(lib)
+
+    def broken(mine):
+        raise ConnectionError("peer 1 vanished")
+
+    with pytest.raises(arfuse.SystemFailure) as e:
+        arfuse.Communicator.init_rank_with_all_gather(2, 0, 0, broken, timeout_ms=3000)
+    assert e.value.message.startswith("arfuseSystemError: arfuseCommInitRankWithAllGather (rank 0 of 2): ")
+    assert "the all-gather callback failed (returned 1)" in e.value.message
+    assert e.value.message.endswith("(the Python all_gather raised ConnectionError: peer 1 vanished)")
+    assert isinstance(e.value.__cause__, ConnectionError)
+    with pytest.raises(arfuse.SystemFailure, match=r"the Python all_gather raised ValueError: the all_gather "
+                                                   r"callable returned \d+ bytes; expected nranks x"):
+        arfuse.Communicator.init_rank_with_all_gather(2, 0, 0, lambda mine: mine, timeout_ms=3000)
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
 def test_real_library_refuses_bad_arguments_before_any_rendezvous(lib):
     _multi_process_built(lib)
     with pytest.raises(arfuse.InvalidArgument, match="rank"):
