@@ -162,6 +162,8 @@ fi
 cat "$OUT/bench.txt" | tee -a "$summary" >/dev/null
 tail -n +1 "$OUT/bench.txt"
 # The device tool brings back at most 8 files: keep summary.txt, pack the rest.
-( cd "$OUT" && tar czf logs.tgz --exclude=summary.txt --exclude=logs.tgz . &&
-  find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name logs.tgz -exec rm -rf {} + )
+tgz=$(mktemp /tmp/gpu_check_logs.XXXXXX)
+( cd "$OUT" && tar czf "$tgz" --exclude=summary.txt . ) || note "tar: failed"
+find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} +
+mv "$tgz" "$OUT/logs.tgz"
 echo; cat "$summary" | head -40

@@ -200,6 +200,21 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   msg = checkPointers(bufs, comm->device);
   if (!msg.empty()) return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
 
+  // Ranks of one group sharing a GPU and a stream deadlock (each call waits for a peer call queued
+  // behind it): refuse before launching. (cudaStreamPerThread is a different stream per thread.)
+  if (g.lastStream && plan.algo != arfuseAlgoLocal && stream != cudaStreamPerThread) {
+    for (int q = 0; q < g.nranks; ++q) {
+      if (q == comm->rank || g.ranks[q].device != comm->device) continue;
+      if (g.lastStream[q].load(std::memory_order_relaxed) == static_cast<void*>(stream))
+        return fail(comm, arfuseInvalidUsage, __FILE__, __LINE__,
+                    strprintf("%s: rank %d and rank %d of this group share device %d and stream %p: a call waits for "
+                              "its peers' calls, which would queue behind it on that stream forever. Give every rank "
+                              "its own stream",
+                              func, comm->rank, q, comm->device, static_cast<void*>(stream)),
+                    fields);
+    }
+    g.lastStream[comm->rank].store(static_cast<void*>(stream), std::memory_order_relaxed);
+  }
   DeviceScope scope(comm->device);
   const bool fused = c.op == arfuseOpAllReduceAddRmsNorm;
   const std::string callFields = fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype),

@@ -486,6 +486,8 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   }
 
   for (int r = 0; r < nranks; ++r) g->ranks[r].arch = archs[r];
+  g->lastStream.reset(new std::atomic<void*>[nranks]);
+  for (int r = 0; r < nranks; ++r) g->lastStream[r].store(reinterpret_cast<void*>(~uintptr_t(0)));
   startWatching(g);
   g->live = nranks;
   for (int r = 0; r < nranks; ++r) {

@@ -46,7 +46,10 @@ struct Group {
   bool multiProcess = false;         // created by arfuseCommInitRank*: one local rank, peers in other processes
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;
-  std::unique_ptr<WatchSource> watch;  // registered with the watchdog while the group lives  // multi-process: bounded wait for every rank to leave, at destroy
+  std::unique_ptr<WatchSource> watch;
+  // In-process groups: the stream of each rank's last call. Two ranks on one GPU must never share a
+  // stream: a rank's call waits for its peers' calls, which would queue behind it forever.
+  std::unique_ptr<std::atomic<void*>[]> lastStream;  // registered with the watchdog while the group lives  // multi-process: bounded wait for every rank to leave, at destroy
   // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
   // per rank {flag array [kMaxBlocks][kMaxRanks], descriptor slots}, then slots [nranks][2][hostSlotBytes].
   char* hostArena = nullptr;

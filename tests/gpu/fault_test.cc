@@ -52,6 +52,7 @@ struct Group {
       cudaMemcpy(in[r], host[r].data(), elems * sizeof(float), cudaMemcpyHostToDevice);
       cudaMemset(out[r], 0xFF, elems * sizeof(float));  // poison: NaN
     }
+    cudaDeviceSynchronize();  // the legacy-stream memsets finish before any call on the non-blocking streams
   }
   ~Group() {
     for (int r = 0; r < n; ++r) {
@@ -240,6 +241,20 @@ TEST_P(Gpu_Fault, FlightRecorderDumpListsTheCallsAndTheError) {
   EXPECT_NE(text.find("mismatch"), std::string::npos) << text;
   std::remove(path);
   EXPECT_EQ(arfuseCommDumpState(g.comms[1], "/nonexistent-dir/x"), arfuseSystemError);
+}
+
+// Two ranks of one group on one GPU and one stream would wait for each other forever: the second
+// call is refused before anything is launched, naming both ranks.
+TEST(Gpu_Misuse, TwoRanksOnOneStreamAreRefused) {
+  Group g(2, arfuseAlgoOneShot, /*timeoutMs=*/300, 4 * 1024);
+  ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
+  ASSERT_EQ(g.allReduce(0, 4, 1024), arfuseSuccess);
+  EXPECT_EQ(g.allReduce(1, 4, 1024, g.streams[0]), arfuseInvalidUsage);
+  const std::string text = arfuseCommGetLastError(g.comms[1]);
+  EXPECT_NE(text.find("rank 1 and rank 0 of this group share device 0 and stream"), std::string::npos) << text;
+  g.syncAll();  // rank 0's call ends by its timeout: nothing hangs
+  std::string async;
+  EXPECT_EQ(g.asyncError(0, &async), arfusePeerTimeout) << async;
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Gpu_Fault, ::testing::ValuesIn(kPaths),

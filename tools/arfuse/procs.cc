@@ -172,6 +172,7 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
     cudaMemcpy(w, wH.data(), c.hidden * es, cudaMemcpyHostToDevice);
     cudaMemset(normOut, 0xFF, n * es);  // poison
     cudaMemset(resOut, 0xFF, n * es);
+    cudaDeviceSynchronize();  // cudaMemset runs on the legacy stream, which `stream` does not wait for
     arfuseResult_t st = c.op == arfuseOpAllReduce
                             ? arfuseAllReduce(x, resOut, c.tokens, c.hidden, c.dtype, comm, stream)
                             : arfuseAllReduceAddRmsNorm(x, r, w, 1e-6f, normOut, resOut, c.tokens, c.hidden, c.dtype,
