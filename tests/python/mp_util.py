@@ -112,3 +112,25 @@ def run_ranks(target: Callable, nranks: int, args: tuple = (), timeout: float = 
             parts.append(f"--- ranks {missing} did not finish within {timeout:.0f} s (killed)")
         raise AssertionError(f"{len(failures)} of {nranks} ranks failed\n" + "\n".join(parts))
     return [got[r] for r in range(nranks)]
+
+
+def run_command(cmd: List[str], timeout: float, env: Optional[dict] = None):
+    """subprocess.run for a command that starts processes of its own: it runs in a new session, and
+    on timeout the whole process group is killed (not only the command), then AssertionError."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"{' '.join(cmd)} did not finish within {timeout:.0f} s (killed)\n{out}\n{err}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # anything it left behind
+        except (ProcessLookupError, PermissionError):
+            pass
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

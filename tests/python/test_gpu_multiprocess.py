@@ -9,7 +9,6 @@ Skipped with a printed reason without a GPU, without the library's multi-process
 import ctypes
 import os
 import random
-import subprocess
 import sys
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 import arfuse
 from conftest import PACKAGE_DIR, ROOT
 from gpu_util import Cuda, pack, random_values, reference, require_gpu, ulp_tolerance, unpack
-from mp_util import run_ranks
+from mp_util import run_command, run_ranks
 
 EPS = 1e-6
 TIMEOUT_MS = 20000
@@ -265,7 +264,7 @@ def test_tp_decoder_example_with_two_processes(gpus):
     cmd = [sys.executable, str(ROOT / "examples" / "tp_decoder.py"), "--nprocs", "2", "--gpus", gpus,
            "--layers", "2", "--hidden", "512", "--heads", "8", "--ffn", "1024", "--tokens", "8",
            "--require-arfuse", "--graph", "--arfuse-timeout-ms", str(TIMEOUT_MS), "--timeout", str(DEADLINE - 20)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=DEADLINE)
+    r = run_command(cmd, timeout=DEADLINE, env=env)
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "arfuse run: arfuse (" in r.stdout and "0 by the torch fallback" in r.stdout

@@ -344,3 +344,31 @@ def test_harness_collects_results_and_stops_failing_or_hanging_ranks():
             run_ranks(_harness_worker, 2, (mode,), timeout=4 if mode == "hang" else 60)
         assert needle in str(e.value), str(e.value)
         assert time.monotonic() - start < 20, mode
+
+
+def test_run_command_kills_what_the_command_started(tmp_path):
+    import time
+
+    from mp_util import run_command
+
+    pidfile = tmp_path / "child.pid"
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match="did not finish within 1 s"):
+        run_command(["sh", "-c", f"sleep 300 & echo $! > {pidfile}; wait"], timeout=1)
+    assert time.monotonic() - start < 15
+    child = int(pidfile.read_text())
+
+    def running(pid):  # a killed process nobody has reaped yet is a zombie ("Z"): not running
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    for _ in range(50):  # the command's own child is gone too
+        if not running(child):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the command's child {child} survived")
+    assert run_command(["sh", "-c", "echo hi"], timeout=30).stdout == "hi\n"

@@ -15,7 +15,7 @@ if not dist.is_available():
     pytest.skip("this torch build has no torch.distributed", allow_module_level=True)
 
 from conftest import PACKAGE_DIR, ROOT, run_python  # noqa: E402
-from mp_util import run_ranks  # noqa: E402
+from mp_util import run_command, run_ranks  # noqa: E402
 from stub_util import build_multiprocess_stub  # noqa: E402
 
 EPS = 1e-6
@@ -230,9 +230,8 @@ def test_choose_and_the_fallback_log_through_the_stub(tmp_path):
 def test_tp_decoder_example_on_cpu_uses_the_fallback():
     env = dict(os.environ)
     env["PYTHONPATH"] = str(PACKAGE_DIR) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, str(ROOT / "examples" / "tp_decoder.py"), "--nprocs", "2", "--device", "cpu",
-                        "--layers", "2", "--hidden", "256", "--tokens", "8", "--timeout", "120"],
-                       env=env, capture_output=True, text=True, timeout=200)
+    r = run_command([sys.executable, str(ROOT / "examples" / "tp_decoder.py"), "--nprocs", "2", "--device", "cpu",
+                     "--layers", "2", "--hidden", "256", "--tokens", "8", "--timeout", "120"], timeout=200, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "arfuse run: torch fallback" in r.stdout, r.stdout
     assert "PASS" in r.stdout
