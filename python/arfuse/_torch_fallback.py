@@ -114,8 +114,9 @@ def note(comm: Optional[Communicator], op: Op, choice: Choice, tokens: int, hidd
 
 
 def counters() -> Dict[Tuple[str, str], int]:
-    """Calls made per (op, path), path "arfuse" or "torch", since the process started. A call
-    captured into a CUDA graph counts once, at capture, however often the graph is replayed."""
+    """Calls made per (op, path), path "arfuse" or "torch", since the process started, among the
+    calls that go through the choice: those on a communicator with a fallback group, and comm=None.
+    A call captured into a CUDA graph counts once, at capture, however often the graph is replayed."""
     with _lock:
         return dict(_counts)
 
