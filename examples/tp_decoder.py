@@ -319,8 +319,9 @@ def worker(rank, nranks, args, init_method, results):
 
         kind, gpus, backend = plan_devices(args, nranks)
         if kind == "cuda":
-            torch.cuda.set_device(gpus[rank])
-            device = torch.device("cuda", gpus[rank])
+            gpu = gpus[int(os.environ.get("LOCAL_RANK", rank))]  # torchrun names the local rank
+            torch.cuda.set_device(gpu)
+            device = torch.device("cuda", gpu)
         else:
             device = torch.device("cpu")
         if backend == "gloo" and init_method.startswith("file://"):
