@@ -106,6 +106,14 @@ ranks=2; [ "$ngpu" -ge 2 ] && ranks=$ngpu
 step "bench fused" 120 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --ranks $ranks \
   --tokens 1,2,4,8,16,32,64,128,256,512,1024,2048 --hidden 7168 -n 30 -J "$OUT/bench_fused.json"
 note "bench fused ($ranks ranks): rc=$?"
+# The flight recorder's cost on the latency paths (TP2): stamps on (default) vs off.
+for fr in 1 0; do
+  step "bench flight recorder" 60 "$OUT/bench.txt" env ARFUSE_FLIGHT_RECORDER=$fr "$build/bin/arfuse" bench --op fused \
+    --ranks $ranks --algo lowlatency --tokens 1,4 -n 30 -J "$OUT/bench_ll_flight$fr.json"
+  step "bench flight recorder" 60 "$OUT/bench.txt" env ARFUSE_FLIGHT_RECORDER=$fr "$build/bin/arfuse" bench --op fused \
+    --ranks $ranks --algo oneshot --tokens 1,16,256 -n 30 -J "$OUT/bench_oneshot_flight$fr.json"
+  note "bench flight recorder=$fr: rc=$?"
+done
 # Host-staged path: 8 virtual ranks share this GPU's one PCIe link (an upper bound on what 8 GPUs
 # with a link each would take), and real GPUs when there are several (each over its own link).
 step "bench hoststaged" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual \

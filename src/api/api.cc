@@ -244,6 +244,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.stagingBytes = g.stagingBytes;
       ka.llSourceBytes = g.llSourceBytes;
       ka.timeoutNs = g.timeoutNs;
+      ka.flight = g.flight ? 1 : 0;
       ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
       ka.rank = comm->rank;
       ka.nranks = g.nranks;

@@ -349,6 +349,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   g->nranks = nranks;
   g->limits = rc.limits;
   g->policy = rc.policy;
+  g->flight = paramFlightRecorder();
   applyCalibration(g, devices);
   g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
   g->ranks.resize(nranks);

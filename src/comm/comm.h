@@ -43,7 +43,8 @@ struct Group {
   size_t llSourceBytes = 0; // low-latency buffer: bytes per source rank per parity (2 x its message limit)
   GroupShared* shared = nullptr;     // host-mapped group area, host view
   GroupShared* sharedDev = nullptr;  // the same memory as kernels address it
-  bool multiProcess = false;         // created by arfuseCommInitRank*: one local rank, peers in other processes
+  bool multiProcess = false;
+  bool flight = true;                // kernels stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)         // created by arfuseCommInitRank*: one local rank, peers in other processes
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;
   std::unique_ptr<WatchSource> watch;

@@ -32,6 +32,7 @@
 #include "comm/comm.h"
 #include "comm/config.h"
 #include "comm/shm.h"
+#include "common/params.h"
 #include "kernels/launch.h"
 
 namespace arfuse {
@@ -251,6 +252,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   g->nranks = nranks;
   g->limits = rc.limits;
   g->policy = rc.policy;
+  g->flight = paramFlightRecorder();
   g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
   g->ranks.resize(nranks);
   size_t elem = (rc.limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) ? 4 : 2;

@@ -34,6 +34,9 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_HOST_STAGED_MAX_BYTES", "int", "1048576",
      "Auto plan without peer access: use the host-staged path for messages up to this many bytes per rank, NCCL "
      "above (when NCCL is available); also sizes the pinned host area in that case."},
+    {"ARFUSE_FLIGHT_RECORDER", "bool", "1",
+     "Kernels stamp every call into the host-mapped flight recorder (arfuseCommDumpState, the watchdog, "
+     "`arfuse triage`); 0 turns the stamps off (they are posted writes at the end of each call)."},
     {"ARFUSE_MAX_BLOCKS", "int", "-1",
      "Cap on thread blocks per rank per call (config `maxBlocks` wins); -1 derives it from the device so that "
      "every rank's blocks are co-resident."},
@@ -74,7 +77,7 @@ std::string validate(const ParamSpec& s, const std::string& v) {
   long long x = 0;
   if (name == "ARFUSE_ALGO") return parseAlgoName(v) < 0 ? "expected auto|lowlatency|oneshot|twoshot|hoststaged|nccl" : "";
   if (name == "ARFUSE_LOG_LEVEL") return parseLevel(v) < 0 ? "expected DEBUG|INFO|WARN|ERROR|NONE" : "";
-  if (name == "ARFUSE_CHECK_POINTERS" || name == "ARFUSE_DUMP_ON_SIGNAL")
+  if (name == "ARFUSE_CHECK_POINTERS" || name == "ARFUSE_DUMP_ON_SIGNAL" || name == "ARFUSE_FLIGHT_RECORDER")
     return (v == "0" || v == "1") ? "" : "expected 0 or 1";
   if (name == "ARFUSE_WATCHDOG_MS")
     return (parseInt(v, &x) && x >= 0 && x <= 3600000) ? "" : "expected 0 (off) or a period of 1..3600000 ms";
@@ -143,6 +146,7 @@ long long paramHostOneShotMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_ON
 long long paramHostStagedMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_STAGED_MAX_BYTES").c_str()); }
 int paramMaxBlocks() { return std::atoi(valueOf("ARFUSE_MAX_BLOCKS").c_str()); }
 std::string paramDebugFile() { return valueOf("ARFUSE_DEBUG_FILE"); }
+bool paramFlightRecorder() { return valueOf("ARFUSE_FLIGHT_RECORDER") == "1"; }
 std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR"); }
 std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE"); }
 int paramWatchdogMs() { return std::atoi(valueOf("ARFUSE_WATCHDOG_MS").c_str()); }

@@ -120,6 +120,12 @@ __device__ __forceinline__ uint4 loadHost16(const void* p) {
   return v;
 }
 
+// More than one call of this rank running now (DeviceState::doneAndRunning): two streams at once.
+constexpr uint64_t kRunningOne = 1ull << 32;
+__device__ __forceinline__ bool concurrentRun(const KernelArgs& a) {
+  return (*reinterpret_cast<volatile uint64_t*>(&a.state->doneAndRunning) >> 32) > 1;
+}
+
 // ---- bounded waits ----------------------------------------------------------------------------
 constexpr int kPollsPerCheck = 256;
 
@@ -138,6 +144,14 @@ __device__ inline void raiseError(const KernelArgs& a, int code, int peer, int p
     rec->code = code;
     __threadfence_system();
     *reinterpret_cast<volatile int*>(&rec->valid) = 1;
+    if (a.flight) {  // the failed call, still "pending", so dumps show where this rank stopped
+      volatile FlightEntry* e = &a.shared->flight[a.rank].entries[(call - 1) % kFlightEntries];
+      e->desc.w0 = a.desc.w0;
+      e->desc.w1 = a.desc.w1;
+      e->startNs = *reinterpret_cast<volatile uint64_t*>(&a.state->startNs);
+      e->endNs = 0;
+      e->call = call;
+    }
   }
   __threadfence_system();
   *reinterpret_cast<volatile int*>(&a.shared->abort) = 1;
@@ -154,6 +168,10 @@ __device__ inline bool waitFlag(const KernelArgs& a, const uint64_t* flag, uint6
     if (static_cast<int64_t>(loadAcquire(flag) - expected) >= 0) return true;
     if (polls % kPollsPerCheck == 0) {
       if (loadVolatileInt(&a.shared->abort)) return false;
+      if (concurrentRun(a)) {
+        raiseError(a, kErrConcurrent, -1, phase, call);
+        return false;
+      }
       const uint64_t now = globalTimerNs();
       if (start == 0) {
         start = now;
@@ -192,23 +210,17 @@ __device__ inline bool blockBarrier(const KernelArgs& a, uint64_t value, int pha
 // ---- call epochs, misuse detection, flight recorder ---------------------------------------------
 // Every block reads the rank's call counter at entry; the last block to leave advances it. All
 // blocks have read it before any block can be last, so the whole grid sees the same epoch.
-// Block 0 also (a) claims the rank's `running` mark: finding it taken means another call of this
-// rank is running right now (two streams), which the single-in-flight protocol cannot survive, so
-// the group is aborted with kErrConcurrent; and (b) opens the call's flight-recorder entry in
-// host-mapped memory (posted writes: no wait), which the last block closes.
+// Block 0 also counts the call as running (a reduction: no round trip) and notes its start time in
+// device memory. Two calls of one rank overlapping in time (two streams) break the single-in-flight
+// protocol; they are caught (kErrConcurrent, the group aborts) by whichever comes first: a block
+// leaving while the other call runs, or a wait's periodic check (concurrentRun).
 __device__ inline uint64_t beginCall(const KernelArgs& a) {
   __shared__ uint64_t call;
   if (threadIdx.x == 0) {
     call = *reinterpret_cast<volatile uint64_t*>(&a.state->call) + 1;
     if (blockIdx.x == 0) {
-      FlightEntry* e = &a.shared->flight[a.rank].entries[(call - 1) % kFlightEntries];
-      volatile FlightEntry* ve = e;
-      ve->desc.w0 = a.desc.w0;
-      ve->desc.w1 = a.desc.w1;
-      ve->startNs = globalTimerNs();
-      ve->endNs = 0;
-      ve->call = call;
-      if (atomicExch(&a.state->running, 1u) != 0u) raiseError(a, kErrConcurrent, -1, /*phase=*/4, call);
+      atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->doneAndRunning), kRunningOne);  // result unused: RED
+      a.state->startNs = globalTimerNs();
     }
   }
   __syncthreads();
@@ -218,14 +230,22 @@ __device__ inline void endCall(const KernelArgs& a, uint64_t call) {
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    const unsigned prev = atomicAdd(&a.state->blocksDone, 1u);
-    if (prev == gridDim.x - 1) {
-      a.state->blocksDone = 0;
+    const uint64_t prev = atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->doneAndRunning), 1ull);
+    if ((prev >> 32) > 1) raiseError(a, kErrConcurrent, -1, /*phase=*/4, call);
+    if (static_cast<uint32_t>(prev) == gridDim.x - 1) {
+      // Last block: this call's blocks and its running mark leave the counter (fire-and-forget).
+      atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->doneAndRunning),
+                0ull - (kRunningOne + static_cast<uint64_t>(gridDim.x)));
       *reinterpret_cast<volatile uint64_t*>(&a.state->call) = call;
       __threadfence();
-      atomicExch(&a.state->running, 0u);
-      reinterpret_cast<volatile FlightEntry*>(&a.shared->flight[a.rank].entries[(call - 1) % kFlightEntries])->endNs =
-          globalTimerNs();
+      if (a.flight) {
+        volatile FlightEntry* e = &a.shared->flight[a.rank].entries[(call - 1) % kFlightEntries];
+        e->desc.w0 = a.desc.w0;
+        e->desc.w1 = a.desc.w1;
+        e->startNs = *reinterpret_cast<volatile uint64_t*>(&a.state->startNs);
+        e->endNs = globalTimerNs();
+        e->call = call;
+      }
     }
   }
 }
@@ -238,9 +258,11 @@ __device__ __forceinline__ uint32_t llFlag(uint64_t call) {
 __device__ __forceinline__ char* descSlot(char* area, uint64_t call, int src) {
   return area + ((call & 1) * kMaxRanks + src) * kDescSlotBytes;
 }
-// Block 0, thread t (t != rank) sends this call's descriptor to rank t as two flagged words. On
-// the barrier paths the same thread then releases its barrier flag to rank t, so the descriptor is
-// visible to whoever acquires that flag.
+// Block 0, thread t (t != rank) sends this call's descriptor to rank t as two flagged words (no
+// fence: the flag in each word says which call it belongs to). The P2P barrier paths send it right
+// after their first barrier (a remote store before a release would make the release wait for it);
+// the host-staged path before its barrier, whose release waits for host writes anyway, so there
+// the descriptor is visible once the barrier flag is.
 __device__ inline void sendDesc(const KernelArgs& a, char* const* areas, uint64_t call) {
   const int t = threadIdx.x;
   if (blockIdx.x == 0 && t < a.nranks && t != a.rank) {
@@ -270,6 +292,10 @@ __device__ inline bool checkDesc(const KernelArgs& a, char* const* areas, uint64
     }
     if (polls % kPollsPerCheck == 0) {
       if (loadVolatileInt(&a.shared->abort)) return false;
+      if (concurrentRun(a)) {
+        raiseError(a, kErrConcurrent, -1, phase, call);
+        return false;
+      }
       const uint64_t now = globalTimerNs();
       if (start == 0) {
         start = now;

@@ -47,10 +47,13 @@ inline int descTokens(CallDesc d) { return static_cast<int>(d.w1); }
 
 // Device-resident protocol state of one rank (in its own device memory).
 struct DeviceState {
-  uint64_t call;              // number of calls completed by this rank
-  unsigned int blocksDone;    // blocks of the current call that have finished
+  uint64_t call;  // number of calls completed by this rank
+  // Low 32 bits: blocks of the current call that have finished. High 32 bits: calls of this rank
+  // running now (block 0 adds one at entry with a fire-and-forget reduction; the last block takes it
+  // back). More than one running is two streams at once.
+  uint64_t doneAndRunning;
+  uint64_t startNs;           // %globaltimer at entry of the current call (block 0), for the flight recorder
   unsigned int errorClaimed;  // first error of this rank claims the error record
-  unsigned int running;       // 1 while a call of this rank runs (a second one at once is misuse)
   unsigned int pad;
 };
 
@@ -68,9 +71,11 @@ struct ErrorRecord {
 };
 
 // Flight recorder: the last kFlightEntries calls of each rank, stamped by the kernels themselves
-// (so CUDA-graph replays are recorded too) into host-mapped memory. An entry is written at call
-// entry by block 0 (desc, start, end = 0, then call) and completed by the last block to leave
-// (end). Host readers may see an entry mid-update: `call` is written last at entry.
+// (so CUDA-graph replays are recorded too) into host-mapped memory. The last block to leave a call
+// writes its whole entry (desc, start, end, then call) as the kernel's very last stores, so no
+// fence on the call's critical path waits for these writes over PCIe. A call that fails (timeout,
+// mismatch, misuse) is stamped by the failing thread with end = 0 ("pending"). Host readers may see
+// an entry mid-update: `call` is written last.
 constexpr int kFlightEntries = 64;
 struct FlightEntry {
   uint64_t call;     // 1-based call number of this rank; 0 = empty
@@ -120,6 +125,7 @@ struct KernelArgs {
   size_t llSourceBytes;   // bytes of one source's region of one parity of a low-latency buffer
   uint64_t timeoutNs;
   CallDesc desc;          // this call, as every rank should have made it
+  int flight;             // 1: stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
   int rank;
   int nranks;
   // call arguments

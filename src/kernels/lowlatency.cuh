@@ -50,6 +50,10 @@ __device__ inline bool llLoad(const KernelArgs& a, const char* src, uint32_t fla
     }
     if (polls % kPollsPerCheck == 0) {
       if (loadVolatileInt(&a.shared->abort)) break;
+      if (concurrentRun(a)) {
+        raiseError(a, kErrConcurrent, -1, /*phase=*/2, call);
+        break;
+      }
       const uint64_t now = globalTimerNs();
       if (start == 0) {
         start = now;

@@ -41,7 +41,6 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
   const int nvec = a.hidden / E;
 
   copyInRows<T>(a, parityOffset, nvec);
-  sendDesc(a, a.peers.desc, call);
   // The first row's residual_in does not depend on peers: load it now so
   // their latency overlaps the barrier's round trip.
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
@@ -49,6 +48,8 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
   RowInputs<T, true> in;
   if (kFused) in.load(residualIn + static_cast<size_t>(blockIdx.x) * nvec, nvec);
   if (!blockBarrier(a, call * 2, /*phase=*/0, call)) return;
+  // After the barrier: a remote store before the release would make the release wait for it.
+  sendDesc(a, a.peers.desc, call);
 
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     const size_t rowOffset = static_cast<size_t>(row) * nvec;
@@ -66,7 +67,7 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
       }
     }
   }
-  checkDesc(a, a.peers.desc, call, /*phase=*/3);  // present: it preceded the peer's barrier flag
+  checkDesc(a, a.peers.desc, call, /*phase=*/3);  // sent right after the peer's barrier: there by now
   endCall(a, call);
 }
 

@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(kMaxThreads) twoShotKernel(KernelArgs a) {
   const int n = a.nranks;
 
   copyInRows<T>(a, parityOffset, nvec);
-  sendDesc(a, a.peers.desc, call);
   if (!blockBarrier(a, call * 2, /*phase=*/0, call)) return;
+  sendDesc(a, a.peers.desc, call);  // after the release (see oneshot.cuh)
 
   // Step 3: reduce my slice of each of this block's rows.
   {
