@@ -77,18 +77,18 @@ step() {  # step LABEL LIMIT_S OUTFILE cmd...   (OUTFILE gets stdout+stderr, app
   return $rc
 }
 
-run_ctest() {  # label regex, timeout
-  step "ctest -L $1" "$2" "$OUT/tests.log" ctest --test-dir "$build" -L "^$1\$" ${3:+-R "$3"} --timeout 300 --output-on-failure -V
+run_ctest() {  # label, timeout, [-R regex], [-E regex]
+  step "ctest -L $1" "$2" "$OUT/tests.log" ctest --test-dir "$build" -L "^$1\$" ${3:+-R "$3"} ${4:+-E "$4"} --timeout 300 --output-on-failure -V
   local rc=$?
   [ $rc = 99 ] && return
   local line
   line=$(grep -E "tests passed|tests failed" "$OUT/tests.log" | tail -1)
-  note "ctest -L $1 ${3:+-R $3}: rc=$rc in ${last_step_s} s: $line"
+  note "ctest -L $1 ${3:+-R $3} ${4:+-E $4}: rc=$rc in ${last_step_s} s: $line"
   # Name every failed test in the summary.
   ctest --test-dir "$build" -L "^$1\$" --rerun-failed -N 2>/dev/null | grep -E "Test +#" | sed 's/^/  failed: /' >> "$summary"
 }
 if [ $bench_only = 0 ]; then
-  echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 300
+  echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 300 "" python_gpu
   echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 150
   echo "== python (cpu label, with this machine's torch)" >> "$OUT/tests.log"; run_ctest cpu 60 python
   grep -E -A6 "^[^ ]*:[0-9]+: Failure$" "$OUT/tests.log" | head -60 >> "$summary"
@@ -119,13 +119,6 @@ done
 step "bench hoststaged" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual \
   --tokens 1,2,4,8,16,32,64,128 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_8virtual.json"
 note "bench hoststaged (8 virtual ranks): rc=$?"
-# Which host-staged variant at small sizes: always two-shot vs always one-shot (8 virtual ranks).
-for v in 0 1000000000; do
-  step "bench hoststaged variant" 60 "$OUT/bench.txt" env ARFUSE_HOST_ONESHOT_MAX_BYTES=$v "$build/bin/arfuse" bench \
-    --op fused --algo hoststaged --ranks 8 --virtual --tokens 1,2,4,8,16 --hidden 7168 -n 30 \
-    -J "$OUT/bench_hoststaged_8virtual_oneshotmax$v.json"
-  note "bench hoststaged (8 virtual, ARFUSE_HOST_ONESHOT_MAX_BYTES=$v): rc=$?"
-done
 step "verify-pass hoststaged" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --verify-pass --model kimi-k2 --algo hoststaged \
   --ranks 8 --virtual --tokens 1,4,16 -n 5 -J "$OUT/verify_pass_hoststaged_8virtual.json"
 note "verify-pass hoststaged (8 virtual): rc=$?"
@@ -137,15 +130,6 @@ if [ "$ngpu" -ge 2 ]; then
     --tokens 1,2,4,8,16,32,64,128,256 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_real.json"
   note "bench hoststaged ($ngpu GPUs): rc=$?"
 fi
-
-step doctor 90 "$OUT/doctor.txt" "$build/bin/arfuse" doctor
-note "doctor: rc=$? $(grep '^Summary' "$OUT/doctor.txt")"
-step "doctor --calibrate" 120 "$OUT/calibrate.txt" "$build/bin/arfuse" doctor --calibrate --ranks 2 --quick \
-  --out "$OUT/calibration.json"
-note "doctor --calibrate: rc=$? $(grep -m1 'applies (\|does not apply' "$OUT/calibrate.txt")"
-step "doctor with calibration" 60 "$OUT/doctor.json" env ARFUSE_CALIBRATION_FILE="$OUT/calibration.json" \
-  "$build/bin/arfuse" doctor --no-measure --json
-note "doctor with calibration: rc=$?"
 
 if [ $bench_only = 0 ]; then
   # compute-sanitizer over a slice of the virtual-rank suite (every path, graphs, faults).
@@ -160,6 +144,18 @@ if [ $bench_only = 0 ]; then
   else
     note "compute-sanitizer: not found on this machine"
   fi
+fi
+step doctor 90 "$OUT/doctor.txt" "$build/bin/arfuse" doctor
+note "doctor: rc=$? $(grep '^Summary' "$OUT/doctor.txt")"
+step "doctor --calibrate" 120 "$OUT/calibrate.txt" "$build/bin/arfuse" doctor --calibrate --ranks 2 --quick \
+  --out "$OUT/calibration.json"
+note "doctor --calibrate: rc=$? $(grep -m1 'applies (\|does not apply' "$OUT/calibrate.txt")"
+step "doctor with calibration" 60 "$OUT/doctor.json" env ARFUSE_CALIBRATION_FILE="$OUT/calibration.json" \
+  "$build/bin/arfuse" doctor --no-measure --json
+note "doctor with calibration: rc=$?"
+
+if [ $bench_only = 0 ]; then
+  echo "== python_gpu" >> "$OUT/tests.log"; run_ctest gpu 240 python_gpu
 fi
 if [ "$ngpu" -ge 2 ]; then  # what NCCL tuning alone buys (one child process per NCCL setting)
   step "bench nccl-sweep" 200 "$OUT/bench_nccl_sweep.txt" "$build/bin/arfuse" bench --algo auto --ranks $ngpu \
