@@ -87,10 +87,10 @@ def test_eager_all_reduce_in_place():
 def test_wrong_device_or_shape_is_refused():
     comms = _world(2)
     try:
-        x = torch.zeros(4, 64, dtype=torch.bfloat16, device="cuda")
+        x = torch.zeros(8, 64, dtype=torch.bfloat16, device="cuda")  # room for the 256-element slice below
         with pytest.raises(arfuse.InvalidArgument, match="x is on cpu"):
             at.all_reduce_add_rmsnorm(comms[0], x.cpu(), x, x[0], EPS)
-        with pytest.raises(arfuse.InvalidArgument, match=r"residual_in has shape \(4, 32\)"):
+        with pytest.raises(arfuse.InvalidArgument, match=r"residual_in has shape \(8, 32\)"):
             at.all_reduce_add_rmsnorm(comms[0], x, x[:, :32].contiguous(), x[0], EPS)
         with pytest.raises(arfuse.InvalidArgument, match="in=0x[0-9a-f]+ is not 16-byte aligned"):
             at.all_reduce(comms[0], x.view(-1)[4:260])  # contiguous, but 8 bytes into the storage
@@ -135,29 +135,11 @@ def test_cuda_graph_capture_and_replay(algo):
         arfuse.destroy_all(comms)
 
 
-def test_torch_compile_fullgraph():
-    n, dtype = 2, torch.float16
-    comms = _world(n)
-    streams = [torch.cuda.Stream() for _ in range(n)]
-
-    @torch.compile(fullgraph=True)
-    def layer(cid, x, residual, weight):
-        norm, res = at.all_reduce_add_rmsnorm(cid, x * 2, residual, weight, EPS)
-        return norm * 1, res
-
-    try:
-        xs, residual, weight = _inputs(n, 3, 1024, dtype, torch.Generator().manual_seed(9))
-        torch.cuda.synchronize()
-        outs = []
-        for comm, s, x in zip(comms, streams, xs):
-            with torch.cuda.stream(s):
-                outs.append(layer(comm.id, x, residual, weight))
-        torch.cuda.synchronize()
-        _assert_matches(outs, [x * 2 for x in xs], residual, weight)
-    finally:
-        arfuse.destroy_all(comms)
-
-
+# torch.compile of the custom ops is tested with one process per rank (test_gpu_multiprocess.py,
+# passed on an H200). Not here: with virtual ranks driven by one thread, compiling the second rank's
+# graph may synchronise the device while the first rank's kernel waits for the second rank's call,
+# which only times out (seen on an H200: a 20 s arfusePeerTimeout). arfuse refuses the related
+# deadlock it can see (two ranks on one stream); a device-wide synchronise it cannot see.
 def test_single_gpu_add_rmsnorm_and_opcheck():
     xs, residual, weight = _inputs(1, 6, 768, torch.bfloat16, torch.Generator().manual_seed(1))
     norm, res = at.add_rmsnorm(xs[0], residual, weight, EPS)
