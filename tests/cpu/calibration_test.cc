@@ -10,24 +10,15 @@
 #include "plan/from_topology.h"
 #include "plan/plan.h"
 #include "topo/topology.h"
+#include "topo_fixtures.h"
 
 namespace arfuse {
 namespace {
 
+using topo::testing_fixtures::allDevices;
+using topo::testing_fixtures::load;
+
 constexpr long long kRow = 7168 * 2;  // one bf16 token of hidden 7168
-
-topo::Topology fixture(const std::string& name) {
-  topo::Topology t;
-  std::string err;
-  EXPECT_TRUE(topo::readJsonFile(std::string(ARFUSE_SOURCE_DIR) + "/tests/topo/fixtures/" + name, &t, &err)) << err;
-  return t;
-}
-
-std::vector<int> all(const topo::Topology& t) {
-  std::vector<int> d;
-  for (int i = 0; i < t.size(); ++i) d.push_back(i);
-  return d;
-}
 
 std::vector<std::string> uuidsOf(const topo::Topology& t, const std::vector<int>& devices) {
   std::vector<std::string> u;
@@ -46,9 +37,9 @@ Calibration eightRanks(const topo::Topology& t) {
   c.created = "2026-11-30T10:00:00Z";
   c.arfuse = "arfuse 0.1.0 cuda 13.0 nccl 2.28.9 archs 90";
   c.hostname = "hgx-h200-a";
-  c.gpus = uuidsOf(t, all(t));
+  c.gpus = uuidsOf(t, allDevices(t));
   std::sort(c.gpus.begin(), c.gpus.end());
-  c.fingerprint = topo::calibrationFingerprint(t, all(t));
+  c.fingerprint = topo::calibrationFingerprint(t, allDevices(t));
   c.hidden = 7168;
   c.dtype = "bf16";
   CalibrationGroup g;
@@ -70,7 +61,7 @@ Calibration eightRanks(const topo::Topology& t) {
 }
 
 TEST(Calibration, CrossoversAreTheLargestSizeEachPathWon) {
-  const topo::Topology t = fixture("h200_8x_nvswitch.json");
+  const topo::Topology t = load("h200_8x_nvswitch");
   const auto x = calibrationCrossovers(eightRanks(t).groups[0].points);
   const std::vector<std::pair<std::string, long long>> want = {
       {"lowlatency", 4 * kRow}, {"oneshot", 16 * kRow}, {"twoshot", 1024 * kRow}, {"nccl", 2048 * kRow}};
@@ -82,7 +73,7 @@ TEST(Calibration, CrossoversAreTheLargestSizeEachPathWon) {
 }
 
 TEST(Calibration, JsonRoundTripIsExactAndStable) {
-  const Calibration c = eightRanks(fixture("h200_8x_nvswitch.json"));
+  const Calibration c = eightRanks(load("h200_8x_nvswitch"));
   const std::string js = calibrationToJson(c);
   EXPECT_NE(js.find("\"schema\": \"arfuse-calibration/1\""), std::string::npos) << js;
   EXPECT_NE(js.find("\"best_up_to_bytes\": {\"lowlatency\": 57344, \"oneshot\": 229376, \"twoshot\": 14680064, "
@@ -123,7 +114,7 @@ std::string replaced(std::string s, const std::string& from, const std::string& 
 }
 
 TEST(Calibration, ReaderIsStrict) {
-  const std::string js = calibrationToJson(eightRanks(fixture("h200_8x_nvswitch.json")));
+  const std::string js = calibrationToJson(eightRanks(load("h200_8x_nvswitch")));
   EXPECT_EQ(readError(replaced(js, "arfuse-calibration/1", "arfuse-calibration/2")),
             "schema at 2:13: unsupported schema \"arfuse-calibration/2\" (this reader understands "
             "\"arfuse-calibration/1\")");
@@ -143,9 +134,9 @@ TEST(Calibration, ReaderIsStrict) {
 }
 
 TEST(Calibration, MatchesOnlyItsOwnGpusFabricAndRankCount) {
-  const topo::Topology t = fixture("h200_8x_nvswitch.json");
+  const topo::Topology t = load("h200_8x_nvswitch");
   const Calibration c = eightRanks(t);
-  const auto devs = all(t);
+  const auto devs = allDevices(t);
   PlanPolicy p, orig;
   std::string why;
   // Other GPUs: the first four of the machine.
@@ -177,12 +168,12 @@ TEST(Calibration, MatchesOnlyItsOwnGpusFabricAndRankCount) {
 }
 
 TEST(Calibration, PolicyFromMeasuredCrossovers) {
-  const topo::Topology t = fixture("h200_8x_nvswitch.json");
+  const topo::Topology t = load("h200_8x_nvswitch");
   const Calibration c = eightRanks(t);
   PlanPolicy p;
   p.forcedBy = "kept";
   std::string why;
-  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, all(t)), c.fingerprint, 8, "calibration /etc/arfuse/cal.json", &p,
+  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "calibration /etc/arfuse/cal.json", &p,
                                     &why))
       << why;
   EXPECT_EQ(p.lowLatencyMaxBytes, -1);                  // fastest up to its largest size: the buffer limit decides
@@ -198,7 +189,7 @@ TEST(Calibration, PolicyFromMeasuredCrossovers) {
   // The plan under that policy, on the machine it was measured on.
   Fabric f;
   std::string err;
-  ASSERT_TRUE(fabricFromTopology(t, all(t), true, &f, &err)) << err;
+  ASSERT_TRUE(fabricFromTopology(t, allDevices(t), true, &f, &err)) << err;
   auto plan = [&](int tokens) {
     PlanRequest r;
     r.tokens = tokens;
@@ -226,7 +217,7 @@ TEST(Calibration, PolicyFromMeasuredCrossovers) {
 
 TEST(Calibration, TwoRanksAndALowLatencyCap) {
   // Two virtual ranks on one GPU: one-shot wins everywhere above 2 tokens, low-latency below.
-  const topo::Topology t = fixture("h200_1x.json");
+  const topo::Topology t = load("h200_1x");
   Calibration c;
   c.created = "2026-11-30T10:00:00Z";
   c.gpus = {t.gpus[0].uuid};
@@ -266,7 +257,7 @@ TEST(Calibration, TwoRanksAndALowLatencyCap) {
 }
 
 TEST(Calibration, HostStagedAgainstNcclWithoutPeerAccess) {
-  const topo::Topology t = fixture("rtx5090_2x_nop2p.json");
+  const topo::Topology t = load("rtx5090_2x_nop2p");
   Calibration c;
   c.created = "2026-11-30T10:00:00Z";
   c.gpus = uuidsOf(t, {0, 1});
@@ -302,25 +293,25 @@ TEST(Calibration, HostStagedAgainstNcclWithoutPeerAccess) {
 }
 
 TEST(Calibration, LoadFromFile) {
-  const topo::Topology t = fixture("h200_8x_nvswitch.json");
+  const topo::Topology t = load("h200_8x_nvswitch");
   const Calibration c = eightRanks(t);
   PlanPolicy p;
   std::string why;
-  EXPECT_FALSE(loadCalibrationPolicy("/nonexistent/arfuse-cal.json", uuidsOf(t, all(t)), c.fingerprint, 8, &p, &why));
+  EXPECT_FALSE(loadCalibrationPolicy("/nonexistent/arfuse-cal.json", uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why));
   EXPECT_EQ(why, "calibration /nonexistent/arfuse-cal.json does not apply: cannot open the file");
   const std::string path = ::testing::TempDir() + "arfuse_calibration_test.json";
   {
     std::ofstream f(path);
     f << calibrationToJson(c);
   }
-  ASSERT_TRUE(loadCalibrationPolicy(path, uuidsOf(t, all(t)), c.fingerprint, 8, &p, &why)) << why;
+  ASSERT_TRUE(loadCalibrationPolicy(path, uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why)) << why;
   EXPECT_EQ(p.calibratedFrom, "calibration " + path);
   {
     std::ofstream f(path);
     f << "{\"schema\": \"arfuse-calibration/1\"}";
   }
   PlanPolicy q;
-  EXPECT_FALSE(loadCalibrationPolicy(path, uuidsOf(t, all(t)), c.fingerprint, 8, &q, &why));
+  EXPECT_FALSE(loadCalibrationPolicy(path, uuidsOf(t, allDevices(t)), c.fingerprint, 8, &q, &why));
   EXPECT_EQ(why, "calibration " + path + " does not apply: created at 1:1: missing required field \"created\"");
   std::remove(path.c_str());
 }

@@ -5,22 +5,13 @@
 #include <vector>
 
 #include "plan/from_topology.h"
+#include "topo_fixtures.h"
 
 namespace arfuse {
 namespace {
 
-topo::Topology load(const std::string& name) {
-  topo::Topology t;
-  std::string err;
-  EXPECT_TRUE(topo::readJsonFile(std::string(ARFUSE_SOURCE_DIR) + "/tests/topo/fixtures/" + name, &t, &err)) << err;
-  return t;
-}
-
-std::vector<int> all(const topo::Topology& t) {
-  std::vector<int> d;
-  for (int i = 0; i < t.size(); ++i) d.push_back(i);
-  return d;
-}
+using topo::testing_fixtures::allDevices;
+using topo::testing_fixtures::load;
 
 Plan planFor(const Fabric& f, int tokens, int hidden = 7168) {
   PlanRequest r;
@@ -39,29 +30,29 @@ struct Expect {
 
 TEST(PlanOnTopology, RecordedMachines) {
   const Expect cases[] = {
-      {"h200_8x_nvswitch.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot, "lowlatency"},
-      {"h200_2x_nvlink.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoOneShot, "lowlatency"},
-      {"rtxpro6000_4x_switch.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
+      {"h200_8x_nvswitch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot, "lowlatency"},
+      {"h200_2x_nvlink", {}, true, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoOneShot, "lowlatency"},
+      {"rtxpro6000_4x_switch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
        "lowlatency"},
-      {"rtxpro6000_8x_2switch.json", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
+      {"rtxpro6000_8x_2switch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
        "lowlatency"},
       // A failed peer store (2 -> 5) makes the whole group fall back, and the reason names the pair.
       // Host staging serves it up to the host-staged limit (64 x 7168 x 2 B = 896 KiB), NCCL beyond.
-      {"rtxpro6000_8x_2socket.json", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
+      {"rtxpro6000_8x_2socket", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
        "devices 2 and 5"},
       // ...but one socket's four GPUs still have working peer access.
-      {"rtxpro6000_8x_2socket.json", {0, 1, 2, 3}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
+      {"rtxpro6000_8x_2socket", {0, 1, 2, 3}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
        "lowlatency"},
-      {"rtx5090_2x_nop2p.json", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
+      {"rtx5090_2x_nop2p", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
        "no peer access"},
-      {"l40s_8x_noswitch.json", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
+      {"l40s_8x_noswitch", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
        "no peer access"},
   };
   for (const Expect& c : cases) {
     const topo::Topology t = load(c.fixture);
     Fabric f;
     std::string err;
-    ASSERT_TRUE(fabricFromTopology(t, c.devices.empty() ? all(t) : c.devices, true, &f, &err)) << c.fixture << err;
+    ASSERT_TRUE(fabricFromTopology(t, c.devices.empty() ? allDevices(t) : c.devices, true, &f, &err)) << c.fixture << err;
     EXPECT_EQ(f.p2p, c.p2p) << c.fixture << ": " << f.p2pDetail;
     const Plan p1 = planFor(f, 1), p64 = planFor(f, 64), p1024 = planFor(f, 1024);
     EXPECT_EQ(p1.algo, c.at1) << c.fixture << ": " << p1.reason;
@@ -73,7 +64,7 @@ TEST(PlanOnTopology, RecordedMachines) {
 }
 
 TEST(PlanOnTopology, VirtualRanksAndBadDevices) {
-  const topo::Topology t = load("h200_2x_nvlink.json");
+  const topo::Topology t = load("h200_2x_nvlink");
   Fabric f;
   std::string err;
   ASSERT_TRUE(fabricFromTopology(t, {0, 0, 1, 1}, true, &f, &err)) << err;

@@ -31,6 +31,13 @@ inline Topology load(const std::string& name) {
   return t;
 }
 
+// Every GPU of a topology, in order: the device list of a group spanning the machine.
+inline std::vector<int> allDevices(const Topology& t) {
+  std::vector<int> d;
+  for (int i = 0; i < t.size(); ++i) d.push_back(i);
+  return d;
+}
+
 }  // namespace testing_fixtures
 }  // namespace topo
 }  // namespace arfuse
