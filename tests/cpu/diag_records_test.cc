@@ -11,20 +11,7 @@ namespace arfuse {
 namespace {
 
 using testing_diag::fusedDesc;
-
-ErrorRecord rec(int code, int peer, uint64_t call, CallDesc mine, CallDesc theirs = {0, 0}, int block = 0,
-                int phase = 0) {
-  ErrorRecord e{};
-  e.valid = 1;
-  e.code = code;
-  e.peer = peer;
-  e.block = block;
-  e.phase = phase;
-  e.call = call;
-  e.mine = mine;
-  e.theirs = theirs;
-  return e;
-}
+using testing_diag::rec;
 
 TEST(DiagRecords, CallDescriptorsDecode) {
   const CallDesc d = fusedDesc(3, 7168);

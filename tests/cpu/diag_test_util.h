@@ -37,9 +37,11 @@ inline void stampRun(GroupShared* s, int rank, uint64_t first, uint64_t last, bo
   }
 }
 
-inline void record(GroupShared* s, int rank, int code, int peer, uint64_t call, CallDesc mine, CallDesc theirs = {0, 0},
-                   int block = 0, int phase = 0) {
-  ErrorRecord& e = s->records[rank];
+// A valid error record, as a kernel writes it.
+inline ErrorRecord rec(int code, int peer, uint64_t call, CallDesc mine, CallDesc theirs = {0, 0}, int block = 0,
+                       int phase = 0) {
+  ErrorRecord e{};
+  e.valid = 1;
   e.code = code;
   e.peer = peer;
   e.block = block;
@@ -47,7 +49,13 @@ inline void record(GroupShared* s, int rank, int code, int peer, uint64_t call, 
   e.call = call;
   e.mine = mine;
   e.theirs = theirs;
-  e.valid = 1;
+  return e;
+}
+
+// Stores it as rank `rank`'s record of the group area and raises the abort flag.
+inline void record(GroupShared* s, int rank, int code, int peer, uint64_t call, CallDesc mine, CallDesc theirs = {0, 0},
+                   int block = 0, int phase = 0) {
+  s->records[rank] = rec(code, peer, call, mine, theirs, block, phase);
   s->abort = 1;
 }
 
