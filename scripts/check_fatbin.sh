@@ -59,5 +59,16 @@ for a in ${archs//;/ }; do
   done
   echo "$sm: $(echo "$table" | awk -v s="$sm" '$1 == s' | wc -l) kernels, fewest instructions $(echo "$table" | awk -v s="$sm" '$1 == s {print $3}' | sort -n | head -1)"
 done
+# Blackwell family/arch-specific targets must carry the hardware FP4 conversion of the NVFP4 epilogue
+# (F2FP ... E2M1); elsewhere the exact software conversion is compiled instead.
+for a in ${archs//;/ }; do
+  a=${a%%-*}
+  case "$a" in
+    1[0-9][0-9][af])
+      n=$(awk -v s="sm_$a" '/arch = sm_/ { cur = $3 } cur == s && /F2FP[.A-Z0-9_]*E2M1/ { c++ } END { print c + 0 }' "$sass")
+      if [ "$n" -eq 0 ]; then echo "FAIL: sm_$a has no F2FP.*E2M1 instruction (hardware FP4 conversion)"; fail=1
+      else echo "sm_$a: $n F2FP.*E2M1 (hardware FP4 conversion) instructions"; fi ;;
+  esac
+done
 [ $fail -eq 0 ] && echo "OK: $nfns kernels have real SASS on every arch in ($archs)"
 exit $fail

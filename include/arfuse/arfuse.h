@@ -271,6 +271,54 @@ ARFUSE_API arfuseResult_t arfuseAllReduceAddRmsNorm(const void* x, const void* r
                                                     int hidden, arfuseDataType_t dtype, arfuseComm_t comm,
                                                     void* stream /* cudaStream_t */);
 
+/* ---- Extended epilogue: optional outputs, Gemma weights, first layer, FP8 / NVFP4 ---------------- */
+typedef enum {
+  arfuseQuantNone = 0,
+  arfuseQuantFp8Static = 1,   /* FP8 E4M3, q = e4m3(n * (1 / s)), s = *scaleIn (fp32, device memory: graph-safe) */
+  arfuseQuantFp8PerToken = 2, /* FP8 E4M3 with a scale per row: s = max(absmax(n) / 448, tiny) -> scaleOut[row] (fp32) */
+  arfuseQuantNvfp4 = 3,       /* NVFP4: E2M1 in blocks of 16 elements, an E4M3 scale per block (scaleOut), global fp32
+                                 scale g = *scaleIn (device memory); see docs/quantization.md for the formulas */
+  arfuseNumQuants = 4
+} arfuseQuant_t;
+
+typedef enum {
+  arfuseScaleLinear = 0,        /* NVFP4 block scales as [tokens][hidden / 16] */
+  arfuseScaleSwizzled128x4 = 1  /* the 128x4 tiles Blackwell block-scaled GEMMs read: [ceil(tokens/128)][ceil(hidden/64)][32][4][4]
+                                   (padding entries are not written) */
+} arfuseScaleLayout_t;
+
+#define ARFUSE_EPILOGUE_MAGIC 0xAF0E9100u
+/* What the fused call writes. Start from ARFUSE_EPILOGUE_INITIALIZER. n below is the normalised
+ * value rounded to the call's dtype (what an unfused engine would store as norm_out). */
+typedef struct {
+  size_t size;              /* sizeof(arfuseEpilogue_t) of the caller */
+  unsigned int magic;       /* ARFUSE_EPILOGUE_MAGIC */
+  const void* residualIn;   /* [tokens, hidden] dtype, or NULL: first layer (residual_out = the sum) */
+  void* residualOut;        /* [tokens, hidden] dtype, or NULL: not written. May equal residualIn */
+  void* normOut;            /* [tokens, hidden] dtype, or NULL: not written. May equal x */
+  int weightPlusOne;        /* 0: n = r * rsqrt(..) * w; 1: * (1 + w) (Gemma, Qwen3.5 style) */
+  int quant;                /* arfuseQuant_t */
+  void* quantOut;           /* FP8: [tokens, hidden] bytes; NVFP4: [tokens, hidden / 2] bytes (element 2i in the low nibble) */
+  void* scaleOut;           /* FP8 per token: float[tokens]; NVFP4: the E4M3 block scales in scaleLayout */
+  const float* scaleIn;     /* FP8 static: the scale; NVFP4: the global scale; device memory */
+  int scaleLayout;          /* arfuseScaleLayout_t (NVFP4) */
+} arfuseEpilogue_t;
+
+#define ARFUSE_EPILOGUE_INITIALIZER \
+  { sizeof(arfuseEpilogue_t), ARFUSE_EPILOGUE_MAGIC, NULL, NULL, NULL, 0, arfuseQuantNone, NULL, NULL, NULL, 0 }
+
+/* The fused all-reduce with the extended epilogue: s = all-reduce(x); r = round([residualIn +] s);
+ * n = round(r * rsqrt(mean(r^2) + eps) * w'); writes what `epilogue` asks for. One entry point for
+ * every epilogue variant (new ones extend the struct, not the ABI). Every path supports it; the plan
+ * is the same as arfuseAllReduceAddRmsNorm's. NVFP4 needs hidden % 16 == 0. Outputs are bitwise equal
+ * across ranks; quantised values are bit-exact against the CPU reference of the format (the hardware
+ * conversion is used where the architecture has it, with the same rounding).
+ * Errors: arfuseInvalidArgument naming the field (no output requested, a missing pointer, an unknown
+ * quant or layout, hidden not a multiple of 16 for NVFP4, overlapping outputs). */
+ARFUSE_API arfuseResult_t arfuseAllReduceEpilogue(const void* x, const void* weight, float eps,
+                                                  const arfuseEpilogue_t* epilogue, int tokens, int hidden,
+                                                  arfuseDataType_t dtype, arfuseComm_t comm, void* stream);
+
 /* Single GPU (no communicator): residual_out = residual_in + x; norm_out = rmsnorm(residual_out) * weight.
  * Same shapes, aliasing and numerics as arfuseAllReduceAddRmsNorm with one rank. Runs on the
  * current CUDA device; pointers must belong to it (or be accessible from it). */

@@ -9,7 +9,8 @@ from typing import Dict, Optional
 
 from . import _lib
 from ._rendezvous import UniqueId, get_unique_id
-from ._types import CONFIG_MAGIC, DTYPE_ALL, MAX_RANKS, Algo, Config, DataType, Op, Result
+from ._types import (CONFIG_MAGIC, DTYPE_ALL, EPILOGUE_MAGIC, MAX_RANKS, Algo, Config, DataType, Epilogue, Op, Quant,
+                     Result, ScaleLayout)
 from ._version import ABI_VERSION_CODE, __version__
 from .comm import Communicator, Plan, add_rmsnorm, destroy_all, group, make_config
 from .errors import (ArfuseError, ArfuseLibraryError, CudaError, InternalError, InvalidArgument, InvalidUsage,
@@ -19,6 +20,7 @@ __all__ = [
     "__version__", "load", "library_path", "library_version", "build_info", "env",
     "Communicator", "Plan", "add_rmsnorm", "destroy_all", "group", "make_config", "UniqueId", "get_unique_id",
     "Algo", "Config", "DataType", "Op", "Result", "CONFIG_MAGIC", "DTYPE_ALL", "MAX_RANKS",
+    "Epilogue", "EPILOGUE_MAGIC", "Quant", "ScaleLayout",
     "ArfuseError", "ArfuseLibraryError", "CudaError", "InternalError", "InvalidArgument", "InvalidUsage",
     "Mismatch", "NcclError", "NoDevice", "PeerTimeout", "SystemFailure", "Unsupported", "error_class",
 ]

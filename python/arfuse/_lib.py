@@ -15,7 +15,7 @@ from ctypes import POINTER, c_char_p, c_float, c_int, c_void_p
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ._types import AllGatherFn, Config, PlanStruct, UniqueIdStruct
+from ._types import AllGatherFn, Config, Epilogue, PlanStruct, UniqueIdStruct
 from ._version import __version__
 from .errors import ArfuseError, ArfuseLibraryError, error_class
 
@@ -64,6 +64,7 @@ FUNCTIONS: List[Tuple[str, object, list]] = [
     ("arfuseAllReduce", _Result, [_Ptr, _Ptr, c_int, c_int, _Enum, _Comm, _Ptr]),
     ("arfuseAllReduceAddRmsNorm", _Result,
      [_Ptr, _Ptr, _Ptr, c_float, _Ptr, _Ptr, c_int, c_int, _Enum, _Comm, _Ptr]),
+    ("arfuseAllReduceEpilogue", _Result, [_Ptr, _Ptr, c_float, POINTER(Epilogue), c_int, c_int, _Enum, _Comm, _Ptr]),
     ("arfuseAddRmsNorm", _Result, [_Ptr, _Ptr, _Ptr, c_float, _Ptr, _Ptr, c_int, c_int, _Enum, _Ptr]),
 ]
 
@@ -74,6 +75,7 @@ MULTI_PROCESS = ("arfuseGetUniqueId", "arfuseCommInitRank", "arfuseCommInitRankW
 LAZY: Dict[str, str] = {
     **{name: "multi-process communicators" for name in MULTI_PROCESS},
     "arfuseCommDumpState": "state dumps (the flight recorder)",
+    "arfuseAllReduceEpilogue": "extended epilogues (FP8 / NVFP4 outputs, first layer, Gemma weights)",
 }
 _SIGNATURES = {name: (restype, argtypes) for name, restype, argtypes in FUNCTIONS}
 

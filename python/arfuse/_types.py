@@ -97,6 +97,36 @@ _OP_ALIASES = {"all_reduce": Op.AllReduce, "allreduce": Op.AllReduce,
                "all_reduce_add_rmsnorm": Op.AllReduceAddRmsNorm, "fused": Op.AllReduceAddRmsNorm}
 
 
+# arfuseQuant_t (functional form: "None" is one of its names) and arfuseScaleLayout_t.
+Quant = enum.IntEnum("Quant", [("None", 0), ("Fp8Static", 1), ("Fp8PerToken", 2), ("Nvfp4", 3)])
+Quant.__doc__ = "arfuseQuant_t: the quantised output of arfuseAllReduceEpilogue."
+ScaleLayout = enum.IntEnum("ScaleLayout", [("Linear", 0), ("Swizzled128x4", 1)])
+ScaleLayout.__doc__ = "arfuseScaleLayout_t: NVFP4 block-scale layouts."
+EPILOGUE_MAGIC = 0xAF0E9100
+
+
+class Epilogue(ctypes.Structure):
+    """arfuseEpilogue_t. `Epilogue.initializer()` gives ARFUSE_EPILOGUE_INITIALIZER."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint),
+        ("residualIn", ctypes.c_void_p),
+        ("residualOut", ctypes.c_void_p),
+        ("normOut", ctypes.c_void_p),
+        ("weightPlusOne", ctypes.c_int),
+        ("quant", ctypes.c_int),
+        ("quantOut", ctypes.c_void_p),
+        ("scaleOut", ctypes.c_void_p),
+        ("scaleIn", ctypes.c_void_p),
+        ("scaleLayout", ctypes.c_int),
+    ]
+
+    @classmethod
+    def initializer(cls) -> "Epilogue":
+        return cls(ctypes.sizeof(cls), EPILOGUE_MAGIC, None, None, None, 0, 0, None, None, None, 0)
+
+
 class Config(ctypes.Structure):
     """arfuseConfig_t. Construct with `Config.initializer(version)` to get ARFUSE_CONFIG_INITIALIZER."""
 

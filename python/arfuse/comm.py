@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Se
 from . import _lib
 from ._coerce import algo_arg, bad, c_int_arg, dtype_arg, op_arg, ptr_arg, stream_arg
 from ._rendezvous import AllGather, AllGatherBridge, UniqueId
-from ._types import Algo, Config, DataType, PlanStruct, Result
+from ._types import Algo, Config, DataType, Epilogue, PlanStruct, Result
 from .errors import InvalidUsage, python_error
 
 
@@ -280,6 +280,30 @@ class Communicator:
         self._lib.check(self._lib.arfuseAllReduceAddRmsNorm(
             ptr_arg("x", x), ptr_arg("residual_in", residual_in), ptr_arg("weight", weight), _eps_arg(eps),
             ptr_arg("norm_out", norm_out), ptr_arg("residual_out", residual_out), c_int_arg("tokens", tokens),
+            c_int_arg("hidden", hidden), dtype_arg(dtype), h, stream_arg(stream)), h)
+
+    def all_reduce_epilogue(self, x: Any, weight: Any, eps: float, tokens: int, hidden: int, dtype: Any, *,
+                            residual_in: Any = None, residual_out: Any = None, norm_out: Any = None,
+                            weight_plus_one: bool = False, quant: Any = 0, quant_out: Any = None,
+                            scale_out: Any = None, scale_in: Any = None, scale_layout: Any = 0,
+                            stream: Any = 0) -> None:
+        """arfuseAllReduceEpilogue: the fused call with optional outputs (residual_out, norm_out, a
+        quantised output: Quant.Fp8Static / Fp8PerToken / Nvfp4 with quant_out, scale_out, scale_in
+        and ScaleLayout), weight_plus_one for (1 + w), and residual_in=None for the first layer."""
+        h = self.handle
+        e = Epilogue.initializer()
+        opt = lambda name, p: None if p is None else ptr_arg(name, p)
+        e.residualIn = opt("residual_in", residual_in)
+        e.residualOut = opt("residual_out", residual_out)
+        e.normOut = opt("norm_out", norm_out)
+        e.weightPlusOne = 1 if weight_plus_one else 0
+        e.quant = int(quant)
+        e.quantOut = opt("quant_out", quant_out)
+        e.scaleOut = opt("scale_out", scale_out)
+        e.scaleIn = opt("scale_in", scale_in)
+        e.scaleLayout = int(scale_layout)
+        self._lib.check(self._lib.arfuseAllReduceEpilogue(
+            ptr_arg("x", x), ptr_arg("weight", weight), _eps_arg(eps), ctypes.byref(e), c_int_arg("tokens", tokens),
             c_int_arg("hidden", hidden), dtype_arg(dtype), h, stream_arg(stream)), h)
 
     # ---- lifetime ---------------------------------------------------------------------------------

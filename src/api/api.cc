@@ -118,7 +118,7 @@ thread_local std::vector<Deferred> tDeferred;
 
 arfuseResult_t launchLocal(arfuseComm* comm, arfuseDataType_t dtype, const LocalArgs& la, int blocks, int threads,
                            cudaStream_t stream) {
-  const int e = launchAddRmsNorm(dtype, la, blocks, threads, stream);
+  const int e = launchAddRmsNorm(dtype, la, blocks, threads, stream, la.ext.enabled != 0);
   if (e != cudaSuccess)
     FAIL(comm, arfuseCudaError, "launch of add+rmsnorm (%d x %d threads) failed: %s", blocks, threads,
          cudaGetErrorString(cudaError_t(e)));
@@ -152,6 +152,7 @@ struct CallArgs {
   void* residualOut;  // AllReduce: out
   int tokens, hidden;
   arfuseDataType_t dtype;
+  const arfuseEpilogue_t* epi = nullptr;  // arfuseAllReduceEpilogue: what to write (residualIn/normOut/residualOut above unused)
 };
 
 arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t stream, const char* func) {
@@ -182,7 +183,13 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   const size_t bytes = static_cast<size_t>(c.tokens) * c.hidden * dtypeSize(c.dtype);
   std::vector<BufferArg> bufs;
   std::vector<AliasRule> aliases;
-  if (c.op == arfuseOpAllReduce) {
+  EpiArgs ext{};
+  if (c.epi) {
+    bufs = {{"x", c.x, bytes}, {"weight", c.weight, c.hidden * dtypeSize(c.dtype)}};
+    msg = checkEpilogue(c.epi, c.tokens, c.hidden, dtypeSize(c.dtype), &ext, &bufs, &aliases);
+    if (msg.empty()) msg = checkEps(c.eps);
+    if (!msg.empty()) return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
+  } else if (c.op == arfuseOpAllReduce) {
     bufs = {{"in", c.x, bytes}, {"out", c.residualOut, bytes}};
     aliases = {{"out", "in"}};
   } else {
@@ -217,6 +224,10 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   }
   DeviceScope scope(comm->device);
   const bool fused = c.op == arfuseOpAllReduceAddRmsNorm;
+  const bool extended = c.epi != nullptr;
+  const void* residualIn = extended ? c.epi->residualIn : c.residualIn;
+  void* normOut = extended ? c.epi->normOut : c.normOut;
+  void* residualOut = extended ? c.epi->residualOut : c.residualOut;
   const std::string callFields = fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype),
                                                     arfuseAlgoName(plan.algo));
   switch (plan.algo) {
@@ -228,7 +239,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
         }
         return arfuseSuccess;
       }
-      LocalArgs la{c.x, c.residualIn, c.weight, c.normOut, c.residualOut, c.tokens, c.hidden, c.eps};
+      LocalArgs la{c.x, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps, ext};
       return launchLocal(comm, c.dtype, la, plan.blocks, plan.threads, stream);
     }
     case arfuseAlgoOneShot:
@@ -249,20 +260,23 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.rank = comm->rank;
       ka.nranks = g.nranks;
       ka.x = c.x;
-      ka.residualIn = c.residualIn;
+      ka.residualIn = residualIn;
       ka.weight = c.weight;
-      ka.normOut = c.normOut;
-      ka.residualOut = c.residualOut;
+      ka.normOut = normOut;
+      ka.residualOut = residualOut;
       ka.tokens = c.tokens;
       ka.hidden = c.hidden;
       ka.eps = c.eps;
+      ka.ext = ext;
       int e = 0;
       switch (plan.algo) {
-        case arfuseAlgoOneShot: e = launchOneShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream); break;
-        case arfuseAlgoTwoShot: e = launchTwoShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream); break;
-        case arfuseAlgoLowLatency: e = launchLowLatency(c.dtype, fused, ka, plan.blocks, plan.threads, stream); break;
+        case arfuseAlgoOneShot: e = launchOneShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream, extended); break;
+        case arfuseAlgoTwoShot: e = launchTwoShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream, extended); break;
+        case arfuseAlgoLowLatency:
+          e = launchLowLatency(c.dtype, fused, ka, plan.blocks, plan.threads, stream, extended);
+          break;
         default:
-          e = launchHostStaged(c.dtype, fused, plan.twoShotVariant, ka, plan.blocks, plan.threads, stream);
+          e = launchHostStaged(c.dtype, fused, plan.twoShotVariant, ka, plan.blocks, plan.threads, stream, extended);
       }
       if (e != cudaSuccess)
         FAIL_F(comm, arfuseCudaError, callFields, "kernel launch (%d x %d threads) failed: %s", plan.blocks,
@@ -281,7 +295,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       void* sum = g.ranks[comm->rank].staging;
       ncclResult_t nr = ncclAllReduce(c.x, sum, count, ncclType(c.dtype), ncclSum, nc, stream);
       if (nr != ncclSuccess) FAIL_F(comm, arfuseNcclError, callFields, "ncclAllReduce: %s", ncclGetErrorString(nr));
-      LocalArgs la{sum, c.residualIn, c.weight, c.normOut, c.residualOut, c.tokens, c.hidden, c.eps};
+      LocalArgs la{sum, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps, ext};
       if (tGroupDepth > 0) {
         tDeferred.push_back({comm, c.dtype, la, plan.blocks, plan.threads, stream});
         return arfuseSuccess;
@@ -497,6 +511,17 @@ arfuseResult_t arfuseAllReduceAddRmsNorm(const void* x, const void* residual_in,
                                          arfuseDataType_t dtype, arfuseComm_t comm, void* stream) {
   CallArgs c{arfuseOpAllReduceAddRmsNorm, x, residual_in, weight, eps, norm_out, residual_out, tokens, hidden, dtype};
   return collective(comm, c, static_cast<cudaStream_t>(stream), "arfuseAllReduceAddRmsNorm");
+}
+
+arfuseResult_t arfuseAllReduceEpilogue(const void* x, const void* weight, float eps, const arfuseEpilogue_t* epilogue,
+                                       int tokens, int hidden, arfuseDataType_t dtype, arfuseComm_t comm, void* stream) {
+  CallArgs c{arfuseOpAllReduceAddRmsNorm, x, nullptr, weight, eps, nullptr, nullptr, tokens, hidden, dtype, nullptr};
+  if (!epilogue)
+    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
+                "arfuseAllReduceEpilogue: epilogue is NULL: pass an arfuseEpilogue_t started from "
+                "ARFUSE_EPILOGUE_INITIALIZER");
+  c.epi = epilogue;
+  return collective(comm, c, static_cast<cudaStream_t>(stream), "arfuseAllReduceEpilogue");
 }
 
 arfuseResult_t arfuseAddRmsNorm(const void* x, const void* residual_in, const void* weight, float eps, void* norm_out,

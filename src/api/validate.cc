@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "diag/log.h"
+#include "quant/formats.h"
 
 namespace arfuse {
 
@@ -36,6 +37,69 @@ std::string checkBuffers(const std::vector<BufferArg>& buffers, const std::vecto
                        x.ptr, y.name, y.ptr, allowedText.empty() ? "none" : allowedText.c_str());
     }
   }
+  return "";
+}
+
+size_t nvfp4ScaleBytes(int layout, int tokens, int hidden) { return quant::sfBytes(layout, tokens, hidden / 16); }
+
+std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, size_t elemBytes, EpiArgs* out,
+                          std::vector<BufferArg>* bufs, std::vector<AliasRule>* aliases) {
+  if (!e) return "epilogue is NULL: pass an arfuseEpilogue_t started from ARFUSE_EPILOGUE_INITIALIZER";
+  if (e->magic != ARFUSE_EPILOGUE_MAGIC || e->size < sizeof(arfuseEpilogue_t))
+    return strprintf("epilogue: magic=0x%x size=%zu: start from ARFUSE_EPILOGUE_INITIALIZER (magic 0x%x, size %zu)",
+                     e->magic, e->size, ARFUSE_EPILOGUE_MAGIC, sizeof(arfuseEpilogue_t));
+  if (e->quant < 0 || e->quant >= arfuseNumQuants)
+    return strprintf("epilogue.quant=%d: use arfuseQuantNone, arfuseQuantFp8Static, arfuseQuantFp8PerToken or "
+                     "arfuseQuantNvfp4", e->quant);
+  if (e->weightPlusOne != 0 && e->weightPlusOne != 1)
+    return strprintf("epilogue.weightPlusOne=%d: must be 0 (w) or 1 (1 + w)", e->weightPlusOne);
+  if (!e->residualOut && !e->normOut && e->quant == arfuseQuantNone)
+    return "epilogue: no output requested: set residualOut, normOut and/or a quant mode with quantOut";
+  const size_t bytes = static_cast<size_t>(tokens) * hidden * elemBytes;
+  *out = EpiArgs{};
+  out->enabled = 1;
+  out->weightPlusOne = e->weightPlusOne;
+  out->quant = e->quant;
+  out->firstLayer = e->residualIn == nullptr;
+  out->writeResidual = e->residualOut != nullptr;
+  out->writeNorm = e->normOut != nullptr;
+  out->tokens = tokens;
+  if (e->residualIn) bufs->push_back({"epilogue.residualIn", e->residualIn, bytes});
+  if (e->residualOut) bufs->push_back({"epilogue.residualOut", e->residualOut, bytes});
+  if (e->normOut) bufs->push_back({"epilogue.normOut", e->normOut, bytes});
+  aliases->push_back({"epilogue.residualOut", "epilogue.residualIn"});
+  aliases->push_back({"epilogue.normOut", "x"});
+  auto scalePtr = [](const char* name, const void* p) -> std::string {
+    if (!p) return strprintf("%s is NULL: this quant mode needs it (device memory)", name);
+    if (reinterpret_cast<uintptr_t>(p) % 4) return strprintf("%s=%p is not 4-byte aligned", name, p);
+    return "";
+  };
+  std::string m;
+  switch (e->quant) {
+    case arfuseQuantNone:
+      break;
+    case arfuseQuantFp8Static:
+      if (!(m = scalePtr("epilogue.scaleIn", e->scaleIn)).empty()) return m;
+      bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden});
+      break;
+    case arfuseQuantFp8PerToken:
+      if (!(m = scalePtr("epilogue.scaleOut", e->scaleOut)).empty()) return m;
+      bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden});
+      break;
+    case arfuseQuantNvfp4:
+      if (hidden % 16)
+        return strprintf("hidden=%d: NVFP4 quantises blocks of 16 elements; hidden must be a multiple of 16", hidden);
+      if (e->scaleLayout != arfuseScaleLinear && e->scaleLayout != arfuseScaleSwizzled128x4)
+        return strprintf("epilogue.scaleLayout=%d: use arfuseScaleLinear or arfuseScaleSwizzled128x4", e->scaleLayout);
+      if (!(m = scalePtr("epilogue.scaleIn", e->scaleIn)).empty()) return m;
+      if (!e->scaleOut) return "epilogue.scaleOut is NULL: NVFP4 writes its block scales there";
+      bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden / 2});
+      out->scaleLayout = e->scaleLayout;
+      break;
+  }
+  out->quantOut = static_cast<unsigned char*>(e->quantOut);
+  out->scaleOut = e->scaleOut;
+  out->scaleIn = e->scaleIn;
   return "";
 }
 

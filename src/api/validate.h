@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "arfuse/arfuse.h"
+#include "kernels/kernel_args.h"
+
 namespace arfuse {
 
 struct BufferArg {
@@ -26,5 +29,14 @@ std::string checkBuffers(const std::vector<BufferArg>& buffers, const std::vecto
 
 // "" if eps is finite and > 0.
 std::string checkEps(float eps);
+
+// Checks an arfuseEpilogue_t for a call of (tokens, hidden) elements of elemBytes each: version
+// fields, the quant mode and its pointers, the NVFP4 shape rule, at least one output. On success
+// fills *out (kernel options) and appends the buffers (with their sizes) and allowed aliases that
+// checkBuffers must then see; scale pointers only need 4-byte alignment and are checked here.
+std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, size_t elemBytes, EpiArgs* out,
+                          std::vector<BufferArg>* bufs, std::vector<AliasRule>* aliases);
+// Bytes of the NVFP4 block scales of a [tokens, hidden] output in a layout (arfuseScaleLayout_t).
+size_t nvfp4ScaleBytes(int layout, int tokens, int hidden);
 
 }  // namespace arfuse

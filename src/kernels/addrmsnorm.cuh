@@ -13,7 +13,7 @@ namespace arfuse {
 
 // kVecs = 4 when a row fits 4 vectors per thread (the plan's bandwidth geometry): half the
 // registers of kVecs = 8, so twice the resident warps to keep loads in flight.
-template <typename T, int kVecs>
+template <typename T, int kVecs, bool kExt = false>
 __global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(LocalArgs a) {
   constexpr int E = Vec<T>::kElems;
   const int nvec = a.hidden / E;
@@ -21,9 +21,10 @@ __global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(LocalArgs a) {
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     const size_t rowOffset = static_cast<size_t>(row) * nvec;
     auto sum = [&](int v, float* acc) { Vec<T>::toFloat(x[rowOffset + v], acc); };
-    addRmsNormRow<T, true, kVecs>(sum, reinterpret_cast<const uint4*>(a.residualIn) + rowOffset,
+    addRmsNormRow<T, true, kVecs, kExt>(sum, reinterpret_cast<const uint4*>(a.residualIn) + rowOffset,
                            reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + rowOffset,
-                           reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps);
+                           reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps,
+                           kExt ? &a.ext : nullptr, row);
   }
 }
 

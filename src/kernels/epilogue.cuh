@@ -20,6 +20,7 @@
 #pragma once
 
 #include "kernels/device_common.cuh"
+#include "kernels/quant.cuh"
 
 namespace arfuse {
 
@@ -42,9 +43,145 @@ struct RowInputs {
   }
 };
 
-template <typename T, bool kAddResidual, int kVecs, class SumFn>
+// Block-wide max of non-negative values (order-independent, so deterministic).
+__device__ inline float blockMax(float v) {
+  __shared__ float partial[32];
+  __shared__ float total;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float s = lane < ((blockDim.x + 31) >> 5) ? partial[lane] : 0.f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0) total = s;
+  }
+  __syncthreads();
+  const float r = total;
+  __syncthreads();
+  return r;
+}
+
+// The extended epilogue's pass 2 (arfuseAllReduceEpilogue): from the rounded residual `packed`
+// and 1/rms, the normalised values n = round(r * inv * w') with w' = w or 1 + w, rounded to T as an
+// unfused engine would store them; norm_out if asked; then the quantised output from n:
+//   FP8 static:    q = e4m3(n * quant::fp8StaticInvScale(s)),  s = *scaleIn;
+//   FP8 per token: s = quant::fp8TokenScale(max |n| of the row) written to scaleOut[row], q = e4m3(n / s);
+//   NVFP4:         per 16 consecutive elements, sf = quant::nvfp4BlockScale(amax, g) (E4M3), the
+//                  values scaled by quant::nvfp4OutputScale(sf, g) and rounded to E2M1, two per byte.
+// A 16-element block spans 16 / E consecutive vectors, which belong to consecutive lanes of one warp
+// (v = threadIdx.x + i * blockDim.x, blockDim a multiple of 32), so its max is a 1- or 2-step shuffle.
+template <typename T, int kVecs>
+__device__ inline void extendedPass2(const uint4 (&packed)[kVecs], float inv, const uint4* weight, uint4* normOut,
+                                     int nvec, int hidden, const EpiArgs& e, int row) {
+  constexpr int E = Vec<T>::kElems;
+  constexpr int kGroup = 16 / E;  // vectors per NVFP4 block
+  auto normValues = [&](int i, int v, float* n) {
+    float r[E], w[E], out[E];
+    Vec<T>::toFloat(packed[i], r);
+    Vec<T>::toFloat(__ldg(weight + v), w);
+#pragma unroll
+    for (int k = 0; k < E; ++k) out[k] = r[k] * inv * (e.weightPlusOne ? 1.f + w[k] : w[k]);
+    const uint4 rounded = Vec<T>::fromFloat(out);
+    Vec<T>::toFloat(rounded, n);
+    return rounded;
+  };
+  float amax = 0.f;
+  const float staticInv = e.quant == kQuantFp8Static ? quant::fp8StaticInvScale(__ldg(e.scaleIn)) : 0.f;
+  const float g = e.quant == kQuantNvfp4 ? __ldg(e.scaleIn) : 0.f;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int v = threadIdx.x + i * blockDim.x;
+    const bool active = v < nvec;
+    float n[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) n[k] = 0.f;
+    if (active) {
+      const uint4 rounded = normValues(i, v, n);
+      if (normOut) normOut[v] = rounded;
+    }
+    float local = 0.f;
+#pragma unroll
+    for (int k = 0; k < E; ++k) local = fmaxf(local, fabsf(n[k]));
+    if (e.quant == kQuantFp8Static && active) {
+      uint32_t w[E / 2];
+#pragma unroll
+      for (int k = 0; k < E / 2; ++k)
+        w[k] = cvtE4m3x2(quant::mulRn(n[2 * k], staticInv), quant::mulRn(n[2 * k + 1], staticInv));
+      unsigned char* q = e.quantOut + static_cast<size_t>(row) * hidden + static_cast<size_t>(v) * E;
+      if constexpr (E == 8)
+        *reinterpret_cast<uint2*>(q) = make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
+      else
+        *reinterpret_cast<uint32_t*>(q) = w[0] | w[1] << 16;
+    } else if (e.quant == kQuantFp8PerToken) {
+      amax = fmaxf(amax, local);
+    } else if (e.quant == kQuantNvfp4) {
+      // All lanes take part in the shuffles (inactive ones with zeros): blocks never straddle the
+      // end of a row because hidden is a multiple of 16.
+      float blockAmax = local;
+#pragma unroll
+      for (int o = 1; o < kGroup; o <<= 1) blockAmax = fmaxf(blockAmax, __shfl_xor_sync(0xffffffffu, blockAmax, o));
+      if (active) {
+        const uint8_t sf = quant::nvfp4BlockScale(blockAmax, g);
+        const float os = quant::nvfp4OutputScale(sf, g);
+        uint32_t bits = 0;
+#pragma unroll
+        for (int k = 0; k < E / 2; ++k)
+          bits |= cvtE2m1x2(quant::mulRn(n[2 * k], os), quant::mulRn(n[2 * k + 1], os)) << (8 * k);
+        unsigned char* q = e.quantOut + static_cast<size_t>(row) * (hidden / 2) + static_cast<size_t>(v) * (E / 2);
+        if constexpr (E == 8)
+          *reinterpret_cast<uint32_t*>(q) = bits;
+        else
+          *reinterpret_cast<uint16_t*>(q) = static_cast<uint16_t>(bits);
+        if (v % kGroup == 0) {
+          const int col = v / kGroup, cols = hidden / 16;
+          static_cast<unsigned char*>(e.scaleOut)[quant::sfOffset(e.scaleLayout, row, col, e.tokens, cols)] = sf;
+        }
+      }
+    }
+  }
+  if (e.quant == kQuantNvfp4 && e.scaleLayout == quant::kSfLayoutSwizzled128x4) {
+    // The swizzled layout's padding is read by the GEMM and must be zero: this row's padded columns,
+    // and, from the last row's block, the padded rows of the last 128-row tile.
+    const int cols = hidden / 16, pcols = static_cast<int>(quant::sfPaddedCols(e.scaleLayout, cols));
+    unsigned char* sfo = static_cast<unsigned char*>(e.scaleOut);
+    for (int c = cols + static_cast<int>(threadIdx.x); c < pcols; c += blockDim.x)
+      sfo[quant::sfOffset(e.scaleLayout, row, c, e.tokens, cols)] = 0;
+    if (row == e.tokens - 1) {
+      const int prows = static_cast<int>(quant::sfPaddedRows(e.scaleLayout, e.tokens));
+      for (int k = threadIdx.x; k < (prows - e.tokens) * pcols; k += blockDim.x)
+        sfo[quant::sfOffset(e.scaleLayout, e.tokens + k / pcols, k % pcols, e.tokens, cols)] = 0;
+    }
+  }
+  if (e.quant == kQuantFp8PerToken) {
+    const float s = quant::fp8TokenScale(blockMax(amax));
+    if (threadIdx.x == 0) static_cast<float*>(e.scaleOut)[row] = s;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int v = threadIdx.x + i * blockDim.x;
+      if (v >= nvec) continue;
+      float n[E];
+      normValues(i, v, n);
+      uint32_t w[E / 2];
+#pragma unroll
+      for (int k = 0; k < E / 2; ++k) w[k] = cvtE4m3x2(quant::divRn(n[2 * k], s), quant::divRn(n[2 * k + 1], s));
+      unsigned char* q = e.quantOut + static_cast<size_t>(row) * hidden + static_cast<size_t>(v) * E;
+      if constexpr (E == 8)
+        *reinterpret_cast<uint2*>(q) = make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
+      else
+        *reinterpret_cast<uint32_t*>(q) = w[0] | w[1] << 16;
+    }
+  }
+}
+
+// kExt (arfuseAllReduceEpilogue only): residual_in may be absent (first layer), residual_out and
+// norm_out optional, w or 1 + w, and a quantised output; the plain instantiations are unchanged.
+template <typename T, bool kAddResidual, int kVecs, bool kExt = false, class SumFn>
 __device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual, kVecs>& in, const uint4* weight,
-                                 uint4* normOut, uint4* residualOut, int nvec, int hidden, float eps) {
+                                 uint4* normOut, uint4* residualOut, int nvec, int hidden, float eps,
+                                 const EpiArgs* ext = nullptr, int row = 0) {
   constexpr int E = Vec<T>::kElems;
   uint4 packed[kVecs];
   float sq = 0.f;
@@ -54,7 +191,7 @@ __device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual, kVe
     if (v < nvec) {
       float acc[E];
       sum(v, acc);
-      if (kAddResidual) {
+      if (kAddResidual && !(kExt && ext->firstLayer)) {
         float r[E];
         Vec<T>::toFloat(in.residual[i], r);
 #pragma unroll
@@ -67,32 +204,39 @@ __device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual, kVe
       for (int e = 0; e < E; ++e) sq += rounded[e] * rounded[e];
     }
   }
+  if (!kExt || ext->writeResidual) {
 #pragma unroll
-  for (int i = 0; i < kVecs; ++i) {
-    const int v = threadIdx.x + i * blockDim.x;
-    if (v < nvec) residualOut[v] = packed[i];
+    for (int i = 0; i < kVecs; ++i) {
+      const int v = threadIdx.x + i * blockDim.x;
+      if (v < nvec) residualOut[v] = packed[i];
+    }
   }
   const float inv = rsqrtf(blockSum(sq) / static_cast<float>(hidden) + eps);
+  if constexpr (kExt) {
+    extendedPass2<T, kVecs>(packed, inv, weight, ext->writeNorm ? normOut : nullptr, nvec, hidden, *ext, row);
+  } else {
 #pragma unroll
-  for (int i = 0; i < kVecs; ++i) {
-    const int v = threadIdx.x + i * blockDim.x;
-    if (v < nvec) {
-      float r[E], w[E], out[E];
-      Vec<T>::toFloat(packed[i], r);
-      Vec<T>::toFloat(__ldg(weight + v), w);
+    for (int i = 0; i < kVecs; ++i) {
+      const int v = threadIdx.x + i * blockDim.x;
+      if (v < nvec) {
+        float r[E], w[E], out[E];
+        Vec<T>::toFloat(packed[i], r);
+        Vec<T>::toFloat(__ldg(weight + v), w);
 #pragma unroll
-      for (int e = 0; e < E; ++e) out[e] = r[e] * inv * w[e];
-      normOut[v] = Vec<T>::fromFloat(out);
+        for (int e = 0; e < E; ++e) out[e] = r[e] * inv * w[e];
+        normOut[v] = Vec<T>::fromFloat(out);
+      }
     }
   }
 }
 
-template <typename T, bool kAddResidual, int kVecs = kMaxVecsPerThread, class SumFn>
+template <typename T, bool kAddResidual, int kVecs = kMaxVecsPerThread, bool kExt = false, class SumFn>
 __device__ inline void addRmsNormRow(SumFn sum, const uint4* residualIn, const uint4* weight, uint4* normOut,
-                                     uint4* residualOut, int nvec, int hidden, float eps) {
+                                     uint4* residualOut, int nvec, int hidden, float eps,
+                                     const EpiArgs* ext = nullptr, int row = 0) {
   RowInputs<T, kAddResidual, kVecs> in;
-  in.load(residualIn, nvec);
-  finishRow<T, kAddResidual, kVecs>(sum, in, weight, normOut, residualOut, nvec, hidden, eps);
+  if (!kExt || !ext->firstLayer) in.load(residualIn, nvec);
+  finishRow<T, kAddResidual, kVecs, kExt>(sum, in, weight, normOut, residualOut, nvec, hidden, eps, ext, row);
 }
 
 // fp32 sum, in rank order 0..n-1, of vector v of `row` across the n ranks' staging buffers.

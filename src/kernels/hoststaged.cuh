@@ -76,7 +76,7 @@ __device__ inline void copyRowsToHost(const KernelArgs& a, size_t parityOffset, 
   }
 }
 
-template <typename T, bool kFused>
+template <typename T, bool kFused, bool kExt = false>
 __global__ void __launch_bounds__(kMaxThreads) hostOneShotKernel(KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   const uint64_t call = beginCall(a);
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kMaxThreads) hostOneShotKernel(KernelArgs a) {
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
   const uint4* weight = reinterpret_cast<const uint4*>(a.weight);          // [nvec]
   RowInputs<T, true> in;
-  if (kFused) in.load(residualIn + static_cast<size_t>(blockIdx.x) * nvec, nvec);
+  if (kFused && !(kExt && a.ext.firstLayer)) in.load(residualIn + static_cast<size_t>(blockIdx.x) * nvec, nvec);
   if (!blockBarrier(a, a.host.flags, call * 2, /*phase=*/0, call)) return;
   const DescProbe desc = loadDesc(a, a.host.desc, call);  // compared at the end
 
@@ -97,10 +97,10 @@ __global__ void __launch_bounds__(kMaxThreads) hostOneShotKernel(KernelArgs a) {
     const size_t rowOffset = static_cast<size_t>(row) * nvec;
     auto sum = [&](int v, float* acc) { sumHost<T>(a, parityOffset, rowOffset, v, x, acc); };
     if (kFused) {
-      if (row != static_cast<int>(blockIdx.x)) in.load(residualIn + rowOffset, nvec);
-      finishRow<T, true, kMaxVecsPerThread>(sum, in, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
+      if (row != static_cast<int>(blockIdx.x) && !(kExt && a.ext.firstLayer)) in.load(residualIn + rowOffset, nvec);
+      finishRow<T, true, kMaxVecsPerThread, kExt>(sum, in, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
                                             reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden,
-                                            a.eps);
+                                            a.eps, kExt ? &a.ext : nullptr, row);
     } else {
       uint4* out = reinterpret_cast<uint4*>(a.residualOut) + rowOffset;  // [nvec]; may alias x (same thread, same v)
       for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kMaxThreads) hostOneShotKernel(KernelArgs a) {
   endCall(a, call);
 }
 
-template <typename T, bool kFused>
+template <typename T, bool kFused, bool kExt = false>
 __global__ void __launch_bounds__(kMaxThreads) hostTwoShotKernel(KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   const uint64_t call = beginCall(a);
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kMaxThreads) hostTwoShotKernel(KernelArgs a) {
       const size_t rowOffset = (static_cast<size_t>(blockIdx.x) + static_cast<size_t>(j) * gridDim.x) * nvec;
       float acc[E];
       sumHost<T>(a, parityOffset, rowOffset, v, x, acc);
-      if (kFused) {
+      if (kFused && !(kExt && a.ext.firstLayer)) {
         float r[E];
         Vec<T>::toFloat(resIn[rowOffset + v], r);
 #pragma unroll
@@ -165,9 +165,9 @@ __global__ void __launch_bounds__(kMaxThreads) hostTwoShotKernel(KernelArgs a) {
     };
     if (kFused) {
       auto sum = [&](int v, float* acc) { Vec<T>::toFloat(gathered(v), acc); };
-      addRmsNormRow<T, false>(sum, nullptr, reinterpret_cast<const uint4*>(a.weight),
+      addRmsNormRow<T, false, kMaxVecsPerThread, kExt>(sum, nullptr, reinterpret_cast<const uint4*>(a.weight),
                               reinterpret_cast<uint4*>(a.normOut) + rowOffset,
-                              reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps);
+                              reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps, kExt ? &a.ext : nullptr, row);
     } else {
       uint4* out = reinterpret_cast<uint4*>(a.residualOut) + rowOffset;  // [nvec]
       for (int v = threadIdx.x; v < nvec; v += blockDim.x) out[v] = gathered(v);

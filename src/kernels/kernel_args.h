@@ -115,6 +115,24 @@ struct HostPtrs {
   char* desc[kMaxRanks];       // per rank: descriptor slots (kDescAreaBytes)
 };
 
+// Options of the extended epilogue (arfuseAllReduceEpilogue); used only by the kExt kernel
+// instantiations, so the plain ones are unchanged.
+constexpr int kQuantNone = 0, kQuantFp8Static = 1, kQuantFp8PerToken = 2, kQuantNvfp4 = 3;
+struct EpiArgs {
+  int enabled;           // 1: an arfuseAllReduceEpilogue call (the kExt kernels)
+  int weightPlusOne;     // norm * (1 + w) instead of norm * w
+  int quant;             // kQuant*
+  int scaleLayout;       // 0 linear, 1 swizzled 128x4 (NVFP4 block scales)
+  int firstLayer;        // no residual_in: residual_out = the sum
+  int writeResidual;     // residual_out requested
+  int writeNorm;         // norm_out requested
+  int tokens;            // rows of the call (NVFP4 swizzled scales: the padding rows)
+  int pad;
+  unsigned char* quantOut;  // fp8: [tokens][hidden]; nvfp4: [tokens][hidden / 2]
+  void* scaleOut;           // per-token fp8: float[tokens]; nvfp4: e4m3 block scales
+  const float* scaleIn;     // static fp8: the scale; nvfp4: the global scale
+};
+
 struct KernelArgs {
   PeerPtrs peers;
   HostPtrs host;          // hoststaged path only
@@ -137,6 +155,7 @@ struct KernelArgs {
   int tokens;
   int hidden;
   float eps;
+  EpiArgs ext;  // kExt kernels only (residualIn, normOut, residualOut may then be null)
 };
 
 // Arguments of the single-GPU add+RMSNorm kernel (also the epilogue of the NCCL path).
@@ -149,6 +168,7 @@ struct LocalArgs {
   int tokens;
   int hidden;
   float eps;
+  EpiArgs ext;  // kExt kernels only
 };
 
 }  // namespace arfuse

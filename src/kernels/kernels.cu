@@ -30,8 +30,10 @@ int dispatch(arfuseDataType_t dtype, Args&&... args) {
 
 template <typename T>
 struct OneShot {
-  static int run(bool fused, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
-    if (fused) {
+  static int run(bool fused, bool ext, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
+    if (ext) {
+      oneShotKernel<T, true, true><<<blocks, threads, 0, s>>>(a);
+    } else if (fused) {
       oneShotKernel<T, true><<<blocks, threads, 0, s>>>(a);
     } else {
       oneShotKernel<T, false><<<blocks, threads, 0, s>>>(a);
@@ -42,8 +44,10 @@ struct OneShot {
 
 template <typename T>
 struct TwoShot {
-  static int run(bool fused, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
-    if (fused) {
+  static int run(bool fused, bool ext, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
+    if (ext) {
+      twoShotKernel<T, true, true><<<blocks, threads, 0, s>>>(a);
+    } else if (fused) {
       twoShotKernel<T, true><<<blocks, threads, 0, s>>>(a);
     } else {
       twoShotKernel<T, false><<<blocks, threads, 0, s>>>(a);
@@ -54,8 +58,10 @@ struct TwoShot {
 
 template <typename T>
 struct LowLatency {
-  static int run(bool fused, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
-    if (fused) {
+  static int run(bool fused, bool ext, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
+    if (ext) {
+      lowLatencyKernel<T, true, true><<<blocks, threads, 0, s>>>(a);
+    } else if (fused) {
       lowLatencyKernel<T, true><<<blocks, threads, 0, s>>>(a);
     } else {
       lowLatencyKernel<T, false><<<blocks, threads, 0, s>>>(a);
@@ -66,8 +72,13 @@ struct LowLatency {
 
 template <typename T>
 struct HostStaged {
-  static int run(bool fused, bool twoShot, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
-    if (twoShot) {
+  static int run(bool fused, bool ext, bool twoShot, const KernelArgs& a, int blocks, int threads, cudaStream_t s) {
+    if (ext) {
+      if (twoShot)
+        hostTwoShotKernel<T, true, true><<<blocks, threads, 0, s>>>(a);
+      else
+        hostOneShotKernel<T, true, true><<<blocks, threads, 0, s>>>(a);
+    } else if (twoShot) {
       if (fused)
         hostTwoShotKernel<T, true><<<blocks, threads, 0, s>>>(a);
       else
@@ -84,9 +95,11 @@ struct HostStaged {
 
 template <typename T>
 struct Local {
-  static int run(const LocalArgs& a, int blocks, int threads, cudaStream_t s) {
+  static int run(bool ext, const LocalArgs& a, int blocks, int threads, cudaStream_t s) {
     const int nvec = a.hidden / Vec<T>::kElems;
-    if (nvec <= 4 * threads)
+    if (ext)
+      addRmsNormKernel<T, kMaxVecsPerThread, true><<<blocks, threads, 0, s>>>(a);
+    else if (nvec <= 4 * threads)
       addRmsNormKernel<T, 4><<<blocks, threads, 0, s>>>(a);
     else
       addRmsNormKernel<T, kMaxVecsPerThread><<<blocks, threads, 0, s>>>(a);
@@ -105,7 +118,12 @@ int minResident(int current) {
                            reinterpret_cast<const void*>(hostOneShotKernel<T, true>),
                            reinterpret_cast<const void*>(hostOneShotKernel<T, false>),
                            reinterpret_cast<const void*>(hostTwoShotKernel<T, true>),
-                           reinterpret_cast<const void*>(hostTwoShotKernel<T, false>)};
+                           reinterpret_cast<const void*>(hostTwoShotKernel<T, false>),
+                           reinterpret_cast<const void*>(oneShotKernel<T, true, true>),
+                           reinterpret_cast<const void*>(twoShotKernel<T, true, true>),
+                           reinterpret_cast<const void*>(lowLatencyKernel<T, true, true>),
+                           reinterpret_cast<const void*>(hostOneShotKernel<T, true, true>),
+                           reinterpret_cast<const void*>(hostTwoShotKernel<T, true, true>)};
   for (const void* k : kernels) {
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kMaxThreads, 0) != cudaSuccess) return 0;
@@ -141,23 +159,24 @@ int launchProofCheck(const void* src, size_t words, uint32_t seed, unsigned* wro
 }
 
 int launchOneShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
-                  cudaStream_t stream) {
-  return dispatch<OneShot>(dtype, fused, args, blocks, threads, stream);
+                  cudaStream_t stream, bool ext) {
+  return dispatch<OneShot>(dtype, fused, ext, args, blocks, threads, stream);
 }
 int launchTwoShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
-                  cudaStream_t stream) {
-  return dispatch<TwoShot>(dtype, fused, args, blocks, threads, stream);
+                  cudaStream_t stream, bool ext) {
+  return dispatch<TwoShot>(dtype, fused, ext, args, blocks, threads, stream);
 }
 int launchLowLatency(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
-                     cudaStream_t stream) {
-  return dispatch<LowLatency>(dtype, fused, args, blocks, threads, stream);
+                     cudaStream_t stream, bool ext) {
+  return dispatch<LowLatency>(dtype, fused, ext, args, blocks, threads, stream);
 }
 int launchHostStaged(arfuseDataType_t dtype, bool fused, bool twoShot, const KernelArgs& args, int blocks,
-                     int threads, cudaStream_t stream) {
-  return dispatch<HostStaged>(dtype, fused, twoShot, args, blocks, threads, stream);
+                     int threads, cudaStream_t stream, bool ext) {
+  return dispatch<HostStaged>(dtype, fused, ext, twoShot, args, blocks, threads, stream);
 }
-int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream) {
-  return dispatch<Local>(dtype, args, blocks, threads, stream);
+int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream,
+                     bool ext) {
+  return dispatch<Local>(dtype, ext, args, blocks, threads, stream);
 }
 
 int residentBlocksPerSm() {

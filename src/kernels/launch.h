@@ -9,16 +9,18 @@ typedef struct CUstream_st* cudaStream_t;
 namespace arfuse {
 
 // Each returns a cudaError_t value (as int) from the launch.
+// ext: the extended epilogue (args.ext; arfuseAllReduceEpilogue), fused only.
 int launchOneShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
-                  cudaStream_t stream);
+                  cudaStream_t stream, bool ext = false);
 int launchTwoShot(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
-                  cudaStream_t stream);
+                  cudaStream_t stream, bool ext = false);
 int launchLowLatency(arfuseDataType_t dtype, bool fused, const KernelArgs& args, int blocks, int threads,
-                     cudaStream_t stream);
+                     cudaStream_t stream, bool ext = false);
 // Host-staged path: the one-shot or the two-shot variant (hoststaged.cuh).
 int launchHostStaged(arfuseDataType_t dtype, bool fused, bool twoShot, const KernelArgs& args, int blocks,
-                     int threads, cudaStream_t stream);
-int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream);
+                     int threads, cudaStream_t stream, bool ext = false);
+int launchAddRmsNorm(arfuseDataType_t dtype, const LocalArgs& args, int blocks, int threads, cudaStream_t stream,
+                     bool ext = false);
 
 // Peer-access proof at init (current device, default stream): stores a seeded pattern of `words`
 // 32-bit words at dst / counts the words of src that differ from it into *wrong (device memory).

@@ -67,7 +67,7 @@ __device__ inline bool llLoad(const KernelArgs& a, const char* src, uint32_t fla
   return false;
 }
 
-template <typename T, bool kFused>
+template <typename T, bool kFused, bool kExt = false>
 __global__ void __launch_bounds__(kMaxThreads) lowLatencyKernel(KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   const uint64_t call = beginCall(a);
@@ -113,8 +113,8 @@ __global__ void __launch_bounds__(kMaxThreads) lowLatencyKernel(KernelArgs a) {
       }
     };
     if (kFused) {
-      addRmsNormRow<T, true>(sum, residualIn + rowOffset, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
-                             reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps);
+      addRmsNormRow<T, true, kMaxVecsPerThread, kExt>(sum, residualIn + rowOffset, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
+                             reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps, kExt ? &a.ext : nullptr, row);
     } else {
       uint4* out = reinterpret_cast<uint4*>(a.residualOut) + rowOffset;  // [nvec]
       for (int v = threadIdx.x; v < nvec; v += blockDim.x) {

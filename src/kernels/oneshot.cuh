@@ -33,7 +33,7 @@ __device__ inline void copyInRows(const KernelArgs& a, size_t parityOffset, int 
   }
 }
 
-template <typename T, bool kFused>
+template <typename T, bool kFused, bool kExt = false>
 __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   const uint64_t call = beginCall(a);
@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
   const uint4* weight = reinterpret_cast<const uint4*>(a.weight);          // [nvec]
   RowInputs<T, true> in;
-  if (kFused) in.load(residualIn + static_cast<size_t>(blockIdx.x) * nvec, nvec);
+  if (kFused && !(kExt && a.ext.firstLayer)) in.load(residualIn + static_cast<size_t>(blockIdx.x) * nvec, nvec);
   if (!blockBarrier(a, call * 2, /*phase=*/0, call)) return;
   // After the barrier: a remote store before the release would make the release wait for it.
   sendDesc(a, a.peers.desc, call);
@@ -55,9 +55,9 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(KernelArgs a) {
     const size_t rowOffset = static_cast<size_t>(row) * nvec;
     auto sum = [&](int v, float* acc) { sumAcrossRanks<T>(a, parityOffset, rowOffset, v, acc); };
     if (kFused) {
-      if (row != static_cast<int>(blockIdx.x)) in.load(residualIn + rowOffset, nvec);
-      finishRow<T, true, kMaxVecsPerThread>(sum, in, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
-                         reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps);
+      if (row != static_cast<int>(blockIdx.x) && !(kExt && a.ext.firstLayer)) in.load(residualIn + rowOffset, nvec);
+      finishRow<T, true, kMaxVecsPerThread, kExt>(sum, in, weight, reinterpret_cast<uint4*>(a.normOut) + rowOffset,
+                         reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps, kExt ? &a.ext : nullptr, row);
     } else {
       uint4* out = reinterpret_cast<uint4*>(a.residualOut) + rowOffset;  // [nvec]
       for (int v = threadIdx.x; v < nvec; v += blockDim.x) {

@@ -31,7 +31,7 @@ __device__ inline int sliceOwner(int v, int nvec, int n) {
   return c;
 }
 
-template <typename T, bool kFused>
+template <typename T, bool kFused, bool kExt = false>
 __global__ void __launch_bounds__(kMaxThreads) twoShotKernel(KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   const uint64_t call = beginCall(a);
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kMaxThreads) twoShotKernel(KernelArgs a) {
       const size_t rowOffset = (static_cast<size_t>(blockIdx.x) + static_cast<size_t>(j) * gridDim.x) * nvec;
       float acc[E];
       sumAcrossRanks<T>(a, parityOffset, rowOffset, v, acc);
-      if (kFused) {
+      if (kFused && !(kExt && a.ext.firstLayer)) {
         float r[E];
         Vec<T>::toFloat(resIn[rowOffset + v], r);
 #pragma unroll
@@ -74,9 +74,9 @@ __global__ void __launch_bounds__(kMaxThreads) twoShotKernel(KernelArgs a) {
     };
     if (kFused) {
       auto sum = [&](int v, float* acc) { Vec<T>::toFloat(gathered(v), acc); };
-      addRmsNormRow<T, false>(sum, nullptr, reinterpret_cast<const uint4*>(a.weight),
+      addRmsNormRow<T, false, kMaxVecsPerThread, kExt>(sum, nullptr, reinterpret_cast<const uint4*>(a.weight),
                               reinterpret_cast<uint4*>(a.normOut) + rowOffset,
-                              reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps);
+                              reinterpret_cast<uint4*>(a.residualOut) + rowOffset, nvec, a.hidden, a.eps, kExt ? &a.ext : nullptr, row);
     } else {
       uint4* out = reinterpret_cast<uint4*>(a.residualOut) + rowOffset;  // [nvec]
       for (int v = threadIdx.x; v < nvec; v += blockDim.x) out[v] = gathered(v);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <vector>
+
 #include "api/validate.h"
 
 namespace arfuse {
@@ -36,6 +38,60 @@ TEST(Validate, Eps) {
   EXPECT_NE(checkEps(-1e-5f), "");
   EXPECT_NE(checkEps(NAN).find("eps=nan"), std::string::npos);
   EXPECT_NE(checkEps(INFINITY), "");
+}
+
+TEST(Validate, EpilogueOptionsAndTheirErrors) {
+  alignas(16) static char pool[1 << 16];
+  float scale = 1.f;
+  std::vector<BufferArg> bufs;
+  std::vector<AliasRule> aliases;
+  EpiArgs out;
+  EXPECT_NE(checkEpilogue(nullptr, 4, 64, 2, &out, &bufs, &aliases).find("epilogue is NULL"), std::string::npos);
+  arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
+  EXPECT_NE(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases).find("no output requested"), std::string::npos);
+  arfuseEpilogue_t bad = e;
+  bad.magic = 0;
+  EXPECT_NE(checkEpilogue(&bad, 4, 64, 2, &out, &bufs, &aliases).find("ARFUSE_EPILOGUE_INITIALIZER"), std::string::npos);
+  bad = e;
+  bad.quant = 9;
+  EXPECT_NE(checkEpilogue(&bad, 4, 64, 2, &out, &bufs, &aliases).find("epilogue.quant=9"), std::string::npos);
+  // First layer, norm only: no residual buffers, the options say so.
+  e.normOut = pool;
+  bufs.clear();
+  ASSERT_EQ(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases), "");
+  EXPECT_EQ(out.enabled, 1);
+  EXPECT_EQ(out.firstLayer, 1);
+  EXPECT_EQ(out.writeResidual, 0);
+  EXPECT_EQ(out.writeNorm, 1);
+  EXPECT_EQ(out.tokens, 4);
+  ASSERT_EQ(bufs.size(), 1u);
+  EXPECT_EQ(bufs[0].bytes, 4u * 64 * 2);
+  // FP8 static needs its scale; per token its scale tensor; both a 16-byte aligned quantOut.
+  e.quant = arfuseQuantFp8Static;
+  EXPECT_NE(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases).find("epilogue.scaleIn is NULL"), std::string::npos);
+  e.scaleIn = &scale;
+  e.quantOut = pool + 4096;
+  bufs.clear();
+  ASSERT_EQ(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases), "");
+  EXPECT_EQ(bufs.back().bytes, 4u * 64);  // one byte per element
+  e.quant = arfuseQuantFp8PerToken;
+  EXPECT_NE(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases).find("epilogue.scaleOut is NULL"), std::string::npos);
+  e.scaleOut = pool + 8192 + 2;  // misaligned for a float
+  EXPECT_NE(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases).find("not 4-byte aligned"), std::string::npos);
+  // NVFP4: hidden % 16, a layout, half a byte per element.
+  e.quant = arfuseQuantNvfp4;
+  e.scaleOut = pool + 8192;
+  EXPECT_NE(checkEpilogue(&e, 4, 72, 2, &out, &bufs, &aliases).find("hidden=72"), std::string::npos);
+  e.scaleLayout = 5;
+  EXPECT_NE(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases).find("epilogue.scaleLayout=5"), std::string::npos);
+  e.scaleLayout = arfuseScaleSwizzled128x4;
+  bufs.clear();
+  ASSERT_EQ(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases), "");
+  EXPECT_EQ(bufs.back().bytes, 4u * 64 / 2);
+  EXPECT_EQ(out.scaleLayout, 1);
+  // Scale tensor sizes: linear rows x cols; swizzled padded to 128 rows and 4 columns.
+  EXPECT_EQ(nvfp4ScaleBytes(arfuseScaleLinear, 37, 4144), 37u * 259);
+  EXPECT_EQ(nvfp4ScaleBytes(arfuseScaleSwizzled128x4, 37, 4144), 128u * 260);
 }
 
 }  // namespace

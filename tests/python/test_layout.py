@@ -39,6 +39,10 @@ def c_facts(tmp_path_factory):
         lines.append(f'  printf("init {f} %lld\\n", (long long)init.{f});')
     for f in plan_fields:
         lines.append(f'  printf("offset Plan.{f} %zu\\n", offsetof(arfusePlan_t, {f}));')
+    lines.append('  printf("sizeof Epilogue %zu\\n", sizeof(arfuseEpilogue_t));')
+    lines.append('  printf("const ARFUSE_EPILOGUE_MAGIC %lld\\n", (long long)ARFUSE_EPILOGUE_MAGIC);')
+    for f, _ in arfuse.Epilogue._fields_:
+        lines.append(f'  printf("offset Epilogue.{f} %zu\\n", offsetof(arfuseEpilogue_t, {f}));')
     for macro in ("ARFUSE_CONFIG_MAGIC", "ARFUSE_VERSION_CODE", "ARFUSE_MAX_RANKS", "ARFUSE_DTYPE_ALL"):
         lines.append(f'  printf("const {macro} %lld\\n", (long long)({macro}));')
     for _, name in _enumerators():
@@ -73,6 +77,15 @@ def test_field_offsets(c_facts):
         assert getattr(PlanStruct, name).offset == c_facts[("offset", f"Plan.{name}")], name
 
 
+def test_epilogue_layout(c_facts):
+    assert ctypes.sizeof(arfuse.Epilogue) == c_facts[("sizeof", "Epilogue")]
+    assert arfuse.EPILOGUE_MAGIC == c_facts[("const", "ARFUSE_EPILOGUE_MAGIC")]
+    for name, _ in arfuse.Epilogue._fields_:
+        assert getattr(arfuse.Epilogue, name).offset == c_facts[("offset", f"Epilogue.{name}")], name
+    e = arfuse.Epilogue.initializer()
+    assert (e.size, e.magic, e.quant, e.scaleLayout) == (ctypes.sizeof(arfuse.Epilogue), arfuse.EPILOGUE_MAGIC, 0, 0)
+
+
 def test_initializer_matches_the_macro(c_facts, lib):
     cfg = arfuse.Config.initializer(lib.version_code)
     for name, _ in arfuse.Config._fields_:
@@ -104,7 +117,9 @@ def test_every_enumerator_is_mirrored(c_facts):
     enums = {"arfuseResult_t": (arfuse.Result, "arfuse", "arfuseNumResults"),
              "arfuseDataType_t": (arfuse.DataType, "arfuse", "arfuseNumDataTypes"),
              "arfuseAlgo_t": (arfuse.Algo, "arfuseAlgo", "arfuseNumAlgos"),
-             "arfuseOp_t": (arfuse.Op, "arfuseOp", None)}
+             "arfuseOp_t": (arfuse.Op, "arfuseOp", None),
+             "arfuseQuant_t": (arfuse.Quant, "arfuseQuant", "arfuseNumQuants"),
+             "arfuseScaleLayout_t": (arfuse.ScaleLayout, "arfuseScale", None)}
     seen = {t: set() for t in enums}
     for tname, cname in _enumerators():
         py, prefix, count = enums[tname]
