@@ -3,10 +3,12 @@
 # empty, run every GPU test (virtual ranks; real ranks when >= 2 GPUs), `arfuse selftest`, and short
 # benchmarks; $OUT (default ./out) ends up holding summary.txt and logs.tgz (every log and JSON).
 #
-#   OUT=/tmp/out bash scripts/gpu_check.sh [--quick] [--bench-only]
+#   OUT=/tmp/out bash scripts/gpu_check.sh [--quick] [--tests-only | --bench-only]
 #   --quick       accepted for compatibility (the selftest always runs --quick: the suites cover the rest)
 #   GPU_CHECK_BUDGET_S (default 570): the whole run's time budget; later steps are skipped, and say so
-#   --bench-only  skip the test suites (only for re-measuring after a change outside the library)
+#   --tests-only  the test suites, selftests, sanitizers and the Python tests; no benchmarks or doctor
+#   --bench-only  benchmarks, doctor and calibration; no test suites (a warm machine's second call)
+# With several GPUs the benchmarks run at TP = every GPU, and at TP2 too when there are more than 2.
 #
 # Needs: nvcc, cmake, ninja (or make), NCCL (system, CUDA toolkit, or the nvidia-nccl wheel that
 # PyTorch ships), GoogleTest (system, or .carry/googletest). Never enables NVLink multicast.
@@ -16,10 +18,12 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 quick=0
 bench_only=0
+tests_only=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
     --bench-only) bench_only=1 ;;
+    --tests-only) tests_only=1 ;;
     *) echo "gpu_check.sh: unknown argument $a"; exit 2 ;;
   esac
 done
@@ -84,90 +88,121 @@ run_ctest() {  # label, timeout, [-R regex], [-E regex]
   local line
   line=$(grep -E "tests passed|tests failed" "$OUT/tests.log" | tail -1)
   note "ctest -L $1 ${3:+-R $3} ${4:+-E $4}: rc=$rc in ${last_step_s} s: $line"
-  # Name every failed test in the summary.
-  ctest --test-dir "$build" -L "^$1\$" --rerun-failed -N 2>/dev/null | grep -E "Test +#" | sed 's/^/  failed: /' >> "$summary"
+  # Name every failed test (CTest's own list of this run's failures) and every failed gtest case.
+  if [ $rc != 0 ]; then
+    sed 's/^/  failed: /' "$build/Testing/Temporary/LastTestsFailed.log" >> "$summary" 2>/dev/null
+    grep -E '^\[  FAILED  \] [A-Za-z0-9_/.]+' "$OUT/tests.log" | sort -u | head -40 | sed 's/^/  /' >> "$summary"
+  fi
 }
 if [ $bench_only = 0 ]; then
   echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 300 "" python_gpu
-  echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 150
-  echo "== python (cpu label, with this machine's torch)" >> "$OUT/tests.log"; run_ctest cpu 60 python
+  echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 300
+  grep -E '^\[ info \]' "$OUT/tests.log" | sort -u | head -30 >> "$summary"
   grep -E -A6 "^[^ ]*:[0-9]+: Failure$" "$OUT/tests.log" | head -60 >> "$summary"
+
+  step selftest 150 "$OUT/selftest.txt" "$build/bin/arfuse" selftest --quick
+  note "selftest --quick: rc=$? $(tail -1 "$OUT/selftest.txt")"
+  if [ "$ngpu" -ge 2 ]; then  # one process per GPU, every GPU
+    step "selftest --procs" 120 "$OUT/selftest.txt" "$build/bin/arfuse" selftest --procs "$ngpu"
+    note "selftest --procs $ngpu: rc=$? $(tail -1 "$OUT/selftest.txt")"
+  fi
+  echo "== python_gpu" >> "$OUT/tests.log"; run_ctest gpu 300 python_gpu
+  grep -E "^=+ .* in [0-9.]+s" "$OUT/tests.log" | tail -1 >> "$summary"
+  grep -E "^(FAILED|ERROR) tests/python" "$OUT/tests.log" | sort -u | head -20 >> "$summary"
+  if [ "$ngpu" -ge 2 ] && python3 -c 'import torch' 2>/dev/null; then  # the adoption example, one process per GPU
+    step "tp_decoder" 150 "$OUT/tp_decoder.txt" env PYTHONPATH="$root/python" ARFUSE_LIBRARY_PATH="$build/src/libarfuse.so" \
+      python3 "$root/examples/tp_decoder.py" --nprocs "$ngpu" --require-arfuse --graph
+    note "tp_decoder --nprocs $ngpu --require-arfuse --graph: rc=$? $(tail -2 "$OUT/tp_decoder.txt" | tr '\n' ' ')"
+  fi
 else
   note "tests: skipped (--bench-only)"
 fi
 
-step selftest 150 "$OUT/selftest.txt" "$build/bin/arfuse" selftest --quick
-note "selftest --quick: rc=$? $(tail -1 "$OUT/selftest.txt")"
+if [ $tests_only = 0 ]; then
 
+# ---- benchmarks, doctor, calibration -------------------------------------------------------------
+has_epilogue=0
+"$build/bin/arfuse" bench --help 2>&1 | grep -q -- '--epilogue' && has_epilogue=1
 step "bench addrmsnorm" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op addrmsnorm --tokens 1,4,16,64,256,1024,2048,4096,8192 \
   --hidden 7168 -n 30 -J "$OUT/bench_addrmsnorm.json"
 note "bench addrmsnorm: rc=$?"
+if [ $has_epilogue = 1 ]; then  # single GPU add + RMSNorm + quantisation against the copy floor
+  step "bench addrmsnorm epilogues" 120 "$OUT/bench.txt" "$build/bin/arfuse" bench --op addrmsnorm \
+    --epilogue none,fp8,fp8-token,nvfp4,nvfp4-swizzled --tokens 1,16,256,1024,2048,8192 --hidden 7168 -n 30 \
+    -J "$OUT/bench_addrmsnorm_epilogue.json"
+  note "bench addrmsnorm epilogues: rc=$?"
+fi
+# Fused, side by side with NCCL + separate add+RMSNorm: TP = every GPU (2 virtual ranks on one GPU),
+# hidden 7168 and 8192; TP2 as well when there are more than 2 GPUs.
 ranks=2; [ "$ngpu" -ge 2 ] && ranks=$ngpu
-step "bench fused" 120 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --ranks $ranks \
-  --tokens 1,2,4,8,16,32,64,128,256,512,1024,2048 --hidden 7168 -n 30 -J "$OUT/bench_fused.json"
-note "bench fused ($ranks ranks): rc=$?"
-# The flight recorder's cost on the latency paths (TP2): stamps on (default) vs off.
-for fr in 1 0; do
-  step "bench flight recorder" 60 "$OUT/bench.txt" env ARFUSE_FLIGHT_RECORDER=$fr "$build/bin/arfuse" bench --op fused \
-    --ranks $ranks --algo lowlatency --tokens 1,4 -n 30 -J "$OUT/bench_ll_flight$fr.json"
-  step "bench flight recorder" 60 "$OUT/bench.txt" env ARFUSE_FLIGHT_RECORDER=$fr "$build/bin/arfuse" bench --op fused \
-    --ranks $ranks --algo oneshot --tokens 1,16,256 -n 30 -J "$OUT/bench_oneshot_flight$fr.json"
-  note "bench flight recorder=$fr: rc=$?"
+tps="$ranks"; [ "$ngpu" -gt 2 ] && tps="$ranks 2"
+for tp in $tps; do
+  for h in 7168 8192; do
+    algo=all; [ "$h" = 8192 ] && algo=auto
+    step "bench fused" 120 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --ranks $tp --algo $algo \
+      --tokens 1,2,4,8,16,32,64,128,256,512,1024,2048 --hidden $h -n 30 -J "$OUT/bench_fused_tp${tp}_h${h}.json"
+    note "bench fused (TP$tp, hidden $h, --algo $algo): rc=$?"
+  done
 done
-# Host-staged path: 8 virtual ranks share this GPU's one PCIe link (an upper bound on what 8 GPUs
-# with a link each would take), and real GPUs when there are several (each over its own link).
-step "bench hoststaged" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks 8 --virtual \
-  --tokens 1,2,4,8,16,32,64,128 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_8virtual.json"
-note "bench hoststaged (8 virtual ranks): rc=$?"
-step "verify-pass hoststaged" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --verify-pass --model kimi-k2 --algo hoststaged \
-  --ranks 8 --virtual --tokens 1,4,16 -n 5 -J "$OUT/verify_pass_hoststaged_8virtual.json"
-note "verify-pass hoststaged (8 virtual): rc=$?"
+if [ $has_epilogue = 1 ]; then
+  step "bench fused epilogues" 120 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --ranks $ranks --algo auto \
+    --epilogue none,fp8,fp8-token,nvfp4 --tokens 1,16,256,2048 --hidden 7168 -n 30 -J "$OUT/bench_fused_epilogue.json"
+  note "bench fused epilogues (TP$ranks): rc=$?"
+fi
 if [ "$ngpu" -ge 2 ]; then
+  step "verify-pass" 120 "$OUT/bench.txt" "$build/bin/arfuse" bench --verify-pass --model kimi-k2 --algo auto \
+    --ranks $ngpu --tokens 1,4,16,64 -n 10 -J "$OUT/verify_pass_tp${ngpu}.json"
+  note "verify-pass kimi-k2 (TP$ngpu, auto vs NCCL): rc=$?"
   step "verify-pass hoststaged real" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --verify-pass --model kimi-k2 \
-    --algo hoststaged --ranks $ngpu --tokens 1,4,16,64 -n 10 -J "$OUT/verify_pass_hoststaged_real.json"
+    --algo hoststaged --ranks $ngpu --tokens 1,4,16,64 -n 10 -J "$OUT/verify_pass_hoststaged_tp${ngpu}.json"
   note "verify-pass hoststaged ($ngpu GPUs): rc=$?"
   step "bench hoststaged real" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --algo hoststaged --ranks $ngpu \
-    --tokens 1,2,4,8,16,32,64,128,256 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_real.json"
+    --tokens 1,2,4,8,16,32,64,128,256 --hidden 7168 -n 30 -J "$OUT/bench_hoststaged_tp${ngpu}.json"
   note "bench hoststaged ($ngpu GPUs): rc=$?"
 fi
+step doctor 90 "$OUT/doctor.txt" "$build/bin/arfuse" doctor --save-topology "$OUT/topology.json"
+note "doctor: rc=$? $(grep '^Summary' "$OUT/doctor.txt")"
+step "doctor --json" 60 "$OUT/doctor.json" "$build/bin/arfuse" doctor --no-measure --json
+cal_ranks=2; [ "$ngpu" -ge 2 ] && cal_ranks=$ngpu
+step "doctor --calibrate" 150 "$OUT/calibrate.txt" "$build/bin/arfuse" doctor --calibrate --ranks $cal_ranks --quick \
+  --out "$OUT/calibration.json"
+note "doctor --calibrate --ranks $cal_ranks: rc=$? $(grep -m1 'applies (\|does not apply' "$OUT/calibrate.txt")"
+grep -i "fastest up to" "$OUT/calibrate.txt" | head -3 >> "$summary"
+step "doctor with calibration" 60 "$OUT/doctor_calibrated.json" env ARFUSE_CALIBRATION_FILE="$OUT/calibration.json" \
+  "$build/bin/arfuse" doctor --no-measure --json
+note "doctor with calibration: rc=$?"
+if [ -s "$OUT/calibration.json" ] && [ "$ngpu" -ge 2 ]; then  # the plan with the machine's own crossovers
+  step "bench fused calibrated" 120 "$OUT/bench.txt" env ARFUSE_CALIBRATION_FILE="$OUT/calibration.json" \
+    "$build/bin/arfuse" bench --op fused --ranks $ngpu --algo auto --tokens 1,4,16,64,256,1024,2048 --hidden 7168 -n 30 \
+    -J "$OUT/bench_fused_tp${ngpu}_calibrated.json"
+  note "bench fused calibrated (TP$ngpu): rc=$?"
+fi
+if [ "$ngpu" -ge 2 ]; then  # what NCCL tuning alone buys (one child process per NCCL setting)
+  step "bench nccl-sweep" 200 "$OUT/bench_nccl_sweep.txt" "$build/bin/arfuse" bench --algo auto --ranks $ngpu \
+    --tokens 1,16,256,2048 -n 20 --nccl-sweep -J "$OUT/bench_nccl_sweep_tp${ngpu}.json"
+  note "bench nccl-sweep: rc=$? $(grep -c 'best NCCL setting' "$OUT/bench_nccl_sweep.txt") summary lines"
+  grep 'best NCCL setting' "$OUT/bench_nccl_sweep.txt" >> "$summary"
+fi
+fi  # tests_only
 
-if [ $bench_only = 0 ]; then
-  # compute-sanitizer over a slice of the virtual-rank suite (every path, graphs, faults).
+# Sanitizers and the Python CPU tests (with this machine's torch) close either part, as time allows.
+  # compute-sanitizer over a slice of the virtual-rank suite (every path, graphs, faults, epilogues).
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$san" ]; then
-    filt='Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/3ranks_*:Gpu_VirtualRanks.HostStagedVariantsBySize:Paths/Gpu_Fault.DifferentSizeIsAMismatchOnEveryRank/*:Gpu_AddRmsNorm.*'
+    filt='Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/3ranks_*:Gpu_VirtualRanks.HostStagedVariantsBySize:Paths/Gpu_Fault.DifferentSizeIsAMismatchOnEveryRank/*:Gpu_AddRmsNorm.*:Paths/Gpu_Epilogue.*/local:Paths/Gpu_Epilogue.*/lowlatency'
     for tool in memcheck racecheck; do
-      step "compute-sanitizer $tool" 100 "$OUT/sanitizer_$tool.log" "$san" --tool $tool --error-exitcode 9 \
+      step "compute-sanitizer $tool" 120 "$OUT/sanitizer_$tool.log" "$san" --tool $tool --error-exitcode 9 \
         "$build/tests/gpu/gpu_test" --gtest_filter="$filt"
       note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
     done
   else
     note "compute-sanitizer: not found on this machine"
   fi
-fi
-step doctor 90 "$OUT/doctor.txt" "$build/bin/arfuse" doctor
-note "doctor: rc=$? $(grep '^Summary' "$OUT/doctor.txt")"
-step "doctor --calibrate" 120 "$OUT/calibrate.txt" "$build/bin/arfuse" doctor --calibrate --ranks 2 --quick \
-  --out "$OUT/calibration.json"
-note "doctor --calibrate: rc=$? $(grep -m1 'applies (\|does not apply' "$OUT/calibrate.txt")"
-step "doctor with calibration" 60 "$OUT/doctor.json" env ARFUSE_CALIBRATION_FILE="$OUT/calibration.json" \
-  "$build/bin/arfuse" doctor --no-measure --json
-note "doctor with calibration: rc=$?"
-
-if [ $bench_only = 0 ]; then
-  echo "== python_gpu" >> "$OUT/tests.log"; run_ctest gpu 240 python_gpu
-fi
-if [ "$ngpu" -ge 2 ]; then  # what NCCL tuning alone buys (one child process per NCCL setting)
-  step "bench nccl-sweep" 200 "$OUT/bench_nccl_sweep.txt" "$build/bin/arfuse" bench --algo auto --ranks $ngpu \
-    --tokens 1,16,256,2048 -n 20 --nccl-sweep -J "$OUT/bench_nccl_sweep.json"
-  note "bench nccl-sweep: rc=$? $(grep -c 'best NCCL setting' "$OUT/bench_nccl_sweep.txt") summary lines"
-  grep 'best NCCL setting' "$OUT/bench_nccl_sweep.txt" >> "$summary"
-fi
-cat "$OUT/bench.txt" | tee -a "$summary" >/dev/null
-tail -n +1 "$OUT/bench.txt"
+  echo "== python (cpu label, with this machine's torch)" >> "$OUT/tests.log"; run_ctest cpu 150 python
+[ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt" >> "$summary"
 # The device tool brings back at most 8 files: keep summary.txt, pack the rest.
 tgz=$(mktemp /tmp/gpu_check_logs.XXXXXX)
 ( cd "$OUT" && tar czf "$tgz" --exclude=summary.txt . ) || note "tar: failed"
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} +
 mv "$tgz" "$OUT/logs.tgz"
-echo; cat "$summary" | head -40
+echo; grep -v '^ ' "$summary" | head -60

@@ -1,5 +1,6 @@
-// Fault injection on virtual ranks (GPU 0): divergent calls, a late rank, two streams at once, a
-// skipped call with timing, and a soak of a million graph-replayed calls. Requirement in the name.
+// Fault injection: divergent calls, a late rank, two streams at once, a skipped call with timing,
+// and a soak of a million graph-replayed calls. In gpu_test (Gpu_*) the ranks are virtual, on GPU 0;
+// in multigpu_test (Gpu2_*) rank r runs on GPU r % (number of GPUs). Requirement in the name.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -22,7 +23,28 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// A group of n virtual ranks on GPU 0 with one stream each and fp32 buffers of `elems` per rank.
+// The GPU of rank r: 0 for virtual ranks (gpu_test), r modulo the GPU count for multigpu_test.
+int rankDevice(int r) {
+#if ARFUSE_TEST_MIN_GPUS >= 2
+  int ngpu = 1;
+  cudaGetDeviceCount(&ngpu);
+  return r % ngpu;
+#else
+  (void)r;
+  return 0;
+#endif
+}
+
+// Test suite names carry the requirement: Gpu_ (one GPU, virtual ranks) or Gpu2_ (distinct GPUs).
+#if ARFUSE_TEST_MIN_GPUS >= 2
+#define FAULT_SUITE Gpu2_Fault
+#define SOAK_SUITE Gpu2_Soak
+#else
+#define FAULT_SUITE Gpu_Fault
+#define SOAK_SUITE Gpu_Soak
+#endif
+
+// A group of n ranks (see rankDevice) with one stream each and fp32 buffers of `elems` per rank.
 struct Group {
   int n;
   std::vector<arfuseComm_t> comms;
@@ -34,7 +56,8 @@ struct Group {
 
   Group(int nranks, int algo, int timeoutMs, size_t elemsPerRank, int maxTokens = 64, int maxHidden = 4096)
       : n(nranks), comms(nranks), streams(nranks), in(nranks), out(nranks), host(nranks), elems(elemsPerRank) {
-    std::vector<int> devs(n, 0);
+    std::vector<int> devs(n);
+    for (int r = 0; r < n; ++r) devs[r] = rankDevice(r);
     arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
     cfg.maxTokens = maxTokens;
     cfg.maxHidden = maxHidden;
@@ -44,6 +67,7 @@ struct Group {
     std::mt19937 rng(1234 + n * 7 + algo);
     std::uniform_int_distribution<int> q(-1024, 1024);
     for (int r = 0; r < n; ++r) {
+      cudaSetDevice(devs[r]);
       cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
       cudaMalloc(&in[r], elems * sizeof(float));
       cudaMalloc(&out[r], elems * sizeof(float));
@@ -51,9 +75,11 @@ struct Group {
       for (float& v : host[r]) v = static_cast<float>(q(rng) | 1) / 1024.f;  // never 0; sums exact in fp32
       cudaMemcpy(in[r], host[r].data(), elems * sizeof(float), cudaMemcpyHostToDevice);
       cudaMemset(out[r], 0xFF, elems * sizeof(float));  // poison: NaN
+      cudaDeviceSynchronize();  // the legacy-stream memsets finish before any call on the non-blocking streams
     }
-    cudaDeviceSynchronize();  // the legacy-stream memsets finish before any call on the non-blocking streams
+    cudaSetDevice(devs[0]);
   }
+  int dev(int r) const { return rankDevice(r); }
   ~Group() {
     for (int r = 0; r < n; ++r) {
       cudaStreamSynchronize(streams[r]);
@@ -80,11 +106,11 @@ struct Group {
 const int kPaths[] = {arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged};
 std::string pathName(int a) { return arfuseAlgoName(arfuseAlgo_t(a)); }
 
-class Gpu_Fault : public ::testing::TestWithParam<int> {};
+class FAULT_SUITE : public ::testing::TestWithParam<int> {};
 
 // Rank 2 calls with fewer tokens: every rank reports arfuseMismatch naming both calls, quickly
 // (by the descriptor exchange, not by the timeout).
-TEST_P(Gpu_Fault, DifferentSizeIsAMismatchOnEveryRank) {
+TEST_P(FAULT_SUITE, DifferentSizeIsAMismatchOnEveryRank) {
   const int algo = GetParam();
   Group g(3, algo, /*timeoutMs=*/5000, 4 * 1024);
   ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
@@ -106,14 +132,16 @@ TEST_P(Gpu_Fault, DifferentSizeIsAMismatchOnEveryRank) {
 }
 
 // Same bytes, different dtype (fp16 vs bf16) and different op: still a mismatch.
-TEST_P(Gpu_Fault, DifferentDtypeOrOpIsAMismatch) {
+TEST_P(FAULT_SUITE, DifferentDtypeOrOpIsAMismatch) {
   const int algo = GetParam();
   for (int variant = 0; variant < 2; ++variant) {
     Group g(2, algo, 5000, 4 * 1024);
     ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
     void* w;
+    cudaSetDevice(g.dev(1));  // used by rank 1
     cudaMalloc(&w, 1024 * 4);
     cudaMemset(w, 0x3c, 1024 * 4);
+    cudaDeviceSynchronize();
     for (int r = 0; r < 2; ++r) {
       arfuseResult_t st;
       if (variant == 0)  // 4 x 1024 x 2 B either way
@@ -137,7 +165,7 @@ TEST_P(Gpu_Fault, DifferentDtypeOrOpIsAMismatch) {
 }
 
 // A rank that calls 300 ms late (timeout 3 s): correct result, no error.
-TEST_P(Gpu_Fault, LateRankWithinTheTimeoutIsFine) {
+TEST_P(FAULT_SUITE, LateRankWithinTheTimeoutIsFine) {
   const int algo = GetParam();
   Group g(3, algo, /*timeoutMs=*/3000, 4 * 1024);
   ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
@@ -160,7 +188,7 @@ TEST_P(Gpu_Fault, LateRankWithinTheTimeoutIsFine) {
 }
 
 // A rank that never calls: both peers end within timeout + a poll interval and name it.
-TEST_P(Gpu_Fault, SkippedCallIsNamedByEveryPeerWithinTheTimeout) {
+TEST_P(FAULT_SUITE, SkippedCallIsNamedByEveryPeerWithinTheTimeout) {
   const int algo = GetParam();
   Group g(3, algo, /*timeoutMs=*/400, 4 * 1024);
   ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
@@ -180,11 +208,12 @@ TEST_P(Gpu_Fault, SkippedCallIsNamedByEveryPeerWithinTheTimeout) {
 
 // Two calls of one rank on two streams at the same time break the single-in-flight protocol: the
 // second is caught on the device and the group fails with arfuseInvalidUsage, naming the misuse.
-TEST_P(Gpu_Fault, TwoStreamsAtOnceAreRefused) {
+TEST_P(FAULT_SUITE, TwoStreamsAtOnceAreRefused) {
   const int algo = GetParam();
   Group g(2, algo, /*timeoutMs=*/3000, 4 * 1024);
   ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
   cudaStream_t other;
+  cudaSetDevice(g.dev(0));
   cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
   const auto t0 = Clock::now();
   ASSERT_EQ(g.allReduce(0, 1, 1024), arfuseSuccess);  // waits for rank 1, which never calls
@@ -201,7 +230,7 @@ TEST_P(Gpu_Fault, TwoStreamsAtOnceAreRefused) {
 
 // The kernels stamp every call into the flight recorder (graph replays included); the dump lists them
 // in the format `arfuse triage` reads, and after a divergent call it carries the error record.
-TEST_P(Gpu_Fault, FlightRecorderDumpListsTheCallsAndTheError) {
+TEST_P(FAULT_SUITE, FlightRecorderDumpListsTheCallsAndTheError) {
   const int algo = GetParam();
   Group g(2, algo, 5000, 4 * 1024);
   ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
@@ -243,6 +272,7 @@ TEST_P(Gpu_Fault, FlightRecorderDumpListsTheCallsAndTheError) {
   EXPECT_EQ(arfuseCommDumpState(g.comms[1], "/nonexistent-dir/x"), arfuseSystemError);
 }
 
+#if ARFUSE_TEST_MIN_GPUS < 2
 // Two ranks of one group on one GPU and one stream would wait for each other forever: the second
 // call is refused before anything is launched, naming both ranks.
 TEST(Gpu_Misuse, TwoRanksOnOneStreamAreRefused) {
@@ -257,12 +287,14 @@ TEST(Gpu_Misuse, TwoRanksOnOneStreamAreRefused) {
   EXPECT_EQ(g.asyncError(0, &async), arfusePeerTimeout) << async;
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, Gpu_Fault, ::testing::ValuesIn(kPaths),
+#endif
+
+INSTANTIATE_TEST_SUITE_P(Paths, FAULT_SUITE, ::testing::ValuesIn(kPaths),
                          [](const ::testing::TestParamInfo<int>& i) { return pathName(i.param); });
 
 // 10^6 calls per rank, CUDA-graph replayed, across four sizes (both the low-latency and one-shot
 // paths under auto): no error, and every replay's outputs bitwise equal to one eager call's.
-TEST(Gpu_Soak, MillionGraphReplayedCallsAcrossSizes) {
+TEST(SOAK_SUITE, MillionGraphReplayedCallsAcrossSizes) {
   const int n = 2, callsPerGraph = 1000, replays = 1000;
   const int sizes[4] = {1, 4, 16, 128};  // x 2048 fp32: 8 KiB .. 1 MiB
   const int hidden = 2048;
@@ -270,8 +302,10 @@ TEST(Gpu_Soak, MillionGraphReplayedCallsAcrossSizes) {
   ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
   // Per size: its own slice of the output so each size's result survives to the end.
   std::vector<std::vector<float*>> outs(n, std::vector<float*>(4));
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n; ++r) {
+    cudaSetDevice(g.dev(r));
     for (int k = 0; k < 4; ++k) cudaMalloc(&outs[r][k], static_cast<size_t>(sizes[k]) * hidden * 4);
+  }
   // Reference: one eager call per size.
   std::vector<std::vector<std::vector<float>>> ref(n, std::vector<std::vector<float>>(4));
   for (int k = 0; k < 4; ++k) {
@@ -282,11 +316,14 @@ TEST(Gpu_Soak, MillionGraphReplayedCallsAcrossSizes) {
     for (int r = 0; r < n; ++r) {
       ref[r][k].resize(static_cast<size_t>(sizes[k]) * hidden);
       cudaMemcpy(ref[r][k].data(), outs[r][k], ref[r][k].size() * 4, cudaMemcpyDeviceToHost);
+      cudaSetDevice(g.dev(r));
       cudaMemset(outs[r][k], 0xFF, ref[r][k].size() * 4);
+      cudaDeviceSynchronize();
     }
   }
   std::vector<cudaGraphExec_t> execs(n);
   for (int r = 0; r < n; ++r) {
+    cudaSetDevice(g.dev(r));
     cudaGraph_t graph;
     ASSERT_EQ(cudaStreamBeginCapture(g.streams[r], cudaStreamCaptureModeThreadLocal), cudaSuccess);
     for (int c = 0; c < callsPerGraph; ++c) {
@@ -300,7 +337,11 @@ TEST(Gpu_Soak, MillionGraphReplayedCallsAcrossSizes) {
   }
   const auto t0 = Clock::now();
   for (int i = 0; i < replays; ++i)
-    for (int r = 0; r < n; ++r) ASSERT_EQ(cudaGraphLaunch(execs[r], g.streams[r]), cudaSuccess);
+    for (int r = 0; r < n; ++r) {
+      if (g.dev(r) != g.dev(0)) cudaSetDevice(g.dev(r));
+      ASSERT_EQ(cudaGraphLaunch(execs[r], g.streams[r]), cudaSuccess);
+      if (g.dev(r) != g.dev(0)) cudaSetDevice(g.dev(0));
+    }
   g.syncAll();
   std::printf("[ info ] %d calls per rank in %.2f s\n", callsPerGraph * replays, secondsSince(t0));
   for (int r = 0; r < n; ++r) {
