@@ -132,6 +132,50 @@ TEST(BenchArgs, NcclSweepErrorsNameTheArgumentAndTheFix) {
   }
 }
 
+TEST(BenchArgs, Epilogues) {
+  BenchArgs a;
+  std::string err;
+  ASSERT_TRUE(parseBenchArgs({}, &a, &err)) << err;
+  EXPECT_EQ(a.epilogues, (std::vector<int>{harness::kEpilogueNone}));
+  EXPECT_FALSE(a.epilogueTable());
+  ASSERT_TRUE(parseBenchArgs({"--epilogue", "none"}, &a, &err)) << err;
+  EXPECT_FALSE(a.epilogueTable());  // exactly today's bench
+  ASSERT_TRUE(parseBenchArgs({"--op", "addrmsnorm", "--epilogue", "none,plain,first,plusone,fp8,fp8-token,nvfp4,nvfp4-swizzled"},
+                             &a, &err))
+      << err;
+  EXPECT_EQ(a.epilogues.size(), 8u);
+  EXPECT_TRUE(a.epilogueTable());
+  for (size_t i = 0; i < a.epilogues.size(); ++i) EXPECT_EQ(a.epilogues[i], static_cast<int>(i));
+  ASSERT_TRUE(parseBenchArgs({"--epilogue", "nvfp4,fp8", "--algo", "all", "--ranks", "4"}, &a, &err)) << err;
+  EXPECT_EQ(a.epilogues, (std::vector<int>{harness::kEpilogueNvfp4, harness::kEpilogueFp8}));
+
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--epilogue", "fp4"},
+       "--epilogue: 'fp4' is not an epilogue; use a comma list of none, plain, first, plusone, fp8, fp8-token, nvfp4 or "
+       "nvfp4-swizzled"},
+      {{"--epilogue", "fp8,,nvfp4"}, "--epilogue: '' is not an epilogue"},
+      {{"--epilogue"}, "--epilogue needs a value"},
+      {{"--epilogue", "fp8,fp8"}, "--epilogue: 'fp8' is given twice"},
+      {{"--op", "allreduce", "--epilogue", "fp8"}, "--epilogue: applies to --op fused and addrmsnorm"},
+      {{"--model", "kimi-k2", "--verify-pass", "--epilogue", "fp8"}, "--epilogue: --verify-pass"},
+      {{"--nccl-sweep", "--epilogue", "plain"}, "--epilogue: --nccl-sweep re-runs the baseline"},
+      {{"--hidden", "4104", "--epilogue", "fp8,nvfp4"}, "--epilogue: nvfp4 needs --hidden a multiple of 16"},
+  };
+  for (const auto& c : bad) {
+    EXPECT_FALSE(parseBenchArgs(c.first, &a, &err)) << c.second;
+    EXPECT_NE(err.find(c.second), std::string::npos) << "got: " << err << "\nwanted: " << c.second;
+  }
+  // FP8 needs no multiple of 16.
+  EXPECT_TRUE(parseBenchArgs({"--hidden", "4104", "--epilogue", "fp8,fp8-token"}, &a, &err)) << err;
+}
+
+TEST(BenchArgs, UsageDocumentsTheEpilogues) {
+  const std::string u = benchUsage();
+  for (const char* s : {"--epilogue LIST", "none", "plain", "first", "plusone", "fp8-token", "nvfp4-swizzled",
+                        "NOT norm_out", "copy moves exactly those bytes", "unfused baseline"})
+    EXPECT_NE(u.find(s), std::string::npos) << s;
+}
+
 TEST(BenchArgs, UsageDocumentsTheSweep) {
   const std::string u = benchUsage();
   for (const char* s : {"--nccl-sweep[=SPEC]", "proto[:LL/LL128/Simple]", "algo[:Ring/Tree]", "channels[:1/2/4/8/16]",

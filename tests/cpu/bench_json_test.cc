@@ -1,4 +1,4 @@
-// The schema of `arfuse bench -J` (arfuse-bench/2), which scripts/perf_table.py and docs rely on.
+// The schema of `arfuse bench -J` (arfuse-bench/3), which scripts/perf_table.py and docs rely on.
 #include <gtest/gtest.h>
 
 #include "bench_json.h"
@@ -46,7 +46,7 @@ TEST(BenchJson, CarriesTheEnvironmentAndEveryRow) {
   bad.role = "arfuse";
   bad.error = "arfuseUnsupported: \"quoted\"\nsecond line";
   const std::string j = benchJson(a, env(), {ok, bad});
-  for (const char* key : {"\"schema\": \"arfuse-bench/2\"", "\"arfuse\": \"arfuse 0.1.0", "\"date\": \"2026-11-29T17:00:00Z\"",
+  for (const char* key : {"\"schema\": \"arfuse-bench/3\"", "\"arfuse\": \"arfuse 0.1.0", "\"date\": \"2026-11-29T17:00:00Z\"",
                           "\"command\": \"arfuse bench --tokens 1,16 -J x.json\"", "\"gpu\": \"NVIDIA H200 (sm_90)\"",
                           "\"driver\": \"580.159.04\"", "\"cuda_runtime\": 13000", "\"nccl\": 22809", "\"op\": \"fused\"",
                           "\"dtype\": \"bf16\"", "\"hidden\": 7168", "\"ranks\": 2", "\"virtual_ranks\": false",
@@ -69,6 +69,9 @@ TEST(BenchJson, CarriesTheEnvironmentAndEveryRow) {
     ASSERT_GE(depth, 0);
   }
   EXPECT_EQ(depth, 0);
+  // arfuse-bench/3: the epilogue list (default: none) and each row's epilogue.
+  EXPECT_TRUE(has(j, "\"epilogues\": [\"none\"]")) << j;
+  EXPECT_TRUE(has(j, "\"role\": \"arfuse\", \"epilogue\": \"none\"")) << j;
   // arfuse-bench/2 records the NCCL environment; without a sweep there are no sweep members.
   EXPECT_TRUE(has(j, "\"nccl_env\": {}")) << j;
   EXPECT_FALSE(has(j, "nccl_sweep")) << j;
@@ -138,10 +141,11 @@ TEST(BenchJson, NcclSweepMembers) {
   // Well-formed JSON, read back with the project's strict reader.
   topo::json::Value doc;
   ASSERT_TRUE(topo::json::parse(j, &doc, &err)) << err << "\n" << j;
-  EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/2");
-  // Every arfuse-bench/1 member is still there.
+  EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/3");
+  // Every arfuse-bench/1 and /2 member is still there, and /3's epilogue list.
   for (const char* key : {"arfuse", "date", "command", "gpu", "driver", "cuda_runtime", "nccl", "op", "dtype", "hidden",
-                          "ranks", "virtual_ranks", "calls_per_graph", "iters", "verify_pass", "warmup", "results"})
+                          "ranks", "virtual_ranks", "calls_per_graph", "iters", "verify_pass", "warmup", "results",
+                          "nccl_env", "epilogues"})
     EXPECT_NE(member(doc, key), nullptr) << key;
   EXPECT_EQ(member(doc, "results")->items.size(), 2u);
   const topo::json::Value* nccl = member(doc, "nccl_env");
@@ -221,6 +225,45 @@ TEST(BenchJson, VerifyPassAndSingleGpuFields) {
   const std::string k = benchJson(s, e, {});
   EXPECT_TRUE(has(k, "\"copy_peak_GBps\": 3946")) << k;
   EXPECT_TRUE(has(k, "\"copy_reference\": \"sm-copy-kernel\"")) << k;
+}
+
+TEST(BenchJson, EpilogueListAndRows) {
+  BenchArgs a;
+  std::string err;
+  ASSERT_TRUE(parseBenchArgs({"--op", "addrmsnorm", "--epilogue", "none,fp8,nvfp4-swizzled", "--tokens", "1"}, &a, &err))
+      << err;
+  BenchEnv e = env();
+  e.nranks = 1;
+  e.copyPeakGBps = 3946;
+  Row norm;
+  norm.tokens = 1;
+  norm.bytes = 50180;
+  norm.algo = "local";
+  norm.role = "addrmsnorm";
+  norm.epilogue = "fp8";
+  norm.t.ok = true;
+  norm.t.medianUs = 3.1;
+  norm.ratio = 0.4;
+  Row copy = norm;
+  copy.algo = "memcpy";
+  copy.role = "copy";
+  copy.epilogue = "fp8";
+  const std::string j = benchJson(a, e, {norm, copy});
+  topo::json::Value doc;
+  ASSERT_TRUE(topo::json::parse(j, &doc, &err)) << err << "\n" << j;
+  EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/3");
+  const topo::json::Value* list = member(doc, "epilogues");
+  ASSERT_NE(list, nullptr);
+  ASSERT_EQ(list->items.size(), 3u);
+  EXPECT_EQ(str(&list->items[0]), "none");
+  EXPECT_EQ(str(&list->items[1]), "fp8");
+  EXPECT_EQ(str(&list->items[2]), "nvfp4-swizzled");
+  const topo::json::Value* results = member(doc, "results");
+  ASSERT_EQ(results->items.size(), 2u);
+  for (const topo::json::Value& r : results->items) {
+    EXPECT_EQ(str(member(r, "epilogue")), "fp8");
+    EXPECT_EQ(str(member(r, "bytes")), "50180");
+  }
 }
 
 }  // namespace

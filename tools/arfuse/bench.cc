@@ -24,6 +24,7 @@
 #include "bench_args.h"
 #include "bench_json.h"
 #include "cli.h"
+#include "harness/epilogue.h"
 #include "harness/harness.h"
 #include "nccl_sweep.h"
 
@@ -78,17 +79,10 @@ BenchTiming fromHarness(const harness::Timing& t) {
   return b;
 }
 
-int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak) {
+// Without --epilogue: today's table (the copy moves 2 x tokens x hidden elements; the weight is not
+// counted in it), kept as it is so that earlier results stay comparable.
+int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copyPeak) {
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
-  // Peak copy bandwidth of this GPU: 1 GiB device-to-device, bytes read + written.
-  harness::CaseSpec big;
-  harness::Timing peak = harness::timeSingleGpu(0, big, size_t(1) << 30, 5, 10, 2);
-  if (!peak.ok) {
-    std::fprintf(stderr, "arfuse bench: copy reference failed: %s\n", peak.error.c_str());
-    return kExitFailed;
-  }
-  *copyPeak = 2.0 * (1 << 30) / (peak.medianUs * 1e3);
-  std::printf("# SM copy kernel, 1 GiB: %.1f us -> %.0f GB/s (read + write)\n", peak.medianUs, *copyPeak);
   std::printf("%8s %12s %10s %10s %10s %10s %10s %9s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps", "copy_us",
               "copy_GBps", "peak_pct", "of_copy");
   for (int tokens : a.tokens) {
@@ -119,11 +113,97 @@ int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak)
     copy.algbw = moved / (copy.t.medianUs * 1e3);
     norm.ratio = copy.t.medianUs / norm.t.medianUs;  // fraction of copy bandwidth reached
     std::printf("%8d %12.0f %10.2f %10.0f %10.2f %10.0f %9.0f%% %8.0f%%\n", tokens, moved, norm.t.medianUs,
-                norm.algbw, copy.t.medianUs, copy.algbw, 100.0 * norm.algbw / *copyPeak, 100.0 * norm.ratio);
+                norm.algbw, copy.t.medianUs, copy.algbw, 100.0 * norm.algbw / copyPeak, 100.0 * norm.ratio);
     rows->push_back(norm);
     rows->push_back(copy);
   }
   return kExitOk;
+}
+
+// With --epilogue: per token count, each variant's call (arfuseAddRmsNorm for none,
+// arfuseAllReduceEpilogue on a one-rank communicator otherwise) against an SM copy of exactly the bytes
+// that call reads and writes (bytes_moved / 2 copied: read + written = bytes_moved), and each checked
+// first (#wrong): none against fp64, the others with harness/epilogue.h's check.
+int benchSingleGpuEpilogues(const BenchArgs& a, std::vector<Row>* rows, double copyPeak) {
+  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
+  std::printf("# epilogues: bytes_moved = x + residual_in + weight + residual_out + norm_out + quant + scales "
+              "(what the call reads and writes);\n# the copy moves exactly those bytes; quantised variants write "
+              "residual_out + quant_out + scales, no norm_out\n");
+  std::printf("%14s %8s %12s %10s %10s %10s %10s %10s %9s %7s\n", "epilogue", "tokens", "bytes_moved", "norm_us",
+              "norm_GBps", "copy_us", "copy_GBps", "peak_pct", "of_copy", "#wrong");
+  int maxTokens = 1;
+  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  std::unique_ptr<harness::World> world;
+  if (a.check) world.reset(new harness::World({0}, maxTokens, a.hidden, -1));
+  const int total = static_cast<int>(a.tokens.size() * a.epilogues.size());
+  int done = 0;
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    const int tokens = a.tokens[i];
+    for (int epi : a.epilogues) {
+      const char* name = harness::epilogueName(epi);
+      progress(++done, total, std::string(name) + " tokens=" + std::to_string(tokens));
+      harness::CaseSpec spec;
+      spec.dtype = a.dtype;
+      spec.tokens = tokens;
+      spec.hidden = a.hidden;
+      spec.epilogue = epi;
+      spec.seed = 77 + i;
+      const double moved = static_cast<double>(harness::epilogueBytes(epi, tokens, a.hidden, esize).total());
+      const size_t copyBytes = (static_cast<size_t>(moved / 2) + 15) / 16 * 16;  // the copy kernel moves 16-byte vectors
+      Row norm, copy;
+      norm.tokens = copy.tokens = tokens;
+      norm.bytes = copy.bytes = static_cast<long long>(moved);
+      norm.algo = "local";
+      norm.role = "addrmsnorm";
+      copy.algo = "memcpy";
+      copy.role = "copy";
+      norm.epilogue = copy.epilogue = name;
+      if (world) {
+        harness::CaseResult c;
+        if (!world->ok()) {
+          c.error = world->error();
+        } else {
+          spec.direct = epi == harness::kEpilogueNone;  // arfuseAddRmsNorm, what is timed
+          c = world->run(spec);
+          spec.direct = false;
+        }
+        norm.wrong = c.ok ? 0 : 1;
+        if (!c.ok) norm.error = c.error;
+      }
+      norm.t = fromHarness(harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup));
+      copy.t = fromHarness(harness::timeSingleGpu(0, spec, copyBytes, a.callsPerGraph, a.iters, a.warmup));
+      if (!norm.t.ok || !copy.t.ok) {
+        if (!norm.t.ok) norm.error = norm.t.error;
+        copy.error = copy.t.error;
+        std::printf("%14s %8d error: %s%s\n", name, tokens, norm.t.error.c_str(), copy.t.error.c_str());
+        rows->push_back(norm);
+        rows->push_back(copy);
+        continue;
+      }
+      norm.algbw = moved / (norm.t.medianUs * 1e3);
+      copy.algbw = 2.0 * copyBytes / (copy.t.medianUs * 1e3);
+      norm.ratio = copy.t.medianUs / norm.t.medianUs;  // fraction of copy bandwidth reached
+      std::printf("%14s %8d %12.0f %10.2f %10.0f %10.2f %10.0f %9.0f%% %8.0f%% %7d%s%s\n", name, tokens, moved,
+                  norm.t.medianUs, norm.algbw, copy.t.medianUs, copy.algbw, 100.0 * norm.algbw / copyPeak,
+                  100.0 * norm.ratio, norm.wrong, norm.error.empty() ? "" : "  ", norm.error.c_str());
+      rows->push_back(norm);
+      rows->push_back(copy);
+    }
+  }
+  return kExitOk;
+}
+
+int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak) {
+  // Peak copy bandwidth of this GPU: 1 GiB device-to-device, bytes read + written.
+  harness::CaseSpec big;
+  harness::Timing peak = harness::timeSingleGpu(0, big, size_t(1) << 30, 5, 10, 2);
+  if (!peak.ok) {
+    std::fprintf(stderr, "arfuse bench: copy reference failed: %s\n", peak.error.c_str());
+    return kExitFailed;
+  }
+  *copyPeak = 2.0 * (1 << 30) / (peak.medianUs * 1e3);
+  std::printf("# SM copy kernel, 1 GiB: %.1f us -> %.0f GB/s (read + write)\n", peak.medianUs, *copyPeak);
+  return a.epilogueTable() ? benchSingleGpuEpilogues(a, rows, *copyPeak) : benchSingleGpuLegacy(a, rows, *copyPeak);
 }
 
 int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vector<Row>* rows) {
@@ -138,58 +218,75 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   int maxTokens = 1;
   for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
+  // --epilogue: every arfuse path runs every variant (arfuseAllReduceEpilogue); the nccl row stays
+  // the unfused baseline (NCCL all-reduce + the add+RMSNorm kernel: no epilogue, no quantisation).
+  const bool table = a.epilogueTable() && op == arfuseOpAllReduceAddRmsNorm;
   std::printf("%s\n", virtualRanks ? "# VIRTUAL ranks on one GPU: times below are NOT performance figures"
                                    : "# real ranks, one per GPU");
+  if (table)
+    std::printf("# epilogues: quantised variants write residual_out + quant_out + scales, no norm_out; bytes = one "
+                "rank's message;\n# the nccl baseline is unfused and has no epilogue (its rows say none)\n");
+  if (table) std::printf("%14s ", "epilogue");
   std::printf("%8s %12s %9s %9s %10s %10s %10s %10s %10s %9s %7s\n", "tokens", "bytes", "algo", "role", "time_us",
               "min_us", "max_us", "algbw", "busbw", "vs_base", "#wrong");
   std::vector<std::vector<Row>> perAlgo;
-  const int total = static_cast<int>(algos.size() * a.tokens.size());
+  int total = 0;
+  for (int algo : algos) total += static_cast<int>((algo == arfuseAlgoNccl ? 1 : a.epilogues.size()) * a.tokens.size());
   int done = 0;
   for (int algo : algos) {
     harness::World world(devices, maxTokens, a.hidden, algo == arfuseAlgoAuto ? -1 : algo);
-    std::vector<Row> out;
-    for (size_t i = 0; i < a.tokens.size(); ++i) {
-      progress(++done, total, std::string(arfuseAlgoName(arfuseAlgo_t(algo))) + " tokens=" + std::to_string(a.tokens[i]));
-      Row r;
-      r.tokens = a.tokens[i];
-      r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
-      r.algo = arfuseAlgoName(arfuseAlgo_t(algo));
-      r.role = algo == arfuseAlgoNccl ? "baseline" : "arfuse";
-      if (!world.ok()) {
-        r.error = world.error();
+    const std::vector<int> epilogues =
+        algo == arfuseAlgoNccl || !table ? std::vector<int>{harness::kEpilogueNone} : a.epilogues;
+    for (int epi : epilogues) {
+      std::vector<Row> out;
+      for (size_t i = 0; i < a.tokens.size(); ++i) {
+        progress(++done, total,
+                 std::string(arfuseAlgoName(arfuseAlgo_t(algo))) +
+                     (table ? std::string(" ") + harness::epilogueName(epi) : std::string()) + " tokens=" +
+                     std::to_string(a.tokens[i]));
+        Row r;
+        r.tokens = a.tokens[i];
+        r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
+        r.algo = arfuseAlgoName(arfuseAlgo_t(algo));
+        r.role = algo == arfuseAlgoNccl ? "baseline" : "arfuse";
+        r.epilogue = harness::epilogueName(epi);
+        if (!world.ok()) {
+          r.error = world.error();
+          out.push_back(r);
+          continue;
+        }
+        harness::CaseSpec spec;
+        spec.op = op;
+        spec.dtype = a.dtype;
+        spec.tokens = a.tokens[i];
+        spec.hidden = a.hidden;
+        spec.seed = 77 + i;
+        spec.epilogue = epi;
+        arfusePlan_t plan;
+        if (algo != arfuseAlgoAuto && algo != arfuseAlgoNccl &&
+            arfuseCommQueryPlan(world.comm(0), op, spec.tokens, spec.hidden, spec.dtype, &plan) == arfuseUnsupported) {
+          // A forced path that does not carry this size (e.g. low-latency above 64 KiB): not a failure.
+          r.error = std::string("n/a: ") + arfuseCommGetLastError(world.comm(0));
+          out.push_back(r);
+          continue;
+        }
+        if (a.check) {
+          harness::CaseResult c = world.run(spec);
+          r.wrong = c.ok ? 0 : 1;
+          if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
+          if (!c.ok) r.error = c.error;
+        }
+        r.t = fromHarness(world.timeGraph(spec, a.callsPerGraph, a.iters, a.warmup));
+        if (!r.t.ok) {
+          r.error = r.t.error;
+        } else {
+          r.algbw = r.bytes / (r.t.medianUs * 1e3);
+          r.busbw = r.algbw * 2.0 * (nranks - 1) / nranks;
+        }
         out.push_back(r);
-        continue;
       }
-      harness::CaseSpec spec;
-      spec.op = op;
-      spec.dtype = a.dtype;
-      spec.tokens = a.tokens[i];
-      spec.hidden = a.hidden;
-      spec.seed = 77 + i;
-      arfusePlan_t plan;
-      if (algo != arfuseAlgoAuto && algo != arfuseAlgoNccl &&
-          arfuseCommQueryPlan(world.comm(0), op, spec.tokens, spec.hidden, spec.dtype, &plan) == arfuseUnsupported) {
-        // A forced path that does not carry this size (e.g. low-latency above 64 KiB): not a failure.
-        r.error = std::string("n/a: ") + arfuseCommGetLastError(world.comm(0));
-        out.push_back(r);
-        continue;
-      }
-      if (a.check) {
-        harness::CaseResult c = world.run(spec);
-        r.wrong = c.ok ? 0 : 1;
-        if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
-        if (!c.ok) r.error = c.error;
-      }
-      r.t = fromHarness(world.timeGraph(spec, a.callsPerGraph, a.iters, a.warmup));
-      if (!r.t.ok) {
-        r.error = r.t.error;
-      } else {
-        r.algbw = r.bytes / (r.t.medianUs * 1e3);
-        r.busbw = r.algbw * 2.0 * (nranks - 1) / nranks;
-      }
-      out.push_back(r);
+      perAlgo.push_back(out);
     }
-    perAlgo.push_back(out);
   }
   // Ratio to the baseline (nccl) where it ran.
   const std::vector<Row>* base = nullptr;
@@ -199,6 +296,7 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
     for (auto& v : perAlgo) {
       Row& r = v[i];
       if (base && r.t.ok && (*base)[i].t.ok) r.ratio = r.t.medianUs / (*base)[i].t.medianUs;
+      if (table) std::printf("%14s ", r.epilogue.c_str());
       if (r.t.ok)
         std::printf("%8d %12lld %9s %9s %10.2f %10.2f %10.2f %10.2f %10.2f %9s %7d%s%s\n", r.tokens, r.bytes,
                     r.algo.c_str(), r.role.c_str(), r.t.medianUs, r.t.minUs, r.t.maxUs, r.algbw, r.busbw,

@@ -48,6 +48,21 @@ const char* benchUsage() {
          "  --dtype bf16|fp16|fp32           (default bf16)\n"
          "  --ranks N                        ranks: real GPUs when there are N, else virtual ranks on GPU 0\n"
          "  --algo auto|lowlatency|oneshot|twoshot|nccl|all   (default all; nccl is the unfused baseline)\n"
+         "  --epilogue LIST                  comma list of epilogues to time (--op fused and addrmsnorm;\n"
+         "                                   default none):\n"
+         "                                     none            arfuseAllReduceAddRmsNorm / arfuseAddRmsNorm (today's table)\n"
+         "                                     plain           the same work through arfuseAllReduceEpilogue\n"
+         "                                     first           first layer: no residual_in\n"
+         "                                     plusone         (1 + w) weights (Gemma, Qwen3.5)\n"
+         "                                     fp8             FP8 E4M3, static scale read from a device float\n"
+         "                                     fp8-token       FP8 E4M3, a float scale per token\n"
+         "                                     nvfp4           NVFP4, linear E4M3 block scales\n"
+         "                                     nvfp4-swizzled  NVFP4, 128x4 swizzled block scales\n"
+         "                                   The quantised ones write residual_out + quant_out + scales and\n"
+         "                                   NOT norm_out (serving: the next GEMM reads only the quantised\n"
+         "                                   tensor). addrmsnorm: bytes_moved = what the call reads and\n"
+         "                                   writes, and the copy moves exactly those bytes. fused: the nccl\n"
+         "                                   row stays the unfused baseline (no epilogue, no quantisation)\n"
          "  -n ITERS -w WARMUP               timed and warm-up graph replays (default 50, 10)\n"
          "  --calls C                        calls captured per graph (default 20)\n"
          "  -c 0|1                           check every result against fp64 first (default 1)\n"
@@ -159,6 +174,27 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
         *error = "--algo " + v + ": use auto, lowlatency, oneshot, twoshot, hoststaged, nccl or all";
         return false;
       }
+    } else if (k == "--epilogue") {
+      if (!value(&v)) return false;
+      a.epilogues.clear();
+      size_t p = 0;
+      while (true) {
+        size_t c = v.find(',', p);
+        const std::string item = v.substr(p, c == std::string::npos ? std::string::npos : c - p);
+        int kind = 0;
+        if (!harness::parseEpilogue(item, &kind)) {
+          *error = "--epilogue: '" + item + "' is not an epilogue; use a comma list of " + harness::epilogueNameList();
+          return false;
+        }
+        for (int e : a.epilogues)
+          if (e == kind) {
+            *error = "--epilogue: '" + item + "' is given twice";
+            return false;
+          }
+        a.epilogues.push_back(kind);
+        if (c == std::string::npos) break;
+        p = c + 1;
+      }
     } else if (k == "-n" || k == "-w" || k == "--calls") {
       if (!value(&v)) return false;
       if (!toInt(v, k == "-w" ? 0 : 1, 1000000, &x)) {
@@ -231,6 +267,21 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
   if (a.verifyPass && a.op != "fused") {
     *error = "--verify-pass times the fused operation; drop --op " + a.op;
     return false;
+  }
+  if (a.epilogueTable()) {
+    std::string why;
+    if (a.op == "allreduce") why = "applies to --op fused and addrmsnorm (all-reduce has no epilogue)";
+    else if (a.verifyPass) why = "--verify-pass times arfuseAllReduceAddRmsNorm only; drop --epilogue";
+    else if (a.ncclSweep) why = "--nccl-sweep re-runs the baseline, which has no epilogue; drop --epilogue";
+    else if (!a.ncclSweepChild.empty()) why = "a sweep child times the baseline only";
+    for (int e : a.epilogues)
+      if (why.empty() && harness::epilogueForm(e).nvfp4() && a.hidden % 16)
+        why = std::string(harness::epilogueName(e)) + " needs --hidden a multiple of 16 (NVFP4 blocks of 16); --hidden " +
+              std::to_string(a.hidden);
+    if (!why.empty()) {
+      *error = "--epilogue: " + why;
+      return false;
+    }
   }
   if (a.ncclSweep) {
     std::string why;

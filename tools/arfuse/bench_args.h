@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "harness/epilogue.h"
 
 namespace arfuse {
 namespace cli {
@@ -36,8 +37,13 @@ struct BenchArgs {
   std::string ncclSweepSpec = kDefaultNcclSweepSpec;
   int ncclSweepTimeoutS = kDefaultNcclSweepTimeoutS;  // bound on each child, seconds
   std::string ncclSweepChild;   // internal: this process is a sweep child; time the baseline, JSON here
+  // --epilogue LIST: harness::EpilogueKind values, in the order given. {none} (the default) is
+  // today's bench: arfuseAllReduceAddRmsNorm / arfuseAddRmsNorm and today's table.
+  std::vector<int> epilogues = {harness::kEpilogueNone};
   bool help = false;
   std::string commandLine;
+  // True when the run times anything other than `none` (the epilogue table and its columns).
+  bool epilogueTable() const { return !(epilogues.size() == 1 && epilogues[0] == harness::kEpilogueNone); }
 };
 
 struct ModelPreset {

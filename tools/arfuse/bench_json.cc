@@ -26,7 +26,7 @@ std::string jsonEscape(const std::string& s) {
 std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector<Row>& rows,
                       const NcclSweep* sweep) {
   std::ostringstream os;
-  os << "{\n  \"schema\": \"arfuse-bench/2\",\n";
+  os << "{\n  \"schema\": \"arfuse-bench/3\",\n";
   os << "  \"arfuse\": \"" << jsonEscape(env.arfuse) << "\",\n";
   os << "  \"date\": \"" << env.date << "\",\n";
   os << "  \"command\": \"" << jsonEscape(a.commandLine) << "\",\n";
@@ -43,6 +43,9 @@ std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector
   if (!a.model.empty()) os << "  \"model\": \"" << a.model << "\",\n";
   if (a.layers) os << "  \"layers\": " << a.layers << ",\n";
   os << "  \"verify_pass\": " << (a.verifyPass ? "true" : "false") << ",\n";
+  os << "  \"epilogues\": [";
+  for (size_t i = 0; i < a.epilogues.size(); ++i) os << (i ? ", " : "") << "\"" << harness::epilogueName(a.epilogues[i]) << "\"";
+  os << "],\n";
   os << "  \"warmup\": " << a.warmup << ",\n";
   if (env.copyPeakGBps > 0) os << "  \"copy_peak_GBps\": " << env.copyPeakGBps << ",\n  \"copy_reference\": \"sm-copy-kernel\",\n";
   if (sweep) os << sweepJsonMembers(*sweep);
@@ -50,7 +53,7 @@ std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     os << (i ? ",\n" : "\n") << "    {\"tokens\": " << r.tokens << ", \"bytes\": " << r.bytes << ", \"algo\": \""
-       << jsonEscape(r.algo) << "\", \"role\": \"" << r.role << "\"";
+       << jsonEscape(r.algo) << "\", \"role\": \"" << r.role << "\", \"epilogue\": \"" << jsonEscape(r.epilogue) << "\"";
     if (r.t.ok) {
       os << ", \"median_us\": " << r.t.medianUs << ", \"min_us\": " << r.t.minUs << ", \"max_us\": " << r.t.maxUs
          << ", \"algbw_GBps\": " << r.algbw << ", \"busbw_GBps\": " << r.busbw;

@@ -1,8 +1,12 @@
-// The JSON `arfuse bench -J` writes (schema arfuse-bench/2). Pure: the caller supplies what it
+// The JSON `arfuse bench -J` writes (schema arfuse-bench/3). Pure: the caller supplies what it
 // measured and the environment it ran in, so the CPU tests can check the schema.
 //
 // arfuse-bench/2 = arfuse-bench/1 (every member kept, same meaning) plus "nccl_env" (the NCCL_*
 // environment the run saw) and, with --nccl-sweep, the sweep's members (nccl_sweep.h).
+// arfuse-bench/3 = arfuse-bench/2 (every member kept, same meaning) plus "epilogues" (the --epilogue
+// list, ["none"] by default) and an "epilogue" member in every result row (the nccl baseline's and a
+// copy row's: see docs/perf.md). With an epilogue other than none, an addrmsnorm row's "bytes" is
+// what that call reads and writes, and its copy row moves exactly those bytes.
 #pragma once
 
 #include <string>
@@ -27,6 +31,7 @@ struct Row {
   long long bytes = 0;
   std::string algo;
   std::string role;  // "arfuse", "baseline", "addrmsnorm", "copy", "verify-pass", "baseline-pass"
+  std::string epilogue = "none";  // harness::epilogueName of what the row timed (copy: whose bytes it copied)
   BenchTiming t;
   double algbw = 0, busbw = 0, ratio = 0;
   int wrong = 0;

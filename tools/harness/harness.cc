@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "harness/epilogue.h"
 #include "harness/numeric.h"
 
 namespace arfuse {
@@ -118,6 +119,8 @@ struct World::RankBuffers {
   void* norm[kSlots] = {};
   void* res[2] = {};
   void* weight = nullptr;
+  void* scale[kSlots] = {};  // epilogue scale_out, allocated on first use
+  void* scaleIn = nullptr;   // epilogue *scaleIn (one float)
 };
 
 int deviceCount() {
@@ -154,6 +157,8 @@ World::World(const std::vector<int>& devices, int maxTokens, int maxHidden, int 
     return;
   }
   capacityBytes_ = static_cast<size_t>(maxTokens) * maxHidden * 4;
+  maxTokens_ = maxTokens;
+  maxHidden_ = maxHidden;
   for (int r = 0; r < nranks(); ++r) {
     cudaSetDevice(devices_[r]);
     cudaStream_t s;
@@ -197,6 +202,9 @@ World::~World() {
       cudaFree(b->res[0]);
       cudaFree(b->res[1]);
       cudaFree(b->weight);
+      for (void* p : b->scale)
+        if (p) cudaFree(p);
+      if (b->scaleIn) cudaFree(b->scaleIn);
       delete b;
     }
     if (streams_[r]) cudaStreamDestroy(static_cast<cudaStream_t>(streams_[r]));
@@ -209,6 +217,7 @@ CaseResult World::run(const CaseSpec& spec) {
     res.error = error_;
     return res;
   }
+  if (spec.epilogue != kEpilogueNone && spec.op == arfuseOpAllReduceAddRmsNorm) return runEpilogue(spec);
   const int n = nranks();
   const size_t count = static_cast<size_t>(spec.tokens) * spec.hidden;
   const size_t bytes = count * numeric::elemSize(spec.dtype);
@@ -322,6 +331,163 @@ CaseResult World::run(const CaseSpec& spec) {
        << " errResidual=" << res.errResidual << " tol=" << sumTol;
     res.error = os.str();
   }
+  return res;
+}
+
+bool World::ensureEpilogueBuffers(std::string* error) {
+  if (scaleCapacity_) return true;
+  // The largest scale tensor: NVFP4 swizzled (padded to 128 rows x 4 columns), or a float per token.
+  const int cols = (maxHidden_ + 15) / 16;
+  const size_t cap = std::max(scaleOutBytes(arfuseQuantNvfp4, arfuseScaleSwizzled128x4, maxTokens_, cols * 16),
+                              scaleOutBytes(arfuseQuantFp8PerToken, 0, maxTokens_, maxHidden_));
+  for (int r = 0; r < nranks(); ++r) {
+    RankBuffers& b = *bufs_[r];
+    cudaSetDevice(devices_[r]);
+    bool ok = cudaMalloc(&b.scaleIn, 16) == cudaSuccess;
+    for (int k = 0; k < kSlots; ++k) ok = ok && cudaMalloc(&b.scale[k], cap) == cudaSuccess;
+    if (!ok) {
+      cudaGetLastError();
+      *error = "harness: cudaMalloc of the epilogue's scale buffers failed";
+      return false;
+    }
+  }
+  scaleCapacity_ = cap;
+  return true;
+}
+
+// The epilogue variants: inputs in x[0], res[0], weight; residual_out res[1] (res[0] in place),
+// norm_out norm[0], quant_out norm[1], scale_out scale[0]. Checked by checkEpilogue; a variant
+// that does not write norm_out runs first with norm_out (so the quantised bytes can be checked
+// against the reference applied to it), then as asked, and must write the same bytes.
+CaseResult World::runEpilogue(const CaseSpec& spec) {
+  CaseResult res;
+  const int n = nranks();
+  const size_t count = static_cast<size_t>(spec.tokens) * spec.hidden;
+  const size_t bytes = count * numeric::elemSize(spec.dtype);
+  const EpilogueForm form = epilogueForm(spec.epilogue);
+  const size_t qBytes = quantOutBytes(form.quant, spec.tokens, spec.hidden);
+  const size_t sBytes = scaleOutBytes(form.quant, form.layout, spec.tokens, spec.hidden);
+  if (bytes > capacityBytes_) {
+    res.error = "harness: case larger than the world's buffers";
+    return res;
+  }
+  if (!ensureEpilogueBuffers(&res.error)) return res;
+  arfusePlan_t plan;
+  if (arfuseCommQueryPlan(comms_[0], arfuseOpAllReduceAddRmsNorm, spec.tokens, spec.hidden, spec.dtype, &plan) !=
+      arfuseSuccess) {
+    res.error = arfuseCommGetLastError(comms_[0]);
+    return res;
+  }
+  res.algo = arfuseAlgoName(plan.algo);
+
+  Rng rng(spec.seed);
+  std::vector<HostTensor> xs(n, HostTensor(spec.dtype, count));
+  for (HostTensor& x : xs) x.fill(rng, -1.f, 1.f);
+  HostTensor resid(spec.dtype, count), weight(spec.dtype, spec.hidden);
+  resid.fill(rng, -1.f, 1.f);
+  weight.fill(rng, 0.5f, 1.5f);
+  const float scaleIn = epilogueScaleIn(form.quant);
+
+  EpilogueCase c;
+  c.dtype = spec.dtype;
+  c.tokens = spec.tokens;
+  c.hidden = spec.hidden;
+  c.eps = spec.eps;
+  c.scaleIn = scaleIn;
+  for (const HostTensor& x : xs) c.x.push_back(x.bytes.data());
+  c.residualIn = form.residualIn ? resid.bytes.data() : nullptr;
+  c.weight = weight.bytes.data();
+  c.exactSum = plan.algo != arfuseAlgoNccl;
+
+  std::vector<EpilogueOutputs> withNorm;
+  for (int pass = 0; pass < (form.normOut ? 1 : 2); ++pass) {
+    EpilogueForm f = form;
+    f.normOut = form.normOut || pass == 0;  // the first pass always writes norm_out
+    for (int r = 0; r < n; ++r) {
+      RankBuffers& b = *bufs_[r];
+      cudaStream_t s = static_cast<cudaStream_t>(streams_[r]);
+      H_CUDA(cudaSetDevice(devices_[r]));
+      H_CUDA(cudaMemcpyAsync(b.x[0], xs[r].bytes.data(), bytes, cudaMemcpyHostToDevice, s));
+      H_CUDA(cudaMemcpyAsync(b.res[0], resid.bytes.data(), bytes, cudaMemcpyHostToDevice, s));
+      H_CUDA(cudaMemcpyAsync(b.weight, weight.bytes.data(), weight.bytes.size(), cudaMemcpyHostToDevice, s));
+      H_CUDA(cudaMemcpyAsync(b.scaleIn, &scaleIn, sizeof scaleIn, cudaMemcpyHostToDevice, s));
+      H_CUDA(cudaMemsetAsync(b.norm[0], 0xFF, bytes, s));  // NaN in every dtype
+      H_CUDA(cudaMemsetAsync(b.res[1], 0xFF, bytes, s));
+      H_CUDA(cudaMemsetAsync(b.norm[1], 0xFF, qBytes ? qBytes : 16, s));
+      H_CUDA(cudaMemsetAsync(b.scale[0], 0x5A, sBytes ? sBytes : 16, s));  // the padding must be zeroed
+      H_CUDA(cudaStreamSynchronize(s));  // host buffers are pageable
+    }
+    arfuseGroupStart();
+    for (int r = 0; r < n; ++r) {
+      RankBuffers& b = *bufs_[r];
+      arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
+      e.residualIn = f.residualIn ? b.res[0] : nullptr;
+      e.residualOut = f.residualOut ? (spec.inPlace ? b.res[0] : b.res[1]) : nullptr;
+      e.normOut = f.normOut ? b.norm[0] : nullptr;
+      e.weightPlusOne = f.plusOne ? 1 : 0;
+      e.quant = f.quant;
+      e.quantOut = f.quant != arfuseQuantNone ? b.norm[1] : nullptr;
+      e.scaleOut = sBytes ? b.scale[0] : nullptr;
+      e.scaleIn = static_cast<const float*>(b.scaleIn);
+      e.scaleLayout = f.layout;
+      if (arfuseAllReduceEpilogue(b.x[0], b.weight, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comms_[r],
+                                  streams_[r]) != arfuseSuccess) {
+        arfuseGroupEnd();
+        res.error = arfuseCommGetLastError(comms_[r]);
+        return res;
+      }
+    }
+    if (arfuseGroupEnd() != arfuseSuccess) {
+      res.error = arfuseGetLastError();
+      return res;
+    }
+    std::vector<EpilogueOutputs> out(n);
+    for (int r = 0; r < n; ++r) {
+      RankBuffers& b = *bufs_[r];
+      H_CUDA(cudaSetDevice(devices_[r]));
+      H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
+      arfuseResult_t async = arfuseSuccess;
+      arfuseCommGetAsyncError(comms_[r], &async);
+      if (async != arfuseSuccess) {
+        res.error = arfuseCommGetLastError(comms_[r]);
+        return res;
+      }
+      EpilogueOutputs& o = out[r];
+      if (f.residualOut) {
+        o.residual.resize(bytes);
+        H_CUDA(cudaMemcpy(o.residual.data(), spec.inPlace ? b.res[0] : b.res[1], bytes, cudaMemcpyDeviceToHost));
+      }
+      if (f.normOut) {
+        o.norm.resize(bytes);
+        H_CUDA(cudaMemcpy(o.norm.data(), b.norm[0], bytes, cudaMemcpyDeviceToHost));
+      }
+      o.quant.resize(qBytes);
+      if (qBytes) H_CUDA(cudaMemcpy(o.quant.data(), b.norm[1], qBytes, cudaMemcpyDeviceToHost));
+      o.scale.resize(sBytes);
+      if (sBytes) H_CUDA(cudaMemcpy(o.scale.data(), b.scale[0], sBytes, cudaMemcpyDeviceToHost));
+    }
+    c.form = f;
+    const EpilogueCheck k = checkEpilogue(c, out);
+    res.identical = k.identical;
+    if (pass == 0) {
+      res.errNorm = k.errNorm;
+      res.errResidual = k.errResidual;
+      withNorm = out;
+    }
+    if (!k.ok) {
+      res.error = k.error + (pass == 1 ? " (without norm_out)" : "");
+      return res;
+    }
+    if (pass == 1) {
+      const std::string d = sameQuantisedOutputs(out, withNorm);
+      if (!d.empty()) {
+        res.error = "epilogue check failed: " + d;
+        return res;
+      }
+    }
+  }
+  res.allWritten = true;  // poisoned outputs would have failed the exact checks above
+  res.ok = true;
   return res;
 }
 
@@ -664,6 +830,16 @@ Timing World::timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int 
     return t;
   }
   const bool fused = spec.op == arfuseOpAllReduceAddRmsNorm;
+  const bool viaEpilogue = fused && spec.epilogue != kEpilogueNone;
+  const EpilogueForm form = epilogueForm(spec.epilogue);
+  if (viaEpilogue) {
+    if (!ensureEpilogueBuffers(&t.error)) return t;
+    const float scaleIn = epilogueScaleIn(form.quant);
+    for (int r = 0; r < n; ++r) {
+      T_CUDA(cudaSetDevice(devices_[r]));
+      T_CUDA(cudaMemcpy(bufs_[r]->scaleIn, &scaleIn, sizeof scaleIn, cudaMemcpyHostToDevice));
+    }
+  }
   // Events recorded *inside* each rank's graph, after its first call: that call absorbs the skew
   // between the host's graph launches on different ranks, so only steady-state calls are timed.
   std::vector<cudaEvent_t> startEv(n, nullptr), endEv(n, nullptr);
@@ -683,11 +859,28 @@ Timing World::timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int 
       for (int r = 0; r < n && enqueueError.empty(); ++r) {
         RankBuffers& b = *bufs_[r];
         // Residual updated in place and chained; x rotates over 8 slots; norm_out is separate.
-        arfuseResult_t st = fused ? arfuseAllReduceAddRmsNorm(b.x[i % kSlots], b.res[0], b.weight, spec.eps,
-                                                              b.norm[i % kSlots], b.res[0], spec.tokens, spec.hidden,
-                                                              spec.dtype, comms_[r], streams_[r])
-                                  : arfuseAllReduce(b.x[i % kSlots], b.norm[i % kSlots], spec.tokens, spec.hidden,
-                                                    spec.dtype, comms_[r], streams_[r]);
+        arfuseResult_t st;
+        if (viaEpilogue) {
+          // The variant's call: quant_out takes norm_out's slot (the quantised variants write no norm).
+          arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
+          e.residualIn = form.residualIn ? b.res[0] : nullptr;
+          e.residualOut = form.residualOut ? b.res[0] : nullptr;
+          e.normOut = form.normOut ? b.norm[i % kSlots] : nullptr;
+          e.weightPlusOne = form.plusOne ? 1 : 0;
+          e.quant = form.quant;
+          e.quantOut = form.quant != arfuseQuantNone ? b.norm[i % kSlots] : nullptr;
+          e.scaleOut = scaleOutBytes(form.quant, form.layout, spec.tokens, spec.hidden) ? b.scale[i % kSlots] : nullptr;
+          e.scaleIn = static_cast<const float*>(b.scaleIn);
+          e.scaleLayout = form.layout;
+          st = arfuseAllReduceEpilogue(b.x[i % kSlots], b.weight, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype,
+                                       comms_[r], streams_[r]);
+        } else if (fused) {
+          st = arfuseAllReduceAddRmsNorm(b.x[i % kSlots], b.res[0], b.weight, spec.eps, b.norm[i % kSlots], b.res[0],
+                                         spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r]);
+        } else {
+          st = arfuseAllReduce(b.x[i % kSlots], b.norm[i % kSlots], spec.tokens, spec.hidden, spec.dtype, comms_[r],
+                               streams_[r]);
+        }
         if (st != arfuseSuccess) enqueueError = arfuseCommGetLastError(comms_[r]);
       }
       if (arfuseGroupEnd() != arfuseSuccess && enqueueError.empty()) enqueueError = arfuseGetLastError();

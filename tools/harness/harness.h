@@ -24,6 +24,9 @@ struct CaseSpec {
   uint64_t seed = 1;
   float eps = 1e-6f;
   bool direct = false;  // one rank only: call arfuseAddRmsNorm (no communicator) instead
+  // harness/epilogue.h EpilogueKind (fused op only): 0 (none) calls arfuseAllReduceAddRmsNorm;
+  // anything else arfuseAllReduceEpilogue with that variant's inputs and outputs.
+  int epilogue = 0;
 };
 
 struct CaseResult {
@@ -61,7 +64,9 @@ class World {
   void* stream(int r) const { return streams_[r]; }
   const std::vector<int>& devices() const { return devices_; }
 
-  // One call per rank with fresh random inputs; checks everything.
+  // One call per rank with fresh random inputs; checks everything. With spec.epilogue: the variant's
+  // outputs against harness/epilogue.h's checkEpilogue (a variant without norm_out runs twice, with
+  // and without it, and must write the same bytes both times).
   CaseResult run(const CaseSpec& spec);
   // `calls` back-to-back calls without host synchronisation, inputs rotating over 8 sets and the
   // residual chained from each call to the next; checks the final residual against an exact
@@ -76,11 +81,13 @@ class World {
   CaseResult runSequence(const CaseSpec& spec, const std::vector<int>& tokens);
   // Times `callsPerGraph` calls captured in one CUDA graph per rank, replayed warmup + iters times
   // (all ranks launched, then all waited for); per iteration the slowest rank's time over calls
-  // 2..N counts, from events recorded inside the graphs.
+  // 2..N counts, from events recorded inside the graphs. spec.epilogue: that variant's call.
   Timing timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int warmup);
 
  private:
   struct RankBuffers;
+  CaseResult runEpilogue(const CaseSpec& spec);
+  bool ensureEpilogueBuffers(std::string* error);
   bool captureGraphs(const std::function<bool()>& enqueue, std::vector<cudaGraphExec_t>* execs, std::string* error);
   CaseResult chained(const CaseSpec& spec, int calls, int replays, bool graph);
   std::vector<int> devices_;
@@ -88,12 +95,16 @@ class World {
   std::vector<void*> streams_;
   std::vector<RankBuffers*> bufs_;
   size_t capacityBytes_ = 0;
+  int maxTokens_ = 0, maxHidden_ = 0;
+  size_t scaleCapacity_ = 0;  // bytes of each scale_out buffer (allocated on first epilogue use)
   arfuseResult_t status_ = arfuseSuccess;
   std::string error_;
 };
 
 // Single GPU: arfuseAddRmsNorm (spec.op ignored) or, when copyBytes > 0, an SM copy kernel moving
 // that many bytes (read + write twice that), timed the same way (graph of `callsPerGraph` launches, warmup + iters replays).
+// spec.epilogue other than none: arfuseAllReduceEpilogue on a one-rank communicator of `device`
+// (the local path), with that variant's inputs and outputs, timed the same way.
 Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int callsPerGraph, int iters, int warmup);
 
 // Number of visible CUDA devices (0 when none or no driver).

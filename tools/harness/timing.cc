@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "harness/epilogue.h"
 #include "harness/harness.h"
 #include "harness/numeric.h"
 
@@ -57,6 +58,30 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   const size_t bytes = count * numeric::elemSize(spec.dtype);
   const size_t wbytes = spec.hidden * numeric::elemSize(spec.dtype);
   void *x = nullptr, *res = nullptr, *w = nullptr, *norm = nullptr, *src = nullptr, *dst = nullptr;
+  void *qout = nullptr, *sout = nullptr, *sin = nullptr;
+  // An epilogue variant runs arfuseAllReduceEpilogue on a one-rank communicator (the local path).
+  const bool viaEpilogue = !copyBytes && spec.epilogue != kEpilogueNone;
+  const EpilogueForm form = epilogueForm(spec.epilogue);
+  const size_t qBytes = quantOutBytes(form.quant, spec.tokens, spec.hidden);
+  const size_t sBytes = scaleOutBytes(form.quant, form.layout, spec.tokens, spec.hidden);
+  arfuseComm_t comm = nullptr;
+  struct CommGuard {
+    arfuseComm_t* c;
+    ~CommGuard() {
+      if (*c) arfuseCommDestroy(*c);
+    }
+  } commGuard{&comm};
+  if (viaEpilogue) {
+    arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
+    cfg.maxTokens = spec.tokens;
+    cfg.maxHidden = spec.hidden;
+    if (arfuseCommInitAll(&comm, 1, &device, &cfg) != arfuseSuccess) {
+      comm = nullptr;
+      t.error = arfuseGetLastError();
+      return t;
+    }
+    T_CUDA(cudaSetDevice(device));
+  }
   cudaStream_t s;
   T_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (copyBytes) {
@@ -75,6 +100,13 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
     T_CUDA(cudaMemcpy(res, h.data(), bytes, cudaMemcpyHostToDevice));
     fillRandom(hw, spec.dtype, spec.seed + 2, 0.5f, 1.5f);
     T_CUDA(cudaMemcpy(w, hw.data(), wbytes, cudaMemcpyHostToDevice));
+    if (viaEpilogue) {
+      const float scaleIn = epilogueScaleIn(form.quant);
+      T_CUDA(cudaMalloc(&qout, qBytes ? qBytes : 16));
+      T_CUDA(cudaMalloc(&sout, sBytes ? sBytes : 16));
+      T_CUDA(cudaMalloc(&sin, sizeof(float)));
+      T_CUDA(cudaMemcpy(sin, &scaleIn, sizeof scaleIn, cudaMemcpyHostToDevice));
+    }
   }
   cudaGraph_t graph;
   cudaGraphExec_t exec;
@@ -82,6 +114,23 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   for (int i = 0; i < callsPerGraph; ++i) {
     if (copyBytes) {
       launchCopy(dst, src, copyBytes, s);
+    } else if (viaEpilogue) {
+      // Residual in place, as below; norm_out only where the variant writes it.
+      arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
+      e.residualIn = form.residualIn ? res : nullptr;
+      e.residualOut = form.residualOut ? res : nullptr;
+      e.normOut = form.normOut ? norm : nullptr;
+      e.weightPlusOne = form.plusOne ? 1 : 0;
+      e.quant = form.quant;
+      e.quantOut = qBytes ? qout : nullptr;
+      e.scaleOut = sBytes ? sout : nullptr;
+      e.scaleIn = static_cast<const float*>(sin);
+      e.scaleLayout = form.layout;
+      if (arfuseAllReduceEpilogue(x, w, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comm, s) != arfuseSuccess) {
+        cudaStreamEndCapture(s, &graph);
+        t.error = arfuseCommGetLastError(comm);
+        return t;
+      }
     } else if (arfuseAddRmsNorm(x, res, w, spec.eps, norm, res, spec.tokens, spec.hidden, spec.dtype, s) !=
                arfuseSuccess) {
       cudaStreamEndCapture(s, &graph);
@@ -108,7 +157,7 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   for (cudaEvent_t e : ev) cudaEventDestroy(e);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  for (void* p : {x, res, w, norm, src, dst})
+  for (void* p : {x, res, w, norm, src, dst, qout, sout, sin})
     if (p) cudaFree(p);
   cudaStreamDestroy(s);
   return summarise(ms, callsPerGraph);
