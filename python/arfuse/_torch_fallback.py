@@ -86,10 +86,11 @@ def choose(comm: Optional[Communicator], op: Any, tokens: int, hidden: int, dtyp
 
 
 def note(comm: Optional[Communicator], op: Op, choice: Choice, tokens: int, hidden: int, dtype: Any,
-         group: Any = None) -> None:
+         group: Any = None, name: Optional[str] = None) -> None:
     """Counts the call on its path; logs the first fallback per (communicator, op, dtype, hidden,
-    cause) at WARNING. Nothing is logged while torch.compile traces."""
-    name = OP_NAMES[op_arg(op)]
+    cause) at WARNING. Nothing is logged while torch.compile traces. `name` overrides the op's name
+    (all_reduce_epilogue is planned as all_reduce_add_rmsnorm and counted under its own name)."""
+    name = name or OP_NAMES[op_arg(op)]
     with _lock:
         _counts[(name, choice.path)] += 1
     if choice.path != "torch" or _compiling():
@@ -161,3 +162,61 @@ def torch_all_reduce_add_rmsnorm(x: torch.Tensor, residual_in: torch.Tensor, wei
     norm = (r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(norm_out.dtype)
     residual_out.copy_(res)
     norm_out.copy_(norm)
+
+
+def torch_epilogue_from_sum(s: torch.Tensor, residual_in: Optional[torch.Tensor], weight: torch.Tensor, eps: float,
+                            dtype: torch.dtype, weight_plus_one: bool = False, quant: int = 0, scale_layout: int = 0,
+                            scale_in: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+    """The epilogue of arfuseAllReduceEpilogue from the fp32 all-reduced sum `s` ([tokens, hidden]),
+    by the header's definition and docs/quantization.md:
+        r = round([residual_in +] s);  n = round(r * rsqrt(mean(r^2) + eps) * w'), w' = w or 1 + w
+    (rounded to `dtype`, the model dtype) and the quantised output of n (widened to fp32) per
+    _torch_quant. Returns {"residual", "norm"} and, with a quant mode, {"quant": uint8 codes,
+    "scale": fp32 [tokens] (FP8 per token) or uint8 block scales (NVFP4, 1-D in scale_layout)}."""
+    from . import _torch_quant as tq
+    from ._types import Quant
+
+    acc = s if residual_in is None else residual_in.reshape(s.shape).float() + s
+    res = acc.to(dtype)
+    r = res.float()
+    w = weight.float()
+    if weight_plus_one:
+        w = 1.0 + w
+    norm = (r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + eps) * w).to(dtype)
+    out = {"residual": res, "norm": norm}
+    n = norm.float()
+    q = int(quant)
+    if q == Quant.Fp8Static:
+        out["quant"] = tq.fp8_static(n, scale_in)
+    elif q == Quant.Fp8PerToken:
+        out["quant"], out["scale"] = tq.fp8_per_token(n)
+    elif q == Quant.Nvfp4:
+        out["quant"], out["scale"] = tq.nvfp4(n, scale_in, scale_layout)
+    return out
+
+
+def torch_all_reduce_epilogue(x: torch.Tensor, residual_in: Optional[torch.Tensor], weight: torch.Tensor, eps: float,
+                              *, weight_plus_one: bool = False, quant: int = 0, scale_layout: int = 0,
+                              scale_in: Optional[torch.Tensor] = None, norm_out: Optional[torch.Tensor] = None,
+                              residual_out: Optional[torch.Tensor] = None, quant_out: Optional[torch.Tensor] = None,
+                              scale_out: Optional[torch.Tensor] = None, group: Any = None) -> None:
+    """arfuseAllReduceEpilogue computed with torch.distributed.all_reduce over `group` (None: the
+    default group) in fp32, then torch_epilogue_from_sum; writes the outputs that are given (already
+    checked by the caller: shapes, dtypes, contiguity). Same aliasing as arfuse: residual_out may be
+    residual_in and norm_out may be x (every input is read before an output is written). Quantised
+    outputs are written as bytes (quant_out may be uint8 or float8_e4m3fn)."""
+    hidden = int(x.shape[-1])
+    s = _all_reduce_fp32(x, group).reshape(-1, hidden)
+    out = torch_epilogue_from_sum(s, residual_in, weight, eps, x.dtype, weight_plus_one, quant, scale_layout,
+                                  scale_in)
+    if residual_out is not None:
+        residual_out.copy_(out["residual"].view(residual_out.shape))
+    if norm_out is not None:
+        norm_out.copy_(out["norm"].view(norm_out.shape))
+    if quant_out is not None and "quant" in out:
+        quant_out.view(torch.uint8).copy_(out["quant"].view(quant_out.shape))
+    if scale_out is not None and "scale" in out:
+        if scale_out.dtype == torch.float32:
+            scale_out.copy_(out["scale"].view(scale_out.shape))
+        else:
+            scale_out.view(torch.uint8).copy_(out["scale"].view(scale_out.shape))
