@@ -112,6 +112,8 @@ std::vector<uint8_t> runCase(const Case& c) {
     cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
     cudaDeviceSynchronize();
   }
+  // One thread drives every rank: on the NCCL path the calls must form one group (arfuse.h).
+  arfuseGroupStart();
   for (int r = 0; r < n; ++r) {
     arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
     e.residualIn = c.firstLayer ? nullptr : rin[r]->p;
@@ -127,6 +129,7 @@ std::vector<uint8_t> runCase(const Case& c) {
               arfuseSuccess)
         << arfuseCommGetLastError(comms[r]);
   }
+  EXPECT_EQ(arfuseGroupEnd(), arfuseSuccess) << arfuseGetLastError();
   for (int r = 0; r < n; ++r) EXPECT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
   arfuseResult_t async = arfuseSuccess;
   arfuseCommGetAsyncError(comms[0], &async);
