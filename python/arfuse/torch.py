@@ -221,6 +221,8 @@ def _check_epilogue(op: str, x: torch.Tensor, residual_in: Optional[torch.Tensor
             raise bad(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
         return t
 
+    # `shapes` is a list, never a set: under dynamic shapes the sizes are SymInts, which compare but
+    # cannot be hashed (torch.compile's dynamic tracing failed on a set here).
     def shaped(name: str, t: torch.Tensor, dtypes: Tuple[torch.dtype, ...], shapes, what: str) -> None:
         if t.dtype not in dtypes:
             raise bad(f"{op}: {name} is {t.dtype}: expected {' or '.join(str(d) for d in dtypes)}")
@@ -233,24 +235,24 @@ def _check_epilogue(op: str, x: torch.Tensor, residual_in: Optional[torch.Tensor
 
     if quant in (Quant.Fp8Static, Quant.Nvfp4):
         t = need("scale_in", scale_in, "FP8 static and NVFP4 read their scale from a float32 device tensor")
-        shaped("scale_in", t, (torch.float32,), {(), (1,)}, "one element ([] or [1])")
+        shaped("scale_in", t, (torch.float32,), [(), (1,)], "one element ([] or [1])")
     q = need("quant_out", quant_out, "a quant mode writes its values there")
     if quant == Quant.Nvfp4:
         if hidden % NVFP4_BLOCK:
             raise bad(f"{op}: hidden={hidden}: NVFP4 quantises blocks of 16 elements; hidden must be a multiple of 16")
         half = hidden // 2
-        shaped("quant_out", q, (torch.uint8,), {lead + (half,), (tokens, half)},
+        shaped("quant_out", q, (torch.uint8,), [lead + (half,), (tokens, half)],
                f"{lead + (half,)} (two E2M1 codes per byte)")
         so = need("scale_out", scale_out, "NVFP4 writes its block scales there")
         nbytes = nvfp4_scale_bytes(scale_layout, tokens, hidden)
-        shaped("scale_out", so, _FP8_DTYPES, {(nbytes,), nvfp4_scale_shape(scale_layout, tokens, hidden)},
+        shaped("scale_out", so, _FP8_DTYPES, [(nbytes,), nvfp4_scale_shape(scale_layout, tokens, hidden)],
                f"({nbytes},) or {nvfp4_scale_shape(scale_layout, tokens, hidden)} "
                f"({'swizzled 128x4' if scale_layout else 'linear'} block scales)")
     else:
-        shaped("quant_out", q, _FP8_DTYPES, {lead + (hidden,), (tokens, hidden)}, f"{lead + (hidden,)}")
+        shaped("quant_out", q, _FP8_DTYPES, [lead + (hidden,), (tokens, hidden)], f"{lead + (hidden,)}")
         if quant == Quant.Fp8PerToken:
             so = need("scale_out", scale_out, "FP8 per token writes one float32 scale per row there")
-            shaped("scale_out", so, (torch.float32,), {lead, (tokens,), (tokens, 1)}, f"{lead} or ({tokens},)")
+            shaped("scale_out", so, (torch.float32,), [lead, (tokens,), (tokens, 1)], f"{lead} or ({tokens},)")
     return tokens, hidden, dtype
 
 

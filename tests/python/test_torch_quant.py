@@ -198,6 +198,29 @@ def test_op_traces_with_fake_tensors():
     assert "arfuse.all_reduce_epilogue" in gm.code
 
 
+@pytest.mark.parametrize("quant,layout", [(1, 0), (2, 0), (3, 0), (3, 1)])
+def test_fake_impl_traces_with_symbolic_shapes(quant, layout):
+    # torch.compile with dynamic shapes (and opcheck's test_aot_dispatch_dynamic) hands the fake
+    # implementation SymInt sizes, which compare but cannot be hashed.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(x, w, g, q, sf):
+        torch.ops.arfuse.all_reduce_epilogue(1, x, None, w, EPS, False, quant, layout, g, None, None, q, sf)
+        return q, sf
+
+    tokens, hidden = 4, 32
+    if quant == 3:
+        q = torch.empty(tokens, hidden // 2, dtype=torch.uint8)
+        sf = torch.empty(128 * 4 if layout else tokens * hidden // 16, dtype=torch.uint8)
+    else:
+        q = torch.empty(tokens, hidden, dtype=torch.uint8)
+        sf = torch.empty(tokens, dtype=torch.float32)
+    args = (torch.zeros(tokens, hidden, dtype=torch.bfloat16), torch.zeros(hidden, dtype=torch.bfloat16), torch.ones(1),
+            q, sf)
+    gm = make_fx(fn, tracing_mode="symbolic")(*args)
+    assert "arfuse.all_reduce_epilogue" in gm.code
+
+
 # ---- comm=None: the torch path over gloo ------------------------------------------------------------------
 def _inputs(nranks, tokens, hidden, dtype, seed=77):
     gen = torch.Generator().manual_seed(seed)
