@@ -29,23 +29,47 @@ def fmt(x, nd=2):
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def epilogues_of(d):
+    """The epilogue variants of a run (files before arfuse-bench/3 have none: ["none"])."""
+    e = d.get("epilogues")
+    return e if isinstance(e, list) and e else ["none"]
+
+
+def row_key(d, r):
+    """Rows of a run with several epilogues are keyed by (epilogue, tokens), in the run's order."""
+    eps = epilogues_of(d)
+    if len(eps) == 1:
+        return (0, "", r["tokens"])
+    e = r.get("epilogue", "none")
+    return (eps.index(e) if e in eps else len(eps), e, r["tokens"])
+
+
+def key_cells(k):
+    return f"{k[1]} | {k[2]}" if k[1] else f"{k[2]}"
+
+
+def key_head(d):
+    return ("| epilogue | tokens", "|---|---:") if len(epilogues_of(d)) > 1 else ("| tokens", "|---:")
+
+
 def addrmsnorm_table(d, name):
     peak = d.get("copy_peak_GBps")
     rows = {}
     for r in d["results"]:
-        rows.setdefault(r["tokens"], {})[r["role"]] = r
+        rows.setdefault(row_key(d, r), {})[r["role"]] = r
     ref = {"sm-copy-kernel": "SM copy kernel", "graph-memcpy-node": "CUDA-graph memcpy node (copy engines)"}.get(
         d.get("copy_reference"), "copy")
     out = [header(d, name), f"Copy peak, {ref}, 1 GiB, read + write: {fmt(peak, 0)} GB/s\n",
-           "| tokens | bytes moved | add+RMSNorm µs | GB/s | % of copy peak | copy of same bytes µs | % of same-bytes copy |",
-           "|---:|---:|---:|---:|---:|---:|---:|"]
+           key_head(d)[0] + " | bytes moved | add+RMSNorm µs | GB/s | % of copy peak | copy of same bytes µs | "
+           "% of same-bytes copy |",
+           key_head(d)[1] + "|---:|---:|---:|---:|---:|---:|"]
     for t in sorted(rows):
         n, c = rows[t].get("addrmsnorm"), rows[t].get("copy")
         if not n or "median_us" not in n:
             continue
         pct = 100 * n["algbw_GBps"] / peak if peak else None
         same = 100 * c["median_us"] / n["median_us"] if c and "median_us" in c else None
-        out.append(f"| {t} | {n['bytes']} | {fmt(n['median_us'])} | {fmt(n['algbw_GBps'], 0)} | {fmt(pct, 0)} | "
+        out.append(f"| {key_cells(t)} | {n['bytes']} | {fmt(n['median_us'])} | {fmt(n['algbw_GBps'], 0)} | {fmt(pct, 0)} | "
                    f"{fmt(c.get('median_us') if c else None)} | {fmt(same, 0)} |")
     return "\n".join(out) + "\n"
 
@@ -57,12 +81,12 @@ def fused_table(d, name):
         a = r["algo"].split(":")[0] if r["algo"].startswith("auto") else r["algo"]
         if a not in algos:
             algos.append(a)
-        by.setdefault(r["tokens"], {})[a] = r
+        by.setdefault(row_key(d, r), {})[a] = r
     out = [header(d, name),
            "Per call, µs (median of per-iteration slowest rank); in brackets: ratio to the baseline "
            "(nccl = NCCL all-reduce + arfuse's separate add+RMSNorm kernel).\n",
-           "| tokens | bytes | " + " | ".join(algos) + " | #wrong |",
-           "|---:|---:|" + "---:|" * len(algos) + "---:|"]
+           key_head(d)[0] + " | bytes | " + " | ".join(algos) + " | #wrong |",
+           key_head(d)[1] + "|---:|" + "---:|" * len(algos) + "---:|"]
     for t in sorted(by):
         cells, wrong = [], 0
         for a in algos:
@@ -74,7 +98,8 @@ def fused_table(d, name):
             label = r["algo"].split(":")[1] + " " if r["algo"].startswith("auto:") else ""
             ratio = f" ({r['ratio']:.2f})" if r.get("ratio") and r["role"] != "baseline" else ""
             cells.append(f"{label}{r['median_us']:.2f}{ratio}")
-        out.append(f"| {t} | {by[t][algos[0]]['bytes']} | " + " | ".join(cells) + f" | {wrong} |")
+        first = next(r for r in by[t].values())
+        out.append(f"| {key_cells(t)} | {first['bytes']} | " + " | ".join(cells) + f" | {wrong} |")
     return "\n".join(out) + "\n"
 
 

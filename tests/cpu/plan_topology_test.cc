@@ -32,6 +32,8 @@ TEST(PlanOnTopology, RecordedMachines) {
   const Expect cases[] = {
       {"h200_8x_nvswitch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot, "lowlatency"},
       {"h200_2x_nvlink", {}, true, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoOneShot, "lowlatency"},
+      // Recorded on a real 4 x H200 VM (every pair NV18, peer load/store measured on all 12 pairs).
+      {"h200_4x_recorded", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot, "lowlatency"},
       {"rtxpro6000_4x_switch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
        "lowlatency"},
       {"rtxpro6000_8x_2switch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,

@@ -16,6 +16,7 @@ inline const std::vector<std::string>& allFixtures() {
   static const std::vector<std::string> kNames = {
       "h200_8x_nvswitch",      "h200_2x_nvlink",   "rtxpro6000_4x_switch", "rtxpro6000_8x_2switch",
       "rtxpro6000_8x_2socket", "rtx5090_2x_nop2p", "l40s_8x_noswitch",
+      "h200_4x_recorded",  // `arfuse doctor --save-topology` on a real 4 x H200 VM (issue 10)
   };
   return kNames;
 }

@@ -25,6 +25,7 @@ std::vector<int> range(int n) {
 TEST(TopoIslands, NvSwitchIsOneIslandOfEight) {
   EXPECT_EQ(islands(load("h200_8x_nvswitch")), (Islands{{0, 1, 2, 3, 4, 5, 6, 7}}));
   EXPECT_EQ(islands(load("h200_2x_nvlink")), (Islands{{0, 1}}));
+  EXPECT_EQ(islands(load("h200_4x_recorded")), (Islands{{0, 1, 2, 3}}));
 }
 
 TEST(TopoIslands, OnePcieSwitchIsOneIsland) {
