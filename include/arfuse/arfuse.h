@@ -284,7 +284,7 @@ typedef enum {
 typedef enum {
   arfuseScaleLinear = 0,        /* NVFP4 block scales as [tokens][hidden / 16] */
   arfuseScaleSwizzled128x4 = 1  /* the 128x4 tiles Blackwell block-scaled GEMMs read: [ceil(tokens/128)][ceil(hidden/64)][32][4][4]
-                                   (padding entries are not written) */
+                                   (padding entries are written as zero: a GEMM reads them) */
 } arfuseScaleLayout_t;
 
 #define ARFUSE_EPILOGUE_MAGIC 0xAF0E9100u

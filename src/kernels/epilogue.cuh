@@ -150,9 +150,19 @@ __device__ inline void extendedPass2(const uint4 (&packed)[kVecs], float inv, co
     for (int c = cols + static_cast<int>(threadIdx.x); c < pcols; c += blockDim.x)
       sfo[quant::sfOffset(e.scaleLayout, row, c, e.tokens, cols)] = 0;
     if (row == e.tokens - 1) {
+      // One block zeroes up to 127 x pcols bytes here (56 KiB at hidden 7168, one token): a row's 4
+      // columns of a tile are one aligned 32-bit word of the layout, so store words, not bytes.
       const int prows = static_cast<int>(quant::sfPaddedRows(e.scaleLayout, e.tokens));
-      for (int k = threadIdx.x; k < (prows - e.tokens) * pcols; k += blockDim.x)
-        sfo[quant::sfOffset(e.scaleLayout, e.tokens + k / pcols, k % pcols, e.tokens, cols)] = 0;
+      const int tiles = pcols / 4;
+      if ((reinterpret_cast<uintptr_t>(sfo) & 3u) == 0) {
+        for (int k = threadIdx.x; k < (prows - e.tokens) * tiles; k += blockDim.x) {
+          const size_t at = quant::sfOffset(e.scaleLayout, e.tokens + k / tiles, (k % tiles) * 4, e.tokens, cols);
+          *reinterpret_cast<uint32_t*>(sfo + at) = 0u;
+        }
+      } else {
+        for (int k = threadIdx.x; k < (prows - e.tokens) * pcols; k += blockDim.x)
+          sfo[quant::sfOffset(e.scaleLayout, e.tokens + k / pcols, k % pcols, e.tokens, cols)] = 0;
+      }
     }
   }
   if (e.quant == kQuantFp8PerToken) {

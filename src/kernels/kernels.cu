@@ -97,7 +97,9 @@ template <typename T>
 struct Local {
   static int run(bool ext, const LocalArgs& a, int blocks, int threads, cudaStream_t s) {
     const int nvec = a.hidden / Vec<T>::kElems;
-    if (ext)
+    if (ext && nvec <= 4 * threads)
+      addRmsNormKernel<T, 4, true><<<blocks, threads, 0, s>>>(a);
+    else if (ext)
       addRmsNormKernel<T, kMaxVecsPerThread, true><<<blocks, threads, 0, s>>>(a);
     else if (nvec <= 4 * threads)
       addRmsNormKernel<T, 4><<<blocks, threads, 0, s>>>(a);
