@@ -18,6 +18,7 @@ dtype holds it, widened to fp32 (what norm_out gets).
 
 Imported by arfuse.torch only (it imports torch).
 """
+import struct
 from typing import Tuple
 
 import torch
@@ -55,42 +56,48 @@ def _shift_rne(mant: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     return q + up.to(q.dtype)
 
 
+def _fp32_to_minifloat(x: torch.Tensor, *, mant: int, bias: int, code_bits: int, max_code: int,
+                       nan_code: int) -> torch.Tensor:
+    """fp32 -> the codes of a small float with `mant` mantissa bits and exponent bias `bias` (E4M3: 3, 7;
+    E2M1: 1, 1), as formats.h converts: RNE, |x| at or above the largest finite value (and +-inf) ->
+    +-max_code, NaN -> nan_code, -0 and negatives that round to 0 -> the sign bit alone."""
+    u = _bits(x)
+    sign_bit = 1 << (code_bits - 1)
+    sign = (u >> (32 - code_bits)) & sign_bit  # arithmetic shift: this bit of the result is bit 31 of u
+    a = u & 0x7FFFFFFF
+    e = a >> 23
+    # below the smallest normal 2^(1 - bias): subnormals in steps of 2^(1 - bias - mant);
+    # |x| / step = mant24 * 2^(e - 150 + bias - 1 + mant), the result is the code
+    sub = _shift_rne((a & 0x7FFFFF) | 0x800000, (150 - (bias - 1 + mant)) - e)
+    sub = torch.where(e == 0, torch.zeros_like(sub), sub)  # fp32 zero or subnormal: far below the step
+    drop = 23 - mant
+    code = (a >> drop) - ((127 - bias) << mant)
+    rem = a & ((1 << drop) - 1)
+    half = 1 << (drop - 1)
+    code = code + ((rem > half) | ((rem == half) & ((code & 1) == 1))).to(code.dtype)
+    mag = torch.where(a < ((128 - bias) << 23), sub, code)
+    largest = struct.unpack("<i", struct.pack("<f", _minifloat_value(max_code, mant, bias)))[0]  # a Python int:
+    mag = torch.where(a >= largest, torch.full_like(mag, max_code), mag)  # no host-to-device copy (graph capture)
+    out = torch.where(a > 0x7F800000, torch.full_like(mag, nan_code), sign | mag)
+    return out.to(torch.uint8)
+
+
+def _minifloat_value(code: int, mant: int, bias: int) -> float:
+    """The value of a positive normal code (used for the saturation threshold)."""
+    e, m = code >> mant, code & ((1 << mant) - 1)
+    return (1 + m / (1 << mant)) * 2.0 ** (e - bias)
+
+
 def fp32_to_e4m3(x: torch.Tensor) -> torch.Tensor:
     """formats.h fp32ToE4m3Sat: fp32 -> E4M3 codes (uint8). RNE; |x| >= 448 and +-inf -> +-448 (0x7E /
     0xFE); NaN -> 0x7F whatever its sign; -0 and negatives that round to 0 -> 0x80."""
-    u = _bits(x)
-    sign = (u >> 24) & 0x80  # arithmetic shift: bit 7 of the result is bit 31 of u
-    a = u & 0x7FFFFFFF
-    e = a >> 23
-    # below 2^-6: subnormals, step 2^-9; |x| * 2^9 = mant * 2^(e - 141), the result 0..8 is the code
-    sub = _shift_rne((a & 0x7FFFFF) | 0x800000, 141 - e)
-    sub = torch.where(e == 0, torch.zeros_like(sub), sub)  # fp32 zero or subnormal: far below 2^-10
-    code = (a >> 20) - (120 << 3)
-    rem = a & 0xFFFFF
-    code = code + ((rem > 0x80000) | ((rem == 0x80000) & ((code & 1) == 1))).to(code.dtype)
-    mag = torch.where(a < 0x3C800000, sub, code)
-    mag = torch.where(a >= 0x43E00000, torch.full_like(mag, 0x7E), mag)
-    out = torch.where(a > 0x7F800000, torch.full_like(mag, 0x7F), sign | mag)
-    return out.to(torch.uint8)
+    return _fp32_to_minifloat(x, mant=3, bias=7, code_bits=8, max_code=0x7E, nan_code=0x7F)
 
 
 def fp32_to_e2m1(x: torch.Tensor) -> torch.Tensor:
     """formats.h fp32ToE2m1Sat: fp32 -> E2M1 codes (uint8, low nibble). RNE; |x| >= 6 and +-inf -> +-6;
     NaN -> 0x7 (+6); -0 and negatives that round to 0 -> 0x8."""
-    u = _bits(x)
-    sign = (u >> 28) & 0x8
-    a = u & 0x7FFFFFFF
-    e = a >> 23
-    # below 1: subnormal 0.5, step 0.5; |x| * 2 = mant * 2^(e - 149), the result 0..2 is the code
-    sub = _shift_rne((a & 0x7FFFFF) | 0x800000, 149 - e)
-    sub = torch.where(e == 0, torch.zeros_like(sub), sub)
-    code = (a >> 22) - (126 << 1)
-    rem = a & 0x3FFFFF
-    code = code + ((rem > 0x200000) | ((rem == 0x200000) & ((code & 1) == 1))).to(code.dtype)
-    mag = torch.where(a < 0x3F800000, sub, code)
-    mag = torch.where(a >= 0x40C00000, torch.full_like(mag, 0x7), mag)
-    out = torch.where(a > 0x7F800000, torch.full_like(mag, 0x7), sign | mag)
-    return out.to(torch.uint8)
+    return _fp32_to_minifloat(x, mant=1, bias=1, code_bits=4, max_code=0x7, nan_code=0x7)
 
 
 def _with_sign(sign: torch.Tensor, magnitude: torch.Tensor) -> torch.Tensor:
