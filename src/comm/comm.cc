@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <set>
 
 #include "comm/config.h"
@@ -19,6 +21,7 @@
 #include "diag/records.h"
 #include "diag/watchdog.h"
 #include "plan/calibration.h"
+#include "plan/from_topology.h"
 #include "topo/probe.h"
 #include "kernels/launch.h"
 
@@ -299,6 +302,31 @@ void applyCalibration(Group* g, const int* devices) {
   }
 }
 
+// Without a calibration and without an explicit ARFUSE_ONESHOT_MAX_BYTES, built-in limits that
+// depend on the fabric follow it (plan/from_topology.h: NVLink between every pair of the group's
+// GPUs raises one-shot's limit). The facts are the reported ones (CUDA + NVML, no kernels), probed
+// once per process; without NVML the general defaults stay. In-process groups only: a multi-process
+// group would need every rank to agree, and keeps the general defaults.
+void applyFabricDefaultsAtInit(Group* g, const int* devices) {
+  if (g->nranks < 2 || !g->policy.calibratedFrom.empty()) return;
+  std::set<int> distinct(devices, devices + g->nranks);
+  if (distinct.size() < 2) return;
+  for (const ParamValue& v : paramValues())
+    if (v.fromEnvironment && std::string(v.spec->name) == "ARFUSE_ONESHOT_MAX_BYTES") return;
+  static std::mutex mu;
+  static std::unique_ptr<topo::ProbeResult> probed;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!probed) {
+    topo::ProbeOptions opt;
+    opt.measure = false;
+    probed.reset(new topo::ProbeResult(topo::probeTopology(opt)));
+  }
+  if (!probed->ok) return;
+  if (applyFabricDefaults(probed->topology, std::vector<int>(devices, devices + g->nranks), &g->policy))
+    ARFUSE_LOG(kLogInfo, LogContext{}, "", "every pair of the group's GPUs is joined by NVLink: one-shot limit %lld B (%s)",
+               g->policy.oneShotMaxBytes, g->policy.builtinOrigin.c_str());
+}
+
 }  // namespace
 
 void startWatching(Group* g) {
@@ -351,6 +379,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   g->policy = rc.policy;
   g->flight = paramFlightRecorder();
   applyCalibration(g, devices);
+  applyFabricDefaultsAtInit(g, devices);
   g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
   g->ranks.resize(nranks);
   size_t elem = 2;

@@ -27,7 +27,9 @@ const std::vector<ParamSpec> kSpecs = {
      "Check with cudaPointerGetAttributes that every pointer is device memory of the communicator's GPU before "
      "launch (about a microsecond per pointer on the host; 0 skips it)."},
     {"ARFUSE_ONESHOT_MAX_BYTES", "int", "524288",
-     "Auto plan: use one-shot while message bytes x (nranks - 1) stays at or under this; two-shot above."},
+     "Auto plan: use one-shot while message bytes x (nranks - 1) stays at or under this; two-shot above. "
+     "Unset, an in-process group whose GPUs NVML reports joined by NVLink pair by pair uses 2097152 (measured "
+     "on 4 x H200, docs/perf.md); a calibration file replaces both."},
     {"ARFUSE_HOST_ONESHOT_MAX_BYTES", "int", "131072",
      "Host-staged path: use its one-shot variant while message bytes x (nranks - 1) stays at or under this; "
      "two-shot above (two ranks always use one-shot)."},

@@ -54,4 +54,26 @@ bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices
   return true;
 }
 
+bool allPairsNvlink(const topo::Topology& t, const std::vector<int>& devices) {
+  std::vector<int> unique(devices);
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  if (unique.size() < 2) return false;
+  for (int a : unique)
+    for (int b : unique) {
+      if (a == b) continue;
+      if (a < 0 || b < 0 || a >= t.size() || b >= t.size()) return false;
+      const topo::Link& l = t.link(a, b);
+      if (!l.nvlinks || *l.nvlinks <= 0) return false;
+    }
+  return true;
+}
+
+bool applyFabricDefaults(const topo::Topology& t, const std::vector<int>& devices, PlanPolicy* policy) {
+  if (!allPairsNvlink(t, devices)) return false;
+  policy->oneShotMaxBytes = kOneShotMaxBytesNvlink;
+  policy->builtinOrigin = "built-in NVLink default, not calibrated";
+  return true;
+}
+
 }  // namespace arfuse

@@ -17,4 +17,21 @@ namespace arfuse {
 bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices, bool ncclAvailable, Fabric* out,
                         std::string* error);
 
+// One-shot's built-in limit (peer bytes, message x (n - 1)) when every pair of the group's distinct
+// GPUs is joined by NVLink. Two-shot pays a second barrier (~3.2 µs more than one-shot at one token
+// on 4 x H200) to read 2(n-1)/n instead of n-1 messages, so one-shot wins until its extra reads cost
+// that barrier: at ~320 GB/s of peer reads per GPU, ~2 MB of peer bytes at n = 4 (measured: one-shot
+// faster at 0.7 and 1.4 MB, two-shot at 2.8 MB; docs/perf.md "4 x H200") and about the same at n = 8.
+// Over PCIe the barrier is slower and reads are ~7x slower, so the general default (512 KiB) stays.
+constexpr long long kOneShotMaxBytesNvlink = 2ll << 20;
+
+// True when the group has at least two distinct GPUs and every ordered pair of them has a known,
+// non-zero NVLink count in `t`.
+bool allPairsNvlink(const topo::Topology& t, const std::vector<int>& devices);
+
+// The built-in limits that depend on the fabric, applied to a policy that holds built-in defaults
+// (the caller skips this under a calibration or an explicit ARFUSE_ONESHOT_MAX_BYTES). Returns
+// whether it changed anything.
+bool applyFabricDefaults(const topo::Topology& t, const std::vector<int>& devices, PlanPolicy* policy);
+
 }  // namespace arfuse

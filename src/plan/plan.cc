@@ -151,7 +151,9 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   }
 
   const bool calibrated = !policy.calibratedFrom.empty();
-  const char* origin = calibrated ? policy.calibratedFrom.c_str() : "built-in default, not calibrated";
+  const char* origin = calibrated                        ? policy.calibratedFrom.c_str()
+                       : !policy.builtinOrigin.empty() ? policy.builtinOrigin.c_str()
+                                                       : "built-in default, not calibrated";
   if (!f.p2p) {
     const bool hostOk =
         f.hostStaged && bytes <= f.hostStagedCapacity && (bytes <= policy.hostStagedMaxBytes || !f.nccl);

@@ -55,6 +55,9 @@ struct PlanPolicy {
   // Where the limits above came from ("calibration /etc/arfuse/cal.json"), named in the plan's
   // reasons; "" means built-in defaults ("built-in default, not calibrated").
   std::string calibratedFrom;
+  // Without a calibration: what the built-in limits were chosen for, when the fabric chose them
+  // (applyFabricDefaults: "built-in NVLink default, not calibrated"); "" names the plain default.
+  std::string builtinOrigin;
 };
 
 struct PlanRequest {

@@ -85,5 +85,43 @@ TEST(PlanOnTopology, VirtualRanksAndBadDevices) {
   EXPECT_NE(err.find("device 2 is not in the topology"), std::string::npos) << err;
 }
 
+// One-shot's built-in limit follows the fabric: NVLink between every pair of the group's GPUs raises
+// it (measured on 4 x H200: one-shot faster than two-shot at 16 and 32 tokens of 7168 bf16, slower at
+// 64), PCIe keeps the general default.
+TEST(PlanOnTopology, NvlinkRaisesTheBuiltInOneShotLimit) {
+  EXPECT_TRUE(allPairsNvlink(load("h200_4x_recorded"), {0, 1, 2, 3}));
+  EXPECT_TRUE(allPairsNvlink(load("h200_8x_nvswitch"), allDevices(load("h200_8x_nvswitch"))));
+  EXPECT_TRUE(allPairsNvlink(load("h200_2x_nvlink"), {0, 0, 1}));   // virtual ranks on NVLinked GPUs
+  EXPECT_FALSE(allPairsNvlink(load("h200_2x_nvlink"), {0, 0}));     // one GPU: no pair
+  EXPECT_FALSE(allPairsNvlink(load("rtxpro6000_4x_switch"), {0, 1, 2, 3}));
+  EXPECT_FALSE(allPairsNvlink(load("l40s_8x_noswitch"), {0, 1}));
+
+  const topo::Topology t = load("h200_4x_recorded");
+  Fabric f;
+  std::string err;
+  ASSERT_TRUE(fabricFromTopology(t, allDevices(t), true, &f, &err)) << err;
+  PlanPolicy policy;
+  ASSERT_TRUE(applyFabricDefaults(t, allDevices(t), &policy));
+  EXPECT_EQ(policy.oneShotMaxBytes, kOneShotMaxBytesNvlink);
+  auto plan = [&](const PlanPolicy& pol, int tokens) {
+    PlanRequest r;
+    r.tokens = tokens;
+    r.hidden = 7168;
+    return makePlan(f, Limits{}, pol, r);
+  };
+  for (int tokens : {16, 32}) {  // 0.7 and 1.4 MB of peer reads
+    const Plan p = plan(policy, tokens);
+    EXPECT_EQ(p.algo, arfuseAlgoOneShot) << tokens << ": " << p.reason;
+    EXPECT_NE(p.reason.find("built-in NVLink default, not calibrated"), std::string::npos) << p.reason;
+    EXPECT_EQ(plan(PlanPolicy{}, tokens).algo, arfuseAlgoTwoShot) << "the general default, as before";
+  }
+  EXPECT_EQ(plan(policy, 64).algo, arfuseAlgoTwoShot) << plan(policy, 64).reason;  // 2.8 MB
+
+  PlanPolicy pcie;
+  EXPECT_FALSE(applyFabricDefaults(load("rtxpro6000_4x_switch"), {0, 1, 2, 3}, &pcie));
+  EXPECT_EQ(pcie.oneShotMaxBytes, PlanPolicy{}.oneShotMaxBytes);
+  EXPECT_TRUE(pcie.builtinOrigin.empty());
+}
+
 }  // namespace
 }  // namespace arfuse

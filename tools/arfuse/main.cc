@@ -165,6 +165,10 @@ int plan(const std::vector<std::string>& args) {
       std::fprintf(stderr, "arfuse plan: --devices: %s\n", err.c_str());
       return kExitUsage;
     }
+    bool oneShotFromEnv = false;  // as the library does at init: an explicit setting wins
+    for (const ParamValue& v : paramValues())
+      oneShotFromEnv |= v.fromEnvironment && std::string(v.spec->name) == "ARFUSE_ONESHOT_MAX_BYTES";
+    if (!oneShotFromEnv) applyFabricDefaults(t, devices, &policy);
     std::printf("%s\n", topo::describe(t).c_str());
     std::printf("ranks %d%s, peer access: %s, block cap %d, low-latency limit %lld B\n\n", f.nranks,
                 f.virtualRanks ? " (virtual)" : "", f.p2p ? "yes" : ("no: " + f.p2pDetail).c_str(), f.maxBlocks,
