@@ -53,5 +53,10 @@ ProbeResult probeTopology(const ProbeOptions& opt = {});
 bool groupIdentity(const std::vector<int>& devices, std::vector<std::string>* uuids, std::string* fingerprint,
                    std::string* why);
 
+// This machine's host name ("" when unknown), and the NVIDIA kernel module's version from
+// /proc/driver/nvidia/version ("580.159.04"; "" when Linux does not expose it).
+std::string hostName();
+std::string procDriverVersion();
+
 }  // namespace topo
 }  // namespace arfuse

@@ -17,6 +17,20 @@ namespace topo {
 
 namespace {
 
+std::optional<int> sysfsNumaNode(const std::string& busId) {
+  std::ifstream f("/sys/bus/pci/devices/" + sysfsBusId(busId) + "/numa_node");
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parseNumaNode(ss.str());
+}
+
+std::string cudaText(const char* what, cudaError_t e) {
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+}  // namespace
+
 std::string hostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "";
@@ -36,20 +50,6 @@ std::string procDriverVersion() {
   }
   return "";
 }
-
-std::optional<int> sysfsNumaNode(const std::string& busId) {
-  std::ifstream f("/sys/bus/pci/devices/" + sysfsBusId(busId) + "/numa_node");
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parseNumaNode(ss.str());
-}
-
-std::string cudaText(const char* what, cudaError_t e) {
-  return std::string(what) + ": " + cudaGetErrorString(e);
-}
-
-}  // namespace
 
 ProbeResult probeTopology(const ProbeOptions& opt) {
   ProbeResult r;

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -27,6 +26,7 @@
 #include "harness/epilogue.h"
 #include "harness/harness.h"
 #include "nccl_sweep.h"
+#include "topo/probe.h"
 
 extern char** environ;
 
@@ -34,26 +34,11 @@ namespace arfuse {
 namespace cli {
 namespace {
 
-std::string isoDate() {
-  char buf[32];
-  std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buf;
-}
-
 // The NVIDIA kernel driver version (e.g. "580.159.04") where Linux exposes it, else the CUDA
 // driver API version.
 std::string driverVersion() {
-  std::ifstream f("/proc/driver/nvidia/version");
-  std::string line;
-  if (f && std::getline(f, line)) {
-    std::istringstream is(line);
-    std::string tok, prev;
-    while (is >> tok) {
-      if (prev == "Module" && !tok.empty() && isdigit(static_cast<unsigned char>(tok[0]))) return tok;
-      prev = tok;
-    }
-  }
+  const std::string d = topo::procDriverVersion();
+  if (!d.empty()) return d;
   int v = 0;
   cudaDriverGetVersion(&v);
   return "cuda-driver-api " + std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);

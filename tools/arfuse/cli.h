@@ -2,6 +2,7 @@
 // returns the process exit code.
 #pragma once
 
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,14 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitNoDevice = 3;
+
+// Now, UTC, as ISO 8601 ("2026-11-29T19:58:19Z"): the date of a bench result or a calibration.
+inline std::string isoDate() {
+  char buf[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
 
 int selftest(const std::vector<std::string>& args);
 int selftestProcs(const std::vector<std::string>& args);  // procs.cc: selftest --procs N

@@ -41,18 +41,6 @@ arfuseDataType_t dtypeOf(const std::string& s) {
 }
 long long dtypeBytes(const std::string& s) { return s == "fp32" ? 4 : 2; }
 
-std::string isoDate() {
-  char buf[32];
-  std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buf;
-}
-
-std::string hostName() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 // "arfuseCommInitAll: config: algo=nccl (forced by config) is unavailable: ..." -> the part after the
 // function name, which is what a person needs.
@@ -281,7 +269,7 @@ int calibrate(const Args& a) {
   Calibration cal;
   cal.created = isoDate();
   cal.arfuse = arfuseGetBuildInfo();
-  cal.hostname = hostName();
+  cal.hostname = topo::hostName();
   cal.hidden = a.hidden;
   cal.dtype = a.dtype;
   std::vector<int> keyDevices;
