@@ -4,23 +4,16 @@
 
 #include "arfuse/arfuse.h"
 #include "nccl_sweep.h"
+#include "topo/json.h"
 
 namespace arfuse {
 namespace cli {
 
+// The body of a JSON string literal (without its quotes), escaped by the project's one JSON writer.
 std::string jsonEscape(const std::string& s) {
   std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      o += '\\', o += c;
-    else if (c == '\n')
-      o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20)
-      o += ' ';
-    else
-      o += c;
-  }
-  return o;
+  topo::json::appendString(&o, s);
+  return o.substr(1, o.size() - 2);
 }
 
 std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector<Row>& rows,
