@@ -28,7 +28,23 @@
  *     residual_out = round( float(residual_in) + sum_r float(x_r) )
  *     norm_out     = round( float(residual_out) * rsqrt(mean(float(residual_out)^2) + eps) * float(weight) )
  * i.e. the norm is taken of the rounded residual, exactly as an unfused engine that stores the
- * residual in the model dtype does.
+ * residual in the model dtype does. mean(...) is one fixed summation tree over the row (groups of
+ * 128 bytes, then a fixed tree over the groups), so on every arfuse path (low-latency, one-shot,
+ * two-shot, host-staged) a row's outputs are the same bits whatever the path, the launch geometry
+ * and the number of tokens in the call: they depend only on that row's inputs and the world size
+ * (batch invariance). The NCCL path sums with ncclAllReduce in the dtype, in NCCL's own order
+ * (rounding at every hop), so its bits differ from the other paths' and may change with the message
+ * size; with arfuseConfig_t.deterministic = 1 (or ARFUSE_DETERMINISTIC=1) it all-gathers the inputs
+ * instead and sums them like every other path, at (n - 1) x the message instead of 2 (n - 1) / n.
+ *
+ * Failures: a failed device-side wait (a peer timed out, a divergent call, two streams at once)
+ * aborts the whole group, and the abort is sticky. The call that failed writes NaN into every output
+ * element whose inputs did not all arrive (elements whose inputs did arrive keep their correct
+ * value; every norm of an affected row is NaN). Every later call of every rank then fails fast: an
+ * eager call is refused by the host with the recorded error code and writes nothing; a call already
+ * on the device (a CUDA-graph replay, or queued before the host saw the abort) sends nothing, writes
+ * NaN into all its outputs and records itself as refused in the flight recorder. Recover by
+ * destroying every communicator of the group and creating a new group.
  *
  * Threading: the ranks of one group may be driven from one host thread (a loop over ranks) or from
  * one thread per rank. A communicator must not be used by two host threads at once. When one thread
@@ -123,10 +139,12 @@ typedef struct {
   int algo;            /* arfuseAlgo_t to force, or -1 = default (environment ARFUSE_ALGO, else auto) */
   int timeoutMs;       /* device-side wait bound in ms; -1 = default (ARFUSE_TIMEOUT_MS, else 10000) */
   int maxBlocks;       /* cap on blocks per rank per call; -1 = default (derived from the device) */
+  int deterministic;   /* 1: batch-invariant outputs on every path (see "Numerics" below); 0: off;
+                          -1 = default (ARFUSE_DETERMINISTIC, else 0). Must be equal on every rank. */
 } arfuseConfig_t;
 
 #define ARFUSE_CONFIG_INITIALIZER \
-  { sizeof(arfuseConfig_t), ARFUSE_CONFIG_MAGIC, ARFUSE_VERSION_CODE, -1, -1, ARFUSE_DTYPE_ALL, -1, -1, -1 }
+  { sizeof(arfuseConfig_t), ARFUSE_CONFIG_MAGIC, ARFUSE_VERSION_CODE, -1, -1, ARFUSE_DTYPE_ALL, -1, -1, -1, -1 }
 
 /* Fills *config with ARFUSE_CONFIG_INITIALIZER. */
 ARFUSE_API arfuseResult_t arfuseConfigInit(arfuseConfig_t* config);

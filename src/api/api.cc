@@ -15,7 +15,7 @@
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
 #include "common/params.h"
-#include "kernels/launch.h"
+#include "algos/launch.h"
 
 #ifndef ARFUSE_BUILD_ARCHS
 #define ARFUSE_BUILD_ARCHS "unknown"
@@ -108,20 +108,31 @@ ncclDataType_t ncclType(arfuseDataType_t d) {
 // all-reduce that NCCL only launches at ncclGroupEnd.
 struct Deferred {
   arfuseComm* comm;
-  arfuseDataType_t dtype;
+  Launch launch;
   LocalArgs args;
-  int blocks, threads;
   cudaStream_t stream;
 };
 thread_local int tGroupDepth = 0;
 thread_local std::vector<Deferred> tDeferred;
 
-arfuseResult_t launchLocal(arfuseComm* comm, arfuseDataType_t dtype, const LocalArgs& la, int blocks, int threads,
-                           cudaStream_t stream) {
-  const int e = launchAddRmsNorm(dtype, la, blocks, threads, stream, la.ext.enabled != 0);
+// The launch of a plan's kernel: its geometry and instantiation.
+Launch launchOf(const Plan& plan, arfuseDataType_t dtype, KernelKind kind) {
+  Launch l;
+  l.dtype = dtype;
+  l.kind = kind;
+  l.vecs = plan.geo.vecs;
+  l.blocks = plan.blocks;
+  l.threads = plan.threads;
+  l.chunks = plan.geo.chunks;
+  l.pdl = plan.pdl;
+  return l;
+}
+
+arfuseResult_t launchLocalKernel(arfuseComm* comm, const Launch& l, const LocalArgs& la, cudaStream_t stream) {
+  const int e = launchLocal(l, la, stream);
   if (e != cudaSuccess)
-    FAIL(comm, arfuseCudaError, "launch of add+rmsnorm (%d x %d threads) failed: %s", blocks, threads,
-         cudaGetErrorString(cudaError_t(e)));
+    FAIL(comm, arfuseCudaError, "launch of add+rmsnorm (%d x %d threads, %d vectors per thread) failed: %s",
+         l.blocks, l.threads, l.vecs, cudaGetErrorString(cudaError_t(e)));
   return arfuseSuccess;
 }
 
@@ -176,7 +187,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
   }
 
-  PlanRequest req{c.op, c.tokens, c.hidden, c.dtype};
+  PlanRequest req{c.op, c.tokens, c.hidden, c.dtype, c.epi != nullptr};
   Plan plan = makePlan(g.fabric, g.limits, g.policy, req);
   if (plan.status != arfuseSuccess) return fail(comm, plan.status, __FILE__, __LINE__, std::string(func) + ": " + plan.reason, fields);
 
@@ -230,6 +241,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   void* residualOut = extended ? c.epi->residualOut : c.residualOut;
   const std::string callFields = fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype),
                                                     arfuseAlgoName(plan.algo));
+  const KernelKind kind = extended ? kKindExtended : fused ? kKindFused : kKindAllReduce;
   switch (plan.algo) {
     case arfuseAlgoLocal: {
       if (!fused) {
@@ -239,8 +251,8 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
         }
         return arfuseSuccess;
       }
-      LocalArgs la{c.x, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps, ext};
-      return launchLocal(comm, c.dtype, la, plan.blocks, plan.threads, stream);
+      LocalArgs la{c.x, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps, 1.0f / c.hidden, 1, 0, {}, ext};
+      return launchLocalKernel(comm, launchOf(plan, c.dtype, kind), la, stream);
     }
     case arfuseAlgoOneShot:
     case arfuseAlgoTwoShot:
@@ -249,14 +261,17 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       KernelArgs ka{};
       ka.peers = g.peers;
       ka.host = g.host;
-      ka.hostSlotBytes = g.hostSlotBytes;
-      ka.state = g.ranks[comm->rank].state;
+      ka.stagingRegionBytes = g.ws.stagingRegionBytes;
+      ka.hostRegionBytes = g.ws.hostRegionBytes;
+      ka.state = &g.ranks[comm->rank].control->state;
       ka.shared = g.sharedDev;
-      ka.stagingBytes = g.stagingBytes;
-      ka.llSourceBytes = g.llSourceBytes;
-      ka.timeoutNs = g.timeoutNs;
+      // Waits poll this rank's device abort word when peers can write it, else the host-mapped one.
+      ka.abortPoll = g.fabric.p2p ? &ka.state->abort : reinterpret_cast<const uint32_t*>(&g.sharedDev->abort);
+      ka.peerAbort = g.fabric.p2p ? 1 : 0;
       ka.flight = g.flight ? 1 : 0;
+      ka.timeoutNs = g.timeoutNs;
       ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
+      ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
       ka.rank = comm->rank;
       ka.nranks = g.nranks;
       ka.x = c.x;
@@ -267,40 +282,52 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.tokens = c.tokens;
       ka.hidden = c.hidden;
       ka.eps = c.eps;
+      ka.invHidden = 1.0f / c.hidden;
       ka.ext = ext;
+      const Launch l = launchOf(plan, c.dtype, kind);
       int e = 0;
       switch (plan.algo) {
-        case arfuseAlgoOneShot: e = launchOneShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream, extended); break;
-        case arfuseAlgoTwoShot: e = launchTwoShot(c.dtype, fused, ka, plan.blocks, plan.threads, stream, extended); break;
-        case arfuseAlgoLowLatency:
-          e = launchLowLatency(c.dtype, fused, ka, plan.blocks, plan.threads, stream, extended);
-          break;
-        default:
-          e = launchHostStaged(c.dtype, fused, plan.twoShotVariant, ka, plan.blocks, plan.threads, stream, extended);
+        case arfuseAlgoOneShot: e = launchOneShot(l, ka, stream); break;
+        case arfuseAlgoTwoShot: e = launchTwoShot(l, ka, stream); break;
+        case arfuseAlgoLowLatency: e = launchLowLatency(l, ka, stream); break;
+        default: e = launchHostStaged(l, plan.twoShotVariant, ka, stream);
       }
       if (e != cudaSuccess)
-        FAIL_F(comm, arfuseCudaError, callFields, "kernel launch (%d x %d threads) failed: %s", plan.blocks,
-               plan.threads, cudaGetErrorString(cudaError_t(e)));
+        FAIL_F(comm, arfuseCudaError, callFields, "kernel launch (%d x %d threads, %d chunks, %d vectors per thread) failed: %s",
+               plan.blocks, plan.threads, plan.geo.chunks, plan.geo.vecs, cudaGetErrorString(cudaError_t(e)));
       return arfuseSuccess;
     }
     case arfuseAlgoNccl: {
       ncclComm_t nc = g.ranks[comm->rank].nccl;
       const size_t count = static_cast<size_t>(c.tokens) * c.hidden;
-      if (!fused) {
+      const Launch l = launchOf(plan, c.dtype, kind);
+      void* sum = g.ranks[comm->rank].staging;  // never a caller buffer that is also an input
+      LocalArgs la{sum, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps, 1.0f / c.hidden, 1, 0, {}, ext};
+      if (g.policy.deterministic) {
+        // Every rank's input, gathered in rank order; the epilogue (or the plain sum) adds them in fp32.
+        ncclResult_t nr = ncclAllGather(c.x, sum, count, ncclType(c.dtype), nc, stream);
+        if (nr != ncclSuccess) FAIL_F(comm, arfuseNcclError, callFields, "ncclAllGather: %s", ncclGetErrorString(nr));
+        la.sources = g.nranks;
+        la.sourceStride = count;
+      } else if (!fused) {
         ncclResult_t nr = ncclAllReduce(c.x, c.residualOut, count, ncclType(c.dtype), ncclSum, nc, stream);
         if (nr != ncclSuccess) FAIL_F(comm, arfuseNcclError, callFields, "ncclAllReduce: %s", ncclGetErrorString(nr));
         return arfuseSuccess;
+      } else {
+        ncclResult_t nr = ncclAllReduce(c.x, sum, count, ncclType(c.dtype), ncclSum, nc, stream);
+        if (nr != ncclSuccess) FAIL_F(comm, arfuseNcclError, callFields, "ncclAllReduce: %s", ncclGetErrorString(nr));
       }
-      // Reduce into our workspace (never into a caller buffer that is also an input), then the epilogue.
-      void* sum = g.ranks[comm->rank].staging;
-      ncclResult_t nr = ncclAllReduce(c.x, sum, count, ncclType(c.dtype), ncclSum, nc, stream);
-      if (nr != ncclSuccess) FAIL_F(comm, arfuseNcclError, callFields, "ncclAllReduce: %s", ncclGetErrorString(nr));
-      LocalArgs la{sum, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps, ext};
+      Launch run = l;
+      if (!fused) {  // the deterministic plain all-reduce: sum the gathered inputs into `out`
+        la.residualOut = c.residualOut;
+        run.blocks = std::max(1, std::min(g.fabric.smCount * 4, static_cast<int>((count / dtypeVecElems(c.dtype) + 255) / 256)));
+        run.threads = 256;
+      }
       if (tGroupDepth > 0) {
-        tDeferred.push_back({comm, c.dtype, la, plan.blocks, plan.threads, stream});
+        tDeferred.push_back({comm, run, la, stream});
         return arfuseSuccess;
       }
-      return launchLocal(comm, c.dtype, la, plan.blocks, plan.threads, stream);
+      return launchLocalKernel(comm, run, la, stream);
     }
     default:
       FAIL_F(comm, arfuseInternalError, callFields, "plan returned algo %d", int(plan.algo));
@@ -441,6 +468,7 @@ arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path) {
   arfuseComm* c = liveComm(comm, "arfuseCommDumpState", &st);
   if (!c) return st;
   const Group& g = *c->group;
+  if (g.flight) refreshFlight(g, c->rank);  // the kernels stamp device memory; the dump reads the host mirror
   DumpInput in;
   in.rank = c->rank;
   in.device = c->device;
@@ -494,7 +522,7 @@ arfuseResult_t arfuseGroupEnd(void) {
   for (const Deferred& d : work) {
     if (!commIsLive(d.comm)) continue;
     DeviceScope scope(d.comm->device);
-    arfuseResult_t st = launchLocal(d.comm, d.dtype, d.args, d.blocks, d.threads, d.stream);
+    arfuseResult_t st = launchLocalKernel(d.comm, d.launch, d.args, d.stream);
     if (first == arfuseSuccess) first = st;
   }
   return first;
@@ -553,10 +581,13 @@ arfuseResult_t arfuseAddRmsNorm(const void* x, const void* residual_in, const vo
   }
   msg = checkPointers(bufs, device);
   if (!msg.empty()) return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg);
-  int blocks = 0, threads = 0;
-  localGeometry(tokens, hidden, dtype, sms, &blocks, &threads);
-  LocalArgs la{x, residual_in, weight, norm_out, residual_out, tokens, hidden, eps};
-  return launchLocal(nullptr, dtype, la, blocks, threads, static_cast<cudaStream_t>(stream));
+  Plan plan;
+  localGeometry(tokens, hidden, dtype, sms, false, &plan.blocks, &plan.threads, &plan.geo);
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  plan.pdl = major >= 9 && paramPdl();
+  LocalArgs la{x, residual_in, weight, norm_out, residual_out, tokens, hidden, eps, 1.0f / hidden, 1, 0, {}, {}};
+  return launchLocalKernel(nullptr, launchOf(plan, dtype, kKindFused), la, static_cast<cudaStream_t>(stream));
 }
 
 }  // extern "C"

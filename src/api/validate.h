@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "kernels/kernel_args.h"
+#include "device/args.h"
 
 namespace arfuse {
 

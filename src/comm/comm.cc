@@ -11,10 +11,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "comm/config.h"
 #include "common/params.h"
@@ -23,7 +25,7 @@
 #include "plan/calibration.h"
 #include "plan/from_topology.h"
 #include "topo/probe.h"
-#include "kernels/launch.h"
+#include "algos/launch.h"
 
 namespace arfuse {
 namespace {
@@ -64,60 +66,85 @@ void freeGroup(Group* g) {
     if (r.staging) cudaFree(r.staging);
     if (r.control) cudaFree(r.control);
     if (r.ll) cudaFree(r.ll);
+    if (r.aux) cudaStreamDestroy(r.aux);
   }
   for (auto it = g->cleanups.rbegin(); it != g->cleanups.rend(); ++it) (*it)();
   delete g;
 }
 
+void sizeWorkspace(Group* g, long long hostMessageBytes) {
+  g->ws = workspaceFor(g->limits, g->nranks, g->fabric.maxBlocks, hostMessageBytes, g->policy.deterministic);
+  g->fabric.stagingRegionBytes = static_cast<long long>(g->ws.stagingRegionBytes);
+  g->fabric.hostRegionBytes = static_cast<long long>(g->ws.hostRegionBytes);
+  const long long message = static_cast<long long>(g->limits.maxTokens) * static_cast<long long>(g->ws.maxRowBytes);
+  g->fabric.lowLatencyMaxBytes = g->nranks > 1 ? std::min<long long>(kLowLatencyMaxBytes, message) : 0;
+}
+
 arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message) {
-  const size_t flagBytes = sizeof(uint64_t) * kMaxBlocks * kMaxRanks;
-  const size_t controlBytes = 256 + flagBytes + kDescAreaBytes;
   RankResources& rr = g->ranks[r];
   rr.device = device;
   CUDA_TRY(cudaSetDevice(rr.device));
-  CUDA_TRY(cudaMalloc(&rr.staging, 2 * g->stagingBytes));
-  CUDA_TRY(cudaMalloc(&rr.control, controlBytes));
-  CUDA_TRY(cudaMemset(rr.control, 0, controlBytes));
-  if (g->llSourceBytes) {
-    const size_t llBytes = 2 * g->nranks * g->llSourceBytes;
-    CUDA_TRY(cudaMalloc(&rr.ll, llBytes));
-    CUDA_TRY(cudaMemset(rr.ll, 0, llBytes));  // flag 0 never matches a call
+  CUDA_TRY(cudaMalloc(&rr.staging, g->ws.stagingBytes));
+  CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&rr.control), sizeof(ControlBlock)));
+  CUDA_TRY(cudaMemset(rr.control, 0, sizeof(ControlBlock)));  // epochs 0, no abort, every flag 0
+  if (g->ws.llBytes) {
+    CUDA_TRY(cudaMalloc(&rr.ll, g->ws.llBytes));
+    CUDA_TRY(cudaMemset(rr.ll, 0, g->ws.llBytes));  // flag 0 never matches a call
     g->peers.ll[r] = rr.ll;
   }
-  rr.state = reinterpret_cast<DeviceState*>(rr.control);
-  rr.flags = reinterpret_cast<uint64_t*>(rr.control + 256);
+  CUDA_TRY(cudaStreamCreateWithFlags(&rr.aux, cudaStreamNonBlocking));
   g->peers.staging[r] = rr.staging;
-  g->peers.flags[r] = rr.flags;
-  g->peers.desc[r] = rr.control + 256 + flagBytes;
+  g->peers.control[r] = rr.control;
   CUDA_TRY(cudaDeviceSynchronize());
   return arfuseSuccess;
 }
 
 size_t hostArenaBytes(int nranks, size_t slotBytes) {
-  return static_cast<size_t>(nranks) * (kMaxBlocks * kMaxRanks * sizeof(uint64_t) + kDescAreaBytes) +
-         static_cast<size_t>(nranks) * 2 * slotBytes;
+  return static_cast<size_t>(nranks) * (kHostFlagBytes + slotBytes);
 }
 
-size_t hostSlotBytesFor(const Group& g) {
-  size_t slot = g.stagingBytes;
+long long hostMessageBytesFor(const Group& g) {
+  long long m = static_cast<long long>(g.limits.maxTokens) * static_cast<long long>(g.ws.maxRowBytes);
   if (g.fabric.nccl && g.policy.forcedAlgo != arfuseAlgoHostStaged)
-    slot = std::min<size_t>(slot, static_cast<size_t>(std::max<long long>(g.policy.hostStagedMaxBytes, 16)));
-  return (slot + 255) / 256 * 256;
+    m = std::min<long long>(m, std::max<long long>(g.policy.hostStagedMaxBytes, 16));
+  return (m + 255) / 256 * 256;
 }
 
-void layoutHostArena(Group* g, char* devBase, size_t slotBytes) {
-  const size_t perRank = kMaxBlocks * kMaxRanks * sizeof(uint64_t) + kDescAreaBytes;
-  const size_t flagBytes = static_cast<size_t>(g->nranks) * perRank;
-  g->hostArenaBytes = hostArenaBytes(g->nranks, slotBytes);
-  g->hostSlotBytes = slotBytes;
+void layoutHostArena(Group* g, char* devBase, long long messageBytes) {
+  sizeWorkspace(g, messageBytes);
+  const size_t flagBytes = static_cast<size_t>(g->nranks) * kHostFlagBytes;
+  g->hostArenaBytes = hostArenaBytes(g->nranks, g->ws.hostSlotBytes);
   for (int r = 0; r < g->nranks; ++r) {
-    char* mine = devBase + static_cast<size_t>(r) * perRank;
-    g->host.flags[r] = reinterpret_cast<uint64_t*>(mine);
-    g->host.desc[r] = mine + kMaxBlocks * kMaxRanks * sizeof(uint64_t);
-    g->host.slots[r] = devBase + flagBytes + static_cast<size_t>(r) * 2 * slotBytes;
+    g->host.flags[r] = reinterpret_cast<FlagSlot*>(devBase + static_cast<size_t>(r) * kHostFlagBytes);
+    g->host.slots[r] = devBase + flagBytes + static_cast<size_t>(r) * g->ws.hostSlotBytes;
   }
   g->fabric.hostStaged = true;
-  g->fabric.hostStagedCapacity = static_cast<long long>(slotBytes);
+  g->fabric.hostStagedCapacity = messageBytes;
+}
+
+bool refreshFlight(const Group& g, int r, int waitMs) {
+  const RankResources& rr = g.ranks[r];
+  if (rr.device < 0 || !rr.control || !rr.aux || !g.shared) return false;
+  int saved = -1;
+  cudaGetDevice(&saved);
+  if (saved != rr.device) cudaSetDevice(rr.device);
+  bool ok = cudaMemcpyAsync(&g.shared->flight[r], &rr.control->state.flight, sizeof(FlightRing),
+                            cudaMemcpyDeviceToHost, rr.aux) == cudaSuccess;
+  if (ok) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+    cudaError_t q;
+    while ((q = cudaStreamQuery(rr.aux)) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ok = q == cudaSuccess;
+  }
+  cudaGetLastError();
+  if (saved >= 0 && saved != rr.device) cudaSetDevice(saved);
+  return ok;
+}
+
+void setArchFacts(Group* g, int minArch) {
+  g->fabric.clusters = minArch >= 90;
+  g->fabric.pdl = g->fabric.clusters && paramPdl();
 }
 
 namespace {
@@ -166,7 +193,8 @@ arfuseResult_t connectPeers(Group* g, const std::vector<int>& unique, std::strin
 // The host-staged exchange area: one pinned allocation mapped into every device of the group (a
 // multi-process group will instead map POSIX shared memory registered with CUDA; the layout and the
 // kernels are the same). Sized for messages up to hostSlotBytes per rank.
-arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_t slotBytes, std::string* message) {
+arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, long long messageBytes,
+                                 std::string* message) {
   for (int d : unique) {
     int canMap = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&canMap, cudaDevAttrCanMapHostMemory, d));
@@ -175,7 +203,8 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_
       return arfuseSuccess;
     }
   }
-  const size_t bytes = hostArenaBytes(g->nranks, slotBytes);
+  const size_t bytes =
+      hostArenaBytes(g->nranks, workspaceFor(g->limits, g->nranks, g->fabric.maxBlocks, messageBytes).hostSlotBytes);
   cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->hostArena), bytes,
                                  cudaHostAllocMapped | cudaHostAllocPortable);
   if (ce != cudaSuccess) {
@@ -184,11 +213,11 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, size_
     g->fabric.hostStagedDetail = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", bytes, cudaGetErrorString(ce));
     return arfuseSuccess;  // not fatal: the plan says why the path is missing
   }
-  // Zero the flags and descriptor slots (flag 0 never matches a call); the slots need no init.
+  // Zero the flags (counter 0 never matches a call); the slots need no init.
   std::memset(g->hostArena, 0, hostArenaBytes(g->nranks, 0));
   char* arena = g->hostArena;
   g->cleanups.push_back([arena] { cudaFreeHost(arena); });
-  layoutHostArena(g, g->hostArena, slotBytes);
+  layoutHostArena(g, g->hostArena, messageBytes);
   return arfuseSuccess;
 }
 
@@ -205,7 +234,7 @@ arfuseResult_t proveP2p(Group* g, std::string* message) {
     if (!seen) first.push_back(r);
   }
   if (first.size() < 2) return arfuseSuccess;
-  const size_t words = std::min<size_t>(4096, 2 * g->stagingBytes / 4);
+  const size_t words = std::min<size_t>(4096, g->ws.stagingBytes / 4);
   for (int ra : first) {
     for (int rb : first) {
       if (ra == rb) continue;
@@ -261,6 +290,7 @@ class GroupWatch : public WatchSource {
     for (int r = 0; r < g_->nranks; ++r) {
       const RankResources& rr = g_->ranks[r];
       if (rr.device < 0) continue;
+      if (g_->flight) refreshFlight(*g_, r);  // the kernels stamp device memory; the readers use the mirror
       DumpInput in;
       in.rank = r;
       in.device = rr.device;
@@ -382,15 +412,6 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   applyFabricDefaultsAtInit(g, devices);
   g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
   g->ranks.resize(nranks);
-  size_t elem = 2;
-  if (rc.limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) elem = 4;
-  g->stagingBytes = static_cast<size_t>(rc.limits.maxTokens) * rc.limits.maxHidden * elem;
-  if (nranks > 1) {
-    // Messages up to 64 KiB (and no larger than the largest call) take the low-latency path.
-    const long long llMax = std::min<long long>(kLowLatencyMaxBytes, static_cast<long long>(g->stagingBytes));
-    g->llSourceBytes = static_cast<size_t>(2 * llMax);
-    g->fabric.lowLatencyMaxBytes = llMax;
-  }
 
   std::vector<int> unique(devices, devices + nranks);
   std::sort(unique.begin(), unique.end());
@@ -438,6 +459,8 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   if (rc.maxBlocks > derived)
     ARFUSE_LOG(kLogInfo, LogContext{}, "", "maxBlocks=%d capped to %d so that all ranks' blocks are co-resident",
                rc.maxBlocks, derived);
+  setArchFacts(g, *std::min_element(archs, archs + nranks));
+  sizeWorkspace(g, 0);  // staging and low-latency buffers; the host part once the host area is decided
 
   st = connectPeers(g, unique, message);
   if (st != arfuseSuccess) return fail(st);
@@ -488,7 +511,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   // small; without NCCL, or when forced, it must carry the largest message.
   const bool forcedHost = g->policy.forcedAlgo == arfuseAlgoHostStaged;
   if (nranks > 1 && (!f.p2p || forcedHost)) {
-    st = allocateHostArena(g, unique, hostSlotBytesFor(*g), message);
+    st = allocateHostArena(g, unique, hostMessageBytesFor(*g), message);
     if (st != arfuseSuccess) return fail(st);
     if (!f.hostStaged) ARFUSE_LOG(kLogWarn, LogContext{}, "path=hoststaged", "disabled: %s", f.hostStagedDetail.c_str());
   } else {
@@ -529,8 +552,10 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     commRegister(c);
     comms[r] = c;
     ARFUSE_LOG(kLogInfo, c->logContext(), "",
-               "init: %d ranks%s, staging %zu B x 2, maxBlocks %d, p2p %s, nccl %s, host area %zu B", nranks,
-               f.virtualRanks ? " (virtual)" : "", g->stagingBytes, f.maxBlocks, f.p2p ? "yes" : "no",
+               "init: %d ranks%s, staging %zu B, low-latency %zu B, maxBlocks %d, clusters %s, pdl %s, p2p %s, nccl %s, "
+               "host area %zu B",
+               nranks, f.virtualRanks ? " (virtual)" : "", g->ws.stagingBytes, g->ws.llBytes, f.maxBlocks,
+               f.clusters ? "yes" : "no", f.pdl ? "yes" : "no", f.p2p ? "yes" : "no",
                f.nccl ? "yes" : "no", g->hostArenaBytes);
   }
   return arfuseSuccess;

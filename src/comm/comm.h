@@ -13,7 +13,7 @@
 #include "arfuse/arfuse.h"
 #include "diag/log.h"
 #include "diag/watchdog.h"
-#include "kernels/kernel_args.h"
+#include "device/args.h"
 #include "plan/plan.h"
 
 namespace arfuse {
@@ -25,12 +25,11 @@ struct Group;
 struct RankResources {
   int device = -1;  // -1: not a rank of this process (multi-process groups)
   int arch = 0;
-  char* staging = nullptr;        // [2][stagingBytes]
-  char* control = nullptr;        // DeviceState + flags [kMaxBlocks][kMaxRanks], one allocation
-  char* ll = nullptr;             // low-latency buffer [2][nranks][llSourceBytes]
-  DeviceState* state = nullptr;
-  uint64_t* flags = nullptr;
+  char* staging = nullptr;           // Workspace::stagingBytes (per-CTA regions; the NCCL path's sum)
+  ControlBlock* control = nullptr;   // device/args.h, zeroed at init
+  char* ll = nullptr;                // Workspace::llBytes
   ncclComm_t nccl = nullptr;
+  cudaStream_t aux = nullptr;        // this rank's own stream for host copies (flight recorder), never a caller's
 };
 
 struct Group {
@@ -39,30 +38,27 @@ struct Group {
   Limits limits;
   PlanPolicy policy;
   uint64_t timeoutNs = 0;
-  size_t stagingBytes = 0;  // per parity
-  size_t llSourceBytes = 0; // low-latency buffer: bytes per source rank per parity (2 x its message limit)
+  Workspace ws;                      // per-rank buffer sizes (plan/plan.h workspaceFor)
   GroupShared* shared = nullptr;     // host-mapped group area, host view
   GroupShared* sharedDev = nullptr;  // the same memory as kernels address it
-  bool multiProcess = false;
-  bool flight = true;                // kernels stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)         // created by arfuseCommInitRank*: one local rank, peers in other processes
+  bool multiProcess = false;  // created by arfuseCommInitRank*: one local rank, peers in other processes
+  bool flight = true;         // kernels stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
-  std::function<void(int rank)> depart;
-  std::unique_ptr<WatchSource> watch;
+  std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
+  std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
   // In-process groups: the stream of each rank's last call. Two ranks on one GPU must never share a
   // stream: a rank's call waits for its peers' calls, which would queue behind it forever.
-  std::unique_ptr<std::atomic<void*>[]> lastStream;  // registered with the watchdog while the group lives  // multi-process: bounded wait for every rank to leave, at destroy
+  std::unique_ptr<std::atomic<void*>[]> lastStream;
   // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
-  // per rank {flag array [kMaxBlocks][kMaxRanks], descriptor slots}, then slots [nranks][2][hostSlotBytes].
+  // per rank a flag array [kMaxCtas][kMaxRanks] of FlagSlots, then per rank its slot
+  // (ws.hostSlotBytes: [maxBlocks][2 parities][ws.hostRegionBytes]).
   char* hostArena = nullptr;
   size_t hostArenaBytes = 0;
-  size_t hostSlotBytes = 0;
   HostPtrs host{};
   std::vector<RankResources> ranks;
   PeerPtrs peers{};
   std::atomic<int> live{0};  // communicators not yet destroyed
 };
-
-struct arfuseCommImpl;  // unused; the public handle type is struct arfuseComm
 
 }  // namespace arfuse
 
@@ -86,10 +82,18 @@ void commRegister(arfuseComm* c);
 void commUnregister(arfuseComm* c);
 
 // Building blocks shared by in-process (comm.cc) and multi-process (multiprocess.cc) creation.
-arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message);  // staging, control, ll
+// Sizes g->ws from the limits, nranks and fabric.maxBlocks (the host part from hostMessageBytes, 0
+// before the host area is decided), and tells the fabric the per-CTA region sizes the plan checks.
+void sizeWorkspace(Group* g, long long hostMessageBytes);
+arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message);  // staging, control, ll, aux
 size_t hostArenaBytes(int nranks, size_t slotBytes);
-size_t hostSlotBytesFor(const Group& g);  // the host area's slot per rank and parity for this group
-void layoutHostArena(Group* g, char* devBase, size_t slotBytes);  // sets g->host, fabric.hostStaged*
+long long hostMessageBytesFor(const Group& g);  // largest message the host area of this group carries
+void layoutHostArena(Group* g, char* devBase, long long messageBytes);  // sets g->host, fabric.hostStaged*
+// Copies local rank r's device flight recorder into g.shared->flight[r] (bounded: gives up after
+// `waitMs` if the device does not answer, e.g. a hung kernel); false (and the mirror untouched) then.
+bool refreshFlight(const Group& g, int r, int waitMs = 500);
+// Group-wide kernel facts from the ranks' architectures: clusters (sm_90+ everywhere), PDL.
+void setArchFacts(Group* g, int minArch);
 void freeGroup(Group* g);
 void startWatching(Group* g);  // ARFUSE_WATCHDOG_MS / ARFUSE_DUMP_ON_SIGNAL: register with the watchdog
 

@@ -63,6 +63,10 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   if (c.maxBlocks != -1 && (c.maxBlocks < 1 || c.maxBlocks > 128))
     return bad(strprintf("maxBlocks=%d: must be 1..128 or -1", c.maxBlocks));
   r.maxBlocks = c.maxBlocks != -1 ? c.maxBlocks : paramMaxBlocks();
+  // Fields added later are read only when the caller's struct has them.
+  const int det = c.size >= offsetof(arfuseConfig_t, deterministic) + sizeof(int) ? c.deterministic : -1;
+  if (det < -1 || det > 1) return bad(strprintf("deterministic=%d: must be 0, 1 or -1", det));
+  r.policy.deterministic = det == -1 ? paramDeterministic() : det == 1;
   *out = r;
   return arfuseSuccess;
 }

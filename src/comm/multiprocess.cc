@@ -33,7 +33,7 @@
 #include "comm/config.h"
 #include "comm/shm.h"
 #include "common/params.h"
-#include "kernels/launch.h"
+#include "algos/launch.h"
 
 namespace arfuse {
 namespace {
@@ -59,6 +59,7 @@ struct Hello {
   int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;
   uint32_t dtypeMask;
   int64_t oneShotMax, hostOneShotMax, hostStagedMax;
+  int32_t deterministic;
 };
 
 struct Wire {
@@ -206,6 +207,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   me.oneShotMax = rc.policy.oneShotMaxBytes;
   me.hostOneShotMax = rc.policy.hostOneShotMaxBytes;
   me.hostStagedMax = rc.policy.hostStagedMaxBytes;
+  me.deterministic = rc.policy.deterministic ? 1 : 0;
   if (rank == 0) {
     std::random_device rd;
     me.nonce = (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
@@ -241,7 +243,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     SAME(maxTokens, "maxTokens") SAME(maxHidden, "maxHidden") SAME(dtypeMask, "dtypeMask")
     SAME(forcedAlgo, "algo") SAME(timeoutMs, "timeoutMs") SAME(maxBlocks, "maxBlocks")
     SAME(oneShotMax, "ARFUSE_ONESHOT_MAX_BYTES") SAME(hostOneShotMax, "ARFUSE_HOST_ONESHOT_MAX_BYTES")
-    SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES")
+    SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES") SAME(deterministic, "deterministic")
 #undef SAME
   }
   const int timeoutMs = std::max(30000, rc.timeoutMs);
@@ -255,8 +257,6 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   g->flight = paramFlightRecorder();
   g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
   g->ranks.resize(nranks);
-  size_t elem = (rc.limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) ? 4 : 2;
-  g->stagingBytes = static_cast<size_t>(rc.limits.maxTokens) * rc.limits.maxHidden * elem;
   Fabric& f = g->fabric;
   f.nranks = nranks;
   int derived = kMaxBlocks, smCount = 1 << 30;
@@ -275,15 +275,15 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     return *message = "too many ranks share one GPU for their blocks to be resident at once", arfuseUnsupported;
   }
   f.maxBlocks = rc.maxBlocks > 0 ? std::min(rc.maxBlocks, derived) : derived;
+  int minArch = h[0].arch;
+  for (int s = 1; s < nranks; ++s) minArch = std::min(minArch, static_cast<int>(h[s].arch));
+  setArchFacts(g, minArch);
+  sizeWorkspace(g, 0);  // staging and low-latency buffers; the host part once the host area is decided
   const bool ncclPlanned = nranks > 1 && distinct;
   f.nccl = ncclPlanned;  // until phase D says otherwise (sizes the host area)
   if (!ncclPlanned)
     f.ncclDetail = nranks == 1 ? "a single rank needs no NCCL"
                                : "NCCL needs one GPU per rank; ranks of this group share a GPU";
-  if (nranks > 1) {
-    const long long llMax = std::min<long long>(kLowLatencyMaxBytes, static_cast<long long>(g->stagingBytes));
-    g->llSourceBytes = static_cast<size_t>(2 * llMax);
-  }
   const std::string base = strprintf("/arfuse-%016llx", static_cast<unsigned long long>(h[0].nonce));
   const std::string groupName = base + "-g", hostName = base + "-h";
   auto fail = [&](arfuseResult_t code) {
@@ -410,7 +410,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
         f.p2pDetail = ws[s].reachWhy[0] ? ws[s].reachWhy : strprintf("rank %d cannot reach rank %d", s, t);
         break;
       }
-  if (nranks > 1 && f.p2p) f.lowLatencyMaxBytes = std::min<long long>(kLowLatencyMaxBytes, g->stagingBytes);
+  if (!f.p2p) f.lowLatencyMaxBytes = 0;
   const int forced = rc.policy.forcedAlgo;
   if ((forced == arfuseAlgoOneShot || forced == arfuseAlgoTwoShot || forced == arfuseAlgoLowLatency) && !f.p2p)
     return *message = strprintf("config: algo=%s (forced by %s) needs peer access: %s",
@@ -446,14 +446,12 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       };
       char *staging = nullptr, *control = nullptr, *ll = nullptr;
       if (!open(ws[s].staging, ws[s].stagingPtr, &staging) || !open(ws[s].control, ws[s].controlPtr, &control) ||
-          (g->llSourceBytes && !open(ws[s].ll, ws[s].llPtr, &ll))) {
+          (g->ws.llBytes && !open(ws[s].ll, ws[s].llPtr, &ll))) {
         localC = arfuseCudaError;
         break;
       }
-      const size_t flagBytes = sizeof(uint64_t) * kMaxBlocks * kMaxRanks;
       g->peers.staging[s] = staging;
-      g->peers.flags[s] = reinterpret_cast<uint64_t*>(control + 256);
-      g->peers.desc[s] = control + 256 + flagBytes;
+      g->peers.control[s] = reinterpret_cast<ControlBlock*>(control);
       g->peers.ll[s] = ll;
     }
   }
@@ -464,8 +462,9 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     if (!canMap) {
       f.hostStagedDetail = "a GPU of the group cannot map host memory";
     } else {
-      const size_t slot = hostSlotBytesFor(*g);
-      const size_t bytes = hostArenaBytes(nranks, slot);
+      const long long messageBytes = hostMessageBytesFor(*g);
+      const size_t bytes =
+          hostArenaBytes(nranks, workspaceFor(g->limits, nranks, f.maxBlocks, messageBytes).hostSlotBytes);
       auto* hseg = new ShmSegment();
       g->cleanups.push_back([hseg] {
         shmRelease(hseg);
@@ -478,7 +477,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
         localC = arfuseSystemError;
         whyC = "host-staged area: " + err;
       } else {
-        layoutHostArena(g, static_cast<char*>(hseg->device), slot);  // zero-filled by ftruncate
+        layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // zero-filled by ftruncate
         g->hostArenaBytes = bytes;
       }
     }
@@ -544,8 +543,10 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   commRegister(c);
   *comm = c;
   ARFUSE_LOG(kLogInfo, c->logContext(), "",
-             "init: rank %d of %d (multi-process%s), staging %zu B x 2, maxBlocks %d, p2p %s, nccl %s, host area %zu B",
-             rank, nranks, f.virtualRanks ? ", GPUs shared" : "", g->stagingBytes, f.maxBlocks, f.p2p ? "yes" : "no",
+             "init: rank %d of %d (multi-process%s), staging %zu B, low-latency %zu B, maxBlocks %d, clusters %s, "
+             "pdl %s, p2p %s, nccl %s, host area %zu B",
+             rank, nranks, f.virtualRanks ? ", GPUs shared" : "", g->ws.stagingBytes, g->ws.llBytes, f.maxBlocks,
+             f.clusters ? "yes" : "no", f.pdl ? "yes" : "no", f.p2p ? "yes" : "no",
              f.nccl ? "yes" : "no", g->hostArenaBytes);
   return arfuseSuccess;
 }

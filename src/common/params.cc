@@ -37,8 +37,15 @@ const std::vector<ParamSpec> kSpecs = {
      "Auto plan without peer access: use the host-staged path for messages up to this many bytes per rank, NCCL "
      "above (when NCCL is available); also sizes the pinned host area in that case."},
     {"ARFUSE_FLIGHT_RECORDER", "bool", "1",
-     "Kernels stamp every call into the host-mapped flight recorder (arfuseCommDumpState, the watchdog, "
-     "`arfuse triage`); 0 turns the stamps off (they are posted writes at the end of each call)."},
+     "Kernels stamp every call into the flight recorder in the rank's device memory, which the host copies out "
+     "for arfuseCommDumpState, the watchdog and `arfuse triage`; 0 turns the stamps off."},
+    {"ARFUSE_PDL", "bool", "1",
+     "On sm_90 and newer, launch the kernels with programmatic dependent launch (a kernel's launch and prologue "
+     "overlap the previous kernel's tail, CUDA graphs included); 0 launches them plainly."},
+    {"ARFUSE_DETERMINISTIC", "bool", "0",
+     "1: the NCCL path all-gathers the ranks' inputs and sums them in fp32 in rank order (the arithmetic of every "
+     "arfuse path), so a row's outputs are the same bits on every path and for any number of tokens in the call; "
+     "it moves (n - 1) x the message instead of NCCL's 2 (n - 1) / n."},
     {"ARFUSE_MAX_BLOCKS", "int", "-1",
      "Cap on thread blocks per rank per call (config `maxBlocks` wins); -1 derives it from the device so that "
      "every rank's blocks are co-resident."},
@@ -149,6 +156,8 @@ long long paramHostStagedMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_STA
 int paramMaxBlocks() { return std::atoi(valueOf("ARFUSE_MAX_BLOCKS").c_str()); }
 std::string paramDebugFile() { return valueOf("ARFUSE_DEBUG_FILE"); }
 bool paramFlightRecorder() { return valueOf("ARFUSE_FLIGHT_RECORDER") == "1"; }
+bool paramPdl() { return valueOf("ARFUSE_PDL") != "0"; }
+bool paramDeterministic() { return valueOf("ARFUSE_DETERMINISTIC") == "1"; }
 std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR"); }
 std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE"); }
 int paramWatchdogMs() { return std::atoi(valueOf("ARFUSE_WATCHDOG_MS").c_str()); }

@@ -36,6 +36,8 @@ long long paramHostOneShotMaxBytes();  // ARFUSE_HOST_ONESHOT_MAX_BYTES
 long long paramHostStagedMaxBytes();   // ARFUSE_HOST_STAGED_MAX_BYTES
 int paramMaxBlocks();     // ARFUSE_MAX_BLOCKS (-1: derive)
 bool paramFlightRecorder();          // ARFUSE_FLIGHT_RECORDER
+bool paramPdl();                     // ARFUSE_PDL
+bool paramDeterministic();           // ARFUSE_DETERMINISTIC
 std::string paramBootstrapAddr();  // ARFUSE_BOOTSTRAP_ADDR
 std::string paramDebugFile();  // ARFUSE_DEBUG_FILE, "" when unset (not yet expanded)
 std::string paramCalibrationFile();  // ARFUSE_CALIBRATION_FILE, "" when unset

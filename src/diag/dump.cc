@@ -64,6 +64,9 @@ std::string formatDump(const DumpInput& in) {
                      static_cast<unsigned long long>(f.startNs));
     out += f.endNs ? std::to_string(f.endNs) : std::string("pending");
     out += strprintf(" tokens=%d hidden=%d", descTokens(d), descHidden(d));
+    // ok: block 0 finished with valid outputs; failed: a wait failed, outputs NaN; refused: the group
+    // was already aborted, nothing sent, outputs NaN.
+    if (f.endNs) out += f.status == kFlightFailed ? " status=failed" : f.status == kFlightRefused ? " status=refused" : "";
     const std::string variant = callDescVariant(d);
     if (!variant.empty()) out += " variant=" + variant;
     out += "\n";

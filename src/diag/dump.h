@@ -10,7 +10,9 @@
 //   arfuse-dump-note rank=0 last_error: <the communicator's last error text>
 //
 // Entries are oldest first; `entry` counts them from 0 and `epoch` is the rank's 1-based call
-// number. `end_ns=pending` marks a call that has not finished (still running, or aborted). Host-staged
+// number. `end_ns=pending` marks a call that has not finished (still running, or stopped); a call
+// that ended without valid outputs adds `status=failed` (a wait failed: its outputs are NaN) or
+// `status=refused` (the group was already aborted: nothing sent, outputs NaN). Host-staged
 // entries add `variant=oneshot|twoshot`. The error-record line is present only when the rank has a
 // record; descriptors there are op/dtype/TOKENSxHIDDEN/path (path `hoststaged.twoshot` for a
 // variant). `arfuse-dump-note` lines repeat what the log lines say, for people; triage does not
@@ -21,7 +23,7 @@
 
 #include <string>
 
-#include "kernels/kernel_args.h"
+#include "diag/device_records.h"
 
 namespace arfuse {
 

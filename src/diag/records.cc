@@ -182,6 +182,7 @@ void readFlightRing(const GroupShared& s, int rank, FlightRing* out) {
     f.desc.w1 = v.desc.w1;
     f.startNs = v.startNs;
     f.endNs = v.endNs;
+    f.status = v.status;
     std::atomic_thread_fence(std::memory_order_acquire);
     f.call = v.call == before ? before : 0;
   }

@@ -1,4 +1,4 @@
-// Host-side reading of what the kernels record in the group's host-mapped area (kernel_args.h):
+// Host-side reading of what the kernels record in the group's host-mapped area (diag/device_records.h):
 // error records and call descriptors turned into sentences, result codes and log-line fields.
 // Pure host code, no CUDA calls: the library, the watchdog, the dump and the CPU tests share it.
 #pragma once
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "kernels/kernel_args.h"
+#include "diag/device_records.h"
 
 namespace arfuse {
 

@@ -1,5 +1,5 @@
 // The host watchdog: one optional thread per process that watches every registered group's
-// host-mapped area (kernel_args.h GroupShared) and speaks up when the host cannot, e.g. while the
+// host-mapped area (diag/device_records.h GroupShared) and speaks up when the host cannot, e.g. while the
 // application is blocked in a stream synchronise or a CUDA-graph replay:
 //
 //  - a newly recorded kernel error (records[r].valid of a local rank) -> its canonical ERROR line

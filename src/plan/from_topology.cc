@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "diag/log.h"
-#include "kernels/kernel_args.h"
+#include "device/args.h"
 
 namespace arfuse {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "device/args.h"
 #include "diag/log.h"
-#include "kernels/kernel_args.h"
 
 namespace arfuse {
 namespace {
@@ -16,12 +16,6 @@ Plan failure(arfuseResult_t status, std::string msg) {
   p.status = status;
   p.reason = std::move(msg);
   return p;
-}
-
-void multiRankGeometry(const Fabric& f, const PlanRequest& r, Plan* p) {
-  const int nvec = r.hidden / dtypeVecElems(r.dtype);
-  p->threads = std::min(kMaxThreads, std::max(32, roundUp(nvec, 32)));
-  p->blocks = std::max(1, std::min(r.tokens, f.maxBlocks));
 }
 
 // A policy limit as text; LLONG_MAX (a calibrated path that was fastest up to the largest size
@@ -70,7 +64,8 @@ Plan validateShape(const Limits& limits, const PlanRequest& req) {
   return ok;
 }
 
-void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, int* blocks, int* threads) {
+void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
+                   int* threads, Geometry* geo) {
   const int nvec = hidden / dtypeVecElems(dtype);
   // Few rows: spread each row over many threads (latency). Many rows: several vectors per thread
   // and several blocks per SM (bandwidth), at most kMaxVecsPerThread per thread.
@@ -81,7 +76,135 @@ void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, 
   *threads = t;
   const int perSm = std::max(1, 2048 / t);
   *blocks = std::max(1, std::min(tokens, smCount * perSm));
+  geo->chunks = 1;
+  geo->chunkVecs = nvec;
+  geo->slots = *blocks;
+  geo->vecs = instantiatedVecs(arfuseAlgoLocal, extended ? 2 : 1, (nvec + t - 1) / t);
 }
+
+int instantiatedVecs(arfuseAlgo_t algo, int kind, int needed) {
+  static const int kLl[3][3] = {{1, 2, 4}, {1, 2, 4}, {2, 4, 0}};
+  static const int kBarrier[3][3] = {{1, 8, 0}, {1, 2, 8}, {2, 8, 0}};  // 1 and 2: at most 256 threads
+  static const int kLocal[3][4] = {{0, 0, 0, 0}, {1, 2, 4, 8}, {2, 8, 0, 0}};
+  const int* set = nullptr;
+  int count = 0;
+  if (kind < 0 || kind > 2) return 0;
+  if (algo == arfuseAlgoLowLatency) {
+    set = kLl[kind];
+    count = 3;
+  } else if (algo == arfuseAlgoLocal || algo == arfuseAlgoNccl) {
+    set = kLocal[kind];
+    count = 4;
+  } else {
+    set = kBarrier[kind];
+    count = 3;
+  }
+  for (int i = 0; i < count; ++i)
+    if (set[i] >= needed) return set[i];
+  return 0;
+}
+
+long long ctaRegionUse(const Geometry& g, int tokens) {
+  const long long tiles = (tokens + g.slots - 1) / g.slots;
+  return tiles * g.chunkVecs * 16;
+}
+
+bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo) {
+  const int nvec = r.hidden / dtypeVecElems(r.dtype);
+  const bool ll = algo == arfuseAlgoLowLatency;
+  const int maxThreads = ll ? 256 : kMaxThreads;
+  const int maxCtas = std::max(1, std::min(f.maxBlocks, ll ? kLlMaxCtas : kMaxCtas));
+  // Split a row over a cluster while its chunk is large (> 256 vectors = 4 KiB), the chunks stay whole
+  // groups of the canonical row reduction, and every row still gets its own CTAs.
+  int c = 1;
+  while (f.clusters && !r.extended && c < kMaxChunks && nvec / c > 256 && nvec % (kGroupVecs * 2 * c) == 0 &&
+         static_cast<long long>(r.tokens) * 2 * c <= maxCtas)
+    c *= 2;
+  geo->chunks = c;
+  geo->chunkVecs = nvec / c;
+  geo->slots = std::max(1, std::min(r.tokens, maxCtas / c));
+  *blocks = geo->slots * c;
+  const int kind = r.extended ? 2 : r.op == arfuseOpAllReduce ? 0 : 1;
+  // Low-latency: up to 256 threads, 1, 2 or 4 vectors each. One-shot / two-shot / host-staged: tiles
+  // up to 512 vectors on up to 256 threads (1 or 2 vectors each), larger ones on 512 threads with the
+  // 8-vector instantiation (device/exchange.cuh barrierMaxThreads).
+  const bool small = ll || geo->chunkVecs <= 512;
+  *threads = std::min(small ? 256 : maxThreads, std::max(32, roundUp(geo->chunkVecs, 32)));
+  const int needed = (geo->chunkVecs + *threads - 1) / *threads;
+  geo->vecs = small ? instantiatedVecs(algo, kind, needed) : needed <= 8 ? 8 : 0;
+  return geo->vecs > 0;
+}
+
+Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
+                       bool deterministic) {
+  Workspace w;
+  w.elemBytes = (limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) ? 4 : 2;
+  w.maxRowBytes = static_cast<size_t>(limits.maxHidden) * w.elemBytes;
+  const size_t ctas = static_cast<size_t>(std::max(1, std::min(maxBlocks, kMaxCtas)));
+  // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, ctas)).
+  const size_t rowsPerCta = (static_cast<size_t>(limits.maxTokens) + ctas - 1) / ctas;
+  w.stagingRegionBytes = (rowsPerCta * w.maxRowBytes + 255) / 256 * 256;
+  w.stagingBytes = ctas * 2 * w.stagingRegionBytes;
+  if (deterministic && nranks > 1)
+    w.stagingBytes = std::max(w.stagingBytes,
+                              static_cast<size_t>(nranks) * static_cast<size_t>(limits.maxTokens) * w.maxRowBytes);
+  w.llBytes = nranks > 1 ? static_cast<size_t>(kLlMaxCtas) * 2 * nranks * kLlRegionBytes : 0;
+  if (hostMessageBytes > 0) {
+    // Messages up to hostMessageBytes: a CTA holds at most ceil(tokens / ctas) whole rows, i.e. at
+    // most hostMessageBytes / ctas + one row.
+    const size_t h = static_cast<size_t>(hostMessageBytes);
+    w.hostRegionBytes = ((h + ctas - 1) / ctas + w.maxRowBytes + 255) / 256 * 256;
+    w.hostSlotBytes = ctas * 2 * w.hostRegionBytes;
+  }
+  return w;
+}
+
+namespace {
+
+// The geometry of a multi-rank path, and whether the call's tiles fit the path's per-CTA regions.
+// On failure p->reason says why (the caller decides whether that is an error or a fallback).
+bool planGeometry(const Fabric& f, const PlanRequest& req, arfuseAlgo_t algo, Plan* p, std::string* why) {
+  if (!tileGeometry(f, req, algo, &p->blocks, &p->threads, &p->geo)) {
+    *why = strprintf("no %s kernel covers %d vectors per CTA", arfuseAlgoName(algo), p->geo.chunkVecs);
+    return false;
+  }
+  const long long use = ctaRegionUse(p->geo, req.tokens);
+  long long cap = 0;
+  switch (algo) {
+    case arfuseAlgoLowLatency:
+      cap = static_cast<long long>(kLlCtaDataBytes);
+      break;
+    case arfuseAlgoHostStaged:
+      cap = f.hostRegionBytes;
+      break;
+    default:
+      cap = f.stagingRegionBytes;
+  }
+  if (cap > 0 && use > cap) {
+    *why = strprintf("%s: a CTA would carry %lld B (%d tiles of %d vectors), more than its %lld B region",
+                     arfuseAlgoName(algo), use, (req.tokens + p->geo.slots - 1) / p->geo.slots, p->geo.chunkVecs, cap);
+    return false;
+  }
+  p->pdl = f.pdl;
+  return true;
+}
+
+void planLocal(const Fabric& f, const PlanRequest& req, Plan* p) {
+  localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, req.extended, &p->blocks, &p->threads, &p->geo);
+  p->pdl = f.pdl;
+}
+
+// The low-latency path can take the call: small enough, and its tiles fit the per-CTA regions.
+bool lowLatencyFits(const Fabric& f, const PlanRequest& req, long long llMax, long long bytes, std::string* why) {
+  if (bytes > llMax) {
+    *why = strprintf("%lld B > %lld B", bytes, llMax);
+    return false;
+  }
+  Plan probe;
+  return planGeometry(f, req, arfuseAlgoLowLatency, &probe, why);
+}
+
+}  // namespace
 
 Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req) {
   Plan p = validateShape(limits, req);
@@ -95,7 +218,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs >= 2 ranks; this communicator has 1",
                                                   arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), policy.forcedBy.c_str()));
     p.algo = arfuseAlgoLocal;
-    localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
+    planLocal(f, req, &p);
     p.reason = strprintf("local: 1 rank, %s of %lld B needs no communication", op, bytes);
     return p;
   }
@@ -104,11 +227,17 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   switch (policy.forcedAlgo) {
     case arfuseAlgoAuto:
       break;
-    case arfuseAlgoLowLatency:
+    case arfuseAlgoLowLatency: {
+      std::string why;
       if (f.p2p && bytes > f.lowLatencyMaxBytes)
         return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) carries at most %lld B per rank; "
                                                     "this call has %lld B (tokens=%d x hidden=%d); use auto",
                                                     forcedBy, f.lowLatencyMaxBytes, bytes, req.tokens, req.hidden));
+      if (f.p2p && !lowLatencyFits(f, req, f.lowLatencyMaxBytes, bytes, &why))
+        return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use "
+                                                    "auto",
+                                                    forcedBy, why.c_str()));
+    }
       [[fallthrough]];  // the same peer-access requirement as one-shot
     case arfuseAlgoOneShot:
     case arfuseAlgoTwoShot:
@@ -118,7 +247,12 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
                                                     arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedBy,
                                                     f.p2pDetail.c_str()));
       p.algo = arfuseAlgo_t(policy.forcedAlgo);
-      multiRankGeometry(f, req, &p);
+      {
+        std::string why;
+        if (!planGeometry(f, req, p.algo, &p, &why))
+          return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s): %s; use auto", arfuseAlgoName(p.algo),
+                                                      forcedBy, why.c_str()));
+      }
       p.reason = strprintf("%s: forced by %s (%lld B, %d ranks)", arfuseAlgoName(p.algo), forcedBy, bytes, f.nranks);
       return p;
     case arfuseAlgoHostStaged:
@@ -131,7 +265,12 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
                                                     "hidden=%d); use auto",
                                                     forcedBy, f.hostStagedCapacity, bytes, req.tokens, req.hidden));
       p.algo = arfuseAlgoHostStaged;
-      multiRankGeometry(f, req, &p);
+      {
+        std::string why;
+        if (!planGeometry(f, req, p.algo, &p, &why))
+          return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s): %s; use auto", forcedBy,
+                                                      why.c_str()));
+      }
       chooseHostVariant(f, policy, bytes, &p);
       p.reason = strprintf("hoststaged (%s variant): forced by %s (%lld B, %d ranks)",
                            p.twoShotVariant ? "two-shot" : "one-shot", forcedBy, bytes, f.nranks);
@@ -141,8 +280,9 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
         return failure(arfuseUnsupported,
                        strprintf("algo=nccl (forced by %s) is unavailable: %s", forcedBy, f.ncclDetail.c_str()));
       p.algo = arfuseAlgoNccl;
-      p.reason = strprintf("nccl: forced by %s (%lld B, %d ranks)", forcedBy, bytes, f.nranks);
-      localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
+      p.reason = strprintf("nccl: forced by %s (%lld B, %d ranks%s)", forcedBy, bytes, f.nranks,
+                           policy.deterministic ? ", deterministic: all-gather + rank-order fp32 sum" : "");
+      planLocal(f, req, &p);
       return p;
     default:
       return failure(arfuseInvalidArgument, strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
@@ -155,11 +295,12 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
                        : !policy.builtinOrigin.empty() ? policy.builtinOrigin.c_str()
                                                        : "built-in default, not calibrated";
   if (!f.p2p) {
-    const bool hostOk =
-        f.hostStaged && bytes <= f.hostStagedCapacity && (bytes <= policy.hostStagedMaxBytes || !f.nccl);
+    std::string hostWhy;
+    const bool hostOk = f.hostStaged && bytes <= f.hostStagedCapacity &&
+                        (bytes <= policy.hostStagedMaxBytes || !f.nccl) &&
+                        planGeometry(f, req, arfuseAlgoHostStaged, &p, &hostWhy);
     if (hostOk) {
       p.algo = arfuseAlgoHostStaged;
-      multiRankGeometry(f, req, &p);
       chooseHostVariant(f, policy, bytes, &p);
       p.reason = strprintf("hoststaged (%s variant): no peer access between ranks (%s); %lld B %s",
                            p.twoShotVariant ? "two-shot" : "one-shot", f.p2pDetail.c_str(), bytes,
@@ -173,7 +314,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
                                                   f.p2pDetail.c_str(), f.ncclDetail.c_str(),
                                                   f.hostStagedDetail.c_str()));
     p.algo = arfuseAlgoNccl;
-    localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
+    planLocal(f, req, &p);
     if (f.hostStaged)
       p.reason = strprintf("nccl: no peer access between ranks (%s); %lld B > host-staged limit %s (%s)",
                            f.p2pDetail.c_str(), bytes, limitText(policy.hostStagedMaxBytes).c_str(), origin);
@@ -189,7 +330,8 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   const long long peerBytes = bytes * (f.nranks - 1);
   const bool llCapped = policy.lowLatencyMaxBytes >= 0 && policy.lowLatencyMaxBytes < f.lowLatencyMaxBytes;
   const long long llMax = llCapped ? policy.lowLatencyMaxBytes : f.lowLatencyMaxBytes;
-  if (bytes <= llMax) {
+  std::string llWhy;
+  if (bytes <= llMax && lowLatencyFits(f, req, llMax, bytes, &llWhy)) {
     p.algo = arfuseAlgoLowLatency;
     p.reason = strprintf("lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
                          "barrier",
@@ -198,7 +340,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
     p.algo = arfuseAlgoNccl;
     p.reason = strprintf("nccl: %lld B > %lld B, above which NCCL measured faster than every arfuse path (%s)", bytes,
                          policy.ncclAboveBytes, origin);
-    localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, &p.blocks, &p.threads);
+    planLocal(f, req, &p);
     return p;
   } else if (f.nranks == 2 && !calibrated) {
     p.algo = arfuseAlgoOneShot;
@@ -212,7 +354,17 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
     p.reason = strprintf("twoshot: %lld B x %d peers = %lld B > one-shot limit %s (%s)", bytes, f.nranks - 1, peerBytes,
                          limitText(policy.oneShotMaxBytes).c_str(), origin);
   }
-  multiRankGeometry(f, req, &p);
+  std::string why;
+  if (!planGeometry(f, req, p.algo, &p, &why)) {
+    // One-shot / two-shot regions hold any call the communicator accepts; reaching this is a bug.
+    if (f.nccl) {
+      p.algo = arfuseAlgoNccl;
+      p.reason = "nccl: " + why;
+      planLocal(f, req, &p);
+      return p;
+    }
+    return failure(arfuseInternalError, why);
+  }
   return p;
 }
 

@@ -26,6 +26,11 @@ struct Fabric {
   bool hostStaged = false;           // the group has a host-memory exchange area every rank can map
   long long hostStagedCapacity = 0;  // largest message (bytes per rank) that area holds
   std::string hostStagedDetail;      // why not, when !hostStaged
+  bool clusters = false;  // every rank's GPU launches thread-block clusters (sm_90+): rows may be split
+  bool pdl = false;       // kernels use programmatic dependent launch (sm_90+, ARFUSE_PDL)
+  // Bytes of one CTA's region of one parity (Workspace below); 0 = no such buffer.
+  long long stagingRegionBytes = 0;
+  long long hostRegionBytes = 0;
 };
 
 struct Limits {
@@ -55,6 +60,9 @@ struct PlanPolicy {
   // Where the limits above came from ("calibration /etc/arfuse/cal.json"), named in the plan's
   // reasons; "" means built-in defaults ("built-in default, not calibrated").
   std::string calibratedFrom;
+  // Batch invariance (arfuseConfig_t.deterministic / ARFUSE_DETERMINISTIC): the NCCL path all-gathers
+  // and sums in fp32 in rank order like every arfuse path, so a row's bits never depend on the path.
+  bool deterministic = false;
   // Without a calibration: what the built-in limits were chosen for, when the fabric chose them
   // (applyFabricDefaults: "built-in NVLink default, not calibrated"); "" names the plain default.
   std::string builtinOrigin;
@@ -65,6 +73,17 @@ struct PlanRequest {
   int tokens = 1;
   int hidden = 0;
   arfuseDataType_t dtype = arfuseBfloat16;
+  bool extended = false;  // arfuseAllReduceEpilogue (quantised / optional outputs): rows are never split
+};
+
+// How a call's work is cut (device/args.h Tiling) and which instantiation runs it: rows of nvec
+// 16-byte vectors are split into `chunks` chunks of chunkVecs vectors (a cluster of CTAs per row,
+// sm_90+); `slots` row slots of `chunks` CTAs each; `vecs` vectors per thread.
+struct Geometry {
+  int chunks = 1;
+  int chunkVecs = 0;
+  int slots = 1;
+  int vecs = 1;
 };
 
 struct Plan {
@@ -73,6 +92,8 @@ struct Plan {
   int blocks = 0;
   int threads = 0;
   bool twoShotVariant = false;  // hoststaged: the two-shot variant (reduce-scatter, then gather)
+  Geometry geo;
+  bool pdl = false;    // launch with programmatic dependent launch
   std::string reason;  // why this algorithm, or, on failure, the error message naming the argument
 };
 
@@ -87,7 +108,35 @@ Plan validateShape(const Limits& limits, const PlanRequest& req);
 
 Plan makePlan(const Fabric& fabric, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req);
 
-// Geometry of the single-GPU add+RMSNorm kernel.
-void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, int* blocks, int* threads);
+// Geometry of the single-GPU add+RMSNorm kernel (also the NCCL path's epilogue): blocks, threads
+// and the vectors-per-thread instantiation.
+void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
+                   int* threads, Geometry* geo);
+
+// Geometry of a multi-rank path for a call (a pure function of the call and group-wide facts, so
+// every rank launches the same grid). Sets blocks/threads. False if no instantiation covers it.
+bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo);
+// Bytes one CTA puts in its region for a call with this geometry.
+long long ctaRegionUse(const Geometry& g, int tokens);
+// The vectors-per-thread instantiation of `algo` for `kind` (0 all-reduce, 1 fused, 2 extended) that
+// covers `needed` vectors per thread; 0 if none (algos/launch.h lists them).
+int instantiatedVecs(arfuseAlgo_t algo, int kind, int needed);
+
+// The per-rank workspace of a group (every rank the same): staging for one-shot / two-shot / the
+// NCCL path's sum, the low-latency buffer, and the host-staged slot, each cut into per-CTA regions
+// of two parities (a CTA only ever touches its own region; device/args.h).
+struct Workspace {
+  size_t elemBytes = 0;           // largest enabled dtype
+  size_t maxRowBytes = 0;         // maxHidden x elemBytes
+  size_t stagingRegionBytes = 0;  // per CTA and parity
+  size_t stagingBytes = 0;        // per rank: maxBlocks x 2 x stagingRegionBytes, or the NCCL path's
+                                  // gather (nranks x the largest message) when that is larger
+  size_t llBytes = 0;             // per rank: kLlMaxCtas x 2 x nranks x kLlRegionBytes (0 for one rank)
+  size_t hostRegionBytes = 0;     // per CTA and parity, for messages up to hostMessageBytes
+  size_t hostSlotBytes = 0;       // per rank: maxBlocks x 2 x hostRegionBytes
+};
+// deterministic: the NCCL path gathers every rank's input into the staging buffer (nranks messages).
+Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
+                       bool deterministic = false);
 
 }  // namespace arfuse

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "arfuse/arfuse.h"
-#include "kernels/kernel_args.h"
+#include "diag/device_records.h"
 
 namespace arfuse {
 namespace testing_diag {

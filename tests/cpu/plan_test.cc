@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "device/args.h"
 #include "plan/plan.h"
 
 namespace arfuse {
@@ -146,9 +147,11 @@ TEST(Plan, ForcedAlgorithmsAndTheirRefusals) {
 
 TEST(Plan, GeometryIsBoundedAndPure) {
   for (int n : {2, 3, 5, 8, 16}) {
+   for (bool clusters : {false, true}) {
     Fabric f = nvlink8();
     f.nranks = n;
     f.maxBlocks = 132 / n;
+    f.clusters = clusters;
     for (int tokens : {1, 3, 16, 255, 1024, 2048}) {
       for (int hidden : {128, 4096, 5120, 7168, 8192, 16384}) {
         for (int dt = 0; dt < 3; ++dt) {
@@ -157,28 +160,124 @@ TEST(Plan, GeometryIsBoundedAndPure) {
           ASSERT_EQ(a.status, arfuseSuccess) << a.reason;
           EXPECT_EQ(a.blocks, b.blocks);
           EXPECT_EQ(a.threads, b.threads);
+          EXPECT_EQ(a.geo.chunks, b.geo.chunks);
+          EXPECT_EQ(a.geo.vecs, b.geo.vecs);
           EXPECT_LE(a.blocks, f.maxBlocks);
-          EXPECT_LE(a.blocks, tokens);
+          EXPECT_LE(a.geo.slots, tokens);
+          EXPECT_EQ(a.blocks, a.geo.slots * a.geo.chunks);
           EXPECT_GE(a.blocks, 1);
           EXPECT_EQ(a.threads % 32, 0);
-          EXPECT_LE(a.threads, 512);
+          EXPECT_LE(a.threads, a.algo == arfuseAlgoLowLatency ? 256 : 512);
           const int nvec = hidden / dtypeVecElems(arfuseDataType_t(dt));
-          EXPECT_LE((nvec + a.threads - 1) / a.threads, 8) << "row must fit the register cache";
+          EXPECT_EQ(a.geo.chunkVecs * a.geo.chunks, nvec);
+          if (a.geo.chunks > 1) {
+            EXPECT_TRUE(clusters) << "rows are split only over clusters";
+            EXPECT_EQ(a.geo.chunkVecs % 8, 0) << "a chunk is whole groups of the canonical reduction";
+          }
+          EXPECT_GE(a.geo.vecs * a.threads, a.geo.chunkVecs) << "the instantiation covers the tile";
+          EXPECT_LE(a.geo.vecs, 8) << "row must fit the register cache";
         }
       }
     }
+   }
   }
+}
+
+// One token of a Kimi-K2 row on an sm_90 group: four CTAs of 224 vectors (a cluster), one vector per
+// thread; 16 tokens fit 64 CTAs; without clusters (sm_80-89) a row stays whole.
+TEST(Plan, SmallCallsSplitRowsOverClusters) {
+  Fabric f = nvlink8();
+  f.clusters = true;
+  f.maxBlocks = 128;
+  Plan one = makePlan(f, Limits{}, PlanPolicy{}, req(1));
+  ASSERT_EQ(one.algo, arfuseAlgoLowLatency) << one.reason;
+  EXPECT_EQ(one.geo.chunks, 4);
+  EXPECT_EQ(one.geo.chunkVecs, 224);
+  EXPECT_EQ(one.threads, 224);
+  EXPECT_EQ(one.geo.vecs, 1);
+  PlanPolicy big;
+  big.oneShotMaxBytes = 1 << 30;
+  Plan sixteen = makePlan(f, Limits{}, big, req(16));
+  ASSERT_EQ(sixteen.algo, arfuseAlgoOneShot) << sixteen.reason;
+  EXPECT_EQ(sixteen.blocks, 64);
+  EXPECT_EQ(sixteen.geo.chunks, 4);
+  f.clusters = false;
+  Plan whole = makePlan(f, Limits{}, PlanPolicy{}, req(1));
+  EXPECT_EQ(whole.geo.chunks, 1);
+  EXPECT_EQ(whole.geo.chunkVecs, 896);
+  EXPECT_EQ(whole.threads, 256);
+  EXPECT_EQ(whole.geo.vecs, 4);
+  // The extended epilogue never splits rows.
+  f.clusters = true;
+  PlanRequest ext = req(1);
+  ext.extended = true;
+  EXPECT_EQ(makePlan(f, Limits{}, PlanPolicy{}, ext).geo.chunks, 1);
+}
+
+// A low-latency call uses at most kLlMaxCtas CTAs of at most kLlCtaDataBytes each; beyond that the
+// plan falls to one-shot and says so in a forced plan's error.
+TEST(Plan, LowLatencyRespectsItsRegions) {
+  Fabric f = nvlink8();
+  f.clusters = true;
+  f.maxBlocks = 128;
+  // 64 tokens of 512 B rows: 32 KiB, 64 rows over 32 CTAs -> 2 rows (1 KiB) per CTA: fits.
+  Plan small = makePlan(f, Limits{}, PlanPolicy{}, req(64, 256));
+  EXPECT_EQ(small.algo, arfuseAlgoLowLatency) << small.reason;
+  EXPECT_LE(small.blocks, kLlMaxCtas);
+  EXPECT_LE(ctaRegionUse(small.geo, 64), static_cast<long long>(kLlCtaDataBytes));
+  // hidden 16384 fp32 = 64 KiB rows: one row per call fits the low-latency limit but not a CTA region
+  // unless split; without clusters it goes to one-shot.
+  f.clusters = false;
+  Plan wide = makePlan(f, Limits{}, PlanPolicy{}, req(1, 16384, arfuseFloat32));
+  EXPECT_NE(wide.algo, arfuseAlgoLowLatency) << wide.reason;
+  PlanPolicy forced;
+  forced.forcedAlgo = arfuseAlgoLowLatency;
+  forced.forcedBy = "test";
+  Plan refused = makePlan(f, Limits{}, forced, req(1, 16384, arfuseFloat32));
+  EXPECT_EQ(refused.status, arfuseUnsupported);
+  EXPECT_NE(refused.reason.find("cannot take this call"), std::string::npos) << refused.reason;
+}
+
+// The workspace: per-CTA regions that hold any call the limits allow, sized by the largest enabled
+// dtype (bf16 only: half of fp32's).
+TEST(Plan, WorkspaceFitsEveryCallAndFollowsTheDtypes) {
+  Limits lim;
+  lim.maxTokens = 256;
+  lim.maxHidden = 7168;
+  lim.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
+  const Workspace bf16 = workspaceFor(lim, 4, 128, 0);
+  EXPECT_EQ(bf16.elemBytes, 2u);
+  EXPECT_EQ(bf16.stagingRegionBytes, 2u * 7168 * 2);
+  EXPECT_EQ(bf16.stagingBytes, 128u * 2 * bf16.stagingRegionBytes);
+  EXPECT_EQ(bf16.llBytes, static_cast<size_t>(kLlMaxCtas) * 2 * 4 * kLlRegionBytes);
+  EXPECT_EQ(bf16.hostSlotBytes, 0u);
+  lim.dtypeMask |= ARFUSE_DTYPE_BIT(arfuseFloat32);
+  EXPECT_EQ(workspaceFor(lim, 4, 128, 0).stagingRegionBytes, 2 * bf16.stagingRegionBytes);
+  Fabric f = nvlink8();
+  f.nranks = 4;
+  f.maxBlocks = 128;
+  f.stagingRegionBytes = static_cast<long long>(workspaceFor(lim, 4, 128, 0).stagingRegionBytes);
+  for (int tokens = 1; tokens <= 256; tokens += 17)
+    for (arfuseDataType_t dt : {arfuseBfloat16, arfuseFloat32}) {
+      Plan p = makePlan(f, lim, PlanPolicy{}, req(tokens, 7168, dt));
+      ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
+      if (p.algo != arfuseAlgoLowLatency) EXPECT_LE(ctaRegionUse(p.geo, tokens), f.stagingRegionBytes);
+    }
+  const Workspace host = workspaceFor(lim, 4, 128, 1 << 20);
+  EXPECT_GE(host.hostRegionBytes * 128, 1u << 20);
 }
 
 TEST(Plan, LocalGeometryFitsRegisterCache) {
   for (int tokens : {1, 16, 264, 4096}) {
     for (int hidden : {8, 128, 7168, 32768}) {
       int blocks = 0, threads = 0;
-      localGeometry(tokens, hidden, arfuseBfloat16, 132, &blocks, &threads);
+      Geometry geo;
+      localGeometry(tokens, hidden, arfuseBfloat16, 132, false, &blocks, &threads, &geo);
       EXPECT_GE(blocks, 1);
       EXPECT_LE(blocks, tokens);
       EXPECT_LE(threads, 512);
       EXPECT_LE((hidden / 8 + threads - 1) / threads, 8);
+      EXPECT_GE(geo.vecs * threads, hidden / 8) << "the instantiation covers the row";
     }
   }
 }

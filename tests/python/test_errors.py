@@ -87,7 +87,7 @@ def test_bad_config_struct_is_refused_by_the_library(lib):
         arfuse.Communicator.init_all([0], config=cfg)
     cfg = arfuse.make_config()
     cfg.size = 8
-    with pytest.raises(arfuse.InvalidArgument, match=r"size=8 is not a known arfuseConfig_t size \(40\)"):
+    with pytest.raises(arfuse.InvalidArgument, match=r"size=8 is not a known arfuseConfig_t size \(48\)"):
         arfuse.Communicator.init_all([0], config=cfg)
     cfg = arfuse.make_config()
     cfg.version = 20000

@@ -1,47 +1,121 @@
-// The shared epilogue: residual add + RMSNorm of one row, held by one thread block.
+// The shared epilogue of every path: residual add + RMSNorm (+ the extended epilogue's
+// quantisation) of one tile, whose fp32 cross-rank sums the caller has computed.
 //
-// Each thread owns the row's 16-byte vectors v = threadIdx.x + i * blockDim.x (i < kMaxVecsPerThread).
-// The caller may issue the row's residual_in loads early with RowInputs::load --
-// the one-shot kernel does it before its barrier, so their latency hides behind the peers'.
-// Then finishRow:
-//   pass 1: r = round(sum(v) [+ residual_in(v)]), kept *packed* in registers (the rounded value is
-//           exactly representable in T, so 16 bytes per vector instead of 32 in fp32);
-//           sq += r^2 (of the rounded value). No store happens in this pass, so the loads of every
-//           vector (and every peer) are independent and can all be in flight at once.
-//   stores of residual_out; blockSum(sq) -> inv_rms = rsqrt(sq / hidden + eps)  (deterministic order)
-//   pass 2: norm_out(v) = round(r * inv_rms * weight(v)).
+// A thread owns the tile's vectors u = threadIdx.x + i * blockDim.x (i < kVecs). The caller hands
+// in `packed`: round(sum [+ residual_in]) per vector, exactly representable in T, so 16 bytes per
+// vector in registers instead of 32 in fp32. Then:
+//   q(u) = sum of squares of the rounded values -> canonicalRowSquares (device/rowsum.cuh): the
+//          row's total, the same bits on every rank, path and geometry;
+//   inv  = rsqrt(total / hidden + eps);
+//   residual_out(u) = packed, norm_out(u) = round(r * inv * w(u)).
 // The norm is taken of the *rounded* residual (what an unfused engine storing the residual in the
 // model dtype computes), which also lets the two-shot path gather rounded residual rows and
 // normalise them locally with bit-identical results on every rank.
-//
-// `sum(v, acc)` supplies the fp32 values of vector v (a cross-rank sum, or one source).
-// Aliasing: every load of a thread precedes its stores, and each vector is loaded and stored by the
+// A failed tile (a wait that timed out or saw the abort) passes NaN vectors: its q is NaN, so the
+// row's total, inv and every norm of the row are NaN in every CTA of the row, and its residual
+// vectors are NaN; vectors whose data did arrive keep their correct residual.
+// Aliasing: every load of a thread precedes its stores and each vector is loaded and stored by the
 // same thread, so residual_out may equal residual_in and norm_out may equal x.
 #pragma once
 
-#include "kernels/device_common.cuh"
-#include "kernels/quant.cuh"
+#include "device/args.h"
+#include "device/protocol.cuh"
+#include "device/quant.cuh"
+#include "device/rowsum.cuh"
+#include "device/vec.cuh"
 
 namespace arfuse {
 
-// The row's residual_in vectors of this thread. (The weight is read in pass 2 through the
-// read-only cache: keeping it in registers too would spill at 512 threads x 8 vectors.)
-// kVecs: vectors per thread this instantiation can hold (registers scale with it, so a smaller
-// kVecs leaves room for more resident blocks).
-template <typename T, bool kAddResidual, int kVecs = kMaxVecsPerThread>
-struct RowInputs {
-  uint4 residual[kAddResidual ? kVecs : 1];
-
-  __device__ void load(const uint4* residualIn, int nvec) {
-    if constexpr (kAddResidual) {
+// Small register caches keep the weight of the thread's vectors from before the wait (every tile of a
+// CTA is the same chunk of a row, so the same weight); the 8-vector variant reads it in pass 2
+// through the read-only cache instead (keeping it would spill at 512 threads x 8 vectors).
+template <int kVecs>
+struct WeightCache {
+  static constexpr bool kCached = kVecs <= 2;
+  uint4 w[kCached ? kVecs : 1];
+  const uint4* base;  // weight + chunk * chunkVecs
+  __device__ void load(const uint4* weight, int chunkBase, int chunkVecs) {
+    base = weight + chunkBase;
+    if constexpr (kCached) {
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) {
-        const int v = threadIdx.x + i * blockDim.x;  // [hidden/E]
-        if (v < nvec) residual[i] = residualIn[v];
+        const int u = threadIdx.x + i * blockDim.x;
+        // Every element is defined (a conditionally uninitialised register array goes to the stack).
+        w[i] = u < chunkVecs ? __ldg(base + u) : make_uint4(0, 0, 0, 0);
       }
     }
   }
+  __device__ uint4 get(int i, int u) const {
+    if constexpr (kCached) {
+      (void)u;
+      return w[i];
+    } else {
+      return __ldg(base + u);
+    }
+  }
 };
+
+// The tile's residual_in vectors of this thread, loaded early where the path allows.
+template <int kVecs>
+struct ResidualCache {
+  uint4 r[kVecs];
+  __device__ void load(const uint4* residualIn /* tile base */, int chunkVecs) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      r[i] = u < chunkVecs ? residualIn[u] : make_uint4(0, 0, 0, 0);
+    }
+  }
+};
+
+// acc (fp32 sum of vector u_i) [+ residual] -> packed (rounded); NaN when failed.
+template <typename T>
+__device__ __forceinline__ uint4 roundSum(float* acc, const uint4* residual, bool failed) {
+  constexpr int E = Vec<T>::kElems;
+  if (failed) return nanVec<T>();
+  if (residual) {
+    float r[E];
+    Vec<T>::toFloat(*residual, r);
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] += r[e];
+  }
+  return Vec<T>::fromFloat(acc);
+}
+
+// Residual add is done (packed); norm the tile's row and store both outputs of this tile.
+// normOut / residualOut / the weight point at the tile's first vector.
+template <typename T, int kVecs>
+__device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs>& w, uint4* normOut,
+                                       uint4* residualOut, int chunk, int chunks, int chunkVecs, int nvec,
+                                       float invHidden, float eps, RowScratch* sm) {
+  constexpr int E = Vec<T>::kElems;
+  float q[kVecs];
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int u = threadIdx.x + i * blockDim.x;
+    q[i] = 0.f;
+    if (u < chunkVecs) {
+      float r[E];
+      Vec<T>::toFloat(packed[i], r);
+      q[i] = vectorSquares<E>(r);
+    }
+  }
+  const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs>(q, chunk, chunks, chunkVecs, nvec, sm), invHidden, eps));
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int u = threadIdx.x + i * blockDim.x;
+    if (u < chunkVecs) {
+      residualOut[u] = packed[i];
+      float r[E], wf[E], out[E];
+      Vec<T>::toFloat(packed[i], r);
+      Vec<T>::toFloat(w.get(i, u), wf);
+#pragma unroll
+      for (int e = 0; e < E; ++e) out[e] = r[e] * inv * wf[e];
+      normOut[u] = Vec<T>::fromFloat(out);
+    }
+  }
+  releaseRow(chunks);
+}
 
 // Block-wide max of non-negative values (order-independent, so deterministic).
 __device__ inline float blockMax(float v) {
@@ -74,7 +148,7 @@ __device__ inline float blockMax(float v) {
 // A 16-element block spans 16 / E consecutive vectors, which belong to consecutive lanes of one warp
 // (v = threadIdx.x + i * blockDim.x, blockDim a multiple of 32), so its max is a 1- or 2-step shuffle.
 template <typename T, int kVecs>
-__device__ inline void extendedPass2(const uint4 (&packed)[kVecs], float inv, const uint4* weight, uint4* normOut,
+__device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], float inv, const uint4* weight, uint4* normOut,
                                      int nvec, int hidden, const EpiArgs& e, int row) {
   constexpr int E = Vec<T>::kElems;
   constexpr int kGroup = 16 / E;  // vectors per NVFP4 block
@@ -186,97 +260,57 @@ __device__ inline void extendedPass2(const uint4 (&packed)[kVecs], float inv, co
   }
 }
 
-// kExt (arfuseAllReduceEpilogue only): residual_in may be absent (first layer), residual_out and
-// norm_out optional, w or 1 + w, and a quantised output; the plain instantiations are unchanged.
-template <typename T, bool kAddResidual, int kVecs, bool kExt = false, class SumFn>
-__device__ inline void finishRow(SumFn sum, const RowInputs<T, kAddResidual, kVecs>& in, const uint4* weight,
-                                 uint4* normOut, uint4* residualOut, int nvec, int hidden, float eps,
-                                 const EpiArgs* ext = nullptr, int row = 0) {
+
+// The extended epilogue's NaN outputs for one row (a failed or refused call): FP8 bytes 0x7F (E4M3
+// NaN), NVFP4 data 0 with every block scale 0x7F (NaN once dequantised), per-token scale NaN,
+// residual_out / norm_out NaN where requested. Whole rows only (the extended kernels never split rows).
+template <typename T>
+__device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOut, int nvec, int hidden, const EpiArgs& e,
+                                      int row) {
   constexpr int E = Vec<T>::kElems;
-  uint4 packed[kVecs];
-  float sq = 0.f;
+  for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+    if (e.writeResidual) residualOut[v] = nanVec<T>();
+    if (e.writeNorm) normOut[v] = nanVec<T>();
+  }
+  if (e.quant == kQuantFp8Static || e.quant == kQuantFp8PerToken) {
+    unsigned char* q = e.quantOut + static_cast<size_t>(row) * hidden;
+    for (int k = threadIdx.x; k < hidden; k += blockDim.x) q[k] = 0x7F;
+    if (e.quant == kQuantFp8PerToken && threadIdx.x == 0) static_cast<float*>(e.scaleOut)[row] = __int_as_float(0x7FC00000);
+  } else if (e.quant == kQuantNvfp4) {
+    unsigned char* q = e.quantOut + static_cast<size_t>(row) * (hidden / 2);
+    for (int k = threadIdx.x; k < hidden / 2; k += blockDim.x) q[k] = 0;
+    const int cols = hidden / 16;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+      static_cast<unsigned char*>(e.scaleOut)[quant::sfOffset(e.scaleLayout, row, c, e.tokens, cols)] = 0x7F;
+  }
+  (void)E;
+}
+
+// Extended epilogue of one whole row (chunks == 1): residual_out / norm_out as requested, then the
+// quantised outputs (extendedPass2). `failed` must be uniform across the CTA.
+template <typename T, int kVecs>
+__device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], bool failed, const uint4* weight,
+                                         uint4* normOut, uint4* residualOut, int nvec, int hidden, float invHidden,
+                                         float eps, const EpiArgs& e, int row, RowScratch* sm) {
+  constexpr int E = Vec<T>::kElems;
+  if (failed) {
+    extendedNanRow<T>(normOut, residualOut, nvec, hidden, e, row);
+    return;
+  }
+  float q[kVecs];
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const int v = threadIdx.x + i * blockDim.x;
+    q[i] = 0.f;
     if (v < nvec) {
-      float acc[E];
-      sum(v, acc);
-      if (kAddResidual && !(kExt && ext->firstLayer)) {
-        float r[E];
-        Vec<T>::toFloat(in.residual[i], r);
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[e] += r[e];
-      }
-      packed[i] = Vec<T>::fromFloat(acc);
-      float rounded[E];
-      Vec<T>::toFloat(packed[i], rounded);
-#pragma unroll
-      for (int e = 0; e < E; ++e) sq += rounded[e] * rounded[e];
+      float r[E];
+      Vec<T>::toFloat(packed[i], r);
+      q[i] = vectorSquares<E>(r);
+      if (e.writeResidual) residualOut[v] = packed[i];
     }
   }
-  if (!kExt || ext->writeResidual) {
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int v = threadIdx.x + i * blockDim.x;
-      if (v < nvec) residualOut[v] = packed[i];
-    }
-  }
-  const float inv = rsqrtf(blockSum(sq) / static_cast<float>(hidden) + eps);
-  if constexpr (kExt) {
-    extendedPass2<T, kVecs>(packed, inv, weight, ext->writeNorm ? normOut : nullptr, nvec, hidden, *ext, row);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int v = threadIdx.x + i * blockDim.x;
-      if (v < nvec) {
-        float r[E], w[E], out[E];
-        Vec<T>::toFloat(packed[i], r);
-        Vec<T>::toFloat(__ldg(weight + v), w);
-#pragma unroll
-        for (int e = 0; e < E; ++e) out[e] = r[e] * inv * w[e];
-        normOut[v] = Vec<T>::fromFloat(out);
-      }
-    }
-  }
-}
-
-template <typename T, bool kAddResidual, int kVecs = kMaxVecsPerThread, bool kExt = false, class SumFn>
-__device__ inline void addRmsNormRow(SumFn sum, const uint4* residualIn, const uint4* weight, uint4* normOut,
-                                     uint4* residualOut, int nvec, int hidden, float eps,
-                                     const EpiArgs* ext = nullptr, int row = 0) {
-  RowInputs<T, kAddResidual, kVecs> in;
-  if (!kExt || !ext->firstLayer) in.load(residualIn, nvec);
-  finishRow<T, kAddResidual, kVecs, kExt>(sum, in, weight, normOut, residualOut, nvec, hidden, eps, ext, row);
-}
-
-// fp32 sum, in rank order 0..n-1, of vector v of `row` across the n ranks' staging buffers.
-template <typename T>
-__device__ inline void sumAcrossRanks(const KernelArgs& a, size_t parityOffset, size_t rowOffset, int v,
-                                      float* acc) {
-  constexpr int E = Vec<T>::kElems;
-#pragma unroll
-  for (int e = 0; e < E; ++e) acc[e] = 0.f;
-  // Issue loads four ranks at a time before adding, for memory-level parallelism; the additions
-  // still happen strictly in rank order.
-  for (int r0 = 0; r0 < a.nranks; r0 += 4) {
-    uint4 buf[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (r0 + j < a.nranks) {
-        const uint4* src = reinterpret_cast<const uint4*>(a.peers.staging[r0 + j] + parityOffset) + rowOffset;
-        buf[j] = loadShared16(src + v);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (r0 + j < a.nranks) {
-        float f[E];
-        Vec<T>::toFloat(buf[j], f);
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[e] += f[e];
-      }
-    }
-  }
+  const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs>(q, 0, 1, nvec, nvec, sm), invHidden, eps));
+  extendedPass2<T, kVecs>(packed, inv, weight, e.writeNorm ? normOut : nullptr, nvec, hidden, e, row);
 }
 
 }  // namespace arfuse

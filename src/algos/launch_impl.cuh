@@ -1,0 +1,70 @@
+// How every path launches a kernel: cudaLaunchKernelEx with a cluster dimension (split rows) and
+// programmatic stream serialisation (PDL) when the plan asks for them. Included by the launch.cu
+// files only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "algos/launch.h"
+
+namespace arfuse {
+
+template <typename Args>
+int launchKernel(void (*kernel)(Args), const Launch& l, const Args& args, cudaStream_t stream) {
+  if (!kernel) return static_cast<int>(cudaErrorInvalidDeviceFunction);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(l.blocks));
+  cfg.blockDim = dim3(static_cast<unsigned>(l.threads));
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attrs[2];
+  unsigned n = 0;
+  if (l.chunks > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = static_cast<unsigned>(l.chunks);
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (l.pdl) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  return static_cast<int>(cudaLaunchKernelEx(&cfg, kernel, args));
+}
+
+// Resident CTAs of `threads` (each kernel's largest block) per SM for a list of kernels, min'ed into
+// `current` (0 on error).
+template <typename Args, size_t N>
+int minResident(int current, void (*const (&kernels)[N])(Args), int threads = kMaxThreads) {
+  for (auto k : kernels) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, 0) != cudaSuccess) return 0;
+    current = std::min(current, n);
+  }
+  return current;
+}
+
+// The instantiation for a dtype.
+template <template <typename> class Pick, typename... A>
+auto pickByDtype(arfuseDataType_t dtype, A... a) -> decltype(Pick<float>::get(a...)) {
+  switch (dtype) {
+    case arfuseBfloat16:
+      return Pick<__nv_bfloat16>::get(a...);
+    case arfuseFloat16:
+      return Pick<__half>::get(a...);
+    case arfuseFloat32:
+      return Pick<float>::get(a...);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace arfuse

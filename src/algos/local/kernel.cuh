@@ -1,0 +1,90 @@
+// Single-GPU residual add + RMSNorm (nranks == 1, arfuseAddRmsNorm, and the epilogue of the NCCL
+// path). One CTA per row, grid-stride over rows; each thread keeps its vectors of the row in
+// registers, so each element of x and residual_in is read once and residual_out and norm_out are
+// written once: 4 x tokens x hidden x sizeof(T) bytes, the floor for this operation.
+// `sources` > 1 (the deterministic NCCL mode): x holds every rank's input, gathered, and they are
+// summed in fp32 in rank order from 0 exactly as every multi-rank path sums them, so the outputs are
+// the same bits as theirs. The row reduction is the canonical one (device/rowsum.cuh).
+// In place: norm_out may equal x and residual_out may equal residual_in (same thread, same vector).
+#pragma once
+
+#include "device/epilogue.cuh"
+
+namespace arfuse {
+
+template <typename T, int kVecs, bool kExt = false>
+__global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(const __grid_constant__ LocalArgs a) {
+  constexpr int E = Vec<T>::kElems;
+  __shared__ RowScratch sm;
+  const int nvec = a.hidden / E;
+  const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [sources][tokens, nvec]
+  const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);
+  const bool addResidual = !(kExt && a.ext.firstLayer);
+  const size_t stride = a.sourceStride / E;  // in vectors
+  pdlWait();
+  WeightCache<kVecs> w;
+  if (!kExt) w.load(reinterpret_cast<const uint4*>(a.weight), 0, nvec);
+  for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
+    const size_t base = static_cast<size_t>(row) * nvec;
+    uint4 packed[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) packed[i] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int v = threadIdx.x + i * blockDim.x;
+      if (v >= nvec) continue;
+      float acc[E];
+      if (a.sources == 1) {
+        Vec<T>::toFloat(x[base + v], acc);
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[e] = 0.f;
+        for (int s = 0; s < a.sources; ++s) {
+          float f[E];
+          Vec<T>::toFloat(x[s * stride + base + v], f);
+#pragma unroll
+          for (int e = 0; e < E; ++e) acc[e] += f[e];
+        }
+      }
+      uint4 r;
+      if (addResidual) r = residualIn[base + v];
+      packed[i] = roundSum<T>(acc, addResidual ? &r : nullptr, false);
+    }
+    if constexpr (kExt) {
+      finishExtendedRow<T, kVecs>(packed, false, reinterpret_cast<const uint4*>(a.weight),
+                                  reinterpret_cast<uint4*>(a.normOut) + base,
+                                  reinterpret_cast<uint4*>(a.residualOut) + base, nvec, a.hidden, a.invHidden, a.eps, a.ext, row,
+                                  &sm);
+    } else {
+      finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
+                                reinterpret_cast<uint4*>(a.residualOut) + base, 0, 1, nvec, nvec, a.invHidden, a.eps,
+                                &sm);
+    }
+  }
+}
+
+// The deterministic NCCL path's all-reduce without an epilogue: out = round(sum of the gathered
+// sources in rank order, from 0), the arithmetic of every multi-rank path.
+template <typename T>
+__global__ void __launch_bounds__(kMaxThreads) sumSourcesKernel(const __grid_constant__ LocalArgs a) {
+  constexpr int E = Vec<T>::kElems;
+  const uint4* x = reinterpret_cast<const uint4*>(a.x);
+  uint4* out = reinterpret_cast<uint4*>(a.residualOut);
+  const size_t count = static_cast<size_t>(a.tokens) * (a.hidden / E), stride = a.sourceStride / E;
+  pdlWait();
+  for (size_t v = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; v < count;
+       v += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float acc[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] = 0.f;
+    for (int s = 0; s < a.sources; ++s) {
+      float f[E];
+      Vec<T>::toFloat(x[s * stride + v], f);
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] += f[e];
+    }
+    out[v] = Vec<T>::fromFloat(acc);
+  }
+}
+
+}  // namespace arfuse

@@ -1,0 +1,235 @@
+// Low-latency all-reduce (+ fused residual add and RMSNorm) for small messages.
+//
+// Readiness travels inside the data, as in NCCL's LL protocol: every 4 data bytes are sent as one
+// 8-byte word {flag:32 | data:32}, and an aligned 8-byte store is single-copy atomic, so a reader
+// that sees this call's flag in a word has that word's data. There is no separate barrier and no
+// remote read: each rank *pushes* its tiles into every peer's buffer (posted writes, one one-way
+// trip) and then polls only its own memory. No 16-byte atomicity and no sentinel value is assumed.
+//
+// Per call, CTA b (tiles as in device/args.h Tiling; a row may be split over a cluster of CTAs):
+//   0. after pdlWait: this thread's x, residual_in and weight loads are issued, then enterCall
+//      (their latency overlaps the entry atomic); a refused call writes NaN and leaves;
+//   1. send: the CTA's descriptor, then every tile's x vectors, to region [b][parity][me] of every
+//      peer's buffer. Layout per 32 consecutive vectors (1 KiB): the 32 first halves (words x, y),
+//      then the 32 second halves (z, w), so each warp-wide 16-byte store writes 512 contiguous
+//      bytes (whole sectors, coalesced);
+//   2. receive: each thread polls its vector from every peer at once (all loads in flight, re-issued
+//      only for the peers not there yet), then sums all ranks in rank order (own part from x);
+//      the descriptor of each peer (its own flagged slot) is checked before any output is written;
+//   3. the shared epilogue (device/epilogue.cuh), whose canonical row reduction makes the bits the
+//      same as every other path's.
+// Flags: llFlag(epoch) in 1..2^32-1; a CTA's epochs increase, so a word left from an earlier call of
+// this CTA index carries another flag and is never taken.
+// Reuse: CTA b of a sender writes parity p again at its epoch e+2 only after its epoch e+1 finished,
+// which waited for data every peer's CTA b sent at e+1 -- sent only after that peer's CTA b had
+// finished e, its last reader of parity p. Every path waits on every peer, so this holds across
+// changes of path too.
+#pragma once
+
+#include "device/epilogue.cuh"
+
+namespace arfuse {
+namespace ll {
+
+// Bytes of one tile in a flagged region (whole 1 KiB groups of 32 vectors).
+__host__ __device__ constexpr size_t tileBytes(int chunkVecs) {
+  return static_cast<size_t>((chunkVecs + 31) / 32) * 1024;
+}
+__device__ __forceinline__ size_t vecOffset(int chunkVecs, int j, int u) {
+  return static_cast<size_t>(j) * tileBytes(chunkVecs) + static_cast<size_t>(u >> 5) * 1024 + (u & 31) * 16;
+}
+// Region [this CTA][parity][src] of `owner`'s buffer.
+__device__ __forceinline__ char* region(const KernelArgs& a, int owner, int parity, int src) {
+  return a.peers.ll[owner] + ((static_cast<size_t>(blockIdx.x) * 2 + parity) * a.nranks + src) * kLlRegionBytes;
+}
+__device__ __forceinline__ void store(char* at, uint4 d, uint32_t flag) {
+  storeVolatile2(at, flagWord(flag, d.x), flagWord(flag, d.y));
+  storeVolatile2(at + 512, flagWord(flag, d.z), flagWord(flag, d.w));
+}
+
+// Every warp checks every peer's descriptor of this call (lane l polls rank l's flagged slot, which
+// the peer sent before its data), so the verdict is warp-uniform without a CTA barrier, and no warp
+// writes an output of a divergent call. False on a mismatch or a failed wait.
+__device__ __forceinline__ bool warpDescsAgree(const KernelArgs& a, int parity, uint32_t flag, uint64_t epoch) {
+  const int lane = threadIdx.x & 31;
+  bool ok = true;
+  for (int r = lane; r < a.nranks; r += 32) {
+    if (r == a.rank) continue;
+    const FlagSlot* s = &a.peers.control[a.rank]->llDesc[parity][blockIdx.x][r];
+    Spin spin;
+    for (;;) {
+      uint64_t w0, w1;
+      loadVolatile2(s->w, &w0, &w1);
+      if (wordCounter(w0) == flag && wordCounter(w1) == flag) {
+        const CallDesc theirs{wordPayload(w0), wordPayload(w1)};
+        if (theirs.w0 != a.desc.w0 || theirs.w1 != a.desc.w1) {
+          raiseError(a, kErrMismatch, r, /*phase=*/3, epoch, theirs);
+          ok = false;
+        }
+        break;
+      }
+      if (!spin.keepGoing(a, r, /*phase=*/3, epoch)) {
+        ok = false;
+        break;
+      }
+    }
+  }
+  return __all_sync(0xffffffffu, ok) != 0;
+}
+
+__device__ __forceinline__ bool wordsCarry(const uint64_t (&w)[4], uint32_t flag) {
+  return wordCounter(w[0]) == flag && wordCounter(w[1]) == flag && wordCounter(w[2]) == flag &&
+         wordCounter(w[3]) == flag;
+}
+
+// The fp32 sum in rank order of one vector: `own` for this rank, the peers' from this rank's buffer
+// at `offset` of their regions, polled 8 peers at a time with every load in flight. False if a wait
+// failed (acc is then meaningless).
+template <typename T>
+__device__ __forceinline__ bool receiveSum(const KernelArgs& a, int parity, uint32_t flag, size_t offset, const uint4& own,
+                                  float* acc, uint64_t epoch) {
+  constexpr int E = Vec<T>::kElems;
+#pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] = 0.f;
+  bool ok = true;
+  // Sources of one [cta][parity] are consecutive regions: one base pointer serves every peer.
+  const char* base = region(a, a.rank, parity, 0) + offset;
+  for (int r0 = 0; r0 < a.nranks; r0 += 8) {
+    uint64_t w[8][4];
+    uint32_t pending = 0;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      const int r = r0 + s;
+      w[s][0] = w[s][1] = w[s][2] = w[s][3] = 0;
+      if (r < a.nranks && r != a.rank) {
+        const char* p = base + static_cast<size_t>(r) * kLlRegionBytes;
+        loadVolatile2(p, &w[s][0], &w[s][1]);
+        loadVolatile2(p + 512, &w[s][2], &w[s][3]);
+        pending |= 1u << s;
+      }
+    }
+    Spin spin;
+    while (ok && pending) {
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        if (pending & (1u << s)) {
+          if (wordsCarry(w[s], flag)) {
+            pending &= ~(1u << s);
+          } else {
+            const char* p = base + static_cast<size_t>(r0 + s) * kLlRegionBytes;
+            loadVolatile2(p, &w[s][0], &w[s][1]);
+            loadVolatile2(p + 512, &w[s][2], &w[s][3]);
+          }
+        }
+      }
+      if (pending && !spin.keepGoing(a, r0 + __ffs(pending) - 1, /*phase=*/2, epoch)) ok = false;
+    }
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      const int r = r0 + s;
+      if (r < a.nranks) {
+        const uint4 d = r == a.rank ? own
+                                    : make_uint4(wordPayload(w[s][0]), wordPayload(w[s][1]), wordPayload(w[s][2]),
+                                                 wordPayload(w[s][3]));
+        float f[E];
+        Vec<T>::toFloat(d, f);
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[e] += f[e];
+      }
+    }
+  }
+  return ok;
+}
+
+}  // namespace ll
+
+// At most 256 threads (a tile of up to 512 vectors takes 2 per thread): the receive keeps 8 peers'
+// flagged vectors in flight, 64 registers, which the 128-register budget of 512 threads cannot hold.
+constexpr int kLlMaxThreads = 256;
+
+template <typename T, bool kFused, int kVecs, bool kExt = false>
+__global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_constant__ KernelArgs a) {
+  constexpr int E = Vec<T>::kElems;
+  __shared__ RowScratch sm;
+  const TileCursor tc(a);
+  const int V = tc.chunkVecs;
+  const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [tokens, nvec]
+  pdlWait();
+  uint4 own[kVecs];  // tile 0's x
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int u = threadIdx.x + i * blockDim.x;
+    own[i] = u < V ? x[tc.at(0, u)] : make_uint4(0, 0, 0, 0);
+  }
+  WeightCache<kVecs> w;
+  if (kFused && !kExt) w.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
+  // A refused call (cs.status) sends nothing and waits for nothing, but still runs the tile loop with
+  // NaN so that the CTAs of a split row pass the same cluster barriers (a CTA of the cluster may not
+  // have been refused) and every output element it owns becomes NaN.
+  const CallState cs = enterCall(a);
+  const bool go = cs.status == kFlightOk;
+  const int parity = static_cast<int>(cs.epoch & 1);
+  const uint32_t flag = llFlag(cs.epoch);
+
+  // 1. send: descriptor, then every tile (reads of x precede every store of norm_out, which may alias it).
+  if (go && threadIdx.x < a.nranks && threadIdx.x != a.rank)
+    storeVolatile2(a.peers.control[threadIdx.x]->llDesc[parity][blockIdx.x][a.rank].w, flagWord(flag, a.desc.w0),
+                   flagWord(flag, a.desc.w1));
+  for (int j = 0; go && j < tc.tiles; ++j) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      if (u >= V) continue;
+      const uint4 d = j == 0 ? own[i] : x[tc.at(j, u)];
+      const size_t off = ll::vecOffset(V, j, u);
+      for (int p = 0; p < a.nranks; ++p)
+        if (p != a.rank) ll::store(ll::region(a, p, parity, a.rank) + off, d, flag);
+    }
+  }
+
+  // 2. receive, reduce, finish each tile.
+  const bool descOk = go && ll::warpDescsAgree(a, parity, flag, cs.epoch);
+  bool failed = !descOk;
+  const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);
+  for (int j = 0; j < tc.tiles; ++j) {
+    const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
+    ResidualCache<kVecs> res;
+    if (addResidual) res.load(residualIn + tc.at(j, 0), V);
+    uint4 packed[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) packed[i] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      if (u >= V) continue;
+      float acc[E];
+      const uint4 mine = j == 0 ? own[i] : x[tc.at(j, u)];
+      const bool ok = descOk && ll::receiveSum<T>(a, parity, flag, ll::vecOffset(V, j, u), mine, acc, cs.epoch);
+      failed = failed || !ok;
+      packed[i] = roundSum<T>(acc, addResidual ? &res.r[i] : nullptr, !ok);
+    }
+    if (j == tc.tiles - 1) pdlLaunchDependents();
+    const size_t base = tc.at(j, 0);
+    if constexpr (kExt) {
+      const bool anyFail = __syncthreads_or(failed) != 0;
+      const size_t rowBase = static_cast<size_t>(tc.row(j)) * tc.nvec;
+      finishExtendedRow<T, kVecs>(packed, anyFail, reinterpret_cast<const uint4*>(a.weight),
+                                  reinterpret_cast<uint4*>(a.normOut) + rowBase,
+                                  reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext,
+                                  tc.row(j), &sm);
+    } else if constexpr (kFused) {
+      finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
+                                reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks, V, tc.nvec,
+                                a.invHidden, a.eps, &sm);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        const int u = threadIdx.x + i * blockDim.x;
+        if (u < V) reinterpret_cast<uint4*>(a.residualOut)[base + u] = packed[i];
+      }
+    }
+  }
+  exitCall(a, cs, __syncthreads_or(failed) != 0);
+}
+
+}  // namespace arfuse

@@ -1,0 +1,97 @@
+// One-shot all-reduce (+ fused residual add and RMSNorm), over peer access or host memory.
+//
+// Per call, CTA b (tiles as in device/args.h Tiling; a row may be split over a cluster of CTAs):
+//   1. copy-in: the CTA's tiles of the caller's x go to its region [b][parity] of this rank's
+//      exchange buffer (the caller's buffer is never exposed to peers: no registration);
+//   2. barrier: CTA b signals CTA b of every peer and waits for theirs (one round trip); the flags
+//      carry the call's descriptor, so a divergent call is caught here, before any output;
+//   3. every rank reads the tiles from all n regions (its own part from x), sums them in fp32 in rank
+//      order, and runs the epilogue (device/epilogue.cuh).
+// Every rank computes the same sums in the same order: outputs are bitwise identical across ranks.
+// Memory ordering: the copy-in stores precede the flag by __syncthreads + st.release.sys; peers'
+// reads follow their ld.acquire.sys of it + __syncthreads, and bypass L1 (L2 or volatile host loads).
+// Reuse: CTA b rewrites parity p at its epoch e+2 only after its epoch e+1 passed a barrier that
+// needed every peer's CTA b to *start* e+1, i.e. to have finished reading parity p at e.
+// Bytes per rank: reads (n-1) x B from peers, writes B locally (B = the message).
+// Over HostExchange (the host-staged path) each rank writes B over its PCIe link to host memory and
+// reads (n-1) B back from it; no GPU touches another GPU's memory.
+#pragma once
+
+#include "device/caches.cuh"
+#include "device/epilogue.cuh"
+#include "device/exchange.cuh"
+
+namespace arfuse {
+
+template <class X, typename T, bool kFused, int kVecs, bool kExt = false>
+__global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const __grid_constant__ KernelArgs a) {
+  constexpr int E = Vec<T>::kElems;
+  __shared__ RowScratch sm;
+  const TileCursor tc(a);
+  const int V = tc.chunkVecs;
+  const uint4* x = reinterpret_cast<const uint4*>(a.x);                    // [tokens, nvec]
+  const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
+  const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
+  pdlWait();
+  InputCache<kVecs> own, res;
+  own.load(x + tc.at(0, 0), V);
+  if (addResidual) res.load(residualIn + tc.at(0, 0), V);
+  WeightCache<kVecs> w;
+  if (kFused && !kExt) w.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
+  // A refused call copies nothing and passes no barrier, but finishes its tiles with NaN (see
+  // lowlatency/kernel.cuh: the CTAs of a split row must pass the same cluster barriers).
+  const CallState cs = enterCall(a);
+  const bool go = cs.status == kFlightOk;
+  const int parity = static_cast<int>(cs.epoch & 1);
+
+  char* mine = X::region(a, a.rank, parity);  // [tiles][chunkVecs] x 16 B
+  for (int j = 0; go && j < tc.tiles; ++j) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      if (u < V)
+        reinterpret_cast<uint4*>(mine)[static_cast<size_t>(j) * V + u] = j == 0 ? own.get(i, u) : x[tc.at(j, u)];
+    }
+  }
+  const bool ok = go && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);  // go is uniform across the CTA
+  pdlLaunchDependents();
+
+  for (int j = 0; j < tc.tiles; ++j) {
+    InputCache<kVecs> resj;
+    if (addResidual && j > 0) resj.load(residualIn + tc.at(j, 0), V);
+    uint4 packed[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) packed[i] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      if (u >= V) continue;
+      float acc[E];
+      if (ok) sumRanks<X, T>(a, parity, (static_cast<size_t>(j) * V + u) * 16, j == 0 ? own.get(i, u) : x[tc.at(j, u)], acc);
+      uint4 r;
+      if (addResidual) r = j == 0 ? res.get(i, u) : resj.get(i, u);
+      packed[i] = roundSum<T>(acc, addResidual ? &r : nullptr, !ok);
+    }
+    const size_t base = tc.at(j, 0);
+    if constexpr (kExt) {
+      const size_t rowBase = static_cast<size_t>(tc.row(j)) * tc.nvec;
+      finishExtendedRow<T, kVecs>(packed, !ok, reinterpret_cast<const uint4*>(a.weight),
+                                  reinterpret_cast<uint4*>(a.normOut) + rowBase,
+                                  reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext,
+                                  tc.row(j), &sm);
+    } else if constexpr (kFused) {
+      finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
+                                reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks, V, tc.nvec,
+                                a.invHidden, a.eps, &sm);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        const int u = threadIdx.x + i * blockDim.x;
+        if (u < V) reinterpret_cast<uint4*>(a.residualOut)[base + u] = packed[i];  // may alias x: same thread, same u
+      }
+    }
+  }
+  exitCall(a, cs, !ok);
+}
+
+}  // namespace arfuse

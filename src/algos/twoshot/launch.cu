@@ -1,0 +1,11 @@
+// Instantiations of the two-shot kernels over peer access, and their launch.
+#include "algos/barrier_launch.cuh"
+
+namespace arfuse {
+
+int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
+  return BarrierKernels<PeerExchange, true>::launch(l, args, stream);
+}
+int residentTwoShot(int current) { return BarrierKernels<PeerExchange, true>::residentAll(current); }
+
+}  // namespace arfuse

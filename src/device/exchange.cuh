@@ -1,0 +1,73 @@
+// Where the barrier paths (one-shot, two-shot) put a CTA's tiles for their peers, how they read a
+// peer's, and where the per-CTA barrier flags live: over peer access (PeerExchange) or through the
+// group's pinned host area (HostExchange). The one-shot and two-shot kernels are written once over
+// this interface; the host-staged path is those kernels over HostExchange.
+//
+// Regions: CTA b of rank r owns region [b][parity] of its exchange buffer (device staging for peer
+// access, its host slot otherwise); its j-th tile sits at j * chunkVecs * 16 B.
+#pragma once
+
+#include "device/args.h"
+#include "device/memory.cuh"
+#include "device/vec.cuh"
+
+namespace arfuse {
+
+// Threads of a one-shot / two-shot CTA: the 1- and 2-vector instantiations (tiles up to 512 vectors,
+// the latency-bound calls) run at most 256 threads, so their loads in flight (8 ranks x 16 B) and
+// register caches fit without spilling; the 8-vector ones (whole rows up to 4096 vectors) 512.
+__host__ __device__ constexpr int barrierMaxThreads(int vecs) { return vecs <= 2 ? 256 : kMaxThreads; }
+
+struct PeerExchange {
+  __device__ static char* region(const KernelArgs& a, int rank, int parity) {
+    return a.peers.staging[rank] + (static_cast<size_t>(blockIdx.x) * 2 + parity) * a.stagingRegionBytes;
+  }
+  __device__ static FlagSlot* slot(const KernelArgs& a, int owner, int src) {
+    return &a.peers.control[owner]->flags[blockIdx.x][src];
+  }
+  __device__ static uint4 load(const char* p) { return loadL2(p); }
+  // A rank's own reduced slice (two-shot) is read back from its own region.
+  static constexpr bool kRegionIsLocal = true;
+};
+
+struct HostExchange {
+  __device__ static char* region(const KernelArgs& a, int rank, int parity) {
+    return a.host.slots[rank] + (static_cast<size_t>(blockIdx.x) * 2 + parity) * a.hostRegionBytes;
+  }
+  __device__ static FlagSlot* slot(const KernelArgs& a, int owner, int src) {
+    return a.host.flags[owner] + static_cast<size_t>(blockIdx.x) * kMaxRanks + src;
+  }
+  __device__ static uint4 load(const char* p) { return loadHost16(p); }
+  // The host slot is remote memory: a rank keeps a device copy of its reduced slice in its own
+  // staging region and gathers its own slice from there.
+  static constexpr bool kRegionIsLocal = false;
+};
+
+// fp32 sum, in rank order 0..n-1, of the vector at byte `offset` of every rank's region; this rank's
+// own part is `own` (from x: never read back through the exchange). Loads of up to 8 ranks are in
+// flight before the additions, which still happen strictly in rank order.
+template <class X, typename T>
+__device__ __forceinline__ void sumRanks(const KernelArgs& a, int parity, size_t offset, const uint4& own, float* acc) {
+  constexpr int E = Vec<T>::kElems;
+#pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] = 0.f;
+  for (int r0 = 0; r0 < a.nranks; r0 += 8) {
+    uint4 buf[8];
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      const int r = r0 + s;
+      if (r < a.nranks) buf[s] = r == a.rank ? own : X::load(X::region(a, r, parity) + offset);
+    }
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      if (r0 + s < a.nranks) {
+        float f[E];
+        Vec<T>::toFloat(buf[s], f);
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[e] += f[e];
+      }
+    }
+  }
+}
+
+}  // namespace arfuse

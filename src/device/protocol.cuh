@@ -1,0 +1,226 @@
+// The call protocol every multi-rank kernel follows: entry and exit, the one bounded wait, the
+// abort, descriptor checks and the flight recorder.
+//
+// Entry (enterCall, thread 0 of each CTA, after pdlWait): one atomic on the CTA's own word of
+// DeviceState::cta returns its epoch (calls this CTA index took part in) and whether another call of
+// this rank is running the same CTA index (two streams at once); a load of this rank's device abort
+// word, issued just before (both round trips overlap), says whether the group is already aborted.
+// Then:
+//   - aborted at entry: the call sends nothing, writes NaN into every output element it owns and
+//     leaves (kFlightRefused). Every later call of every rank -- eager or a CUDA-graph replay --
+//     therefore fails fast and writes nothing that looks valid;
+//   - another call running: the second call raises kErrConcurrent (the group aborts) and behaves as
+//     refused: it sends nothing, so it cannot corrupt what its peers receive;
+//   - otherwise the call runs.
+// Waits (Spin): poll; every kPollsPerCheck polls look at the abort word and the clock; past the
+// timeout the waiter records {peer, block, call, phase} and aborts the group. A CTA whose wait
+// failed finishes its tiles with NaN (every barrier of the tile still executed, so the CTAs of a
+// cluster never wait for each other forever) and stamps kFlightFailed.
+// The abort (raiseError): host-mapped record first (the host reads it), then the abort word in this
+// rank's device memory, in every peer's device memory when the group has peer access, and in the
+// host-mapped area (groups without peer access poll that one). It is sticky: a group that aborted
+// stays aborted; destroy and re-create it (docs/troubleshooting.md).
+// Epochs: taken at entry by the atomic, so an aborted call's epoch is consumed too. That is safe
+// because nothing reads an epoch-tagged slot of an aborted group again (every call is refused).
+// Exit: a fire-and-forget reduction takes the CTA's running mark back; block 0 stamps the flight
+// entry's end and status. No fence, no atomic round trip and no host-memory store on a call that
+// succeeds.
+#pragma once
+
+#include "device/args.h"
+#include "device/memory.cuh"
+#include "device/vec.cuh"
+
+namespace arfuse {
+
+constexpr uint32_t kPollsPerCheck = 64;
+
+// Records the first error of this rank (code kErr*, the peer involved, the peer's descriptor for a
+// mismatch) and aborts the group everywhere it can reach. One thread calls it; the caller then
+// fails its tiles.
+__device__ inline void raiseError(const KernelArgs& a, int code, int peer, int phase, uint64_t epoch,
+                                  CallDesc theirs = CallDesc{0, 0}) {
+  if (atomicCAS(&a.state->errorClaimed, 0u, 1u) == 0u) {
+    ErrorRecord* rec = &a.shared->records[a.rank];
+    rec->peer = peer;
+    rec->block = blockIdx.x;
+    rec->phase = phase;
+    rec->call = epoch + 1;
+    rec->mine = a.desc;
+    rec->theirs = theirs;
+    rec->code = code;
+    __threadfence_system();
+    *reinterpret_cast<volatile int*>(&rec->valid) = 1;
+  }
+  storeVolatileU32(&a.state->abort, 1u);
+  if (a.peerAbort)
+    for (int p = 0; p < a.nranks; ++p)
+      if (p != a.rank) storeVolatileU32(&a.peers.control[p]->state.abort, 1u);
+  __threadfence_system();
+  *reinterpret_cast<volatile int*>(&a.shared->abort) = 1;
+}
+
+// The bounded part of every wait: call after each poll that did not succeed.
+struct Spin {
+  uint64_t start = 0;
+  uint32_t polls = 0;
+  // False when the wait must end: the group aborted, or the timeout passed (recorded here).
+  __device__ bool keepGoing(const KernelArgs& a, int peer, int phase, uint64_t epoch) {
+    if ((++polls % kPollsPerCheck) != 0) return true;
+    if (loadVolatileU32(a.abortPoll)) return false;
+    const uint64_t now = globalTimerNs();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > a.timeoutNs) {
+      raiseError(a, kErrPeerTimeout, peer, phase, epoch);
+      return false;
+    }
+    return true;
+  }
+};
+
+// ---- flags --------------------------------------------------------------------------------------
+// Low-latency flag of an epoch: 1..2^32-1, never 0 (buffers start zeroed).
+__device__ __forceinline__ uint32_t llFlag(uint64_t epoch) {
+  return static_cast<uint32_t>(epoch % 0xFFFFFFFFull) + 1u;
+}
+// Barrier counter of (epoch, phase 0/1): increasing within and across calls of one CTA index;
+// compared modulo 2^32.
+__device__ __forceinline__ uint32_t barrierCounter(uint64_t epoch, int phase) {
+  return static_cast<uint32_t>(2 * epoch + static_cast<uint64_t>(phase) + 1);
+}
+__device__ __forceinline__ uint64_t flagWord(uint32_t counter, uint32_t payload) {
+  return static_cast<uint64_t>(counter) << 32 | payload;
+}
+__device__ __forceinline__ uint32_t wordCounter(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+__device__ __forceinline__ uint32_t wordPayload(uint64_t w) { return static_cast<uint32_t>(w); }
+
+enum SlotVerdict { kSlotNotYet = 0, kSlotOk = 1, kSlotMismatch = 2 };
+
+// A barrier flag slot {counter|desc.w0, counter|desc.w1} seen by a rank that waits for `want`:
+//   both counters >= want and both == want: the peer's descriptor of this call, compared;
+//   both >= want but not both == want: the peer already went past this barrier, which it could only
+//     do after it had compared our descriptor of this call with its own and found them equal;
+//   otherwise not there yet. (A peer is at most one phase of this call ahead, or in a later call
+//   whose barrier needed ours; a rank that found a mismatch never writes a later flag: it aborted.)
+__device__ __forceinline__ int judgeBarrierSlot(uint64_t w0, uint64_t w1, uint32_t want, CallDesc mine,
+                                                CallDesc* theirs) {
+  const uint32_t c0 = wordCounter(w0), c1 = wordCounter(w1);
+  if (static_cast<int32_t>(c0 - want) < 0 || static_cast<int32_t>(c1 - want) < 0) return kSlotNotYet;
+  if (c0 != want || c1 != want) return kSlotOk;
+  theirs->w0 = wordPayload(w0);
+  theirs->w1 = wordPayload(w1);
+  return theirs->w0 == mine.w0 && theirs->w1 == mine.w1 ? kSlotOk : kSlotMismatch;
+}
+
+// Waits (bounded) for peer's flag slot to reach `want`; a different descriptor is a mismatch.
+__device__ __forceinline__ bool waitBarrierSlot(const KernelArgs& a, const FlagSlot* slot, uint32_t want, int peer, int phase,
+                                       uint64_t epoch) {
+  Spin spin;
+  for (;;) {
+    uint64_t w0, w1;
+    loadAcquire2(slot->w, &w0, &w1);
+    CallDesc theirs;
+    const int v = judgeBarrierSlot(w0, w1, want, a.desc, &theirs);
+    if (v == kSlotOk) return true;
+    if (v == kSlotMismatch) {
+      raiseError(a, kErrMismatch, peer, /*phase=*/3, epoch, theirs);
+      return false;
+    }
+    if (!spin.keepGoing(a, peer, phase, epoch)) return false;
+  }
+}
+
+// Per-CTA barrier across ranks: CTA b of every rank takes part. Thread t (t != rank) stores this
+// call's counter and descriptor into slot [b][rank] of rank t's flags (release: the __syncthreads
+// before it orders every store of this CTA -- copy-in, phase-1 results -- before the flag, release
+// being cumulative over the CTA barrier), then waits for slot [b][t] of ours. The __syncthreads_and
+// after the acquire extends it to the whole CTA. Returns false (uniformly) if a wait failed.
+template <class Flags>
+__device__ __forceinline__ bool ctaBarrier(const KernelArgs& a, uint64_t epoch, int phase) {
+  __syncthreads();
+  bool ok = true;
+  const int t = threadIdx.x;
+  if (t < a.nranks && t != a.rank) {
+    const uint32_t c = barrierCounter(epoch, phase);
+    storeRelease2(Flags::slot(a, t, a.rank)->w, flagWord(c, a.desc.w0), flagWord(c, a.desc.w1));
+    ok = waitBarrierSlot(a, Flags::slot(a, a.rank, t), c, t, phase, epoch);
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+// ---- entry and exit -------------------------------------------------------------------------------
+struct CallState {
+  uint64_t epoch;   // this CTA's epoch
+  uint32_t status;  // kFlightOk: run; kFlightRefused / kFlightFailed: send nothing, write NaN
+};
+
+__device__ inline void stampFlightStart(const KernelArgs& a, uint64_t epoch) {
+  FlightEntry* e = &a.state->flight.entries[epoch % kFlightEntries];
+  e->status = kFlightPending;
+  e->endNs = 0;
+  e->desc = a.desc;
+  e->startNs = globalTimerNs();
+  e->call = epoch + 1;
+}
+
+__device__ __forceinline__ CallState enterCall(const KernelArgs& a) {
+  __shared__ uint64_t sEpoch;
+  __shared__ uint32_t sStatus;
+  if (threadIdx.x == 0) {
+    // This rank's own abort word: set by its own failures, and by any peer's when the group has peer
+    // access. (Without peer access, a peer's abort reaches this call through its waits, which poll
+    // the host-mapped word; a call whose waits all succeed has valid outputs either way.)
+    const uint32_t aborted = loadVolatileU32(&a.state->abort);
+    const uint64_t old =
+        atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->cta[blockIdx.x]), static_cast<unsigned long long>(kCtaEnter));
+    const uint64_t epoch = old & kEpochMask;
+    uint32_t status = kFlightOk;
+    if ((old >> kEpochBits) != 0) {
+      raiseError(a, kErrConcurrent, -1, /*phase=*/4, epoch);
+      status = kFlightFailed;
+    } else if (aborted) {
+      status = kFlightRefused;
+    }
+    if (blockIdx.x == 0 && a.flight) stampFlightStart(a, epoch);
+    sEpoch = epoch;
+    sStatus = status;
+  }
+  __syncthreads();
+  return CallState{sEpoch, sStatus};
+}
+
+// `failed`: this CTA's outputs were written as NaN (uniform across the CTA).
+__device__ __forceinline__ void exitCall(const KernelArgs& a, const CallState& cs, bool failed) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->cta[blockIdx.x]), 0ull - kRunOne);  // RED
+    if (blockIdx.x == 0 && a.flight) {
+      FlightEntry* e = &a.state->flight.entries[cs.epoch % kFlightEntries];
+      e->endNs = globalTimerNs();
+      e->status = cs.status != kFlightOk ? cs.status : failed ? kFlightFailed : kFlightOk;
+    }
+  }
+}
+
+// ---- tiles ---------------------------------------------------------------------------------------
+// This CTA's place in the call's tiling (device/args.h Tiling).
+struct TileCursor {
+  int chunk, slot, tiles;
+  int chunkVecs, nvec, slots;
+  __device__ explicit TileCursor(const KernelArgs& a) {
+    chunk = blockIdx.x % a.tiling.chunks;
+    slot = blockIdx.x / a.tiling.chunks;
+    slots = a.tiling.slots;
+    chunkVecs = a.tiling.chunkVecs;
+    nvec = a.tiling.nvec;
+    tiles = (a.tokens - slot + slots - 1) / slots;
+  }
+  __device__ int row(int j) const { return slot + j * slots; }
+  // Index of vector u of tile j in a [tokens][nvec] array of 16-byte vectors.
+  __device__ size_t at(int j, int u) const {
+    return static_cast<size_t>(row(j)) * nvec + static_cast<size_t>(chunk) * chunkVecs + u;
+  }
+};
+
+}  // namespace arfuse

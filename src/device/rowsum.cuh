@@ -1,0 +1,85 @@
+// The canonical sum of squares of a row: the same bits for the same row whatever the launch
+// geometry, the path, the number of tokens in the call or the number of CTAs the row is split over.
+//
+// Definition (over the row's 16-byte vectors v = 0 .. nvec-1, E elements each, values r):
+//   q(v)   = sum over e = 0..E-1 of r_e^2, in element order (fmaf chain from 0);
+//   s(g)   = butterfly over the kGroupVecs = 8 vectors of group g (xor 1, then 2, then 4);
+//   total  = lane l (0..31) sums s(l), s(l + 32), s(l + 64), ... in that order, then a butterfly
+//            over the 32 lanes (xor 16, 8, 4, 2, 1).
+// Every operand of every addition is fixed by the row alone, and a butterfly gives the same bits in
+// every lane (each step adds the same two values in either order). A thread's vectors are
+// u = threadIdx.x + i * blockDim.x (blockDim a multiple of 32), so the 8 vectors of a group sit in 8
+// consecutive lanes of one warp, and a chunk of a split row starts on a group boundary.
+//
+// Split rows (chunks > 1, a cluster): each CTA publishes s(g) of its groups in its shared memory;
+// after a cluster barrier, warp 0 of every CTA reads all s(g) (its own locally, the others' through
+// distributed shared memory) in the order above. A second cluster barrier (arrive now, wait in
+// releaseRow) keeps every CTA's shared memory alive until all have read it.
+#pragma once
+
+#include "device/args.h"
+#include "device/memory.cuh"
+
+namespace arfuse {
+
+struct RowScratch {
+  float groups[kMaxGroupsPerRow];
+  float total;
+};
+
+// q[i]: this thread's q(u_i) (0 for u_i >= chunkVecs; NaN if the tile failed, which then makes the
+// whole row's total NaN in every CTA of the row). Returns the row's total in every thread.
+template <int kVecs>
+__device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], int chunk, int chunks, int chunkVecs, int nvec,
+                                            RowScratch* sm) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    if (i * static_cast<int>(blockDim.x) >= chunkVecs) break;  // uniform
+    const int u = threadIdx.x + i * blockDim.x;
+    float s = q[i];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    s += __shfl_xor_sync(0xffffffffu, s, 4);
+    if ((lane & (kGroupVecs - 1)) == 0 && u < chunkVecs) sm->groups[(chunk * chunkVecs + u) / kGroupVecs] = s;
+  }
+  if (chunks == 1) {
+    __syncthreads();
+  } else {
+    clusterArriveRelease();
+    clusterWaitAcquire();
+  }
+  if (threadIdx.x < 32) {
+    const int groups = (nvec + kGroupVecs - 1) / kGroupVecs;
+    const int perChunk = chunkVecs / kGroupVecs;
+    float acc = 0.f;
+    for (int g = lane; g < groups; g += 32) {
+      const int owner = chunks == 1 ? 0 : g / perChunk;
+      acc += owner == chunk ? sm->groups[g] : loadClusterShared(&sm->groups[g], static_cast<uint32_t>(owner));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) sm->total = acc;
+  }
+  if (chunks > 1) clusterArrive();
+  __syncthreads();
+  return sm->total;
+}
+
+// Before this CTA's shared scratch is written again (next row) or the CTA exits: with a cluster,
+// every CTA of the row has read it. (Within one CTA the last __syncthreads of canonicalRowSquares
+// already orders warp 0's reads before any later write.)
+__device__ inline void releaseRow(int chunks) {
+  if (chunks > 1) clusterWait();
+}
+
+// q(v) of one vector (as fp32 values).
+template <int E>
+__device__ __forceinline__ float vectorSquares(const float* r) {
+  float q = 0.f;
+#pragma unroll
+  for (int e = 0; e < E; ++e) q = fmaf(r[e], r[e], q);
+  return q;
+}
+
+}  // namespace arfuse

@@ -1,0 +1,88 @@
+// One 16-byte access worth of elements (8 x bf16/fp16, 4 x fp32), converted to and from fp32.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace arfuse {
+
+template <typename T>
+struct Vec;
+
+template <>
+struct Vec<float> {
+  static constexpr int kElems = 4;
+  static constexpr uint32_t kNanWord = 0x7FC00000u;  // one quiet NaN per 32-bit word
+  __device__ static void toFloat(const uint4& v, float* f) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+  }
+  __device__ static uint4 fromFloat(const float* f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+  }
+};
+
+template <typename H, typename H2, uint32_t kNan2>
+struct HalfVec {
+  static constexpr int kElems = 8;
+  static constexpr uint32_t kNanWord = kNan2;  // two quiet NaNs per 32-bit word
+  __device__ static void toFloat(const uint4& v, float* f) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      H2 h = *reinterpret_cast<const H2*>(&w[i]);
+      f[2 * i] = toF(h.x);
+      f[2 * i + 1] = toF(h.y);
+    }
+  }
+  __device__ static uint4 fromFloat(const float* f) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      H2 h;
+      h.x = fromF(f[2 * i]);
+      h.y = fromF(f[2 * i + 1]);
+      w[i] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  __device__ static float toF(H h);
+  __device__ static H fromF(float f);
+};
+
+using Bf16Vec = HalfVec<__nv_bfloat16, __nv_bfloat162, 0x7FC07FC0u>;
+using Fp16Vec = HalfVec<__half, __half2, 0x7E007E00u>;
+
+template <>
+__device__ inline float Bf16Vec::toF(__nv_bfloat16 h) {
+  return __bfloat162float(h);
+}
+template <>
+__device__ inline __nv_bfloat16 Bf16Vec::fromF(float f) {
+  return __float2bfloat16_rn(f);
+}
+template <>
+__device__ inline float Fp16Vec::toF(__half h) {
+  return __half2float(h);
+}
+template <>
+__device__ inline __half Fp16Vec::fromF(float f) {
+  return __float2half_rn(f);
+}
+
+template <>
+struct Vec<__nv_bfloat16> : Bf16Vec {};
+template <>
+struct Vec<__half> : Fp16Vec {};
+
+// A vector of quiet NaNs of T: what a failed call writes (device/protocol.cuh).
+template <typename T>
+__device__ __forceinline__ uint4 nanVec() {
+  return make_uint4(Vec<T>::kNanWord, Vec<T>::kNanWord, Vec<T>::kNanWord, Vec<T>::kNanWord);
+}
+
+}  // namespace arfuse
