@@ -382,9 +382,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   applyFabricDefaultsAtInit(g, devices);
   g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
   g->ranks.resize(nranks);
-  size_t elem = 2;
-  if (rc.limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) elem = 4;
-  g->stagingBytes = static_cast<size_t>(rc.limits.maxTokens) * rc.limits.maxHidden * elem;
+  g->stagingBytes = rc.messageBytes;
   if (nranks > 1) {
     // Messages up to 64 KiB (and no larger than the largest call) take the low-latency path.
     const long long llMax = std::min<long long>(kLowLatencyMaxBytes, static_cast<long long>(g->stagingBytes));

@@ -1,11 +1,23 @@
 #include "comm/config.h"
 
+#include <algorithm>
 #include <cstddef>
 
 #include "common/params.h"
 #include "diag/log.h"
 
 namespace arfuse {
+
+size_t workspaceMessageBytes(const Limits& limits) {
+  size_t largest = 0;
+  for (int d = 0; d < arfuseNumDataTypes; ++d) {
+    if (!(limits.dtypeMask & ARFUSE_DTYPE_BIT(d))) continue;
+    const arfuseDataType_t dt = arfuseDataType_t(d);
+    const size_t hidden = static_cast<size_t>(std::min(limits.maxHidden, maxSupportedHidden(dt)));
+    largest = std::max(largest, static_cast<size_t>(limits.maxTokens) * hidden * dtypeSize(dt));
+  }
+  return largest;
+}
 
 arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out, std::string* message) {
   arfuseConfig_t defaults = ARFUSE_CONFIG_INITIALIZER;
@@ -63,6 +75,7 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   if (c.maxBlocks != -1 && (c.maxBlocks < 1 || c.maxBlocks > 128))
     return bad(strprintf("maxBlocks=%d: must be 1..128 or -1", c.maxBlocks));
   r.maxBlocks = c.maxBlocks != -1 ? c.maxBlocks : paramMaxBlocks();
+  r.messageBytes = workspaceMessageBytes(r.limits);
   *out = r;
   return arfuseSuccess;
 }

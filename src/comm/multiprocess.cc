@@ -258,8 +258,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   g->flight = paramFlightRecorder();
   g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
   g->ranks.resize(nranks);
-  size_t elem = (rc.limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) ? 4 : 2;
-  g->stagingBytes = static_cast<size_t>(rc.limits.maxTokens) * rc.limits.maxHidden * elem;
+  g->stagingBytes = rc.messageBytes;
   Fabric& f = g->fabric;
   f.nranks = nranks;
   int derived = kMaxBlocks, smCount = 1 << 30;
