@@ -37,10 +37,18 @@ std::string describeSchedule(const std::vector<GroupStep>& steps) {
   for (const GroupStep& s : steps) {
     if (!out.empty()) out += ' ';
     switch (s.kind) {
-      case GroupStepKind::kLaunch: out += "L" + std::to_string(s.item); break;
-      case GroupStepKind::kAllReduce: out += "A" + std::to_string(s.item); break;
-      case GroupStepKind::kNcclGroupStart: out += "["; break;
-      case GroupStepKind::kNcclGroupEnd: out += "]"; break;
+      case GroupStepKind::kLaunch:
+        out += "L" + std::to_string(s.item);
+        break;
+      case GroupStepKind::kAllReduce:
+        out += "A" + std::to_string(s.item);
+        break;
+      case GroupStepKind::kNcclGroupStart:
+        out += "[";
+        break;
+      case GroupStepKind::kNcclGroupEnd:
+        out += "]";
+        break;
     }
   }
   return out;

@@ -86,15 +86,15 @@ std::string compareReplicas(const std::vector<ReplicaShape>& shapes, const std::
       baseq += rb;
     }
     if (e < 0) continue;
-    const std::string where =
-        std::string(what) == "weight"
-            ? strprintf("element %lld", e)
-            : strprintf("element %lld (token %lld, column %lld)", e, e / a.hidden, e % a.hidden);
-    return strprintf("ARFUSE_CHECK_REPLICAS: %s differs between rank 0 and rank %d at %s of checked call %llu "
-                     "(%s tokens=%d hidden=%d): rank 0 has %s, rank %d has %s; %s",
-                     what, static_cast<int>(q), where.c_str(), n, arfuseDataTypeName(a.dtype), a.tokens, a.hidden,
-                     element(base0 + e * elem, a.dtype).c_str(), static_cast<int>(q),
-                     element(baseq + e * elem, a.dtype).c_str(), kContract);
+    const std::string where = std::string(what) == "weight"
+                                  ? strprintf("element %lld", e)
+                                  : strprintf("element %lld (token %lld, column %lld)", e, e / a.hidden, e % a.hidden);
+    return strprintf(
+        "ARFUSE_CHECK_REPLICAS: %s differs between rank 0 and rank %d at %s of checked call %llu "
+        "(%s tokens=%d hidden=%d): rank 0 has %s, rank %d has %s; %s",
+        what, static_cast<int>(q), where.c_str(), n, arfuseDataTypeName(a.dtype), a.tokens, a.hidden,
+        element(base0 + e * elem, a.dtype).c_str(), static_cast<int>(q), element(baseq + e * elem, a.dtype).c_str(),
+        kContract);
   }
   return "";
 }

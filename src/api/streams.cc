@@ -48,9 +48,10 @@ std::string streamConflict(const StreamIdentity& a, const StreamIdentity& b) {
   const StreamIdentity* legacy = a.kind == StreamKind::kLegacy ? &a : b.kind == StreamKind::kLegacy ? &b : nullptr;
   const StreamIdentity* other = legacy == &a ? &b : &a;
   if (legacy && other->blocking)
-    return strprintf("one uses the legacy default stream of device %d and the other %s, which the legacy stream "
-                     "waits for and which waits for it",
-                     a.device, describeStream(*other).c_str());
+    return strprintf(
+        "one uses the legacy default stream of device %d and the other %s, which the legacy stream "
+        "waits for and which waits for it",
+        a.device, describeStream(*other).c_str());
   return "";
 }
 

@@ -20,10 +20,10 @@ enum class StreamKind : uint8_t { kNone = 0, kCreated, kLegacy, kPerThread };
 
 struct StreamIdentity {
   StreamKind kind = StreamKind::kNone;  // kNone: no call seen yet
-  uint64_t key = 0;       // kCreated: the handle; kPerThread: the host thread; kLegacy: 0
-  int device = -1;        // the device the call runs on (default streams are per device)
-  bool blocking = false;  // synchronises with the legacy default stream
-  uintptr_t handle = 0;   // as the caller passed it, for messages
+  uint64_t key = 0;                     // kCreated: the handle; kPerThread: the host thread; kLegacy: 0
+  int device = -1;                      // the device the call runs on (default streams are per device)
+  bool blocking = false;                // synchronises with the legacy default stream
+  uintptr_t handle = 0;                 // as the caller passed it, for messages
 };
 
 // Handle values of the CUDA runtime's special streams (cuda_runtime_api.h: cudaStreamLegacy,

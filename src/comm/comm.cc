@@ -514,8 +514,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   }
 
   for (int r = 0; r < nranks; ++r) g->ranks[r].arch = archs[r];
-  g->lastStream.reset(new std::atomic<void*>[nranks]);
-  for (int r = 0; r < nranks; ++r) g->lastStream[r].store(reinterpret_cast<void*>(~uintptr_t(0)));
+  g->lastStream.resize(nranks);
   startWatching(g);
   g->live = nranks;
   for (int r = 0; r < nranks; ++r) {
@@ -558,6 +557,12 @@ arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, s
                                bool* firstReport) {
   if (firstReport) *firstReport = true;
   if (!readAbort(*g.shared)) return arfuseSuccess;
+  if (const int code = g.hostError.load(std::memory_order_acquire)) {  // raised on the host; printed there once
+    *message = g.hostErrorText;
+    if (fields) *fields = g.hostErrorFields;
+    if (firstReport) *firstReport = false;
+    return arfuseResult_t(code);
+  }
   // Prefer this rank's own record; else the first rank that recorded one.
   ErrorRecord e{};
   int who = -1;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "api/streams.h"
 #include "arfuse/arfuse.h"
 #include "diag/log.h"
 #include "diag/watchdog.h"
@@ -48,9 +49,18 @@ struct Group {
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;
   std::unique_ptr<WatchSource> watch;
-  // In-process groups: the stream of each rank's last call. Two ranks on one GPU must never share a
-  // stream: a rank's call waits for its peers' calls, which would queue behind it forever.
-  std::unique_ptr<std::atomic<void*>[]> lastStream;  // registered with the watchdog while the group lives  // multi-process: bounded wait for every rank to leave, at destroy
+  // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
+  // streamMu. Two ranks on one GPU must never share a stream, nor pair the legacy default stream
+  // with a blocking one: a rank's call waits for its peers' calls, which would queue behind it.
+  std::mutex streamMu;
+  std::vector<StreamIdentity> lastStream;
+  // Host-side state of the opt-in checks (api/replica_check.cc), created on first use under apiMu,
+  // and an error the host raised for the whole group (a replica mismatch): reported by
+  // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
+  std::mutex apiMu;
+  std::shared_ptr<void> replicaCheck;
+  std::atomic<int> hostError{0};  // arfuseResult_t, 0: none
+  std::string hostErrorText, hostErrorFields;
   // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
   // per rank {flag array [kMaxBlocks][kMaxRanks], descriptor slots}, then slots [nranks][2][hostSlotBytes].
   char* hostArena = nullptr;
