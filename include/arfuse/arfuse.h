@@ -22,20 +22,33 @@
  * buffer is ever registered or shared with peers, so any pointer from any allocator works, in or out
  * of graph capture.
  *
- * Numerics: sums are accumulated in fp32 in fixed rank order (rank 0 first) and rounded once to the
- * output dtype, so every rank produces bitwise-identical outputs on the arfuse paths. The fused
- * operation is defined as
+ * Numerics: which property holds depends on the path (arfuseCommQueryPlan names it).
+ * - Every arfuse path (low-latency, one-shot, two-shot, host-staged, local) accumulates the sum in
+ *   fp32 in fixed rank order (rank 0 first) and rounds once to the output dtype, so every rank
+ *   produces bitwise-identical outputs. The fused operation is defined as
  *     residual_out = round( float(residual_in) + sum_r float(x_r) )
  *     norm_out     = round( float(residual_out) * rsqrt(mean(float(residual_out)^2) + eps) * float(weight) )
- * i.e. the norm is taken of the rounded residual, exactly as an unfused engine that stores the
- * residual in the model dtype does. mean(...) is one fixed summation tree over the row (groups of
- * 128 bytes, then a fixed tree over the groups), so on every arfuse path (low-latency, one-shot,
- * two-shot, host-staged) a row's outputs are the same bits whatever the path, the launch geometry
- * and the number of tokens in the call: they depend only on that row's inputs and the world size
- * (batch invariance). The NCCL path sums with ncclAllReduce in the dtype, in NCCL's own order
- * (rounding at every hop), so its bits differ from the other paths' and may change with the message
- * size; with arfuseConfig_t.deterministic = 1 (or ARFUSE_DETERMINISTIC=1) it all-gathers the inputs
- * instead and sums them like every other path, at (n - 1) x the message instead of 2 (n - 1) / n.
+ *   i.e. the norm is taken of the rounded residual, exactly as an unfused engine that stores the
+ *   residual in the model dtype does. mean(...) is one fixed summation tree over the row (groups of
+ *   128 bytes, then a fixed tree over the groups), so a row's outputs are the same bits whatever the
+ *   arfuse path, the launch geometry and the number of tokens in the call: they depend only on that
+ *   row's inputs and the world size (batch invariance).
+ * - The NCCL path sums with ncclAllReduce in the call's dtype, in NCCL's order (its ring or tree,
+ *   which NCCL may pick differently by size and rank count), rounding at every step; arfuse's
+ *   epilogue then adds the residual and rounds again. Its results may differ from the arfuse paths'
+ *   in the last bits, and are bitwise equal across ranks only as far as NCCL's sum is. With
+ *   arfuseConfig_t.deterministic = 1 (or ARFUSE_DETERMINISTIC=1) it all-gathers the inputs instead
+ *   and sums them like every arfuse path (the same bits), moving (n - 1) x the message instead of
+ *   NCCL's 2 (n - 1) / n.
+ * Replicas: residual_in and weight must be bitwise equal on every rank (they are replicas in tensor
+ * parallelism). Paths that split a call across ranks (two-shot, host-staged two-shot) take rank q's
+ * residual_in for the part rank q reduces, so replicas that differ give outputs that are neither
+ * rank's answer, with no error. ARFUSE_CHECK_REPLICAS=1 (docs/environment.md) checks it on every
+ * fused call of an in-process group, eagerly and in CUDA-graph replays alike: the first differing
+ * rank and element abort the group with arfuseMismatch (reported like a kernel-recorded error:
+ * arfuseCommGetAsyncError and every later call; a call already past its waits, and any NCCL-path
+ * call, still completes). It copies both tensors to the host and runs a host callback per call: a
+ * debugging aid, not for production. Multi-process groups are not checked (one WARN line).
  *
  * Failures: a failed device-side wait (a peer timed out, a divergent call, two streams at once)
  * aborts the whole group, and the abort is sticky. The call that failed writes NaN into every output
@@ -49,7 +62,17 @@
  * Threading: the ranks of one group may be driven from one host thread (a loop over ranks) or from
  * one thread per rank. A communicator must not be used by two host threads at once. When one thread
  * drives several ranks and the chosen path is NCCL, wrap the loop in arfuseGroupStart/arfuseGroupEnd
- * (as with NCCL itself); for the other paths the group calls are harmless no-ops.
+ * (as with NCCL itself; see there for the order of calls inside a group); for the other paths the
+ * group calls change nothing unless an NCCL-path call precedes them on the same stream.
+ *
+ * Streams: ranks of one in-process group that share a GPU (virtual ranks) need streams that are
+ * really distinct and do not serialise: not one stream, not the per-thread default stream from one
+ * host thread (cudaStreamPerThread is a different stream in each thread, so from two threads it is
+ * fine), not 0 and cudaStreamLegacy (both name the device's one legacy stream), and not the legacy
+ * stream for one rank with a blocking stream (created without cudaStreamNonBlocking, or the
+ * per-thread stream) for another: the legacy stream and blocking streams wait for each other. Each
+ * call would wait for a peer call queued behind it; the call that would deadlock is refused with
+ * arfuseInvalidUsage naming both ranks (the peer's call already launched then times out).
  *
  * Errors: every function checks its arguments before anything is launched; a failure returns a code,
  * prints one canonical line on stderr ("arfuse ERROR rank=.. dev=.. code=.. file:line message"), and
@@ -173,7 +196,8 @@ typedef struct arfuseComm* arfuseComm_t;
  *   access to each other for the one-shot / two-shot paths; otherwise those paths are disabled with
  *   a WARN line and the plan uses NCCL.
  * - config: may be NULL for defaults.
- * Allocates per rank a workspace of 2 x maxTokens x maxHidden x (largest enabled dtype size) bytes,
+ * Allocates per rank a workspace of 2 x maxTokens x maxHidden x (largest size among the dtypes
+ * enabled in dtypeMask) bytes - so enable only the dtypes you use: bf16 alone halves it against fp32 -
  * a low-latency buffer of 2 parities x nranks x 2 x min(64 KiB, that message size), and small flag
  * arrays. Blocks the calling thread until every rank is ready. The current CUDA
  * device of the calling thread is restored before returning.
@@ -269,7 +293,22 @@ ARFUSE_API arfuseResult_t arfuseCommQueryPlan(arfuseComm_t comm, arfuseOp_t op, 
 /* ------------------------------------------------------------------------------------------- */
 
 /* Starts / ends a group of calls made from one thread for several ranks (needed only when the NCCL
- * path is used that way). Groups nest; work is launched at the outermost arfuseGroupEnd. */
+ * path is used that way). Groups nest; deferred work is issued at the outermost arfuseGroupEnd.
+ * Order: every stream runs its calls in the order they were made, whatever their paths. An
+ * NCCL-path call, and every later call on the same stream, is held until arfuseGroupEnd, which
+ * issues them as successive NCCL groups: the w-th NCCL all-reduce of every stream in the w-th
+ * ncclGroupStart/End, and what a stream does between two all-reduces (an epilogue, arfuse-path
+ * calls) between those NCCL groups. So a call may read an earlier call's outputs, NCCL path or not.
+ * Calls on a stream with nothing held launch at once, as outside a group.
+ * Limits: one host thread's group holds at most 4096 deferred calls (all ranks together); the call
+ * past it fails with arfuseInvalidUsage and nothing of it is held. After a communicator's call is
+ * held, its later calls in the group must use the same stream (else arfuseInvalidUsage): an event
+ * recorded between calls of a group does not order held work. NCCL calls of your own made inside
+ * an arfuse group are launched when arfuseGroupEnd begins, before every held arfuse call. Do not
+ * open an arfuse group inside an NCCL group of your own (ncclGroupStart): NCCL would then hold the
+ * all-reduces past arfuseGroupEnd, after the epilogues that need them.
+ * Errors: arfuseInvalidUsage (End without Start), arfuseNcclError, and the first error of a held
+ * call (later held calls are then not issued). */
 ARFUSE_API arfuseResult_t arfuseGroupStart(void);
 ARFUSE_API arfuseResult_t arfuseGroupEnd(void);
 
@@ -282,6 +321,7 @@ ARFUSE_API arfuseResult_t arfuseAllReduce(const void* in, void* out, int tokens,
 /* Fused: s = all-reduce(x); residual_out = residual_in + s; norm_out = rmsnorm(residual_out) * weight.
  * Shapes: x, residual_in, norm_out, residual_out are [tokens, hidden]; weight is [hidden]; all of
  * `dtype`, on this rank's device, 16-byte aligned, hidden a multiple of 8.
+ * residual_in and weight must hold bitwise-equal values on every rank (see "Replicas" above).
  * Aliasing: residual_out may equal residual_in; norm_out may equal x. No other overlap is allowed
  * (error arfuseInvalidArgument naming both arguments). eps must be finite and > 0. */
 ARFUSE_API arfuseResult_t arfuseAllReduceAddRmsNorm(const void* x, const void* residual_in, const void* weight,

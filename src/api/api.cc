@@ -9,13 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "api/enqueue.h"
+#include "api/replica_check.h"
+#include "api/streams.h"
 #include "api/validate.h"
 #include "bootstrap/bootstrap.h"
 #include "diag/dump.h"
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
 #include "common/params.h"
-#include "algos/launch.h"
 
 #ifndef ARFUSE_BUILD_ARCHS
 #define ARFUSE_BUILD_ARCHS "unknown"
@@ -23,12 +25,11 @@
 
 namespace arfuse {
 namespace {
-
 thread_local std::string tLastError;
+}  // namespace
 
-// Records an error: the communicator's (or this thread's) last-error text and one ERROR line.
 arfuseResult_t fail(arfuseComm* comm, arfuseResult_t code, const char* file, int line, const std::string& msg,
-                    const std::string& fields = "") {
+                    const std::string& fields) {
   LogContext ctx = comm ? comm->logContext() : LogContext{};
   std::string f = strprintf("code=%s", arfuseGetErrorName(code));
   if (!fields.empty()) f += " " + fields;
@@ -40,22 +41,8 @@ arfuseResult_t fail(arfuseComm* comm, arfuseResult_t code, const char* file, int
   logLine(kLogError, ctx, f, file, line, msg);
   return code;
 }
-#define FAIL(comm, code, ...) return fail(comm, code, __FILE__, __LINE__, strprintf(__VA_ARGS__))
-#define FAIL_F(comm, code, fields, ...) return fail(comm, code, __FILE__, __LINE__, strprintf(__VA_ARGS__), fields)
 
-// Restores the caller's current device on scope exit.
-struct DeviceScope {
-  int saved = -1;
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&saved);
-    if (saved != device) cudaSetDevice(device);
-  }
-  ~DeviceScope() {
-    int now = -1;
-    cudaGetDevice(&now);
-    if (saved >= 0 && now != saved) cudaSetDevice(saved);
-  }
-};
+namespace {
 
 // Looks up a handle without dereferencing it unless it is live.
 arfuseComm* liveComm(arfuseComm_t comm, const char* func, arfuseResult_t* st) {
@@ -100,42 +87,6 @@ std::string checkPointers(const std::vector<BufferArg>& bufs, int device) {
   return "";
 }
 
-ncclDataType_t ncclType(arfuseDataType_t d) {
-  return d == arfuseBfloat16 ? ncclBfloat16 : d == arfuseFloat16 ? ncclFloat16 : ncclFloat32;
-}
-
-// Work deferred to the outermost arfuseGroupEnd: the epilogue of an NCCL-path call must follow the
-// all-reduce that NCCL only launches at ncclGroupEnd.
-struct Deferred {
-  arfuseComm* comm;
-  Launch launch;
-  LocalArgs args;
-  cudaStream_t stream;
-};
-thread_local int tGroupDepth = 0;
-thread_local std::vector<Deferred> tDeferred;
-
-// The launch of a plan's kernel: its geometry and instantiation.
-Launch launchOf(const Plan& plan, arfuseDataType_t dtype, KernelKind kind) {
-  Launch l;
-  l.dtype = dtype;
-  l.kind = kind;
-  l.vecs = plan.geo.vecs;
-  l.blocks = plan.blocks;
-  l.threads = plan.threads;
-  l.chunks = plan.geo.chunks;
-  l.pdl = plan.pdl;
-  return l;
-}
-
-arfuseResult_t launchLocalKernel(arfuseComm* comm, const Launch& l, const LocalArgs& la, cudaStream_t stream) {
-  const int e = launchLocal(l, la, stream);
-  if (e != cudaSuccess)
-    FAIL(comm, arfuseCudaError, "launch of add+rmsnorm (%d x %d threads, %d vectors per thread) failed: %s",
-         l.blocks, l.threads, l.vecs, cudaGetErrorString(cudaError_t(e)));
-  return arfuseSuccess;
-}
-
 arfuseResult_t fromBootstrap(bootstrap::Result r) {
   switch (r) {
     case bootstrap::Result::kInvalidArgument: return arfuseInvalidArgument;
@@ -151,6 +102,42 @@ int initTimeoutMs(const arfuseConfig_t* config) {
   int t = paramTimeoutMs();
   if (config && config->timeoutMs > 0) t = config->timeoutMs;
   return std::max(30000, t);
+}
+
+// The identity of the stream a call will run on (api/streams.h). A created stream's flags are read
+// only outside capture: a captured stream cannot meet the legacy stream anyway, and no query is
+// made that capture might reject.
+StreamIdentity identityOf(cudaStream_t stream, int device) {
+  const uintptr_t h = reinterpret_cast<uintptr_t>(stream);
+  int flags = -1;
+  if (h != 0 && h != kLegacyHandle && h != kPerThreadHandle) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    unsigned f = 0;
+    cudaError_t e = cudaStreamIsCapturing(stream, &cs);
+    if (e == cudaSuccess && cs == cudaStreamCaptureStatusNone && (e = cudaStreamGetFlags(stream, &f)) == cudaSuccess)
+      flags = static_cast<int>(f);
+    if (e != cudaSuccess) cudaGetLastError();  // an invalid handle: the launch will say so
+  }
+  return resolveStream(h, device, hostThreadKey(), flags);
+}
+
+// Ranks of one group sharing a GPU whose streams are one stream (or serialise through the legacy
+// default stream) deadlock: each call waits for a peer call queued behind it. "" or the refusal.
+std::string checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, arfuseAlgo_t algo) {
+  if (g.lastStream.empty() || !g.fabric.virtualRanks || algo == arfuseAlgoLocal) return "";
+  const StreamIdentity mine = identityOf(stream, comm->device);
+  std::lock_guard<std::mutex> lock(g.streamMu);
+  for (int q = 0; q < g.nranks; ++q) {
+    if (q == comm->rank || g.ranks[q].device != comm->device) continue;
+    const std::string why = streamConflict(mine, g.lastStream[q]);
+    if (!why.empty())
+      return strprintf("rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
+                       "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
+                       "rank its own stream, created with cudaStreamNonBlocking",
+                       comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
+  }
+  g.lastStream[comm->rank] = mine;
+  return "";
 }
 
 struct CallArgs {
@@ -218,47 +205,73 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   msg = checkPointers(bufs, comm->device);
   if (!msg.empty()) return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
 
-  // Ranks of one group sharing a GPU and a stream deadlock (each call waits for a peer call queued
-  // behind it): refuse before launching. (cudaStreamPerThread is a different stream per thread.)
-  if (g.lastStream && plan.algo != arfuseAlgoLocal && stream != cudaStreamPerThread) {
-    for (int q = 0; q < g.nranks; ++q) {
-      if (q == comm->rank || g.ranks[q].device != comm->device) continue;
-      if (g.lastStream[q].load(std::memory_order_relaxed) == static_cast<void*>(stream))
-        return fail(comm, arfuseInvalidUsage, __FILE__, __LINE__,
-                    strprintf("%s: rank %d and rank %d of this group share device %d and stream %p: a call waits for "
-                              "its peers' calls, which would queue behind it on that stream forever. Give every rank "
-                              "its own stream",
-                              func, comm->rank, q, comm->device, static_cast<void*>(stream)),
-                    fields);
-    }
-    g.lastStream[comm->rank].store(static_cast<void*>(stream), std::memory_order_relaxed);
-  }
-  DeviceScope scope(comm->device);
+  msg = checkSharedStream(g, comm, stream, plan.algo);
+  if (!msg.empty()) return fail(comm, arfuseInvalidUsage, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
+
   const bool fused = c.op == arfuseOpAllReduceAddRmsNorm;
   const bool extended = c.epi != nullptr;
   const void* residualIn = extended ? c.epi->residualIn : c.residualIn;
   void* normOut = extended ? c.epi->normOut : c.normOut;
   void* residualOut = extended ? c.epi->residualOut : c.residualOut;
-  const std::string callFields = fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype),
-                                                    arfuseAlgoName(plan.algo));
-  const KernelKind kind = extended ? kKindExtended : fused ? kKindFused : kKindAllReduce;
+  PlannedCall pc;
+  pc.comm = comm;
+  pc.device = comm->device;
+  pc.stream = stream;
+  pc.algo = plan.algo;
+  pc.dtype = c.dtype;
+  pc.fused = fused;
+  pc.extended = extended;
+  pc.twoShotVariant = plan.twoShotVariant;
+  pc.launch = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
+  pc.fields = fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype),
+                                 arfuseAlgoName(plan.algo));
+  if (fused && replicaCheckEnabled()) {
+    pc.check = true;
+    pc.checkShape = ReplicaShape{c.tokens, c.hidden, c.dtype, residualIn != nullptr};
+    pc.checkResidual = residualIn;
+    pc.checkWeight = c.weight;
+  }
   switch (plan.algo) {
-    case arfuseAlgoLocal: {
-      if (!fused) {
-        if (c.residualOut != c.x) {
-          cudaError_t e = cudaMemcpyAsync(c.residualOut, c.x, bytes, cudaMemcpyDeviceToDevice, stream);
-          if (e != cudaSuccess) FAIL_F(comm, arfuseCudaError, callFields, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
-        }
-        return arfuseSuccess;
+    case arfuseAlgoLocal:
+      if (!fused && c.residualOut != c.x) {
+        pc.copySrc = c.x;
+        pc.copyDst = c.residualOut;
+        pc.copyBytes = bytes;
       }
-      LocalArgs la{c.x, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps, 1.0f / c.hidden, 1, 0, {}, ext};
-      return launchLocalKernel(comm, launchOf(plan, c.dtype, kind), la, stream);
-    }
+      pc.la = LocalArgs{c.x, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps,
+                        1.0f / c.hidden, 1, 0, {}, ext};
+      break;
+    case arfuseAlgoNccl:
+      pc.sendBuf = c.x;
+      pc.count = static_cast<size_t>(c.tokens) * c.hidden;
+      if (!fused && !g.policy.deterministic) {
+        pc.recvBuf = c.residualOut;
+        break;
+      }
+      // Reduce (or, deterministic, gather every rank's input) into the NCCL path's own buffer (never a
+      // caller buffer that is also an input, nor the staging peers read), then the epilogue. One
+      // buffer serves every call: each all-reduce is queued behind the previous call's epilogue on
+      // the rank's stream, in groups too (api/group_schedule.h).
+      pc.recvBuf = g.ranks[comm->rank].ncclSum;
+      pc.gather = g.policy.deterministic;
+      pc.la = LocalArgs{pc.recvBuf, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps,
+                        1.0f / c.hidden, 1, 0, {}, ext};
+      if (pc.gather) {
+        pc.la.sources = g.nranks;
+        pc.la.sourceStride = pc.count;
+      }
+      if (!fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
+        pc.la.residualOut = c.residualOut;
+        pc.launch.blocks = std::max(1, std::min(4 * g.fabric.smCount,
+                                                static_cast<int>((pc.count / dtypeVecElems(c.dtype) + 255) / 256)));
+        pc.launch.threads = 256;
+      }
+      break;
     case arfuseAlgoOneShot:
     case arfuseAlgoTwoShot:
     case arfuseAlgoLowLatency:
     case arfuseAlgoHostStaged: {
-      KernelArgs ka{};
+      KernelArgs& ka = pc.ka;
       ka.peers = g.peers;
       ka.host = g.host;
       ka.stagingRegionBytes = g.ws.stagingRegionBytes;
@@ -268,8 +281,8 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       // Waits poll this rank's device abort word when peers can write it, else the host-mapped one.
       ka.abortPoll = g.fabric.p2p ? &ka.state->abort : reinterpret_cast<const uint32_t*>(&g.sharedDev->abort);
       ka.peerAbort = g.fabric.p2p ? 1 : 0;
-      ka.flight = g.flight ? 1 : 0;
       ka.timeoutNs = g.timeoutNs;
+      ka.flight = g.flight ? 1 : 0;
       ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
       ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
       ka.rank = comm->rank;
@@ -284,54 +297,13 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.eps = c.eps;
       ka.invHidden = 1.0f / c.hidden;
       ka.ext = ext;
-      const Launch l = launchOf(plan, c.dtype, kind);
-      int e = 0;
-      switch (plan.algo) {
-        case arfuseAlgoOneShot: e = launchOneShot(l, ka, stream); break;
-        case arfuseAlgoTwoShot: e = launchTwoShot(l, ka, stream); break;
-        case arfuseAlgoLowLatency: e = launchLowLatency(l, ka, stream); break;
-        default: e = launchHostStaged(l, plan.twoShotVariant, ka, stream);
-      }
-      if (e != cudaSuccess)
-        FAIL_F(comm, arfuseCudaError, callFields, "kernel launch (%d x %d threads, %d chunks, %d vectors per thread) failed: %s",
-               plan.blocks, plan.threads, plan.geo.chunks, plan.geo.vecs, cudaGetErrorString(cudaError_t(e)));
-      return arfuseSuccess;
-    }
-    case arfuseAlgoNccl: {
-      ncclComm_t nc = g.ranks[comm->rank].nccl;
-      const size_t count = static_cast<size_t>(c.tokens) * c.hidden;
-      const Launch l = launchOf(plan, c.dtype, kind);
-      void* sum = g.ranks[comm->rank].staging;  // never a caller buffer that is also an input
-      LocalArgs la{sum, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps, 1.0f / c.hidden, 1, 0, {}, ext};
-      if (g.policy.deterministic) {
-        // Every rank's input, gathered in rank order; the epilogue (or the plain sum) adds them in fp32.
-        ncclResult_t nr = ncclAllGather(c.x, sum, count, ncclType(c.dtype), nc, stream);
-        if (nr != ncclSuccess) FAIL_F(comm, arfuseNcclError, callFields, "ncclAllGather: %s", ncclGetErrorString(nr));
-        la.sources = g.nranks;
-        la.sourceStride = count;
-      } else if (!fused) {
-        ncclResult_t nr = ncclAllReduce(c.x, c.residualOut, count, ncclType(c.dtype), ncclSum, nc, stream);
-        if (nr != ncclSuccess) FAIL_F(comm, arfuseNcclError, callFields, "ncclAllReduce: %s", ncclGetErrorString(nr));
-        return arfuseSuccess;
-      } else {
-        ncclResult_t nr = ncclAllReduce(c.x, sum, count, ncclType(c.dtype), ncclSum, nc, stream);
-        if (nr != ncclSuccess) FAIL_F(comm, arfuseNcclError, callFields, "ncclAllReduce: %s", ncclGetErrorString(nr));
-      }
-      Launch run = l;
-      if (!fused) {  // the deterministic plain all-reduce: sum the gathered inputs into `out`
-        la.residualOut = c.residualOut;
-        run.blocks = std::max(1, std::min(g.fabric.smCount * 4, static_cast<int>((count / dtypeVecElems(c.dtype) + 255) / 256)));
-        run.threads = 256;
-      }
-      if (tGroupDepth > 0) {
-        tDeferred.push_back({comm, run, la, stream});
-        return arfuseSuccess;
-      }
-      return launchLocalKernel(comm, run, la, stream);
+      break;
     }
     default:
-      FAIL_F(comm, arfuseInternalError, callFields, "plan returned algo %d", int(plan.algo));
+      FAIL_F(comm, arfuseInternalError, pc.fields, "plan returned algo %d", int(plan.algo));
   }
+  DeviceScope scope(comm->device);
+  return enqueueCall(pc);
 }
 
 }  // namespace
@@ -501,32 +473,9 @@ arfuseResult_t arfuseCommQueryPlan(arfuseComm_t comm, arfuseOp_t op, int tokens,
   return arfuseSuccess;
 }
 
-arfuseResult_t arfuseGroupStart(void) {
-  ++tGroupDepth;
-  ncclResult_t nr = ncclGroupStart();
-  if (nr != ncclSuccess) {
-    --tGroupDepth;
-    FAIL(nullptr, arfuseNcclError, "arfuseGroupStart: ncclGroupStart: %s", ncclGetErrorString(nr));
-  }
-  return arfuseSuccess;
-}
+arfuseResult_t arfuseGroupStart(void) { return groupStart(); }
 
-arfuseResult_t arfuseGroupEnd(void) {
-  if (tGroupDepth == 0) FAIL(nullptr, arfuseInvalidUsage, "arfuseGroupEnd without a matching arfuseGroupStart");
-  ncclResult_t nr = ncclGroupEnd();
-  if (--tGroupDepth > 0) return nr == ncclSuccess ? arfuseSuccess : arfuseNcclError;
-  std::vector<Deferred> work;
-  work.swap(tDeferred);
-  if (nr != ncclSuccess) FAIL(nullptr, arfuseNcclError, "arfuseGroupEnd: ncclGroupEnd: %s", ncclGetErrorString(nr));
-  arfuseResult_t first = arfuseSuccess;
-  for (const Deferred& d : work) {
-    if (!commIsLive(d.comm)) continue;
-    DeviceScope scope(d.comm->device);
-    arfuseResult_t st = launchLocalKernel(d.comm, d.launch, d.args, d.stream);
-    if (first == arfuseSuccess) first = st;
-  }
-  return first;
-}
+arfuseResult_t arfuseGroupEnd(void) { return groupEnd(); }
 
 arfuseResult_t arfuseAllReduce(const void* in, void* out, int tokens, int hidden, arfuseDataType_t dtype,
                                arfuseComm_t comm, void* stream) {

@@ -66,6 +66,7 @@ void freeGroup(Group* g) {
     if (r.staging) cudaFree(r.staging);
     if (r.control) cudaFree(r.control);
     if (r.ll) cudaFree(r.ll);
+    if (r.ncclSum) cudaFree(r.ncclSum);
     if (r.aux) cudaStreamDestroy(r.aux);
   }
   for (auto it = g->cleanups.rbegin(); it != g->cleanups.rend(); ++it) (*it)();
@@ -92,6 +93,7 @@ arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message) {
     CUDA_TRY(cudaMemset(rr.ll, 0, g->ws.llBytes));  // flag 0 never matches a call
     g->peers.ll[r] = rr.ll;
   }
+  if (g->ws.ncclBytes && !g->fabric.virtualRanks) CUDA_TRY(cudaMalloc(&rr.ncclSum, g->ws.ncclBytes));
   CUDA_TRY(cudaStreamCreateWithFlags(&rr.aux, cudaStreamNonBlocking));
   g->peers.staging[r] = rr.staging;
   g->peers.control[r] = rr.control;
@@ -539,8 +541,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   }
 
   for (int r = 0; r < nranks; ++r) g->ranks[r].arch = archs[r];
-  g->lastStream.reset(new std::atomic<void*>[nranks]);
-  for (int r = 0; r < nranks; ++r) g->lastStream[r].store(reinterpret_cast<void*>(~uintptr_t(0)));
+  g->lastStream.resize(nranks);
   startWatching(g);
   g->live = nranks;
   for (int r = 0; r < nranks; ++r) {
@@ -581,10 +582,34 @@ arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message) {
   return st;
 }
 
+// An abort the devices of this process's ranks may not have seen: raised on the host (a replica
+// mismatch), or by a peer that cannot write their memory (no peer access). Sets each local rank's
+// device abort word once, so later kernels -- CUDA-graph replays too -- are refused at entry.
+void propagateAbortToDevices(const Group& g) {
+  if (g.deviceAbortSet.exchange(true)) return;
+  static const uint32_t kOne = 1;
+  int saved = -1;
+  cudaGetDevice(&saved);
+  for (const RankResources& rr : g.ranks) {
+    if (rr.device < 0 || !rr.control || !rr.aux) continue;
+    cudaSetDevice(rr.device);
+    cudaMemcpyAsync(&rr.control->state.abort, &kOne, sizeof kOne, cudaMemcpyHostToDevice, rr.aux);
+  }
+  cudaGetLastError();
+  if (saved >= 0) cudaSetDevice(saved);
+}
+
 arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields,
                                bool* firstReport) {
   if (firstReport) *firstReport = true;
   if (!readAbort(*g.shared)) return arfuseSuccess;
+  propagateAbortToDevices(g);
+  if (const int code = g.hostError.load(std::memory_order_acquire)) {  // raised on the host; printed there once
+    *message = g.hostErrorText;
+    if (fields) *fields = g.hostErrorFields;
+    if (firstReport) *firstReport = false;
+    return arfuseResult_t(code);
+  }
   // Prefer this rank's own record; else the first rank that recorded one.
   ErrorRecord e{};
   int who = -1;

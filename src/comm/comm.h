@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "api/streams.h"
 #include "arfuse/arfuse.h"
 #include "diag/log.h"
 #include "diag/watchdog.h"
@@ -28,6 +29,7 @@ struct RankResources {
   char* staging = nullptr;           // Workspace::stagingBytes (per-CTA regions; the NCCL path's sum)
   ControlBlock* control = nullptr;   // device/args.h, zeroed at init
   char* ll = nullptr;                // Workspace::llBytes
+  char* ncclSum = nullptr;           // Workspace::ncclBytes (groups that may use NCCL: one GPU per rank)
   ncclComm_t nccl = nullptr;
   cudaStream_t aux = nullptr;        // this rank's own stream for host copies (flight recorder), never a caller's
 };
@@ -46,9 +48,19 @@ struct Group {
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
   std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
-  // In-process groups: the stream of each rank's last call. Two ranks on one GPU must never share a
-  // stream: a rank's call waits for its peers' calls, which would queue behind it forever.
-  std::unique_ptr<std::atomic<void*>[]> lastStream;
+  // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
+  // streamMu. Two ranks on one GPU must never share a stream, nor pair the legacy default stream
+  // with a blocking one: a rank's call waits for its peers' calls, which would queue behind it.
+  std::mutex streamMu;
+  std::vector<StreamIdentity> lastStream;
+  // Host-side state of the opt-in checks (api/replica_check.cc), created on first use under apiMu,
+  // and an error the host raised for the whole group (a replica mismatch): reported by
+  // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
+  std::mutex apiMu;
+  std::shared_ptr<void> replicaCheck;
+  std::atomic<int> hostError{0};  // arfuseResult_t, 0: none
+  mutable std::atomic<bool> deviceAbortSet{false};  // the host copied the abort into the local ranks' device words
+  std::string hostErrorText, hostErrorFields;
   // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
   // per rank a flag array [kMaxCtas][kMaxRanks] of FlagSlots, then per rank its slot
   // (ws.hostSlotBytes: [maxBlocks][2 parities][ws.hostRegionBytes]).

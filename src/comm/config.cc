@@ -1,11 +1,23 @@
 #include "comm/config.h"
 
+#include <algorithm>
 #include <cstddef>
 
 #include "common/params.h"
 #include "diag/log.h"
 
 namespace arfuse {
+
+size_t workspaceMessageBytes(const Limits& limits) {
+  size_t largest = 0;
+  for (int d = 0; d < arfuseNumDataTypes; ++d) {
+    if (!(limits.dtypeMask & ARFUSE_DTYPE_BIT(d))) continue;
+    const arfuseDataType_t dt = arfuseDataType_t(d);
+    const size_t hidden = static_cast<size_t>(std::min(limits.maxHidden, maxSupportedHidden(dt)));
+    largest = std::max(largest, static_cast<size_t>(limits.maxTokens) * hidden * dtypeSize(dt));
+  }
+  return largest;
+}
 
 arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out, std::string* message) {
   arfuseConfig_t defaults = ARFUSE_CONFIG_INITIALIZER;
@@ -67,6 +79,7 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   const int det = c.size >= offsetof(arfuseConfig_t, deterministic) + sizeof(int) ? c.deterministic : -1;
   if (det < -1 || det > 1) return bad(strprintf("deterministic=%d: must be 0, 1 or -1", det));
   r.policy.deterministic = det == -1 ? paramDeterministic() : det == 1;
+  r.messageBytes = workspaceMessageBytes(r.limits);
   *out = r;
   return arfuseSuccess;
 }

@@ -31,6 +31,7 @@
 
 #include "comm/comm.h"
 #include "comm/config.h"
+#include "comm/process_cookie.h"
 #include "comm/shm.h"
 #include "common/params.h"
 #include "algos/launch.h"
@@ -53,7 +54,8 @@ struct Hello {
   char text[kTextBytes];
   uint8_t uuid[16];
   uint64_t hostHash;
-  int64_t pid;
+  uint64_t cookie;  // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
+  int64_t pid;      // not an identity (see cookie); kept for post-mortems of the exchanged bytes
   uint64_t nonce;  // rank 0: names the segments
   int32_t arch, smCount, resident, canMapHost;
   int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;
@@ -68,7 +70,7 @@ struct Wire {
   uint8_t reach[kMaxRanks];  // 1: this rank can load/store rank s's memory (peer access, or the same GPU)
   char reachWhy[96];         // why not, for the first rank it cannot reach
   cudaIpcMemHandle_t staging, control, ll;
-  uint64_t stagingPtr, controlPtr, llPtr;  // raw, for a rank of the same process
+  uint64_t stagingPtr, controlPtr, llPtr;  // raw, for a rank of the same process (same cookie)
   ncclUniqueId ncclId;                      // rank 0
 };
 static_assert(sizeof(Wire) <= kSlotBytes, "Wire must fit a slot");
@@ -160,6 +162,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   me.rank = rank;
   me.pid = getpid();
   me.hostHash = hostHash();
+  me.cookie = processCookie();
   ResolvedConfig rc;
   std::string why;
   arfuseResult_t local = arfuseSuccess;
@@ -429,7 +432,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     for (int s = 0; s < nranks && localC == arfuseSuccess; ++s) {
       if (s == rank) continue;
       auto open = [&](const cudaIpcMemHandle_t& hnd, uint64_t raw, char** out) {
-        if (h[s].pid == h[rank].pid) {  // the same process: its pointers are ours
+        if (sameProcess(h[s].hostHash, h[s].cookie, h[rank].hostHash, h[rank].cookie)) {  // its pointers are ours
           *out = reinterpret_cast<char*>(raw);
           return true;
         }

@@ -60,6 +60,11 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_DUMP_ON_SIGNAL", "bool", "0",
      "1: on SIGUSR1, write every live communicator's flight-recorder dump (the format `arfuse triage` reads) to "
      "stderr and to the ARFUSE_DEBUG_FILE file."},
+    {"ARFUSE_CHECK_REPLICAS", "bool", "0",
+     "1: every fused call checks that residual_in and weight are bitwise equal on every rank, as arfuse.h requires, "
+     "and a difference aborts the group with arfuseMismatch naming the first differing rank and element. Costs a "
+     "device-to-host copy of both and a host callback per call (also inside CUDA graphs, at every replay); "
+     "in-process groups only."},
 };
 
 int parseLevel(const std::string& v) {

@@ -145,9 +145,8 @@ Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long lon
   const size_t rowsPerCta = (static_cast<size_t>(limits.maxTokens) + ctas - 1) / ctas;
   w.stagingRegionBytes = (rowsPerCta * w.maxRowBytes + 255) / 256 * 256;
   w.stagingBytes = ctas * 2 * w.stagingRegionBytes;
-  if (deterministic && nranks > 1)
-    w.stagingBytes = std::max(w.stagingBytes,
-                              static_cast<size_t>(nranks) * static_cast<size_t>(limits.maxTokens) * w.maxRowBytes);
+  if (nranks > 1)
+    w.ncclBytes = static_cast<size_t>(deterministic ? nranks : 1) * static_cast<size_t>(limits.maxTokens) * w.maxRowBytes;
   w.llBytes = nranks > 1 ? static_cast<size_t>(kLlMaxCtas) * 2 * nranks * kLlRegionBytes : 0;
   if (hostMessageBytes > 0) {
     // Messages up to hostMessageBytes: a CTA holds at most ceil(tokens / ctas) whole rows, i.e. at

@@ -129,13 +129,15 @@ struct Workspace {
   size_t elemBytes = 0;           // largest enabled dtype
   size_t maxRowBytes = 0;         // maxHidden x elemBytes
   size_t stagingRegionBytes = 0;  // per CTA and parity
-  size_t stagingBytes = 0;        // per rank: maxBlocks x 2 x stagingRegionBytes, or the NCCL path's
-                                  // gather (nranks x the largest message) when that is larger
+  size_t stagingBytes = 0;        // per rank: maxBlocks x 2 x stagingRegionBytes
+  size_t ncclBytes = 0;           // the NCCL path's sum: the largest message, or nranks of them when
+                                  // deterministic (an all-gather); its own buffer, never the staging
+                                  // peers may still be reading
   size_t llBytes = 0;             // per rank: kLlMaxCtas x 2 x nranks x kLlRegionBytes (0 for one rank)
   size_t hostRegionBytes = 0;     // per CTA and parity, for messages up to hostMessageBytes
   size_t hostSlotBytes = 0;       // per rank: maxBlocks x 2 x hostRegionBytes
 };
-// deterministic: the NCCL path gathers every rank's input into the staging buffer (nranks messages).
+// deterministic: the NCCL path gathers every rank's input (nranks messages) instead of summing.
 Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
                        bool deterministic = false);
 

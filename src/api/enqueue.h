@@ -1,0 +1,93 @@
+// Issuing a planned call: the kernels, the NCCL all-reduce, the opt-in replica check, and the
+// deferral of calls made inside arfuseGroupStart/End (api/group_schedule.h says in what order
+// arfuseGroupEnd issues them and why). api.cc checks and plans; this file only issues.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "api/replicas.h"
+#include "arfuse/arfuse.h"
+#include "comm/comm.h"
+#include "algos/launch.h"
+#include "device/args.h"
+
+namespace arfuse {
+
+// The one error currency of the C ABI (defined in api.cc): records the communicator's (or this
+// thread's) last-error text and prints one canonical ERROR line.
+arfuseResult_t fail(arfuseComm* comm, arfuseResult_t code, const char* file, int line, const std::string& msg,
+                    const std::string& fields = "");
+#define FAIL(comm, code, ...) return ::arfuse::fail(comm, code, __FILE__, __LINE__, ::arfuse::strprintf(__VA_ARGS__))
+#define FAIL_F(comm, code, fields, ...) \
+  return ::arfuse::fail(comm, code, __FILE__, __LINE__, ::arfuse::strprintf(__VA_ARGS__), fields)
+
+// Restores the caller's current device on scope exit.
+struct DeviceScope {
+  int saved = -1;
+  explicit DeviceScope(int device) {
+    cudaGetDevice(&saved);
+    if (saved != device) cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    int now = -1;
+    cudaGetDevice(&now);
+    if (saved >= 0 && now != saved) cudaSetDevice(saved);
+  }
+};
+
+// Everything needed to issue one checked and planned call, by value (a deferred call outlives the
+// caller's arguments struct, not its buffers).
+struct PlannedCall {
+  arfuseComm* comm = nullptr;
+  int device = 0;  // comm->device, kept so that a deferred call never reads a destroyed handle
+  cudaStream_t stream = nullptr;
+  arfuseAlgo_t algo = arfuseAlgoAuto;
+  arfuseDataType_t dtype = arfuseBfloat16;
+  bool fused = false;     // AllReduceAddRmsNorm (or the extended epilogue)
+  bool extended = false;  // arfuseAllReduceEpilogue
+  bool twoShotVariant = false;
+  Launch launch;    // the kernel's instantiation and geometry (the plan's)
+  KernelArgs ka{};  // one-shot, two-shot, low-latency, host-staged
+  LocalArgs la{};   // local path, and the NCCL path's epilogue (la.x = the all-reduce's output)
+  // NCCL path: the all-reduce (count elements of dtype), or in the deterministic mode an all-gather
+  // of every rank's input into recvBuf (then la.sources = nranks: the epilogue sums them in order)
+  const void* sendBuf = nullptr;
+  void* recvBuf = nullptr;
+  size_t count = 0;
+  bool gather = false;
+  // Local path, AllReduce: out = in (bytes; nothing when in place)
+  const void* copySrc = nullptr;
+  void* copyDst = nullptr;
+  size_t copyBytes = 0;
+  // ARFUSE_CHECK_REPLICAS: what to compare, copied just before the call reads it
+  bool check = false;
+  ReplicaShape checkShape;
+  const void* checkResidual = nullptr;
+  const void* checkWeight = nullptr;
+  std::string fields;  // the canonical line's fields for this call (op, bytes, dtype, path)
+
+  bool hasAllReduce() const { return algo == arfuseAlgoNccl; }
+  bool hasLaunch() const { return algo != arfuseAlgoNccl || fused || gather; }
+};
+
+// Issues the call now, or, inside arfuseGroupStart/End, defers it when stream order requires
+// (an NCCL all-reduce, or anything after one on the same stream).
+arfuseResult_t enqueueCall(const PlannedCall& call);
+
+// arfuseGroupStart / arfuseGroupEnd.
+arfuseResult_t groupStart();
+arfuseResult_t groupEnd();
+
+// Launches the single-GPU add+RMSNorm kernel (arfuseAddRmsNorm, and the NCCL path's epilogue).
+arfuseResult_t launchLocalKernel(arfuseComm* comm, const Launch& l, const LocalArgs& la, cudaStream_t stream);
+
+// The launch of a plan's kernel: its instantiation and geometry.
+Launch launchOf(const Plan& plan, arfuseDataType_t dtype, KernelKind kind);
+
+// Most calls one host thread may hold deferred inside one arfuseGroupStart/End (every rank's
+// together); documented in arfuse.h.
+constexpr int kMaxGroupCalls = 4096;
+
+}  // namespace arfuse

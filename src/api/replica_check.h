@@ -1,0 +1,27 @@
+// ARFUSE_CHECK_REPLICAS=1, the CUDA side (the comparison is api/replicas.h, which says how and why).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "api/replicas.h"
+#include "arfuse/arfuse.h"
+
+struct arfuseComm;
+
+namespace arfuse {
+
+// ARFUSE_CHECK_REPLICAS, read once per process.
+bool replicaCheckEnabled();
+
+// Enqueues on `stream`, where the call's kernels follow: copies of residual_in (unless
+// shape.hasResidual is false) and weight into this rank's pinned host buffer, then a host function
+// that meets the other ranks' (api/replicas.h). Works the same under CUDA-graph capture: the copies
+// and the host function become graph nodes and run at every replay. A mismatch aborts the group
+// with arfuseMismatch (reported like a kernel-recorded error). Multi-process groups are not
+// checked (the ranks' host buffers are in different processes): one WARN line per communicator.
+arfuseResult_t enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, const void* residualIn,
+                                   const void* weight, cudaStream_t stream, std::string* message);
+
+}  // namespace arfuse
