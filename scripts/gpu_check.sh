@@ -8,6 +8,12 @@
 #   GPU_CHECK_BUDGET_S (default 570): the whole run's time budget; later steps are skipped, and say so
 #   --tests-only  the test suites, selftests, sanitizers and the Python tests; no benchmarks or doctor
 #   --bench-only  benchmarks, doctor and calibration; no test suites (a warm machine's second call)
+#   --proxy       first the virtual-rank proxy table (issue 17): fused, 2/4/8 ranks on GPU 0, every
+#                 forced path at 1/4/16/64 tokens (JSON proxy_tp*.json), and -- when .carry/baseline
+#                 holds an older tree (git archive REV | tar -x -C .carry/baseline) -- the same table
+#                 from that tree, built beside this one (baseline_tp*.json): before/after in one run
+#   --smoke       right after the build: selftest --quick, the fault matrix and batch invariance,
+#                 then everything else as time allows
 # With several GPUs the benchmarks run at TP = every GPU, and at TP2 too when there are more than 2.
 #
 # Needs: nvcc, cmake, ninja (or make), NCCL (system, CUDA toolkit, or the nvidia-nccl wheel that
@@ -19,9 +25,13 @@ mkdir -p "$OUT"
 quick=0
 bench_only=0
 tests_only=0
+proxy=0
+smoke=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
+    --proxy) proxy=1 ;;
+    --smoke) smoke=1 ;;
     --bench-only) bench_only=1 ;;
     --tests-only) tests_only=1 ;;
     *) echo "gpu_check.sh: unknown argument $a"; exit 2 ;;
@@ -113,6 +123,40 @@ run_ctest() {  # label, timeout, [-R regex], [-E regex]
     grep -E '^\[  FAILED  \] [A-Za-z0-9_/.]+' "$OUT/tests.log" | sort -u | head -40 | sed 's/^/  /' >> "$summary"
   fi
 }
+# ---- smoke: the rebuilt protocol first (one command each; failures listed) ------------------------
+if [ $smoke = 1 ]; then
+  step "smoke selftest" 120 "$OUT/smoke.log" "$build/bin/arfuse" selftest --quick
+  note "smoke selftest --quick: rc=$? $(tail -1 "$OUT/smoke.log")"
+  step "smoke matrix" 200 "$OUT/smoke.log" "$build/tests/gpu/gpu_test" \
+    --gtest_filter='*FaultMatrix*:*BatchInvariance*:Gpu_Fault*:Gpu_Streams*'
+  note "smoke fault matrix + invariance: rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/smoke.log" | tail -2 | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/smoke.log" | sort -u | head -30 | sed 's/^/  /' >> "$summary"
+  grep -E -A4 "^[^ ]*:[0-9]+: Failure$" "$OUT/smoke.log" | head -60 >> "$summary"
+fi
+# ---- proxy: virtual-rank timing of every forced path, before (baseline tree) and after -----------
+proxy_bench() {  # binary, prefix
+  for n in 2 4 8; do
+    step "proxy $2 TP$n" 90 "$OUT/proxy.txt" "$1" bench --op fused --ranks $n --algo all --tokens 1,4,16,64 \
+      --hidden 7168 -n 30 -J "$OUT/${2}_tp${n}.json"
+    note "proxy $2 TP$n: rc=$?"
+  done
+}
+if [ $proxy = 1 ]; then
+  proxy_bench "$build/bin/arfuse" proxy
+  if [ -d "$root/.carry/baseline/src" ]; then
+    base=$root/build-baseline
+    t1=$(date +%s)
+    if (cd "$root/.carry/baseline" && rm -rf .carry && ln -s "$root/.carry" .carry && \
+        cmake -S . -B "$base" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release -DARFUSE_BUILD_TESTS=OFF "${nccl_args[@]}" && \
+        cmake --build "$base" -j"$(nproc)" --target arfuse_cli) > "$OUT/build_baseline.log" 2>&1; then
+      note "baseline build: ok in $(( $(date +%s) - t1 )) s"
+      proxy_bench "$base/bin/arfuse" baseline
+    else
+      note "baseline build FAILED (build_baseline.log)"; tail -5 "$OUT/build_baseline.log" >> "$summary"
+    fi
+  fi
+  grep -E "^ *[0-9]+ .*(lowlatency|oneshot|twoshot|hoststaged|auto|nccl)" "$OUT/proxy.txt" | head -0 >/dev/null
+fi
 # GPU_CHECK_FIRST: a command (run from the build directory) before everything else, e.g. a gtest
 # filter over the cases an earlier call did not reach.
 if [ -n "${GPU_CHECK_FIRST:-}" ]; then

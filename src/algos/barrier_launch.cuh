@@ -33,20 +33,22 @@ struct BarrierKernels {
     }
   };
   template <typename T>
-  static int resident(int current) {
-    BarrierKernelFn const small[] = {fn<T, false, 1>(), fn<T, true, 1>(), fn<T, true, 2>(), fn<T, true, 2, true>()};
-    BarrierKernelFn const large[] = {fn<T, false, 8>(), fn<T, true, 8>(), fn<T, true, 8, true>()};
-    current = minResident(current, small, barrierMaxThreads(2));
-    return current ? minResident(current, large, barrierMaxThreads(8)) : 0;
+  static void resident(Residency* r) {
+    BarrierKernelFn const narrow[] = {fn<T, false, 1>(), fn<T, true, 1>(), fn<T, true, 2>(), fn<T, true, 2, true>()};
+    BarrierKernelFn const wide[] = {fn<T, false, 8>(), fn<T, true, 8>(), fn<T, true, 8, true>()};
+    r->narrow = minResident(r->narrow, narrow, barrierMaxThreads(2));
+    r->wide = minResident(r->wide, wide, barrierMaxThreads(8));
+    for (int c = 2; c <= kMaxChunks; c *= 2)
+      for (BarrierKernelFn k : {fn<T, true, 1>(), fn<T, false, 1>()})
+        r->clusters[c] = std::min(r->clusters[c], activeClusters(k, c, barrierMaxThreads(1)));
   }
   static int launch(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
     return launchKernel(pickByDtype<Pick>(l.dtype, l.kind, l.vecs), l, args, stream);
   }
-  static int residentAll(int current) {
-    current = resident<__nv_bfloat16>(current);
-    if (current) current = resident<__half>(current);
-    if (current) current = resident<float>(current);
-    return current;
+  static void residentAll(Residency* r) {
+    resident<__nv_bfloat16>(r);
+    resident<__half>(r);
+    resident<float>(r);
   }
 };
 

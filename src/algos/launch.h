@@ -39,13 +39,23 @@ int launchLocal(const Launch& l, const LocalArgs& args, cudaStream_t stream);
 int launchProofStore(void* dst, size_t words, uint32_t seed);
 int launchProofCheck(const void* src, size_t words, uint32_t seed, unsigned* wrong);
 
-// The fewest blocks of kMaxThreads threads that every multi-rank kernel can keep resident per SM on
-// the current device (0 on error).
-int residentBlocksPerSm();
-// Per path (each launch.cu): the same for its own kernels, min'ed into `current`.
-int residentLowLatency(int current);
-int residentOneShot(int current);
-int residentTwoShot(int current);
-int residentHostStaged(int current);
+// How many CTAs of each kernel class the current device keeps resident at once, each class at its
+// largest block: the low-latency kernels (256 threads), the narrow one-shot / two-shot / host-staged
+// ones (1 or 2 vectors per thread, 256 threads), the wide ones (8 vectors, 512 threads); per SM, the
+// fewest over the class's instantiations. clusters[c] (c = 2, 4, 8): clusters of c CTAs of the
+// low-latency and narrow classes the whole device keeps resident at once (cluster placement is per
+// GPC, so this is less than SMs / c). Virtual ranks need every rank's CTAs of a call resident at
+// once (they wait on each other); 0 everywhere on error.
+struct Residency {
+  int lowLatency = 1 << 20;
+  int narrow = 1 << 20;
+  int wide = 1 << 20;
+  int clusters[kMaxChunks + 1] = {};
+  bool ok() const { return lowLatency > 0 && narrow > 0 && wide > 0; }
+};
+Residency measureResidency();
+// Per path (each launch.cu): min its kernels into r.
+void residencyLowLatency(Residency* r);
+void residencyBarrier(Residency* r);  // one-shot, two-shot, host-staged
 
 }  // namespace arfuse

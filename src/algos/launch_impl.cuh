@@ -52,6 +52,27 @@ int minResident(int current, void (*const (&kernels)[N])(Args), int threads = kM
   return current;
 }
 
+// Clusters of `chunks` CTAs of `threads` threads of `kernel` the device keeps resident at once.
+template <typename Args>
+int activeClusters(void (*kernel)(Args), int chunks, int threads) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(chunks * 64));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(chunks);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 // The instantiation for a dtype.
 template <template <typename> class Pick, typename... A>
 auto pickByDtype(arfuseDataType_t dtype, A... a) -> decltype(Pick<float>::get(a...)) {

@@ -283,6 +283,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.peerAbort = g.fabric.p2p ? 1 : 0;
       ka.timeoutNs = g.timeoutNs;
       ka.flight = g.flight ? 1 : 0;
+      ka.pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
       ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
       ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
       ka.rank = comm->rank;

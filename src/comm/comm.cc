@@ -424,10 +424,9 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
 
   // Co-residency: every rank's blocks on a device must fit at once, or per-block barriers between
   // virtual ranks could wait on blocks that never get scheduled.
-  int ranksPerDevice = 1;
-  for (int d : unique) ranksPerDevice = std::max<int>(ranksPerDevice, std::count(devices, devices + nranks, d));
-  int derived = kMaxBlocks, smCount = 1 << 30;
+  int smCount = 1 << 30;
   int archs[kMaxRanks] = {};
+  std::vector<DeviceResidency> residency;
   auto fail = [&](arfuseResult_t s) {
     freeGroup(g);
     return s;
@@ -441,26 +440,31 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     }
     for (int r = 0; r < nranks; ++r)
       if (devices[r] == d) archs[r] = prop.major * 10 + prop.minor;
-    const int resident = residentBlocksPerSm();
-    if (resident <= 0) {
+    const Residency res = measureResidency();
+    if (!res.ok()) {
       *message = strprintf("device %d (sm_%d%d): the arfuse kernels cannot run on it (occupancy query failed: %s); "
                            "was the library built for this architecture? see `arfuse version`",
                            d, prop.major, prop.minor, cudaGetErrorString(cudaGetLastError()));
       return fail(arfuseUnsupported);
     }
-    derived = std::min(derived, prop.multiProcessorCount * resident / ranksPerDevice);
+    DeviceResidency dr;
+    dr.sms = prop.multiProcessorCount;
+    dr.ranks = static_cast<int>(std::count(devices, devices + nranks, d));
+    dr.lowLatency = res.lowLatency;
+    dr.narrow = res.narrow;
+    dr.wide = res.wide;
+    for (int c = 2; c <= kMaxChunks; c *= 2) dr.clusters[c] = res.clusters[c];
+    residency.push_back(dr);
     smCount = std::min(smCount, prop.multiProcessorCount);
   }
-  if (derived < 1) {
-    *message = strprintf("%d ranks share one device, more than it can hold at once; use fewer virtual ranks",
-                         ranksPerDevice);
-    return fail(arfuseUnsupported);
+  {
+    std::string why;
+    if (!setBlockCaps(residency, rc.maxBlocks, &f, &why)) {
+      *message = why;
+      return fail(arfuseUnsupported);
+    }
   }
   f.smCount = smCount;
-  f.maxBlocks = rc.maxBlocks > 0 ? std::min(rc.maxBlocks, derived) : derived;
-  if (rc.maxBlocks > derived)
-    ARFUSE_LOG(kLogInfo, LogContext{}, "", "maxBlocks=%d capped to %d so that all ranks' blocks are co-resident",
-               rc.maxBlocks, derived);
   setArchFacts(g, *std::min_element(archs, archs + nranks));
   sizeWorkspace(g, 0);  // staging and low-latency buffers; the host part once the host area is decided
 

@@ -79,6 +79,7 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   const int det = c.size >= offsetof(arfuseConfig_t, deterministic) + sizeof(int) ? c.deterministic : -1;
   if (det < -1 || det > 1) return bad(strprintf("deterministic=%d: must be 0, 1 or -1", det));
   r.policy.deterministic = det == -1 ? paramDeterministic() : det == 1;
+  r.policy.maxChunks = paramMaxChunks();
   r.messageBytes = workspaceMessageBytes(r.limits);
   *out = r;
   return arfuseSuccess;

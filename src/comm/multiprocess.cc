@@ -57,7 +57,8 @@ struct Hello {
   uint64_t cookie;  // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
   int64_t pid;      // not an identity (see cookie); kept for post-mortems of the exchanged bytes
   uint64_t nonce;  // rank 0: names the segments
-  int32_t arch, smCount, resident, canMapHost;
+  int32_t arch, smCount, canMapHost;
+  int32_t resLowLatency, resNarrow, resWide, resClusters[kMaxChunks + 1];  // algos/launch.h Residency
   int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;
   uint32_t dtypeMask;
   int64_t oneShotMax, hostOneShotMax, hostStagedMax;
@@ -194,8 +195,12 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       me.arch = prop.major * 10 + prop.minor;
       me.smCount = prop.multiProcessorCount;
       me.canMapHost = prop.canMapHostMemory;
-      me.resident = residentBlocksPerSm();
-      if (me.resident <= 0)
+      const Residency res = measureResidency();
+      me.resLowLatency = res.lowLatency;
+      me.resNarrow = res.narrow;
+      me.resWide = res.wide;
+      for (int c = 0; c <= kMaxChunks; ++c) me.resClusters[c] = res.clusters[c];
+      if (!res.ok())
         localFail(arfuseUnsupported, strprintf("device %d (sm_%d): the arfuse kernels cannot run on it; was the "
                                                "library built for this architecture? see `arfuse version`",
                                                device, me.arch));
@@ -262,22 +267,32 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   g->ranks.resize(nranks);
   Fabric& f = g->fabric;
   f.nranks = nranks;
-  int derived = kMaxBlocks, smCount = 1 << 30;
+  int smCount = 1 << 30;
   bool distinct = true;
+  std::vector<DeviceResidency> residency;  // one entry per rank (ranks on one GPU each count it)
   for (int s = 0; s < nranks; ++s) {
     int same = 0;
     for (int t = 0; t < nranks; ++t) same += std::memcmp(h[s].uuid, h[t].uuid, 16) == 0;
     if (same > 1) distinct = false;
-    derived = std::min(derived, h[s].smCount * h[s].resident / same);
+    DeviceResidency dr;
+    dr.sms = h[s].smCount;
+    dr.ranks = same;
+    dr.lowLatency = h[s].resLowLatency;
+    dr.narrow = h[s].resNarrow;
+    dr.wide = h[s].resWide;
+    for (int c = 0; c <= kMaxChunks; ++c) dr.clusters[c] = h[s].resClusters[c];
+    residency.push_back(dr);
     smCount = std::min(smCount, h[s].smCount);
   }
   f.virtualRanks = !distinct;
   f.smCount = smCount;
-  if (derived < 1) {
-    delete g;
-    return *message = "too many ranks share one GPU for their blocks to be resident at once", arfuseUnsupported;
+  {
+    std::string why;
+    if (!setBlockCaps(residency, rc.maxBlocks, &f, &why)) {
+      delete g;
+      return *message = why, arfuseUnsupported;
+    }
   }
-  f.maxBlocks = rc.maxBlocks > 0 ? std::min(rc.maxBlocks, derived) : derived;
   int minArch = h[0].arch;
   for (int s = 1; s < nranks; ++s) minArch = std::min(minArch, static_cast<int>(h[s].arch));
   setArchFacts(g, minArch);

@@ -1,5 +1,6 @@
 #include "common/params.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -42,6 +43,12 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_PDL", "bool", "1",
      "On sm_90 and newer, launch the kernels with programmatic dependent launch (a kernel's launch and prologue "
      "overlap the previous kernel's tail, CUDA graphs included); 0 launches them plainly."},
+    {"ARFUSE_MAX_CHUNKS", "int", "8",
+     "Tuning: the most CTAs one row may be split over (a thread-block cluster, sm_90+): 1, 2, 4 or 8. The plan "
+     "splits rows of small calls so that their loads and stores spread over more SMs."},
+    {"ARFUSE_POLL_SLEEP_NS", "int", "0",
+     "Tuning: nanoseconds a low-latency receiver sleeps between polling rounds once a few rounds found nothing "
+     "(0: never); less pressure on the memory system while many CTAs wait, a little more latency."},
     {"ARFUSE_DETERMINISTIC", "bool", "0",
      "1: the NCCL path all-gathers the ranks' inputs and sums them in fp32 in rank order (the arithmetic of every "
      "arfuse path), so a row's outputs are the same bits on every path and for any number of tokens in the call; "
@@ -162,6 +169,11 @@ int paramMaxBlocks() { return std::atoi(valueOf("ARFUSE_MAX_BLOCKS").c_str()); }
 std::string paramDebugFile() { return valueOf("ARFUSE_DEBUG_FILE"); }
 bool paramFlightRecorder() { return valueOf("ARFUSE_FLIGHT_RECORDER") == "1"; }
 bool paramPdl() { return valueOf("ARFUSE_PDL") != "0"; }
+int paramMaxChunks() {
+  const int v = std::atoi(valueOf("ARFUSE_MAX_CHUNKS").c_str());
+  return v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1;
+}
+int paramPollSleepNs() { return std::max(0, std::min(10000, std::atoi(valueOf("ARFUSE_POLL_SLEEP_NS").c_str()))); }
 bool paramDeterministic() { return valueOf("ARFUSE_DETERMINISTIC") == "1"; }
 std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR"); }
 std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE"); }

@@ -121,6 +121,7 @@ struct KernelArgs {
   const uint32_t* abortPoll;  // the abort word waits poll: state->abort (peer access) or shared->abort
   int peerAbort;              // 1: a failing kernel also writes every peer's DeviceState::abort
   int flight;                 // 1: stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
+  uint32_t pollSleepNs;       // low-latency receive: sleep between polling rounds (ARFUSE_POLL_SLEEP_NS)
   uint64_t timeoutNs;
   CallDesc desc;  // this call, as every rank should have made it
   Tiling tiling;

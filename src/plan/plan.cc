@@ -109,20 +109,55 @@ long long ctaRegionUse(const Geometry& g, int tokens) {
   return tiles * g.chunkVecs * 16;
 }
 
-bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo) {
+bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f, std::string* why) {
+  int narrow = kMaxCtas, ll = kLlMaxCtas, wide = kMaxCtas;
+  int clusters[9] = {0, 0, kMaxCtas, 0, kMaxCtas, 0, 0, 0, kMaxCtas};
+  for (const DeviceResidency& d : devices) {
+    const int r = std::max(1, d.ranks);
+    narrow = std::min(narrow, d.sms * d.narrow / r);
+    ll = std::min(ll, d.sms * d.lowLatency / r);
+    wide = std::min(wide, d.sms * d.wide / r);
+    for (int c = 2; c <= kMaxChunks; c *= 2) clusters[c] = std::min(clusters[c], d.clusters[c] / r * c);
+  }
+  if (configCap > 0) {
+    narrow = std::min(narrow, configCap);
+    ll = std::min(ll, configCap);
+    wide = std::min(wide, configCap);
+    for (int c = 2; c <= kMaxChunks; c *= 2) clusters[c] = std::min(clusters[c], configCap);
+  }
+  if (narrow < 1 || ll < 1 || wide < 1) {
+    *why = strprintf("too many ranks share one GPU for one CTA of each to be resident at once (per rank: %d narrow, "
+                     "%d low-latency, %d wide CTAs); use fewer virtual ranks",
+                     narrow, ll, wide);
+    return false;
+  }
+  f->maxBlocks = narrow;
+  f->maxBlocksLowLatency = ll;
+  f->maxBlocksWide = wide;
+  for (int c = 2; c <= kMaxChunks; c *= 2) f->clusterCtas[c] = clusters[c];
+  return true;
+}
+
+bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo,
+                  int maxChunks) {
   const int nvec = r.hidden / dtypeVecElems(r.dtype);
   const bool ll = algo == arfuseAlgoLowLatency;
   const int maxThreads = ll ? 256 : kMaxThreads;
-  const int maxCtas = std::max(1, std::min(f.maxBlocks, ll ? kLlMaxCtas : kMaxCtas));
+  const int llCap = f.maxBlocksLowLatency < 0 ? f.maxBlocks : f.maxBlocksLowLatency;
+  const int maxCtas = std::max(1, std::min(ll ? kLlMaxCtas : kMaxCtas, ll ? llCap : f.maxBlocks));
   // Split a row over a cluster while its chunk is large (> 256 vectors = 4 KiB), the chunks stay whole
-  // groups of the canonical row reduction, and every row still gets its own CTAs.
+  // groups of the canonical row reduction, every row still gets its own CTAs, and that many CTAs in
+  // clusters fit the GPU at once. Wide tiles (> 512 vectors) are never split.
   int c = 1;
-  while (f.clusters && !r.extended && c < kMaxChunks && nvec / c > 256 && nvec % (kGroupVecs * 2 * c) == 0 &&
-         static_cast<long long>(r.tokens) * 2 * c <= maxCtas)
+  while (f.clusters && !r.extended && c < std::min(kMaxChunks, maxChunks) && nvec / c > 256 && nvec % (kGroupVecs * 2 * c) == 0 &&
+         static_cast<long long>(r.tokens) * 2 * c <= std::min(maxCtas, f.clusterCtas[2 * c] < 0 ? maxCtas : f.clusterCtas[2 * c]))
     c *= 2;
+  if (nvec / c > 512) c = 1;
   geo->chunks = c;
   geo->chunkVecs = nvec / c;
-  geo->slots = std::max(1, std::min(r.tokens, maxCtas / c));
+  const int wideCtas = f.maxBlocksWide < 0 ? maxCtas : std::max(1, std::min(maxCtas, f.maxBlocksWide));
+  const int ctas = !ll && geo->chunkVecs > 512 ? wideCtas : maxCtas;
+  geo->slots = std::max(1, std::min(r.tokens, ctas / c));
   *blocks = geo->slots * c;
   const int kind = r.extended ? 2 : r.op == arfuseOpAllReduce ? 0 : 1;
   // Low-latency: up to 256 threads, 1, 2 or 4 vectors each. One-shot / two-shot / host-staged: tiles
@@ -162,8 +197,9 @@ namespace {
 
 // The geometry of a multi-rank path, and whether the call's tiles fit the path's per-CTA regions.
 // On failure p->reason says why (the caller decides whether that is an error or a fallback).
-bool planGeometry(const Fabric& f, const PlanRequest& req, arfuseAlgo_t algo, Plan* p, std::string* why) {
-  if (!tileGeometry(f, req, algo, &p->blocks, &p->threads, &p->geo)) {
+bool planGeometry(const Fabric& f, const PlanRequest& req, arfuseAlgo_t algo, Plan* p, std::string* why,
+                  int maxChunks = kMaxChunks) {
+  if (!tileGeometry(f, req, algo, &p->blocks, &p->threads, &p->geo, maxChunks)) {
     *why = strprintf("no %s kernel covers %d vectors per CTA", arfuseAlgoName(algo), p->geo.chunkVecs);
     return false;
   }
@@ -194,13 +230,14 @@ void planLocal(const Fabric& f, const PlanRequest& req, Plan* p) {
 }
 
 // The low-latency path can take the call: small enough, and its tiles fit the per-CTA regions.
-bool lowLatencyFits(const Fabric& f, const PlanRequest& req, long long llMax, long long bytes, std::string* why) {
+bool lowLatencyFits(const Fabric& f, const PlanRequest& req, long long llMax, long long bytes, std::string* why,
+                    int maxChunks) {
   if (bytes > llMax) {
     *why = strprintf("%lld B > %lld B", bytes, llMax);
     return false;
   }
   Plan probe;
-  return planGeometry(f, req, arfuseAlgoLowLatency, &probe, why);
+  return planGeometry(f, req, arfuseAlgoLowLatency, &probe, why, maxChunks);
 }
 
 }  // namespace
@@ -232,7 +269,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
         return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) carries at most %lld B per rank; "
                                                     "this call has %lld B (tokens=%d x hidden=%d); use auto",
                                                     forcedBy, f.lowLatencyMaxBytes, bytes, req.tokens, req.hidden));
-      if (f.p2p && !lowLatencyFits(f, req, f.lowLatencyMaxBytes, bytes, &why))
+      if (f.p2p && !lowLatencyFits(f, req, f.lowLatencyMaxBytes, bytes, &why, policy.maxChunks))
         return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use "
                                                     "auto",
                                                     forcedBy, why.c_str()));
@@ -248,7 +285,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       p.algo = arfuseAlgo_t(policy.forcedAlgo);
       {
         std::string why;
-        if (!planGeometry(f, req, p.algo, &p, &why))
+        if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks))
           return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s): %s; use auto", arfuseAlgoName(p.algo),
                                                       forcedBy, why.c_str()));
       }
@@ -266,7 +303,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       p.algo = arfuseAlgoHostStaged;
       {
         std::string why;
-        if (!planGeometry(f, req, p.algo, &p, &why))
+        if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks))
           return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s): %s; use auto", forcedBy,
                                                       why.c_str()));
       }
@@ -297,7 +334,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
     std::string hostWhy;
     const bool hostOk = f.hostStaged && bytes <= f.hostStagedCapacity &&
                         (bytes <= policy.hostStagedMaxBytes || !f.nccl) &&
-                        planGeometry(f, req, arfuseAlgoHostStaged, &p, &hostWhy);
+                        planGeometry(f, req, arfuseAlgoHostStaged, &p, &hostWhy, policy.maxChunks);
     if (hostOk) {
       p.algo = arfuseAlgoHostStaged;
       chooseHostVariant(f, policy, bytes, &p);
@@ -330,7 +367,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   const bool llCapped = policy.lowLatencyMaxBytes >= 0 && policy.lowLatencyMaxBytes < f.lowLatencyMaxBytes;
   const long long llMax = llCapped ? policy.lowLatencyMaxBytes : f.lowLatencyMaxBytes;
   std::string llWhy;
-  if (bytes <= llMax && lowLatencyFits(f, req, llMax, bytes, &llWhy)) {
+  if (bytes <= llMax && lowLatencyFits(f, req, llMax, bytes, &llWhy, policy.maxChunks)) {
     p.algo = arfuseAlgoLowLatency;
     p.reason = strprintf("lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
                          "barrier",
@@ -354,7 +391,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
                          limitText(policy.oneShotMaxBytes).c_str(), origin);
   }
   std::string why;
-  if (!planGeometry(f, req, p.algo, &p, &why)) {
+  if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks)) {
     // One-shot / two-shot regions hold any call the communicator accepts; reaching this is a bug.
     if (f.nccl) {
       p.algo = arfuseAlgoNccl;

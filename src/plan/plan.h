@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "arfuse/arfuse.h"
 
@@ -20,7 +21,12 @@ struct Fabric {
   std::string p2pDetail;      // why not, when !p2p ("devices 0 and 3: cudaDeviceCanAccessPeer = 0")
   bool nccl = false;          // an NCCL communicator exists for the group
   std::string ncclDetail;     // why not, when !nccl
-  int maxBlocks = 1;          // group-wide cap on blocks per rank (co-residency)
+  int maxBlocks = 1;          // group-wide cap on CTAs per rank (co-residency): narrow barrier-path CTAs
+  // The same for the low-latency kernels, the wide (512-thread) barrier-path CTAs and CTAs in clusters
+  // of c (index c = 2, 4, 8); -1: as maxBlocks. See setBlockCaps.
+  int maxBlocksLowLatency = -1;
+  int maxBlocksWide = -1;
+  int clusterCtas[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   int smCount = 1;            // smallest SM count in the group (local kernel grid)
   long long lowLatencyMaxBytes = 0;  // largest message the low-latency buffer carries (0: no such buffer)
   bool hostStaged = false;           // the group has a host-memory exchange area every rank can map
@@ -63,6 +69,8 @@ struct PlanPolicy {
   // Batch invariance (arfuseConfig_t.deterministic / ARFUSE_DETERMINISTIC): the NCCL path all-gathers
   // and sums in fp32 in rank order like every arfuse path, so a row's bits never depend on the path.
   bool deterministic = false;
+  // The most CTAs a row may be split over (ARFUSE_MAX_CHUNKS; 1 = never split).
+  int maxChunks = 8;
   // Without a calibration: what the built-in limits were chosen for, when the fabric chose them
   // (applyFabricDefaults: "built-in NVLink default, not calibrated"); "" names the plain default.
   std::string builtinOrigin;
@@ -97,6 +105,18 @@ struct Plan {
   std::string reason;  // why this algorithm, or, on failure, the error message naming the argument
 };
 
+// What one GPU of a group keeps resident (algos/launch.h Residency) and how many ranks it hosts.
+struct DeviceResidency {
+  int sms = 0, ranks = 1;
+  int lowLatency = 0, narrow = 0, wide = 0;  // CTAs per SM of each kernel class
+  int clusters[9] = {};                      // clusters of c CTAs resident at once on the GPU (c = 2, 4, 8)
+};
+// The group's per-rank CTA caps: every rank's CTAs of one call must be resident at once when ranks
+// share a GPU (they wait for each other), so each class gets SMs x residency / ranks on that GPU, the
+// fewest over the group's GPUs, at most configCap (> 0) and kMaxCtas (kLlMaxCtas for low-latency).
+// False if some class cannot fit one CTA per rank (*why says which).
+bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f, std::string* why);
+
 size_t dtypeSize(arfuseDataType_t dtype);
 // Elements per 16-byte vector.
 int dtypeVecElems(arfuseDataType_t dtype);
@@ -115,7 +135,8 @@ void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, 
 
 // Geometry of a multi-rank path for a call (a pure function of the call and group-wide facts, so
 // every rank launches the same grid). Sets blocks/threads. False if no instantiation covers it.
-bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo);
+bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo,
+                  int maxChunks = 8);
 // Bytes one CTA puts in its region for a call with this geometry.
 long long ctaRegionUse(const Geometry& g, int tokens);
 // The vectors-per-thread instantiation of `algo` for `kind` (0 all-reduce, 1 fused, 2 extended) that

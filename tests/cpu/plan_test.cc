@@ -267,6 +267,49 @@ TEST(Plan, WorkspaceFitsEveryCallAndFollowsTheDtypes) {
   EXPECT_GE(host.hostRegionBytes * 128, 1u << 20);
 }
 
+// Per-class CTA caps from residency: 16 virtual ranks on one 132-SM GPU whose low-latency kernel fits
+// once per SM and whose clusters of 8 fit 16 times get 8 low-latency CTAs per rank, and a split row
+// never asks for more clustered CTAs than fit (the 16-rank low-latency deadlock seen on an H200).
+TEST(Plan, BlockCapsFollowResidencyAndClusters) {
+  DeviceResidency d;
+  d.sms = 132;
+  d.ranks = 16;
+  d.lowLatency = 1;
+  d.narrow = 2;
+  d.wide = 1;
+  d.clusters[2] = 60;
+  d.clusters[4] = 30;
+  d.clusters[8] = 16;
+  Fabric f = nvlink8();
+  f.nranks = 16;
+  f.clusters = true;
+  std::string why;
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why)) << why;
+  EXPECT_EQ(f.maxBlocksLowLatency, 8);
+  EXPECT_EQ(f.maxBlocks, 16);
+  EXPECT_EQ(f.maxBlocksWide, 8);
+  EXPECT_EQ(f.clusterCtas[8], 8);
+  EXPECT_EQ(f.clusterCtas[4], 4);
+  EXPECT_EQ(f.clusterCtas[2], 6);
+  for (int tokens : {1, 2, 4})
+    for (arfuseDataType_t dt : {arfuseBfloat16, arfuseFloat32}) {
+      Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(tokens, 7168, dt));
+      ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
+      if (p.geo.chunks > 1) EXPECT_LE(tokens * p.geo.chunks, f.clusterCtas[p.geo.chunks]) << p.reason;
+      EXPECT_LE(p.blocks, p.algo == arfuseAlgoLowLatency ? f.maxBlocksLowLatency : f.maxBlocks);
+    }
+  d.ranks = 300;
+  EXPECT_FALSE(setBlockCaps({d}, -1, &f, &why));
+  EXPECT_NE(why.find("fewer virtual ranks"), std::string::npos) << why;
+  // One rank per GPU: the caps are the library's (128 CTAs, 32 for low-latency) and a config cap.
+  d.ranks = 1;
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why));
+  EXPECT_EQ(f.maxBlocks, 128);
+  EXPECT_EQ(f.maxBlocksLowLatency, 32);
+  ASSERT_TRUE(setBlockCaps({d}, 20, &f, &why));
+  EXPECT_EQ(f.maxBlocks, 20);
+}
+
 TEST(Plan, LocalGeometryFitsRegisterCache) {
   for (int tokens : {1, 16, 264, 4096}) {
     for (int hidden : {8, 128, 7168, 32768}) {

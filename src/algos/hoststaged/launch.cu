@@ -8,9 +8,11 @@ int launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cuda
   return twoShot ? BarrierKernels<HostExchange, true>::launch(l, args, stream)
                  : BarrierKernels<HostExchange, false>::launch(l, args, stream);
 }
-int residentHostStaged(int current) {
-  current = BarrierKernels<HostExchange, false>::residentAll(current);
-  return current ? BarrierKernels<HostExchange, true>::residentAll(current) : 0;
+void residencyBarrier(Residency* r) {
+  BarrierKernels<PeerExchange, false>::residentAll(r);
+  BarrierKernels<PeerExchange, true>::residentAll(r);
+  BarrierKernels<HostExchange, false>::residentAll(r);
+  BarrierKernels<HostExchange, true>::residentAll(r);
 }
 
 }  // namespace arfuse

@@ -59,13 +59,17 @@ int launchProofCheck(const void* src, size_t words, uint32_t seed, unsigned* wro
   return static_cast<int>(cudaGetLastError());
 }
 
-int residentBlocksPerSm() {
-  int n = 1 << 20;
-  n = residentLowLatency(n);
-  if (n) n = residentOneShot(n);
-  if (n) n = residentTwoShot(n);
-  if (n) n = residentHostStaged(n);
-  return n;
+Residency measureResidency() {
+  Residency r;
+  for (int c = 2; c <= kMaxChunks; c *= 2) r.clusters[c] = 1 << 20;
+  residencyLowLatency(&r);
+  residencyBarrier(&r);
+  int major = 0, device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  for (int c = 2; c <= kMaxChunks; c *= 2)
+    if (major < 9 || r.clusters[c] >= (1 << 20)) r.clusters[c] = 0;  // no clusters before sm_90
+  return r;
 }
 
 }  // namespace arfuse

@@ -47,30 +47,41 @@ __device__ __forceinline__ void store(char* at, uint4 d, uint32_t flag) {
   storeVolatile2(at + 512, flagWord(flag, d.z), flagWord(flag, d.w));
 }
 
-// Every warp checks every peer's descriptor of this call (lane l polls rank l's flagged slot, which
-// the peer sent before its data), so the verdict is warp-uniform without a CTA barrier, and no warp
-// writes an output of a divergent call. False on a mismatch or a failed wait.
-__device__ __forceinline__ bool warpDescsAgree(const KernelArgs& a, int parity, uint32_t flag, uint64_t epoch) {
-  const int lane = threadIdx.x & 31;
+// Every warp checks every peer's descriptor of this call: lane r loads rank r's flagged slot (the
+// peer sent it before its data) together with the first data polls (issueDescProbe) and settles it
+// after them (settleDescProbe), so the check costs no round trip of its own; the verdict is
+// warp-uniform without a CTA barrier, and no warp writes an output of a divergent call.
+struct DescProbe {
+  uint64_t w0 = 0, w1 = 0;
+};
+__device__ __forceinline__ const FlagSlot* descSlotOf(const KernelArgs& a, int parity, int r) {
+  return &a.peers.control[a.rank]->llDesc[parity][blockIdx.x][r];
+}
+__device__ __forceinline__ DescProbe issueDescProbe(const KernelArgs& a, int parity) {
+  DescProbe p;
+  const int r = threadIdx.x & 31;
+  if (r < a.nranks && r != a.rank) loadVolatile2(descSlotOf(a, parity, r)->w, &p.w0, &p.w1);
+  return p;
+}
+// False on a mismatch or a failed wait (uniform across the warp).
+__device__ __forceinline__ bool settleDescProbe(const KernelArgs& a, int parity, uint32_t flag, uint64_t epoch,
+                                                DescProbe p) {
+  const int r = threadIdx.x & 31;
   bool ok = true;
-  for (int r = lane; r < a.nranks; r += 32) {
-    if (r == a.rank) continue;
-    const FlagSlot* s = &a.peers.control[a.rank]->llDesc[parity][blockIdx.x][r];
+  if (r < a.nranks && r != a.rank) {
     Spin spin;
-    for (;;) {
-      uint64_t w0, w1;
-      loadVolatile2(s->w, &w0, &w1);
-      if (wordCounter(w0) == flag && wordCounter(w1) == flag) {
-        const CallDesc theirs{wordPayload(w0), wordPayload(w1)};
-        if (theirs.w0 != a.desc.w0 || theirs.w1 != a.desc.w1) {
-          raiseError(a, kErrMismatch, r, /*phase=*/3, epoch, theirs);
-          ok = false;
-        }
-        break;
-      }
+    while (wordCounter(p.w0) != flag || wordCounter(p.w1) != flag) {
       if (!spin.keepGoing(a, r, /*phase=*/3, epoch)) {
         ok = false;
         break;
+      }
+      loadVolatile2(descSlotOf(a, parity, r)->w, &p.w0, &p.w1);
+    }
+    if (ok) {
+      const CallDesc theirs{wordPayload(p.w0), wordPayload(p.w1)};
+      if (theirs.w0 != a.desc.w0 || theirs.w1 != a.desc.w1) {
+        raiseError(a, kErrMismatch, r, /*phase=*/3, epoch, theirs);
+        ok = false;
       }
     }
   }
@@ -123,6 +134,7 @@ __device__ __forceinline__ bool receiveSum(const KernelArgs& a, int parity, uint
         }
       }
       if (pending && !spin.keepGoing(a, r0 + __ffs(pending) - 1, /*phase=*/2, epoch)) ok = false;
+      if (pending && a.pollSleepNs && spin.polls > 4) __nanosleep(a.pollSleepNs);
     }
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
@@ -188,8 +200,9 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
   }
 
   // 2. receive, reduce, finish each tile.
-  const bool descOk = go && ll::warpDescsAgree(a, parity, flag, cs.epoch);
-  bool failed = !descOk;
+  const ll::DescProbe probe = go ? ll::issueDescProbe(a, parity) : ll::DescProbe{};
+  bool descOk = go, descSettled = !go;
+  bool failed = !go;
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);
   for (int j = 0; j < tc.tiles; ++j) {
     const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
@@ -207,6 +220,15 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
       const bool ok = descOk && ll::receiveSum<T>(a, parity, flag, ll::vecOffset(V, j, u), mine, acc, cs.epoch);
       failed = failed || !ok;
       packed[i] = roundSum<T>(acc, addResidual ? &res.r[i] : nullptr, !ok);
+    }
+    if (!descSettled) {  // after the first tile's data: the descriptors came first
+      descSettled = true;
+      descOk = ll::settleDescProbe(a, parity, flag, cs.epoch, probe);
+      if (!descOk) {
+        failed = true;
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) packed[i] = nanVec<T>();
+      }
     }
     if (j == tc.tiles - 1) pdlLaunchDependents();
     const size_t base = tc.at(j, 0);

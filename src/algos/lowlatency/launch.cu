@@ -29,12 +29,16 @@ struct PickLl {
 };
 
 template <typename T>
-int resident(int current) {
+void resident(Residency* r) {
   KernelFn const kernels[] = {lowLatencyKernel<T, false, 1>,      lowLatencyKernel<T, false, 2>,
                               lowLatencyKernel<T, false, 4>,      lowLatencyKernel<T, true, 1>,
                               lowLatencyKernel<T, true, 2>,       lowLatencyKernel<T, true, 4>,
                               lowLatencyKernel<T, true, 2, true>, lowLatencyKernel<T, true, 4, true>};
-  return minResident(current, kernels, kLlMaxThreads);
+  r->lowLatency = minResident(r->lowLatency, kernels, kLlMaxThreads);
+  // Split rows run the 1-vector fused and all-reduce kernels (chunks of at most 256 vectors).
+  for (int c = 2; c <= kMaxChunks; c *= 2)
+    for (KernelFn k : {lowLatencyKernel<T, true, 1>, lowLatencyKernel<T, false, 1>})
+      r->clusters[c] = std::min(r->clusters[c], activeClusters(k, c, kLlMaxThreads));
 }
 
 }  // namespace
@@ -43,11 +47,10 @@ int launchLowLatency(const Launch& l, const KernelArgs& args, cudaStream_t strea
   return launchKernel(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs), l, args, stream);
 }
 
-int residentLowLatency(int current) {
-  current = resident<__nv_bfloat16>(current);
-  if (current) current = resident<__half>(current);
-  if (current) current = resident<float>(current);
-  return current;
+void residencyLowLatency(Residency* r) {
+  resident<__nv_bfloat16>(r);
+  resident<__half>(r);
+  resident<float>(r);
 }
 
 }  // namespace arfuse

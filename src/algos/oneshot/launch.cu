@@ -6,6 +6,6 @@ namespace arfuse {
 int launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
   return BarrierKernels<PeerExchange, false>::launch(l, args, stream);
 }
-int residentOneShot(int current) { return BarrierKernels<PeerExchange, false>::residentAll(current); }
+
 
 }  // namespace arfuse

@@ -6,6 +6,6 @@ namespace arfuse {
 int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
   return BarrierKernels<PeerExchange, true>::launch(l, args, stream);
 }
-int residentTwoShot(int current) { return BarrierKernels<PeerExchange, true>::residentAll(current); }
+
 
 }  // namespace arfuse
