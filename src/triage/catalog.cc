@@ -1,5 +1,7 @@
 #include "catalog.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -144,12 +146,19 @@ bool Catalog::parse(std::string_view text, std::string* error) {
       return fail("signature '" + s.id + "' needs a literal (the prefilter)");
     if (s.meaning.empty() || s.remedy.empty() || s.next.empty() || s.source.empty())
       return fail("signature '" + s.id + "' needs meaning, remedy, next and source");
-    try {
-      auto flags = std::regex::ECMAScript;
-      if (s.icase) flags |= std::regex::icase;
-      if (!s.pattern.empty()) s.re = std::regex(s.pattern, flags);
-    } catch (const std::regex_error& e) {
-      return fail("signature '" + s.id + "': bad pattern: " + e.what());
+    if (s.cls == SigClass::kOrigin && s.title.empty())
+      return fail("signature '" + s.id + "' is an origin and needs a title (the verdict line names it)");
+    if (!s.pattern.empty()) {
+      RE2::Options opt;
+      opt.set_log_errors(false);
+      opt.set_max_mem(8 << 20);  // per pattern: bounds the DFA cache however hostile the subject
+      auto re = std::make_shared<RE2>(s.pattern, opt);
+      if (!re->ok()) return fail("signature '" + s.id + "': bad pattern: " + re->error());
+      for (const auto& [key, group] : s.extract)
+        if (group < 1 || group > re->NumberOfCapturingGroups())
+          return fail("signature '" + s.id + "': extract " + key + ":" + std::to_string(group) +
+                      " names a capture group the pattern does not have");
+      s.re = std::move(re);
     }
     return true;
   };
@@ -179,6 +188,7 @@ bool Catalog::parse(std::string_view text, std::string* error) {
                        : lastKey == "remedy" ? &s.remedy
                        : lastKey == "next"   ? &s.next
                        : lastKey == "source" ? &s.source
+                       : lastKey == "title"  ? &s.title
                                              : nullptr;
       if (!f) return fail("continuation line after field '" + lastKey + "' (only prose fields continue)");
       *f += ' ';
@@ -204,22 +214,28 @@ bool Catalog::parse(std::string_view text, std::string* error) {
         s.when = SigWhen::kLine;
       else if (val == "traceback-end")
         s.when = SigWhen::kTracebackEnd;
+      else if (val == "frame")
+        s.when = SigWhen::kFrame;
       else if (val == "derived")
         s.when = SigWhen::kDerived;
       else
-        return fail("when must be line, traceback-end or derived");
+        return fail("when must be line, traceback-end, frame or derived");
     } else if (key == "weight") {
       s.weight = std::atoi(std::string(val).c_str());
       if (s.weight < 0 || s.weight > 100) return fail("weight must be 0..100");
     } else if (key == "literal") {
       s.literals = splitLiterals(val);
     } else if (key == "pattern") {
-      std::string p(val);
-      if (p.rfind("(?i)", 0) == 0) {
-        s.icase = true;
-        p.erase(0, 4);
+      s.pattern = std::string(val);
+    } else if (key == "explained_by") {
+      for (size_t i = 0; i < val.size();) {
+        size_t sp = val.find(' ', i);
+        if (sp == std::string_view::npos) sp = val.size();
+        if (sp > i) s.explainedBy.emplace_back(val.substr(i, sp - i));
+        i = sp + 1;
       }
-      s.pattern = p;
+    } else if (key == "title") {
+      s.title = std::string(val);
     } else if (key == "extract") {
       size_t i = 0;
       while (i < val.size()) {
@@ -290,27 +306,33 @@ Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras)
   for (size_t r = 0; r < byRank_.size(); ++r) rankOf_[byRank_[r]] = static_cast<int>(r);
 }
 
-namespace {
-constexpr size_t kMaxRegexSubject = 4096;  // std::regex recursion grows with the subject
-}
-
-bool Matcher::matchOne(int sig, std::string_view line, SigMatch* m) const {
+bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m) const {
   const Signature& s = catalog_.sig(sig);
-  std::string subject(line.substr(0, kMaxRegexSubject));
-  std::smatch g;
-  if (!std::regex_search(subject, g, s.re)) return false;
+  if (!s.re) return false;
+  subject = subject.substr(0, kMaxSubject);
+  constexpr int kMaxGroups = 10;
+  re2::StringPiece groups[kMaxGroups];
+  const int n = std::min(kMaxGroups, s.re->NumberOfCapturingGroups() + 1);
+  if (!s.re->Match(re2::StringPiece(subject.data(), subject.size()), 0, subject.size(), RE2::UNANCHORED, groups, n))
+    return false;
   m->sig = sig;
   m->details.clear();
   for (const auto& [key, group] : s.extract) {
-    if (group >= 0 && static_cast<size_t>(group) < g.size() && g[group].matched)
-      m->details.emplace_back(key, g[group].str());
+    if (group < n && groups[group].data() != nullptr)
+      m->details.emplace_back(key, std::string(groups[group].data(), std::min(groups[group].size(), kMaxDetail)));
   }
   return true;
 }
 
-bool Matcher::match(std::string_view line, SigMatch* m, uint32_t* extraMask) const {
+bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) const {
+  for (int idx : byRank_)
+    if (catalog_.sig(idx).when == when && matchOne(idx, subject, m)) return true;
+  return false;
+}
+
+bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask) const {
   // Candidate signatures as precedence ranks; a line rarely hits more than a couple.
-  int cand[32];
+  int cand[64];
   int numCand = 0;
   scanner_.scan(line, [&](int32_t id) {
     int e = extraOfLiteral_[id];
@@ -321,12 +343,12 @@ bool Matcher::match(std::string_view line, SigMatch* m, uint32_t* extraMask) con
     int r = rankOf_[sigOfLiteral_[id]];
     for (int i = 0; i < numCand; ++i)
       if (cand[i] == r) return;
-    if (numCand < 32) cand[numCand++] = r;
+    if (numCand < 64) cand[numCand++] = r;
   });
   if (numCand == 0) return false;
   std::sort(cand, cand + numCand);
   for (int i = 0; i < numCand; ++i)
-    if (matchOne(byRank_[cand[i]], line, m)) return true;
+    if (matchOne(byRank_[cand[i]], body, m)) return true;
   return false;
 }
 

@@ -1,20 +1,24 @@
 // The signature catalogue: data (catalog/*.catalog, embedded at build time) describing what a log
 // line means. This header parses it and matches lines against it.
 //
-// Matching is two-stage because std::regex is slow (~1 µs per pattern per line): every signature
-// names one or more literal substrings that any line it matches must contain; a single
-// Aho-Corasick pass over the line (case-insensitive, one table lookup per byte) finds which
-// literals occur, and only the signatures whose literals were seen run their regex. On a typical
-// log 99.9 % of lines hit no literal and cost one pass over their bytes.
+// Matching is two-stage. Every signature names literal substrings that any line it matches must
+// contain; one Aho-Corasick pass over the line (case-insensitive, one table lookup per byte) finds
+// which literals occur, and only the signatures whose literals were seen run their pattern. On a
+// typical log 99.9 % of lines hit no literal and cost one pass over their bytes. Patterns run on
+// RE2, whose matching time is linear in the subject and whose memory per pattern is capped, so a
+// crafted line cannot make one match take minutes or a deep stack (std::regex backtracks).
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+namespace re2 {
+class RE2;
+}
 
 namespace arfuse {
 namespace triage {
@@ -26,6 +30,7 @@ const char* sigClassName(SigClass c);
 enum class SigWhen {
   kLine,          // on every line whose literal prefilter hit
   kTracebackEnd,  // only on the final exception line of a Python traceback that nothing else matched
+  kFrame,         // on the innermost frame of a traceback cut off before its exception line
   kDerived,       // never matched against a line: produced by a cross-rank analysis (or the verdict)
 };
 
@@ -35,11 +40,15 @@ struct Signature {
   SigWhen when = SigWhen::kLine;
   int weight = 50;  // precedence when several match one line; rank among origins (0..100)
   std::vector<std::string> literals;
-  std::string pattern;
-  bool icase = false;
+  std::string pattern;                               // RE2 syntax; "(?i)" at the start ignores case
   std::vector<std::pair<std::string, int>> extract;  // detail key -> regex capture group
+  std::string title;                                 // the cause in a few words (the verdict line)
   std::string meaning, remedy, next, source;
-  std::regex re;
+  // A surface message (e.g. NCCL's "invalid usage") that a more specific origin explains: when an
+  // origin whose id starts with one of these prefixes shares its rank or process, that origin is the
+  // root cause and this one is listed as its consequence.
+  std::vector<std::string> explainedBy;
+  std::shared_ptr<const re2::RE2> re;
 };
 
 // Aho-Corasick automaton over lowercased bytes, with a reduced alphabet (bytes that appear in no
@@ -95,17 +104,25 @@ struct SigMatch {
 };
 
 // The per-line matcher: one literal scan for all signatures plus caller-supplied structural
-// literals (e.g. "Traceback (most recent call last)"), then regexes of the hit signatures in
+// literals (e.g. "Traceback (most recent call last)"), then the patterns of the hit signatures in
 // weight order.
 class Matcher {
  public:
   // extras: at most 32 literals; match() reports which were seen as bits of *extraMask.
   Matcher(const Catalog& catalog, const std::vector<std::string>& extras);
   const Catalog& catalog() const { return catalog_; }
-  // Finds the highest-weight kLine signature matching `line`.
-  bool match(std::string_view line, SigMatch* m, uint32_t* extraMask) const;
-  // Tries one signature's regex (used for kTracebackEnd signatures).
-  bool matchOne(int sig, std::string_view line, SigMatch* m) const;
+  // Finds the highest-weight kLine signature matching a line: the literals are looked for in the
+  // whole line as written (`line`), the patterns run on its message (`body`, prefixes stripped).
+  bool match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask) const;
+  // Tries one signature's pattern on `subject`.
+  bool matchOne(int sig, std::string_view subject, SigMatch* m) const;
+  // The highest-weight signature of a kind (kTracebackEnd, kFrame) whose pattern matches.
+  bool matchKind(SigWhen when, std::string_view subject, SigMatch* m) const;
+
+  // Longest subject a pattern is run on: RE2 is linear, this only bounds the work per line.
+  static constexpr size_t kMaxSubject = 64 * 1024;
+  // Longest detail value kept from a capture group.
+  static constexpr size_t kMaxDetail = 200;
 
  private:
   const Catalog& catalog_;

@@ -40,39 +40,66 @@ TEST(TriageCatalog, ParseErrorsNameTheLine) {
   EXPECT_NE(err.find("literal"), std::string::npos) << err;
   EXPECT_FALSE(c.parse("[a]\nbogus = 1\n", &err));
   EXPECT_NE(err.find("line 2"), std::string::npos) << err;
-  EXPECT_FALSE(c.parse("[a]\nliteral = x\npattern = (\nmeaning = m\nremedy = r\nnext = n\nsource = s\n", &err));
+  EXPECT_FALSE(
+      c.parse("[a]\nclass = echo\nliteral = x\npattern = (\nmeaning = m\nremedy = r\nnext = n\nsource = s\n", &err));
   EXPECT_NE(err.find("bad pattern"), std::string::npos) << err;
+  // RE2 has no backreferences: a pattern that needs one is refused at parse time, not at match time.
+  EXPECT_FALSE(c.parse("[a]\nclass = echo\nliteral = x\npattern = (a)\\1\nmeaning = m\nremedy = r\nnext = n\n"
+                       "source = s\n",
+                       &err));
+  EXPECT_NE(err.find("bad pattern"), std::string::npos) << err;
+  // An extract group the pattern does not have is a catalogue error.
+  EXPECT_FALSE(c.parse("[a]\nclass = echo\nliteral = x\npattern = x(y)\nextract = k:2\nmeaning = m\nremedy = r\n"
+                       "next = n\nsource = s\n",
+                       &err));
+  EXPECT_NE(err.find("capture group"), std::string::npos) << err;
+  // An origin names its cause in a title (the verdict line starts with it).
+  EXPECT_FALSE(c.parse("[a]\nclass = origin\nliteral = x\npattern = x\nmeaning = m\nremedy = r\nnext = n\n"
+                       "source = s\n",
+                       &err));
+  EXPECT_NE(err.find("title"), std::string::npos) << err;
   EXPECT_TRUE(
       c.parse("# ok\n[x.y]\nclass = echo\nweight = 60\nliteral = Foo | bar\npattern = (?i)foo+\nmeaning = m\n  more\n"
-              "remedy = r\nnext = n\nsource = s\n",
+              "remedy = r\nnext = n\nsource = s\nexplained_by = nccl. cuda.\n",
               &err))
       << err;
   ASSERT_EQ(c.signatures().size(), 1u);
   EXPECT_EQ(c.sig(0).meaning, "m more");
-  EXPECT_TRUE(c.sig(0).icase);
   EXPECT_EQ(c.sig(0).literals.size(), 2u);
+  EXPECT_EQ(c.sig(0).explainedBy, (std::vector<std::string>{"nccl.", "cuda."}));
+  Matcher mm(c, {});
+  SigMatch r;
+  uint32_t extra = 0;
+  EXPECT_TRUE(mm.match("a FOOO line", "a FOOO line", &r, &extra));  // (?i) ignores case
+}
+
+// The matcher looks for literals in the whole line and runs patterns on its message; here both are
+// the line (parseLine's prefix stripping is tested below).
+bool matchLine(const Matcher& m, std::string_view line, SigMatch* r, uint32_t* extra) {
+  return m.match(line, line, r, extra);
 }
 
 TEST(TriageCatalog, HighestWeightWinsOnALine) {
   Matcher m(Catalog::builtin(), {});
   SigMatch r;
   uint32_t extra = 0;
-  ASSERT_TRUE(m.match("gpu:1:2 [3] NCCL WARN socketProgress: Connection refused", &r, &extra));
+  ASSERT_TRUE(matchLine(m, "gpu:1:2 [3] NCCL WARN socketProgress: Connection refused", &r, &extra));
   EXPECT_EQ(Catalog::builtin().sig(r.sig).id, "nccl.connect_refused");
-  ASSERT_TRUE(
-      m.match("arfuse WARN rank=3 dev=3 sm_120 path=oneshot disabled: ipc_open: invalid argument -> fallback=nccl", &r,
-              &extra));
+  ASSERT_TRUE(matchLine(
+      m, "arfuse WARN rank=3 dev=3 sm_120 path=oneshot disabled: ipc_open: invalid argument -> fallback=nccl", &r,
+      &extra));
   EXPECT_EQ(Catalog::builtin().sig(r.sig).id, "arfuse.path_disabled");
   ASSERT_TRUE(
-      m.match("[rank1]:[E1129 10:00:01.1 1 ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective operation "
-              "timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
-              "for 600123 milliseconds before timing out.",
-              &r, &extra));
+      matchLine(m,
+                "[rank1]:[E1129 10:00:01.1 1 ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective operation "
+                "timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+                "for 600123 milliseconds before timing out.",
+                &r, &extra));
   EXPECT_EQ(Catalog::builtin().sig(r.sig).id, "c10d.watchdog_timeout");
   ASSERT_FALSE(r.details.empty());
   EXPECT_EQ(r.details[0].first, "seq");
   EXPECT_EQ(r.details[0].second, "812");
-  EXPECT_FALSE(m.match("[2026-11-29 10:00:01 TP0] Decode batch. #running-req: 3, #token: 812", &r, &extra));
+  EXPECT_FALSE(matchLine(m, "[2026-11-29 10:00:01 TP0] Decode batch. #running-req: 3, #token: 812", &r, &extra));
 }
 
 TEST(TriageScanner, AgreesWithNaiveSearch) {
@@ -152,7 +179,7 @@ TEST(TriageAnalyzer, ArfuseTokensAndUnprefixedRankInference) {
   a.feed(
       "[2026-11-29 10:00:02 TP1] arfuse ERROR rank=1 dev=1 sm_90 code=arfusePeerTimeout call=7 op=AllReduce "
       "bytes=64 path=oneshot comm.cc:311 rank 1 waited 5.0 s for rank 2 at call 7; next: dump it");
-  a.endFile("none", 0, "");
+  a.endFile("none", 0, 0, "");
   Result r = a.finish();
   ASSERT_EQ(r.status, Result::kRootCause);
   const EventGroup& g = a.groups()[r.rootGroup];
