@@ -34,7 +34,7 @@ int LiteralScanner::add(std::string_view literal) {
   return static_cast<int>(literals_.size()) - 1;
 }
 
-void LiteralScanner::build() {
+bool LiteralScanner::build() {
   // Alphabet: one class per distinct (lowercased) byte used by a literal, class 0 for the rest.
   int classOf[256];
   for (int& c : classOf) c = 0;
@@ -42,6 +42,9 @@ void LiteralScanner::build() {
   for (const auto& lit : literals_)
     for (unsigned char c : lit)
       if (classOf[c] == 0) classOf[c] = numClasses_++;
+  if (numClasses_ > kMaxClasses) return false;
+  shift_ = 0;
+  while ((1 << shift_) < numClasses_) ++shift_;
   for (int b = 0; b < 256; ++b) cls_[b] = static_cast<uint8_t>(classOf[std::tolower(b)]);
 
   // Trie.
@@ -86,20 +89,38 @@ void LiteralScanner::build() {
       }
     }
   }
-  size_t n = go.size();
-  delta_.assign(n * numClasses_, 0);
-  hasOut_.assign(n, 0);
+  // Renumber breadth-first (order[k] = old state of new state k) and emit the table.
+  const size_t n = go.size();
+  if (n > kMaxStates) return false;
+  std::vector<int32_t> order, newId(n, -1);
+  order.reserve(n);
+  order.push_back(0);
+  newId[0] = 0;
+  for (size_t h = 0; h < order.size(); ++h)
+    for (int k = 0; k < numClasses_; ++k) {
+      int32_t t = go[order[h]][k];
+      if (newId[t] < 0) {
+        newId[t] = static_cast<int32_t>(order.size());
+        order.push_back(t);
+      }
+    }
+  const size_t row = size_t{1} << shift_;
+  delta_.assign(n * row, 0);
   outBegin_.assign(n + 1, 0);
   outIds_.clear();
-  for (size_t s = 0; s < n; ++s) {
-    for (int k = 0; k < numClasses_; ++k) delta_[s * numClasses_ + k] = go[s][k];
-    outBegin_[s] = static_cast<int32_t>(outIds_.size());
+  for (size_t ns = 0; ns < n; ++ns) {
+    const int32_t s = order[ns];
+    for (int k = 0; k < numClasses_; ++k) {
+      const int32_t t = go[s][k];
+      delta_[ns * row + k] = static_cast<uint16_t>(newId[t] | (out[t].empty() ? 0 : 0x8000));
+    }
+    outBegin_[ns] = static_cast<int32_t>(outIds_.size());
     std::sort(out[s].begin(), out[s].end());
     out[s].erase(std::unique(out[s].begin(), out[s].end()), out[s].end());
     for (int32_t o : out[s]) outIds_.push_back(o);
-    hasOut_[s] = out[s].empty() ? 0 : 1;
   }
   outBegin_[n] = static_cast<int32_t>(outIds_.size());
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -298,7 +319,11 @@ Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras)
     sigOfLiteral_.push_back(-1);
     extraOfLiteral_.push_back(static_cast<int>(e));
   }
-  scanner_.build();
+  if (!scanner_.build()) {  // the unit tests build the built-in catalogue's matcher first
+    std::fprintf(stderr, "arfuse triage: the catalogue's literals exceed the scanner's %zu states / %d byte classes\n",
+                 LiteralScanner::kMaxStates, LiteralScanner::kMaxClasses);
+    std::abort();
+  }
   byRank_.resize(sigs.size());
   for (size_t i = 0; i < sigs.size(); ++i) byRank_[i] = static_cast<int>(i);
   std::stable_sort(byRank_.begin(), byRank_.end(), [&](int a, int b) { return sigs[a].weight > sigs[b].weight; });
@@ -331,10 +356,11 @@ bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) con
 }
 
 bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask) const {
+  (void)line;  // the message is scanned: prefixes hold stamps, ranks and file names, never a literal that matters
   // Candidate signatures as precedence ranks; a line rarely hits more than a couple.
   int cand[64];
   int numCand = 0;
-  scanner_.scan(line, [&](int32_t id) {
+  scanner_.scan(body, [&](int32_t id) {
     int e = extraOfLiteral_[id];
     if (e >= 0) {
       *extraMask |= (1u << e);

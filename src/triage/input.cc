@@ -210,12 +210,14 @@ std::unique_ptr<ByteSource> decode(std::unique_ptr<ByteSource> raw, const std::s
 
 bool looksBinary(std::string_view head) {
   if (head.empty()) return false;
-  size_t control = 0;
+  size_t control = 0, nul = 0;
   for (unsigned char c : head) {
-    if (c == 0) return true;
+    nul += c == 0;
     if (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != 0x1b && c != '\f' && c != '\b') ++control;
   }
-  return control * 10 > head.size();  // more than 10 % control bytes: not text
+  // Executables, images and core dumps are full of NUL bytes; a log may hold a stray one (a writer
+  // killed mid-line), which is shown escaped, not a reason to skip the file.
+  return nul * 100 > head.size() || control * 10 > head.size();
 }
 
 // ---------------------------------------------------------------------------------------------

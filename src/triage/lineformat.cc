@@ -275,9 +275,12 @@ bool parseVllmLogger(Cur& c, LineInfo* info) {
     char level;
   } kLevels[] = {{"DEBUG ", 'D'}, {"INFO ", 'I'},     {"WARNING ", 'W'}, {"WARN ", 'W'},    {"ERROR ", 'E'},
                  {"CRITICAL ", 'F'}, {"NOTICE ", 'I'}, {"DEFAULT ", 'I'}, {"ALERT ", 'F'}, {"EMERGENCY ", 'F'}};
+  const char first = c.peek();
+  if (first != 'D' && first != 'I' && first != 'W' && first != 'E' && first != 'C' && first != 'N' && first != 'A')
+    return false;
   for (const auto& l : kLevels) {
     Cur t = c;
-    if (!t.lit(l.word)) continue;
+    if (l.word[0] != first || !t.lit(l.word)) continue;
     Stamp st;
     if (isDigit(t.peek()) && t.peek(4) == '-' && parseIso(t, &st)) {  // cloud logging: SEVERITY ISO-8601
       if (t.peek() == ' ') ++t.i;

@@ -106,7 +106,7 @@ TEST(TriageScanner, AgreesWithNaiveSearch) {
   LiteralScanner s;
   std::vector<std::string> lits = {"he", "she", "his", "hers", "NCCL WARN", "a", "aaa", "xyz"};
   for (const auto& l : lits) s.add(l);
-  s.build();
+  ASSERT_TRUE(s.build());
   std::mt19937 rng(5);
   const char alphabet[] = "heisrNCLWAN xyza";
   for (int t = 0; t < 500; ++t) {
