@@ -1,12 +1,12 @@
 // The signature catalogue: data (catalog/*.catalog, embedded at build time) describing what a log
 // line means. This header parses it and matches lines against it.
 //
-// Matching is two-stage. Every signature names literal substrings that any line it matches must
-// contain; one Aho-Corasick pass over the line (case-insensitive, one table lookup per byte) finds
-// which literals occur, and only the signatures whose literals were seen run their pattern. On a
-// typical log 99.9 % of lines hit no literal and cost one pass over their bytes. Patterns run on
-// RE2, whose matching time is linear in the subject and whose memory per pattern is capped, so a
-// crafted line cannot make one match take minutes or a deep stack (std::regex backtracks).
+// Matching is two-stage, both on RE2 (linear time in the subject, memory per pattern capped, no
+// recursion: a crafted line cannot make a match take minutes or a deep stack as std::regex's
+// backtracking did). Every signature names literal substrings that any line it matches must
+// contain; one RE2::Set over all literals of the catalogue (case-insensitive, one DFA pass over the
+// line) finds which occur, and only the signatures whose literals were seen run their pattern. On a
+// typical log 99.9 % of lines hit no literal and cost that one pass.
 #pragma once
 
 #include <cstdint>
@@ -49,49 +49,6 @@ struct Signature {
   // root cause and this one is listed as its consequence.
   std::vector<std::string> explainedBy;
   std::shared_ptr<const re2::RE2> re;
-};
-
-// Aho-Corasick automaton over lowercased bytes, with a reduced alphabet (bytes that appear in no
-// literal share one class). The scan is the hot loop of triage - every byte of every log passes
-// through it, one dependent table load per byte - so the table is laid out for the cache: 16-bit
-// entries, rows padded to a power of two (a shift, not a multiply), states numbered breadth-first
-// so the shallow states a log's text keeps returning to sit together, and each entry carries the
-// next state's "has output" flag in its top bit so no second load is needed.
-class LiteralScanner {
- public:
-  // Returns the id of the literal (its index in the order added).
-  int add(std::string_view literal);
-  // False when the literals need more than kMaxStates states or kMaxClasses distinct bytes.
-  bool build();
-  // Calls hit(id) for every literal occurrence (an id may be reported more than once).
-  template <typename F>
-  void scan(std::string_view text, F&& hit) const {
-    uint32_t e = 0;  // entry of the current state: (has-output << 15) | state
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(text.data());
-    const uint8_t* end = p + text.size();
-    const uint16_t* delta = delta_.data();
-    const int shift = shift_;
-    for (; p != end; ++p) {
-      e = delta[((e & 0x7FFFu) << shift) | cls_[*p]];
-      if (e & 0x8000u) {
-        const uint32_t state = e & 0x7FFFu;
-        for (int32_t i = outBegin_[state]; i < outBegin_[state + 1]; ++i) hit(outIds_[i]);
-      }
-    }
-  }
-  size_t numLiterals() const { return literals_.size(); }
-  size_t numStates() const { return outBegin_.empty() ? 0 : outBegin_.size() - 1; }
-
-  static constexpr size_t kMaxStates = 32768;
-  static constexpr int kMaxClasses = 128;
-
- private:
-  std::vector<std::string> literals_;
-  uint8_t cls_[256] = {};
-  int numClasses_ = 1;
-  int shift_ = 0;  // log2 of the padded row length
-  std::vector<uint16_t> delta_;
-  std::vector<int32_t> outBegin_, outIds_;
 };
 
 class Catalog {
@@ -137,11 +94,18 @@ class Matcher {
   // Longest detail value kept from a capture group.
   static constexpr size_t kMaxDetail = 200;
 
+  Matcher(const Matcher&) = delete;
+  Matcher& operator=(const Matcher&) = delete;
+  ~Matcher();
+
  private:
+  struct LiteralSet;  // the RE2::Set over every literal (catalog.cc)
   const Catalog& catalog_;
-  LiteralScanner scanner_;
-  std::vector<int> sigOfLiteral_;    // scanner id -> signature index, or -1 for an extra
-  std::vector<int> extraOfLiteral_;  // scanner id -> extra bit, or -1
+  std::unique_ptr<LiteralSet> literals_;
+  std::vector<int> sigOfLiteral_;    // literal id -> signature index, or -1 for an extra
+  std::vector<int> extraOfLiteral_;  // literal id -> extra bit, or -1
+  std::vector<int> lineSigs_;        // every kLine signature, by precedence (when the set cannot answer)
+  std::vector<std::string> extras_;  // the structural literals, lowercased (the same fallback)
   std::vector<int> rankOf_;          // signature index -> precedence (0 = highest weight)
   std::vector<int> byRank_;          // precedence -> signature index
 };
