@@ -444,7 +444,7 @@ bool stripOne(Cur& c, LineInfo* info) {
   if (isDigit(ch)) {
     Stamp st;
     Cur t = c;
-    if (!parseIso(t, &st)) return false;
+    if (!parseIso(t, &st)) return parseNccl(c, info);  // a host name may start with a digit (container ids)
     info->stamp = st;
     t.spaces();
     // journalctl / syslog with ISO stamps: "host kernel: "

@@ -201,3 +201,93 @@ TEST(TriageAnalyzer, ArfuseTokensAndUnprefixedRankInference) {
 }  // namespace
 }  // namespace triage
 }  // namespace arfuse
+
+namespace arfuse {
+namespace triage {
+namespace {
+
+Result analyse(Analyzer& a, const std::vector<std::string>& lines) {
+  a.beginFile("x.log");
+  for (const auto& l : lines) a.feed(l);
+  a.endFile("none", 0, 0, "");
+  return a.finish();
+}
+
+// A surface message gives way to the explanation on the line after "Last error:", even when no
+// signature knows that explanation's wording.
+TEST(TriageAnalyzer, LastErrorExplainsTheSurface) {
+  Analyzer a(Catalog::builtin());
+  Result r = analyse(a, {"[rank1]: torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled system error "
+                         "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+                         "[rank1]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
+                         "[rank1]: Last error:", "[rank1]: socketPollConnect: a wording no signature has seen"});
+  ASSERT_EQ(r.status, Result::kRootCause);
+  const EventGroup& g = a.groups()[r.rootGroup];
+  EXPECT_EQ(a.catalog().sig(g.sig).id, "nccl.socket_error");  // socketPollConnect is a known NCCL socket call
+
+  Analyzer b(Catalog::builtin());
+  r = analyse(b, {"RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)", "Last error:",
+                  "Something no catalogue entry describes"});
+  ASSERT_EQ(r.status, Result::kRootCause);
+  EXPECT_EQ(b.catalog().sig(b.groups()[r.rootGroup].sig).id, "nccl.last_error") << r.verdict;
+  EXPECT_NE(r.verdict.find("Something no catalogue entry describes"), std::string::npos) << r.verdict;
+  ASSERT_GE(r.explainedSurface, 0);  // outweighed by the surface (34 < 56), the explanation still wins
+  EXPECT_EQ(b.catalog().sig(b.groups()[r.explainedSurface].sig).id, "nccl.invalid_usage");
+  EXPECT_NE(r.verdict.find("(explains: "), std::string::npos) << r.verdict;
+}
+
+// A traceback cut off inside a fused all-reduce names the function instead of "no error line"; a cut
+// in an unknown frame is still reported, with the frame.
+TEST(TriageAnalyzer, CutTracebackNamesTheFunction) {
+  Analyzer a(Catalog::builtin());
+  Result r = analyse(a, {"[2026-11-29 10:00:01 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+                         "  File \"/sgl/python/sglang/srt/layers/layernorm.py\", line 559, in forward_with_allreduce_fusion",
+                         "    return _forward_with_allreduce_fusion(",
+                         "  File \"/usr/lib/python3/flashinfer/comm/trtllm_ar.py\", line 812, in trtllm_allreduce_fusion",
+                         "    module.trtllm_allreduce_fusion(", "[2026-11-29 10:00:02] Received sigquit from a child process."});
+  ASSERT_EQ(r.status, Result::kRootCause) << r.verdict;
+  const EventGroup& g = a.groups()[r.rootGroup];
+  EXPECT_EQ(a.catalog().sig(g.sig).id, "frame.fused_allreduce");
+  EXPECT_EQ(g.first.rank, 3);
+  EXPECT_NE(r.verdict.find("trtllm_allreduce_fusion"), std::string::npos) << r.verdict;
+  EXPECT_FALSE(a.catalog().sig(g.sig).remedy.find("--enforce-disable-flashinfer-allreduce-fusion") == std::string::npos);
+
+  Analyzer b(Catalog::builtin());
+  r = analyse(b, {"Traceback (most recent call last):", "  File \"/app/serve.py\", line 9, in main", "    run()"});
+  ASSERT_EQ(r.status, Result::kRootCause);
+  EXPECT_EQ(b.catalog().sig(b.groups()[r.rootGroup].sig).id, "python.traceback_cut");
+  EXPECT_NE(r.verdict.find("traceback cut off in main()"), std::string::npos) << r.verdict;
+}
+
+// Prefixes seen in real pastes: mpirun tags, docker compose, cloud logging, journald units, a
+// Markdown quote, newer NCCL's file:line before "NCCL WARN".
+TEST(TriageLineFormat, LauncherAndExportPrefixes) {
+  LineInfo i;
+  parseLine("[1,3]<stdout>:smc:29881:30401 [0] init.cc:497 NCCL WARN Duplicate GPU detected", &i);
+  EXPECT_EQ(i.rank, 3);
+  EXPECT_EQ(i.dev, 0);
+  EXPECT_EQ(i.body, "NCCL WARN Duplicate GPU detected");
+  parseLine("vllm-1  | NVIDIA GeForce RTX 5070 Ti with CUDA capability sm_120", &i);
+  EXPECT_EQ(i.proc, "vllm-1");
+  EXPECT_EQ(i.body, "NVIDIA GeForce RTX 5070 Ti with CUDA capability sm_120");
+  parseLine("ERROR 2025-04-05T00:01:19.209237575Z [2025-04-05 00:01:19] Received sigquit", &i);
+  EXPECT_EQ(i.stamp.year, 2025);
+  EXPECT_EQ(i.body, "Received sigquit");
+  parseLine("Oct 04 15:02:41 llm sd-webui-forge-start[394]: RuntimeError: CUDA error", &i);
+  EXPECT_EQ(i.stamp.month, 10);
+  EXPECT_EQ(i.body, "RuntimeError: CUDA error");
+  parseLine("> 9d31:840:858 [0] NCCL INFO Bootstrap : Using eth0", &i);
+  EXPECT_EQ(i.body, "NCCL INFO Bootstrap : Using eth0");
+  parseLine("[3] include/shm.h:28 NCCL WARN Call to posix_fallocate failed", &i);
+  EXPECT_EQ(i.dev, 3);
+  EXPECT_EQ(i.body, "NCCL WARN Call to posix_fallocate failed");
+  parseLine("ERROR 06-06 14:09:57 worker_base.py:148]     torch._C._cuda_init()", &i);
+  EXPECT_EQ(i.body, "    torch._C._cuda_init()");  // indentation kept for the traceback reader
+  parseLine("2025-03-08 02:04:48,693 - __main__ - INFO - [2025-03-08 02:04:48 TP0] Scheduler hit an exception", &i);
+  EXPECT_EQ(i.rank, 0);
+  EXPECT_EQ(i.body, "Scheduler hit an exception");
+}
+
+}  // namespace
+}  // namespace triage
+}  // namespace arfuse
