@@ -24,6 +24,9 @@
 namespace {
 
 const std::string kReal = ARFUSE_TRIAGE_REAL;
+// Logs gathered after the catalogue was frozen (at 3a5d9ce) and scored before any change for them: the
+// out-of-sample estimate. Same format; scored and reported, not held to the 85 % goal.
+const std::string kHoldout = ARFUSE_TRIAGE_HOLDOUT;
 
 const char* kClasses[] = {"bare_exception", "many_wordings",  "missing_signature", "explanation_wins",
                           "host_memory",    "cut_traceback", "remedy_matches",    "input_format"};
@@ -35,16 +38,16 @@ struct RealLog {
 };
 void PrintTo(const RealLog& r, std::ostream* os) { *os << r.name; }
 
-std::vector<RealLog> loadReal() {
+std::vector<RealLog> loadReal(const std::string& dir = kReal) {
   std::vector<RealLog> out;
-  DIR* d = opendir(kReal.c_str());
+  DIR* d = opendir(dir.c_str());
   if (!d) return out;
   while (dirent* e = readdir(d)) {
     std::string f = e->d_name;
     if (f.size() < 8 || f.substr(f.size() - 7) != ".expect") continue;
     RealLog x;
     x.name = f.substr(0, f.size() - 7);
-    std::ifstream in(kReal + "/" + f);
+    std::ifstream in(dir + "/" + f);
     std::string line;
     while (std::getline(in, line)) {
       if (line.empty() || line[0] == '#') continue;
@@ -144,6 +147,15 @@ std::string nameOf(const ::testing::TestParamInfo<RealLog>& i) {
 
 INSTANTIATE_TEST_SUITE_P(Triage, Real, ::testing::ValuesIn(loadReal()), nameOf);
 
+// Holdout logs are cited like the others; their verdicts are only scored.
+TEST(TriageRealLogs, HoldoutLogsAreCited) {
+  for (const auto& x : loadReal(kHoldout)) {
+    EXPECT_EQ(x.source.rfind("https://github.com/", 0), 0u) << x.name;
+    EXPECT_FALSE(x.cause.empty()) << x.name;
+    EXPECT_TRUE(RE2(x.verdict).ok()) << x.name;
+  }
+}
+
 std::string jsonStr(const std::string& s) {
   std::string o = "\"";
   for (unsigned char c : s) {
@@ -153,38 +165,61 @@ std::string jsonStr(const std::string& s) {
   return o + "\"";
 }
 
-// The issue's goal: >= 85 % of >= 40 real logs named by the verdict line, beside the naive baselines.
-TEST(TriageRealLogs, ScoreByVerdictLineAgainstNaiveGrep) {
-  const auto logs = loadReal();
-  ASSERT_GE(logs.size(), 40u);
+struct Score {
+  size_t logs = 0;
   int ours = 0, first = 0, last = 0;
+  std::string rows;
+};
+
+Score score(const std::string& dir, const char* label) {
+  Score sc;
+  const auto logs = loadReal(dir);
+  sc.logs = logs.size();
   std::ostringstream rows;
   for (const auto& x : logs) {
-    const std::string log = kReal + "/" + x.name + ".log";
+    const std::string log = dir + "/" + x.name + ".log";
     std::string text, f, l;
     run({log}, &text);
     const std::string v = verdictLine(text);
     naiveLines(log, &f, &l);
     const bool a = names(x, v), b = names(x, f), c = names(x, l);
-    ours += a;
-    first += b;
-    last += c;
-    if (!a) std::printf("[ real-logs ] MISS %s\n    cause:   %s\n    verdict: %s\n", x.name.c_str(), x.cause.c_str(),
-                        v.c_str());
-    rows << (rows.tellp() > 0 ? ",\n" : "") << "    {\"name\": " << jsonStr(x.name) << ", \"source\": " << jsonStr(x.source)
-         << ", \"verdict_names_cause\": " << (a ? "true" : "false") << ", \"naive_first\": " << (b ? "true" : "false")
-         << ", \"naive_last\": " << (c ? "true" : "false") << "}";
+    sc.ours += a;
+    sc.first += b;
+    sc.last += c;
+    if (!a)
+      std::printf("[ %s ] MISS %s\n    cause:   %s\n    verdict: %s\n", label, x.name.c_str(), x.cause.c_str(),
+                  v.c_str());
+    rows << (rows.tellp() > 0 ? ",\n" : "") << "      {\"name\": " << jsonStr(x.name) << ", \"source\": "
+         << jsonStr(x.source) << ", \"verdict_names_cause\": " << (a ? "true" : "false")
+         << ", \"naive_first\": " << (b ? "true" : "false") << ", \"naive_last\": " << (c ? "true" : "false") << "}";
   }
-  const double n = static_cast<double>(logs.size());
-  std::printf("[ real-logs ] %zu real logs: verdict line names the cause in %d (%.1f %%); naive grep "
-              "(?i)error|exception|fail, first match: %d (%.1f %%), last match: %d (%.1f %%)\n",
-              logs.size(), ours, 100.0 * ours / n, first, 100.0 * first / n, last, 100.0 * last / n);
+  const double n = static_cast<double>(std::max<size_t>(sc.logs, 1));
+  std::printf("[ %s ] %zu logs: verdict line names the cause in %d (%.1f %%); naive grep (?i)error|exception|fail, "
+              "first match: %d (%.1f %%), last match: %d (%.1f %%)\n",
+              label, sc.logs, sc.ours, 100.0 * sc.ours / n, sc.first, 100.0 * sc.first / n, sc.last,
+              100.0 * sc.last / n);
+  sc.rows = rows.str();
+  return sc;
+}
+
+std::string scoreJson(const Score& s) {
+  std::ostringstream j;
+  j << "{\"logs\": " << s.logs << ", \"verdict_names_cause\": " << s.ours << ", \"naive_first_match\": " << s.first
+    << ", \"naive_last_match\": " << s.last << ",\n    \"per_log\": [\n" << s.rows << "\n    ]}";
+  return j.str();
+}
+
+// The issue's goal: >= 85 % of >= 40 real logs named by the verdict line, beside the naive baselines;
+// the holdout set is scored the same way and reported beside it.
+TEST(TriageRealLogs, ScoreByVerdictLineAgainstNaiveGrep) {
+  const Score real = score(kReal, "real-logs"), held = score(kHoldout, "holdout");
   std::ofstream j(ARFUSE_TRIAGE_SCORE_JSON);
-  j << "{\n  \"schema\": \"arfuse.triage.real_logs.v1\",\n  \"logs\": " << logs.size() << ",\n  \"verdict_names_cause\": "
-    << ours << ",\n  \"naive_first_match\": " << first << ",\n  \"naive_last_match\": " << last
-    << ",\n  \"naive_rule\": \"first / last line matching (?i)error|exception|fail\",\n  \"per_log\": [\n"
-    << rows.str() << "\n  ]\n}\n";
-  EXPECT_GE(ours / n, 0.85);
+  j << "{\n  \"schema\": \"arfuse.triage.real_logs.v1\",\n  \"naive_rule\": \"first / last line matching "
+       "(?i)error|exception|fail\",\n  \"real\": "
+    << scoreJson(real) << ",\n  \"holdout\": " << scoreJson(held) << "\n}\n";
+  ASSERT_GE(real.logs, 40u);
+  EXPECT_GE(real.ours / static_cast<double>(real.logs), 0.85);
+  EXPECT_GE(held.logs, 1u);
 }
 
 // Every class of misses the issue lists has real logs, and the verdict names their cause.
