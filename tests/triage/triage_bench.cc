@@ -48,6 +48,13 @@ std::string cpuModel() {
   return "unknown";
 }
 
+std::string loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  in >> one;
+  return one.empty() ? "null" : one;
+}
+
 std::string jsonEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -279,7 +286,14 @@ int main(int argc, char** argv) {
   std::ostringstream j;
   j << "{\n  \"schema\": \"arfuse.triage.bench.v1\",\n  \"date\": \"" << date << "\",\n  \"host\": \""
     << jsonEscape(u.nodename) << "\",\n  \"cpu\": \"" << jsonEscape(cpuModel()) << "\",\n  \"online_cpus\": "
-    << sysconf(_SC_NPROCESSORS_ONLN) << ",\n  \"threads_used\": 1,\n  \"command\": \"" << jsonEscape(command)
+    << sysconf(_SC_NPROCESSORS_ONLN) << ",\n  \"load_average_1m_at_end\": " << loadAverage()
+    << ",\n  \"optimised\": "
+#ifdef NDEBUG
+    << "true"
+#else
+    << "false"
+#endif
+    << ",\n  \"threads_used\": 1,\n  \"command\": \"" << jsonEscape(command)
     << "\",\n  \"note\": \"rate = decoded bytes / CPU seconds (user+system) of the analysing thread; the machine may be "
        "shared, so wall time can be longer\",\n  \"runs\": [\n";
   for (size_t i = 0; i < runs.size(); ++i) {
