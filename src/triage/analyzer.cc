@@ -39,7 +39,7 @@ const char* kHintKeys[] = {"tp_size", "world_size", "nranks=", "tensor_parallel_
 
 constexpr size_t kMaxGroups = 20000;
 constexpr size_t kMaxRecords = 65536;  // error records, torchrun failures: kept, the rest counted
-constexpr int kInferWindow = 20;  // an unprefixed line inherits the rank of a prefixed line this close above
+constexpr int kInferWindow = 20;       // an unprefixed line inherits the rank of a prefixed line this close above
 
 // Masks digits and hex words so the same message from different ranks / requests groups together.
 std::string normalise(std::string_view s) {
@@ -303,57 +303,64 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
   }
   if (!hit && !consumed && g < 0) g = bareException(info, line, occ);
 
-  // NCCL: "NCCL INFO file.cc:123 -> 2" lines are the return chain of the WARN above them.
-  if (std::strcmp(info.format, "nccl") == 0) {
-    if (info.level == 'W' && g >= 0) {
-      if (fs.ncclWarn.size() < FileState::kMaxStreams || fs.ncclWarn.count(std::string(info.ncclStream)))
-        fs.ncclWarn[std::string(info.ncclStream)] = g;
-      if (groups_[g].chainStream.empty()) groups_[g].chainStream = std::string(info.ncclStream.substr(0, 96));
-    } else if ((extra & kNcclInfo) && !fs.ncclWarn.empty()) {
-      std::string_view b = info.body;
-      size_t arrow = b.rfind(" -> ");
-      if (arrow != std::string_view::npos && arrow + 4 < b.size() &&
-          b.find_first_not_of("0123456789", arrow + 4) == std::string_view::npos) {
-        auto w = fs.ncclWarn.find(std::string(info.ncclStream));
-        if (w != fs.ncclWarn.end()) {
-          EventGroup& e = groups_[w->second];
-          if (e.chainStream == info.ncclStream && e.chain.size() < 12) {
-            std::string_view frame = b.substr(std::min(b.size(), size_t{10}));  // after "NCCL INFO "
-            e.chain.emplace_back(clip(trimLeft(frame), 160));
-          }
-        }
-      }
-    }
-  }
+  if (std::strcmp(info.format, "nccl") == 0) ncclChain(info, extra, g);
 
   if (extra & (kFrHeader | kErrorRecord | kEpoch | kDumpNote))
     handleFlightRecorder(info.body, occ, extra);
   else
     fs.frRank = -1;
   if ((extra & (kTorchRootCause | kTorchFailures)) || fs.summaryLeft > 0) handleTorchrunSummary(info.body, occ);
-  if (extra & (kHintTp | kHintWorld | kHintNranks | kHintTpVllm)) {
-    for (int b = 0; b < 4; ++b) {
-      if (!(extra & (kHintTp << b))) continue;
-      std::string_view k = kHintKeys[b];
-      for (size_t p = line.find(k); p != std::string_view::npos; p = line.find(k, p)) {
-        bool whole = p == 0 || !(std::isalnum(static_cast<unsigned char>(line[p - 1])) || line[p - 1] == '_');
-        p += k.size();
-        while (p < line.size() && line[p] != '\0' && std::strchr(" =:\"'", line[p])) ++p;
-        long v = toLong(line.substr(p, 12), 0);
-        if (whole && v > kMaxRank + 1) ++nranksClaimIgnored_;
-        if (whole && v > nranksHint_ && v <= kMaxRank + 1) {
-          nranksHint_ = static_cast<int>(v);
-          std::string kk(k);
-          if (!kk.empty() && kk.back() == '=') kk.pop_back();
-          nranksHintSource_ = kk + "=" + std::to_string(v);
-        }
-      }
-    }
-  }
+  if (extra & (kHintTp | kHintWorld | kHintNranks | kHintTpVllm)) rankHints(line, extra);
 
   if (contextLines_ > 0 && !sameLine) {
     fs.ring.emplace_back(fs.lineNo, clip(line, kMaxText));
     if (fs.ring.size() > static_cast<size_t>(contextLines_)) fs.ring.pop_front();
+  }
+}
+
+// NCCL: "NCCL INFO file.cc:123 -> 2" lines are the return chain of the WARN above them (same host:pid).
+void Analyzer::ncclChain(const LineInfo& info, uint32_t extra, int g) {
+  FileState& fs = *fs_;
+  if (info.level == 'W' && g >= 0) {
+    if (fs.ncclWarn.size() < FileState::kMaxStreams || fs.ncclWarn.count(std::string(info.ncclStream)))
+      fs.ncclWarn[std::string(info.ncclStream)] = g;
+    if (groups_[g].chainStream.empty()) groups_[g].chainStream = std::string(info.ncclStream.substr(0, 96));
+  } else if ((extra & kNcclInfo) && !fs.ncclWarn.empty()) {
+    std::string_view b = info.body;
+    size_t arrow = b.rfind(" -> ");
+    if (arrow != std::string_view::npos && arrow + 4 < b.size() &&
+        b.find_first_not_of("0123456789", arrow + 4) == std::string_view::npos) {
+      auto w = fs.ncclWarn.find(std::string(info.ncclStream));
+      if (w != fs.ncclWarn.end()) {
+        EventGroup& e = groups_[w->second];
+        if (e.chainStream == info.ncclStream && e.chain.size() < 12) {
+          std::string_view frame = b.substr(std::min(b.size(), size_t{10}));  // after "NCCL INFO "
+          e.chain.emplace_back(clip(trimLeft(frame), 160));
+        }
+      }
+    }
+  }
+}
+
+// The declared world size: the largest tp_size / world_size / nranks= / tensor_parallel_size a line
+// names, up to kMaxRank + 1 (larger claims are counted and ignored: a claim is not a count).
+void Analyzer::rankHints(std::string_view line, uint32_t extra) {
+  for (int b = 0; b < 4; ++b) {
+    if (!(extra & (kHintTp << b))) continue;
+    std::string_view k = kHintKeys[b];
+    for (size_t p = line.find(k); p != std::string_view::npos; p = line.find(k, p)) {
+      bool whole = p == 0 || !(std::isalnum(static_cast<unsigned char>(line[p - 1])) || line[p - 1] == '_');
+      p += k.size();
+      while (p < line.size() && line[p] != '\0' && std::strchr(" =:\"'", line[p])) ++p;
+      long v = toLong(line.substr(p, 12), 0);
+      if (whole && v > kMaxRank + 1) ++nranksClaimIgnored_;
+      if (whole && v > nranksHint_ && v <= kMaxRank + 1) {
+        nranksHint_ = static_cast<int>(v);
+        std::string kk(k);
+        if (!kk.empty() && kk.back() == '=') kk.pop_back();
+        nranksHintSource_ = kk + "=" + std::to_string(v);
+      }
+    }
   }
 }
 

@@ -107,6 +107,9 @@ class Analyzer {
   // One line, or one more segment of the current line (after a '\r' or a window edge: sameLine).
   void feed(std::string_view line, bool sameLine = false);
   void endFile(const std::string& compression, uint64_t bytes, uint64_t windowedLines, const std::string& error);
+  void endFile(const std::string& compression, uint64_t bytes, const std::string& error) {
+    endFile(compression, bytes, 0, error);
+  }
   // Warnings about the inputs (skipped files, truncated archives), shown with the report.
   void setInputWarnings(std::vector<std::string> w, uint64_t skipped) {
     inputWarnings_ = std::move(w);
@@ -144,6 +147,10 @@ class Analyzer {
   // A line that reads like a Python exception ("KeyError: 'x'") outside any traceback.
   int bareException(const LineInfo& info, std::string_view raw, const Occurrence& occ);
   void composeVerdict(Result* r);
+  void ncclChain(const LineInfo& info, uint32_t extra, int g);
+  void rankHints(std::string_view line, uint32_t extra);
+  void chooseRoot(Result* r, const std::vector<int>& origins);
+  void noteOrdering(Result* r);
   int clampRank(long r);
   void handleArfuseTokens(std::string_view body, Occurrence* occ,
                           std::vector<std::pair<std::string, std::string>>* details);

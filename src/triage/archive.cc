@@ -227,7 +227,8 @@ void InputSet::warn(const std::string& w) {
     warnings_.push_back(w);
   else
     ++moreWarnings_;
-  if (moreWarnings_ == 1 && warnings_.size() == kMaxWarnings) warnings_.push_back("(further warnings are counted only)");
+  if (moreWarnings_ == 1 && warnings_.size() == kMaxWarnings)
+    warnings_.push_back("(further warnings are counted only)");
 }
 
 bool InputSet::add(const std::string& path, std::string* error) {

@@ -190,7 +190,10 @@ std::unique_ptr<ByteSource> decode(std::unique_ptr<ByteSource> raw, const std::s
     *kind = "gzip";
     return std::make_unique<GzipSource>(std::move(peek));
   }
-  if (h.size() >= 6 && std::memcmp(h.data(), "\xFD" "7zXZ\0", 6) == 0) {
+  if (h.size() >= 6 && std::memcmp(h.data(),
+                                   "\xFD"
+                                   "7zXZ\0",
+                                   6) == 0) {
 #if ARFUSE_TRIAGE_HAVE_LZMA
     *kind = "xz";
     return std::make_unique<XzSource>(std::move(peek));

@@ -41,9 +41,9 @@ class LineReader {
   // the next call.
   bool next(std::string_view* segment, bool* sameLine);
 
-  uint64_t bytes() const { return bytes_; }            // decoded bytes consumed
+  uint64_t bytes() const { return bytes_; }             // decoded bytes consumed
   uint64_t windowedLines() const { return windowed_; }  // lines longer than kWindow
-  const std::string& error() const { return error_; }  // set when reading failed mid-stream
+  const std::string& error() const { return error_; }   // set when reading failed mid-stream
 
   static constexpr size_t kWindow = 64 * 1024;
   static constexpr size_t kOverlap = 1024;

@@ -273,7 +273,7 @@ bool parseVllmLogger(Cur& c, LineInfo* info) {
   static const struct {
     const char* word;
     char level;
-  } kLevels[] = {{"DEBUG ", 'D'}, {"INFO ", 'I'},     {"WARNING ", 'W'}, {"WARN ", 'W'},    {"ERROR ", 'E'},
+  } kLevels[] = {{"DEBUG ", 'D'},    {"INFO ", 'I'},   {"WARNING ", 'W'}, {"WARN ", 'W'},  {"ERROR ", 'E'},
                  {"CRITICAL ", 'F'}, {"NOTICE ", 'I'}, {"DEFAULT ", 'I'}, {"ALERT ", 'F'}, {"EMERGENCY ", 'F'}};
   const char first = c.peek();
   if (first != 'D' && first != 'I' && first != 'W' && first != 'E' && first != 'C' && first != 'N' && first != 'A')
@@ -360,8 +360,7 @@ bool parseMpiTag(Cur& c, LineInfo* info) {
 // "service-1  | " (docker compose): a name, at least one space, a bar, a space.
 bool parseCompose(Cur& c, LineInfo* info) {
   size_t k = c.i;
-  while (k < c.s.size() && (isAlpha(c.s[k]) || isDigit(c.s[k]) || c.s[k] == '_' || c.s[k] == '-' || c.s[k] == '.'))
-    ++k;
+  while (k < c.s.size() && (isAlpha(c.s[k]) || isDigit(c.s[k]) || c.s[k] == '_' || c.s[k] == '-' || c.s[k] == '.')) ++k;
   if (k == c.i || k - c.i > 64 || k >= c.s.size() || c.s[k] != ' ') return false;
   size_t b = k;
   while (b < c.s.size() && c.s[b] == ' ') ++b;

@@ -1,11 +1,11 @@
 #include "report.h"
 
-#include "text.h"
-
 #include <cstdio>
 #include <cstdlib>
 #include <ostream>
 #include <sstream>
+
+#include "text.h"
 
 namespace arfuse {
 namespace triage {
@@ -150,8 +150,8 @@ void jsonOcc(const Analyzer& a, const Occurrence& o, std::ostream& out) {
 void jsonEvent(const Analyzer& a, const EventGroup& g, int nranks, bool full, std::ostream& out) {
   const Signature& s = a.catalog().sig(g.sig);
   out << "{\"id\":" << jstr(s.id) << ",\"class\":" << jstr(sigClassName(g.cls)) << ",\"weight\":" << s.weight
-      << ",\"title\":" << jstr(s.title) << ",\"meaning\":" << jstr(s.meaning) << ",\"text\":" << jstr(g.text) << ",\"count\":" << g.count
-      << ",\"ranks\":[";
+      << ",\"title\":" << jstr(s.title) << ",\"meaning\":" << jstr(s.meaning) << ",\"text\":" << jstr(g.text)
+      << ",\"count\":" << g.count << ",\"ranks\":[";
   bool first = true;
   for (int r : g.ranks) {
     out << (first ? "" : ",") << r;

@@ -38,9 +38,7 @@ bool exceptionName(std::string_view last) {
 }
 
 // '^' / '~' markers under a source line (Python 3.11+).
-bool markerLine(std::string_view t) {
-  return !t.empty() && t.find_first_not_of("^~ ") == std::string_view::npos;
-}
+bool markerLine(std::string_view t) { return !t.empty() && t.find_first_not_of("^~ ") == std::string_view::npos; }
 
 // "  File \"/x/y.py\", line 12, in f" -> "f"
 std::string_view frameFunction(std::string_view frame) {
@@ -236,16 +234,17 @@ void Analyzer::cutTraceback(Stream* st) {
   if (sig < 0) return;
   std::string_view fn = frameFunction(st->lastFrame);
   LineInfo info;
-  const std::string text = "traceback cut off in " + (fn.empty() ? std::string("?") : std::string(fn)) + "(): " +
-                           (st->lastCode.empty() ? st->lastFrame : st->lastCode);
+  const std::string text = "traceback cut off in " + (fn.empty() ? std::string("?") : std::string(fn)) +
+                           "(): " + (st->lastCode.empty() ? st->lastFrame : st->lastCode);
   info.body = text;
   std::vector<std::pair<std::string, std::string>> details = m.details;
   details.emplace_back("raised_at", st->lastFrame);
   details.emplace_back("cut_in", std::string(fn.substr(0, 120)));
   const int g = addEvent(sig, catalog_.sig(sig).cls, info, text, st->frameOcc, details);
   if (g >= 0 && groups_[g].notes.empty())
-    groups_[g].notes.push_back("the traceback ends inside this frame without its exception line: the process was "
-                               "killed, or the log (or its paste) was cut; the message is missing");
+    groups_[g].notes.push_back(
+        "the traceback ends inside this frame without its exception line: the process was "
+        "killed, or the log (or its paste) was cut; the message is missing");
   st->frames = 0;
   st->lastFrame.clear();
   st->lastCode.clear();
@@ -258,8 +257,9 @@ int Analyzer::bareException(const LineInfo& info, std::string_view raw, const Oc
   if (!matcher_->matchKind(SigWhen::kTracebackEnd, t, &bm)) return -1;
   const int g = addEvent(bm.sig, catalog_.sig(bm.sig).cls, info, raw, occ, bm.details);
   if (g >= 0 && groups_[g].notes.empty())
-    groups_[g].notes.push_back("an exception line without its traceback (none was printed above it, or it came "
-                               "in another order, as cloud-logging exports do)");
+    groups_[g].notes.push_back(
+        "an exception line without its traceback (none was printed above it, or it came "
+        "in another order, as cloud-logging exports do)");
   return g;
 }
 

@@ -265,8 +265,8 @@ void Analyzer::analyseErrorRecords(Result* r) {
     e.count = recorders.size();
     e.ranks = recorders;
     const std::string call = first->epoch >= 0 ? std::to_string(first->epoch) : std::string("?");
-    const std::string by = " (error record" + std::string(recorders.size() > 1 ? "s of ranks " : " of rank ") +
-                           rankList(recorders) + ")";
+    const std::string by =
+        " (error record" + std::string(recorders.size() > 1 ? "s of ranks " : " of rank ") + rankList(recorders) + ")";
     if (std::string(code) == "mismatch") {
       e.text = "divergent call at call " + call + ": rank " + std::to_string(first->rank) + " made " +
                (first->mine.empty() ? "?" : first->mine) + ", rank " + std::to_string(first->peer) + " made " +
@@ -300,6 +300,96 @@ void Analyzer::analyseErrorRecords(Result* r) {
     e.setDetail("call", call);
     groups_.push_back(std::move(e));
   }
+}
+
+// The root cause among the origins (sorted best first), the surface it explains, the others.
+void Analyzer::chooseRoot(Result* r, const std::vector<int>& origins) {
+  r->status = Result::kRootCause;
+  r->rootGroup = origins[0];
+  // A surface message (NCCL's "invalid usage", "unhandled system error") gives way to the origin
+  // that says why, on the same rank or process: NCCL's WARN, the line after "Last error:".
+  const Signature& top = catalog_.sig(groups_[r->rootGroup].sig);
+  if (!top.explainedBy.empty()) {
+    const EventGroup& surface = groups_[r->rootGroup];
+    auto sameSide = [&](const EventGroup& a, const EventGroup& b) {
+      if (a.ranks.empty() || b.ranks.empty()) return true;
+      for (int x : a.ranks)
+        if (b.ranks.count(x)) return true;
+      return false;
+    };
+    for (int o : origins) {
+      const Signature& os = catalog_.sig(groups_[o].sig);
+      if (o == r->rootGroup || !os.explainedBy.empty() || !sameSide(surface, groups_[o])) continue;
+      bool match = false;
+      for (const auto& prefix : top.explainedBy) match = match || os.id.compare(0, prefix.size(), prefix) == 0;
+      if (!match) continue;
+      r->explainedSurface = r->rootGroup;
+      r->rootGroup = o;  // origins are sorted best first: the first match is the best explanation
+      groups_[o].notes.push_back("explains " + top.id + " (\"" + clip(surface.text, 120) +
+                                 "\"), the message the "
+                                 "framework surfaced");
+      break;
+    }
+  }
+  EventGroup& root = groups_[r->rootGroup];
+  // arfuse's own watchdog (its lines' site is watchdog.cc) reads the kernels' error records: its
+  // line is the faulting call's, so the remark below is about PyTorch's only.
+  std::string raw = root.raw;
+  const std::string site = root.detail("site");
+  if (!site.empty() && raw.find(site) != std::string::npos) raw.erase(raw.find(site), site.size());
+  if (raw.find("atchdog") != std::string::npos && root.sig != catalog_.find("c10d.watchdog_timeout"))
+    root.notes.push_back(
+        "reported by the PyTorch NCCL watchdog thread, which only polls for completed work: the reporting site is "
+        "not the faulting kernel");
+  int w = catalog_.sig(root.sig).weight;
+  if (r->explainedSurface >= 0) w = std::max(w, catalog_.sig(groups_[r->explainedSurface].sig).weight);
+  r->confidence = w >= 70 ? "high" : w >= 45 ? "medium" : "low";
+  std::set<int> seen = {groups_[r->rootGroup].sig};
+  for (size_t i = 0; i < origins.size() && r->otherOrigins.size() < 8; ++i)
+    if (origins[i] != r->rootGroup && seen.insert(groups_[origins[i]].sig).second)
+      r->otherOrigins.push_back(origins[i]);
+}
+
+// How far the ordering (and the inputs) can be trusted, said once at the end of the report.
+void Analyzer::noteOrdering(Result* r) {
+  // Say how far the ordering can be trusted.
+  uint64_t exact = stampedEvents_, approx = unstampedEvents_, up = uptimeEvents_;
+  if (exact + approx + up > 0) {
+    std::ostringstream o;
+    o << exact << " of " << (exact + approx + up) << " matched lines carry a wall-clock stamp";
+    if (approx)
+      o << "; " << approx << " (NCCL, arfuse, tracebacks, faulthandler) do not and are placed by file position"
+        << " (shown with the last stamp above them, marked ~)";
+    r->orderingNotes.push_back(o.str());
+  }
+  if (up)
+    r->orderingNotes.push_back(std::to_string(up) +
+                               " kernel (dmesg) lines carry seconds since boot, which cannot be merged with wall-clock "
+                               "stamps; use `dmesg -T` or journalctl for comparable times");
+  if (defaultYear_ == 0 && exact > 0)
+    r->orderingNotes.push_back("no stamp names a year (vLLM, glog and syslog omit it): times are shown as month-day");
+  if (inputs_.size() > 1)
+    r->orderingNotes.push_back("events from " + std::to_string(inputs_.size()) +
+                               " files are merged by stamp; stamps from different hosts assume synchronised clocks");
+  if (droppedGroups_)
+    r->orderingNotes.push_back(std::to_string(droppedGroups_) + " distinct events beyond the first " +
+                               std::to_string(groups_.size()) + " were not kept");
+  if (droppedRecords_)
+    r->orderingNotes.push_back(std::to_string(droppedRecords_) +
+                               " flight-recorder records / torchrun failures beyond "
+                               "the first 65536 were counted, not kept");
+  if (ranksOutOfRange_)
+    r->orderingNotes.push_back(std::to_string(ranksOutOfRange_) + " lines named a rank above " +
+                               std::to_string(kMaxRank) + "; those rank numbers were ignored");
+  if (nranksClaimIgnored_)
+    r->orderingNotes.push_back(std::to_string(nranksClaimIgnored_) + " claims of more than " +
+                               std::to_string(kMaxRank + 1) + " ranks were ignored");
+  uint64_t windowed = 0;
+  for (const auto& in : inputs_) windowed += in.windowedLines;
+  if (windowed)
+    r->orderingNotes.push_back(std::to_string(windowed) +
+                               " lines longer than 64 KiB were scanned in overlapping "
+                               "64 KiB windows (nothing was cut; evidence text is shortened)");
 }
 
 Result Analyzer::finish() {
@@ -349,49 +439,7 @@ Result Analyzer::finish() {
   std::stable_sort(r.contexts.begin(), r.contexts.end(), earlier);
 
   if (!origins.empty()) {
-    r.status = Result::kRootCause;
-    r.rootGroup = origins[0];
-    // A surface message (NCCL's "invalid usage", "unhandled system error") gives way to the origin
-    // that says why, on the same rank or process: NCCL's WARN, the line after "Last error:".
-    const Signature& top = catalog_.sig(groups_[r.rootGroup].sig);
-    if (!top.explainedBy.empty()) {
-      const EventGroup& surface = groups_[r.rootGroup];
-      auto sameSide = [&](const EventGroup& a, const EventGroup& b) {
-        if (a.ranks.empty() || b.ranks.empty()) return true;
-        for (int x : a.ranks)
-          if (b.ranks.count(x)) return true;
-        return false;
-      };
-      for (int o : origins) {
-        const Signature& os = catalog_.sig(groups_[o].sig);
-        if (o == r.rootGroup || !os.explainedBy.empty() || !sameSide(surface, groups_[o])) continue;
-        bool match = false;
-        for (const auto& prefix : top.explainedBy) match = match || os.id.compare(0, prefix.size(), prefix) == 0;
-        if (!match) continue;
-        r.explainedSurface = r.rootGroup;
-        r.rootGroup = o;  // origins are sorted best first: the first match is the best explanation
-        groups_[o].notes.push_back("explains " + top.id + " (\"" + clip(surface.text, 120) + "\"), the message the "
-                                   "framework surfaced");
-        break;
-      }
-    }
-    EventGroup& root = groups_[r.rootGroup];
-    // arfuse's own watchdog (its lines' site is watchdog.cc) reads the kernels' error records: its
-    // line is the faulting call's, so the remark below is about PyTorch's only.
-    std::string raw = root.raw;
-    const std::string site = root.detail("site");
-    if (!site.empty() && raw.find(site) != std::string::npos) raw.erase(raw.find(site), site.size());
-    if (raw.find("atchdog") != std::string::npos && root.sig != catalog_.find("c10d.watchdog_timeout"))
-      root.notes.push_back(
-          "reported by the PyTorch NCCL watchdog thread, which only polls for completed work: the reporting site is "
-          "not the faulting kernel");
-    int w = catalog_.sig(root.sig).weight;
-    if (r.explainedSurface >= 0) w = std::max(w, catalog_.sig(groups_[r.explainedSurface].sig).weight);
-    r.confidence = w >= 70 ? "high" : w >= 45 ? "medium" : "low";
-    std::set<int> seen = {groups_[r.rootGroup].sig};
-    for (size_t i = 0; i < origins.size() && r.otherOrigins.size() < 8; ++i)
-      if (origins[i] != r.rootGroup && seen.insert(groups_[origins[i]].sig).second)
-        r.otherOrigins.push_back(origins[i]);
+    chooseRoot(&r, origins);
   } else {
     r.status = r.echoes.empty() ? Result::kNoEvidence : Result::kEchoesOnly;
     int s = catalog_.find(r.status == Result::kNoEvidence ? "triage.no_evidence" : "triage.echoes_only");
@@ -426,42 +474,7 @@ Result Analyzer::finish() {
     return earlier(a, b);
   });
 
-  // Say how far the ordering can be trusted.
-  uint64_t exact = stampedEvents_, approx = unstampedEvents_, up = uptimeEvents_;
-  if (exact + approx + up > 0) {
-    std::ostringstream o;
-    o << exact << " of " << (exact + approx + up) << " matched lines carry a wall-clock stamp";
-    if (approx)
-      o << "; " << approx << " (NCCL, arfuse, tracebacks, faulthandler) do not and are placed by file position"
-        << " (shown with the last stamp above them, marked ~)";
-    r.orderingNotes.push_back(o.str());
-  }
-  if (up)
-    r.orderingNotes.push_back(std::to_string(up) +
-                              " kernel (dmesg) lines carry seconds since boot, which cannot be merged with wall-clock "
-                              "stamps; use `dmesg -T` or journalctl for comparable times");
-  if (defaultYear_ == 0 && exact > 0)
-    r.orderingNotes.push_back("no stamp names a year (vLLM, glog and syslog omit it): times are shown as month-day");
-  if (inputs_.size() > 1)
-    r.orderingNotes.push_back("events from " + std::to_string(inputs_.size()) +
-                              " files are merged by stamp; stamps from different hosts assume synchronised clocks");
-  if (droppedGroups_)
-    r.orderingNotes.push_back(std::to_string(droppedGroups_) + " distinct events beyond the first " +
-                              std::to_string(groups_.size()) + " were not kept");
-  if (droppedRecords_)
-    r.orderingNotes.push_back(std::to_string(droppedRecords_) + " flight-recorder records / torchrun failures beyond "
-                              "the first 65536 were counted, not kept");
-  if (ranksOutOfRange_)
-    r.orderingNotes.push_back(std::to_string(ranksOutOfRange_) + " lines named a rank above " +
-                              std::to_string(kMaxRank) + "; those rank numbers were ignored");
-  if (nranksClaimIgnored_)
-    r.orderingNotes.push_back(std::to_string(nranksClaimIgnored_) + " claims of more than " +
-                              std::to_string(kMaxRank + 1) + " ranks were ignored");
-  uint64_t windowed = 0;
-  for (const auto& in : inputs_) windowed += in.windowedLines;
-  if (windowed)
-    r.orderingNotes.push_back(std::to_string(windowed) + " lines longer than 64 KiB were scanned in overlapping "
-                              "64 KiB windows (nothing was cut; evidence text is shortened)");
+  noteOrdering(&r);
   composeVerdict(&r);
   return r;
 }
@@ -502,8 +515,7 @@ void Analyzer::composeVerdict(Result* r) {
     }
     const std::string head = g.detail("headline");
     if (!head.empty() && g.text.find(head) == std::string::npos) v += " - " + head;
-    if (r->explainedSurface >= 0)
-      v += " (explains: \"" + clip(groups_[r->explainedSurface].text, 100) + "\")";
+    if (r->explainedSurface >= 0) v += " (explains: \"" + clip(groups_[r->explainedSurface].text, 100) + "\")";
   } else if (r->status == Result::kEchoesOnly) {
     uint64_t n = 0;
     for (int e : r->echoes) n += groups_[e].count;

@@ -88,7 +88,8 @@ size_t writeRealistic(const std::string& path, size_t bytes) {
                         "network error, NCCL version 2.28.9\n"
                         "[2026-11-29 10:%02d:%02d] Received sigquit from a child process. It usually means the child "
                         "failed.\n",
-                        5000 + r, 5100 + r, r, k % 250, 5000 + r, 5100 + r, r, 5000 + r, 5100 + r, r, mm, ss, r, mm, ss);
+                        5000 + r, 5100 + r, r, k % 250, 5000 + r, 5100 + r, r, 5000 + r, 5100 + r, r, mm, ss, r, mm,
+                        ss);
     } else if (line % 20000 == 0) {  // a traceback of a handled request error
       n = std::snprintf(buf, sizeof(buf),
                         "[2026-11-29 10:%02d:%02d TP%d] Error in request handler: Traceback (most recent call last):\n"
@@ -117,10 +118,11 @@ size_t writeRealistic(const std::string& path, size_t bytes) {
                             mm, ss, k % 8 + 1, k * 13, k * 7, k % 100, k % 64, k % 5);
           break;
         case 3:
-          n = std::snprintf(buf, sizeof(buf),
-                            "[2026-11-29 10:%02d:%02d] INFO:     10.0.%d.%d:%d - \"POST /v1/chat/completions HTTP/1.1\" "
-                            "200 OK\n",
-                            mm, ss, r, k % 250, 30000 + k);
+          n = std::snprintf(
+              buf, sizeof(buf),
+              "[2026-11-29 10:%02d:%02d] INFO:     10.0.%d.%d:%d - \"POST /v1/chat/completions HTTP/1.1\" "
+              "200 OK\n",
+              mm, ss, r, k % 250, 30000 + k);
           break;
         case 4:
           n = std::snprintf(buf, sizeof(buf),
@@ -130,22 +132,24 @@ size_t writeRealistic(const std::string& path, size_t bytes) {
                             static_cast<unsigned>(rng()));
           break;
         case 5:
-          n = std::snprintf(buf, sizeof(buf),
-                            "INFO 11-29 10:%02d:%02d [loggers.py:123] Engine 000: Avg prompt throughput: %d.%d tokens/s, "
-                            "Avg generation throughput: %d.%d tokens/s, Running: %d reqs, Waiting: 0 reqs, GPU KV cache "
-                            "usage: %d.%d%%, Prefix cache hit rate: %d.%d%%\n",
-                            mm, ss, k, k % 10, 2 * k, k % 10, k % 64, k % 100, k % 10, k % 90, k % 10);
+          n = std::snprintf(
+              buf, sizeof(buf),
+              "INFO 11-29 10:%02d:%02d [loggers.py:123] Engine 000: Avg prompt throughput: %d.%d tokens/s, "
+              "Avg generation throughput: %d.%d tokens/s, Running: %d reqs, Waiting: 0 reqs, GPU KV cache "
+              "usage: %d.%d%%, Prefix cache hit rate: %d.%d%%\n",
+              mm, ss, k, k % 10, 2 * k, k % 10, k % 64, k % 100, k % 10, k % 90, k % 10);
           break;
         case 6:
           n = std::snprintf(buf, sizeof(buf),
-                            "gpu-node-%d:%d:%d [%d] NCCL INFO Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read\n", r,
-                            5000 + r, 5100 + r, r, k % 32, r, r, (r + 1) % 8, (r + 1) % 8);
+                            "gpu-node-%d:%d:%d [%d] NCCL INFO Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read\n",
+                            r, 5000 + r, 5100 + r, r, k % 32, r, r, (r + 1) % 8, (r + 1) % 8);
           break;
         case 7:
-          n = std::snprintf(buf, sizeof(buf),
-                            "[rank%d]:[W1129 10:%02d:%02d.%06d %d ProcessGroupNCCL.cpp:4751] [PG ID 0 PG GUID 0 Rank %d]  "
-                            "using GPU %d as device used by this process is currently unknown.\n",
-                            r, mm, ss, k * 997, 7000 + r, r, r);
+          n = std::snprintf(
+              buf, sizeof(buf),
+              "[rank%d]:[W1129 10:%02d:%02d.%06d %d ProcessGroupNCCL.cpp:4751] [PG ID 0 PG GUID 0 Rank %d]  "
+              "using GPU %d as device used by this process is currently unknown.\n",
+              r, mm, ss, k * 997, 7000 + r, r, r);
           break;
         case 8: {  // a tqdm bar redrawn with '\r' (one line of many segments)
           std::string bar;
@@ -166,16 +170,18 @@ size_t writeRealistic(const std::string& path, size_t bytes) {
                             8000 + r, r, mm, ss, 100 + k % 300, k * 3, mm, ss, k * 991);
           break;
         case 10:
-          n = std::snprintf(buf, sizeof(buf),
-                            "/usr/local/lib/python3.12/dist-packages/torch/_dynamo/variables/functions.py:%d: UserWarning: "
-                            "The config.capture_scalar_outputs flag is disabled; graph break %d\n",
-                            700 + k % 100, k);
+          n = std::snprintf(
+              buf, sizeof(buf),
+              "/usr/local/lib/python3.12/dist-packages/torch/_dynamo/variables/functions.py:%d: UserWarning: "
+              "The config.capture_scalar_outputs flag is disabled; graph break %d\n",
+              700 + k % 100, k);
           break;
         default:
-          n = std::snprintf(buf, sizeof(buf),
-                            "[2026-11-29 10:%02d:%02d TP%d] Cache flushed successfully! #free-tokens: %d, memory: %d.%02d "
-                            "GB, step %d of %d\n",
-                            mm, ss, r, 100000 + k * 11, 60 + k % 10, k % 100, k, 1000);
+          n = std::snprintf(
+              buf, sizeof(buf),
+              "[2026-11-29 10:%02d:%02d TP%d] Cache flushed successfully! #free-tokens: %d, memory: %d.%02d "
+              "GB, step %d of %d\n",
+              mm, ss, r, 100000 + k * 11, 60 + k % 10, k % 100, k, 1000);
       }
     }
     if (n <= 0) continue;
@@ -285,16 +291,17 @@ int main(int argc, char** argv) {
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   std::ostringstream j;
   j << "{\n  \"schema\": \"arfuse.triage.bench.v1\",\n  \"date\": \"" << date << "\",\n  \"host\": \""
-    << jsonEscape(u.nodename) << "\",\n  \"cpu\": \"" << jsonEscape(cpuModel()) << "\",\n  \"online_cpus\": "
-    << sysconf(_SC_NPROCESSORS_ONLN) << ",\n  \"load_average_1m_at_end\": " << loadAverage()
-    << ",\n  \"optimised\": "
+    << jsonEscape(u.nodename) << "\",\n  \"cpu\": \"" << jsonEscape(cpuModel())
+    << "\",\n  \"online_cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
+    << ",\n  \"load_average_1m_at_end\": " << loadAverage() << ",\n  \"optimised\": "
 #ifdef NDEBUG
     << "true"
 #else
     << "false"
 #endif
     << ",\n  \"threads_used\": 1,\n  \"command\": \"" << jsonEscape(command)
-    << "\",\n  \"note\": \"rate = decoded bytes / CPU seconds (user+system) of the analysing thread; the machine may be "
+    << "\",\n  \"note\": \"rate = decoded bytes / CPU seconds (user+system) of the analysing thread; the machine may "
+       "be "
        "shared, so wall time can be longer\",\n  \"runs\": [\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];

@@ -55,8 +55,8 @@ Bounded runBounded(const std::vector<std::string>& args, int seconds, long asMb 
   std::ifstream in(outPath, std::ios::binary);
   b.out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   std::remove(outPath.c_str());
-  std::printf("[ hostile ] %-40s exit %d, %.2f s, peak RSS %ld MB\n", args.empty() ? "" : args[0].substr(args[0].rfind('/') + 1).c_str(),
-              b.rc, b.seconds, b.maxRssMb);
+  std::printf("[ hostile ] %-40s exit %d, %.2f s, peak RSS %ld MB\n",
+              args.empty() ? "" : args[0].substr(args[0].rfind('/') + 1).c_str(), b.rc, b.seconds, b.maxRssMb);
   return b;
 }
 
@@ -220,7 +220,9 @@ TEST(TriageHostile, ControlBytesAndInvalidUtf8AreEscaped) {
   line += "\x1b]0;owned\x07 \x1bP1$r ";  // OSC (retitles the terminal), DCS
   line += std::string(1, '\0') + "\x07\x08\x7f bytes ";
   line += "\xC3\x28 \xFF\xFE \xE2\x82 ";  // invalid UTF-8: bad continuation, stray bytes, cut sequence
-  line += "\xC2\x9B" "2J\n";             // C1 CSI "clear screen"
+  line +=
+      "\xC2\x9B"
+      "2J\n";  // C1 CSI "clear screen"
   writeFile(p, line);
   std::ostringstream text, json, err;
   EXPECT_EQ(arfuse::triage::runCli({p}, text, err), 0);

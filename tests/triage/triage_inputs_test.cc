@@ -56,7 +56,10 @@ std::string ustar(const std::vector<std::pair<std::string, std::string>>& member
     std::snprintf(h + 124, 12, "%011o", static_cast<unsigned>(data.size()));
     std::snprintf(h + 136, 12, "%011o", 0);
     h[156] = '0';
-    std::memcpy(h + 257, "ustar\0" "00", 8);
+    std::memcpy(h + 257,
+                "ustar\0"
+                "00",
+                8);
     std::memset(h + 148, ' ', 8);
     unsigned sum = 0;
     for (unsigned char c : h) sum += c;
@@ -131,7 +134,10 @@ TEST(TriageInputs, TruncatedArchiveKeepsWhatWasRead) {
 
 TEST(TriageInputs, BinaryOnlyIsUnusableEmptyIsSaidSo) {
   const std::string d = tempDir("bin");
-  writeFile(d + "/core", std::string("\x7f" "ELF\x02\x01\x01", 7) + std::string(4096, '\0'));
+  writeFile(d + "/core", std::string("\x7f"
+                                     "ELF\x02\x01\x01",
+                                     7) +
+                             std::string(4096, '\0'));
   writeFile(d + "/empty.log", "");
   std::string out, err;
   EXPECT_EQ(run({d + "/core"}, &out, &err), 2) << out;
@@ -153,7 +159,8 @@ TEST(TriageInputs, CarriageReturnsAndLongLines) {
   const std::string d = tempDir("long");
   std::string bar;
   for (int i = 0; i < 2000; ++i) bar += "Capturing batches (bs=" + std::to_string(i) + "): 50%|#####     |\r";
-  writeFile(d + "/bar.log", "line one\n" + bar + "RuntimeError: CUDA error: an illegal memory access was encountered\n");
+  writeFile(d + "/bar.log",
+            "line one\n" + bar + "RuntimeError: CUDA error: an illegal memory access was encountered\n");
   std::string out;
   EXPECT_EQ(run({d + "/bar.log", "--json"}, &out), 0) << out;
   EXPECT_NE(out.find("\"id\":\"cuda.illegal_address\""), std::string::npos) << out;
@@ -193,7 +200,8 @@ TEST(TriageInputs, LineReaderSegmentsAndWindows) {
     }
   };
   const std::string longLine(200000, 'z');
-  const std::string text = "a\rb\r\nc\n" + longLine + "\n\x1b[31mred\x1b[0m \x1b]0;title\x07ok\n#033[2m(raylet)#033[0m x";
+  const std::string text =
+      "a\rb\r\nc\n" + longLine + "\n\x1b[31mred\x1b[0m \x1b]0;title\x07ok\n#033[2m(raylet)#033[0m x";
   for (size_t step : {size_t{1}, size_t{7}, size_t{1} << 20}) {
     LineReader r(std::make_unique<Mem>(text, step));
     std::vector<std::pair<std::string, bool>> got;
@@ -213,7 +221,7 @@ TEST(TriageInputs, LineReaderSegmentsAndWindows) {
     EXPECT_EQ(covered, longLine.size());
     EXPECT_EQ(r.windowedLines(), 1u);
     ASSERT_EQ(got.size(), i + 2);
-    EXPECT_EQ(got[i].first, "red ok");  // CSI and OSC removed
+    EXPECT_EQ(got[i].first, "red ok");          // CSI and OSC removed
     EXPECT_EQ(got[i + 1].first, "(raylet) x");  // syslog's "#033[" spelling too
   }
 }

@@ -28,7 +28,7 @@ const std::string kReal = ARFUSE_TRIAGE_REAL;
 // out-of-sample estimate. Same format; scored and reported, not held to the 85 % goal.
 const std::string kHoldout = ARFUSE_TRIAGE_HOLDOUT;
 
-const char* kClasses[] = {"bare_exception", "many_wordings",  "missing_signature", "explanation_wins",
+const char* kClasses[] = {"bare_exception", "many_wordings", "missing_signature", "explanation_wins",
                           "host_memory",    "cut_traceback", "remedy_matches",    "input_format"};
 
 struct RealLog {
@@ -189,15 +189,15 @@ Score score(const std::string& dir, const char* label) {
     if (!a)
       std::printf("[ %s ] MISS %s\n    cause:   %s\n    verdict: %s\n", label, x.name.c_str(), x.cause.c_str(),
                   v.c_str());
-    rows << (rows.tellp() > 0 ? ",\n" : "") << "      {\"name\": " << jsonStr(x.name) << ", \"source\": "
-         << jsonStr(x.source) << ", \"verdict_names_cause\": " << (a ? "true" : "false")
+    rows << (rows.tellp() > 0 ? ",\n" : "") << "      {\"name\": " << jsonStr(x.name)
+         << ", \"source\": " << jsonStr(x.source) << ", \"verdict_names_cause\": " << (a ? "true" : "false")
          << ", \"naive_first\": " << (b ? "true" : "false") << ", \"naive_last\": " << (c ? "true" : "false") << "}";
   }
   const double n = static_cast<double>(std::max<size_t>(sc.logs, 1));
-  std::printf("[ %s ] %zu logs: verdict line names the cause in %d (%.1f %%); naive grep (?i)error|exception|fail, "
-              "first match: %d (%.1f %%), last match: %d (%.1f %%)\n",
-              label, sc.logs, sc.ours, 100.0 * sc.ours / n, sc.first, 100.0 * sc.first / n, sc.last,
-              100.0 * sc.last / n);
+  std::printf(
+      "[ %s ] %zu logs: verdict line names the cause in %d (%.1f %%); naive grep (?i)error|exception|fail, "
+      "first match: %d (%.1f %%), last match: %d (%.1f %%)\n",
+      label, sc.logs, sc.ours, 100.0 * sc.ours / n, sc.first, 100.0 * sc.first / n, sc.last, 100.0 * sc.last / n);
   sc.rows = rows.str();
   return sc;
 }
@@ -205,7 +205,8 @@ Score score(const std::string& dir, const char* label) {
 std::string scoreJson(const Score& s) {
   std::ostringstream j;
   j << "{\"logs\": " << s.logs << ", \"verdict_names_cause\": " << s.ours << ", \"naive_first_match\": " << s.first
-    << ", \"naive_last_match\": " << s.last << ",\n    \"per_log\": [\n" << s.rows << "\n    ]}";
+    << ", \"naive_last_match\": " << s.last << ",\n    \"per_log\": [\n"
+    << s.rows << "\n    ]}";
   return j.str();
 }
 

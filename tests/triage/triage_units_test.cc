@@ -44,19 +44,22 @@ TEST(TriageCatalog, ParseErrorsNameTheLine) {
       c.parse("[a]\nclass = echo\nliteral = x\npattern = (\nmeaning = m\nremedy = r\nnext = n\nsource = s\n", &err));
   EXPECT_NE(err.find("bad pattern"), std::string::npos) << err;
   // RE2 has no backreferences: a pattern that needs one is refused at parse time, not at match time.
-  EXPECT_FALSE(c.parse("[a]\nclass = echo\nliteral = x\npattern = (a)\\1\nmeaning = m\nremedy = r\nnext = n\n"
-                       "source = s\n",
-                       &err));
+  EXPECT_FALSE(
+      c.parse("[a]\nclass = echo\nliteral = x\npattern = (a)\\1\nmeaning = m\nremedy = r\nnext = n\n"
+              "source = s\n",
+              &err));
   EXPECT_NE(err.find("bad pattern"), std::string::npos) << err;
   // An extract group the pattern does not have is a catalogue error.
-  EXPECT_FALSE(c.parse("[a]\nclass = echo\nliteral = x\npattern = x(y)\nextract = k:2\nmeaning = m\nremedy = r\n"
-                       "next = n\nsource = s\n",
-                       &err));
+  EXPECT_FALSE(
+      c.parse("[a]\nclass = echo\nliteral = x\npattern = x(y)\nextract = k:2\nmeaning = m\nremedy = r\n"
+              "next = n\nsource = s\n",
+              &err));
   EXPECT_NE(err.find("capture group"), std::string::npos) << err;
   // An origin names its cause in a title (the verdict line starts with it).
-  EXPECT_FALSE(c.parse("[a]\nclass = origin\nliteral = x\npattern = x\nmeaning = m\nremedy = r\nnext = n\n"
-                       "source = s\n",
-                       &err));
+  EXPECT_FALSE(
+      c.parse("[a]\nclass = origin\nliteral = x\npattern = x\nmeaning = m\nremedy = r\nnext = n\n"
+              "source = s\n",
+              &err));
   EXPECT_NE(err.find("title"), std::string::npos) << err;
   EXPECT_TRUE(
       c.parse("# ok\n[x.y]\nclass = echo\nweight = 60\nliteral = Foo | bar\npattern = (?i)foo+\nmeaning = m\n  more\n"
@@ -85,9 +88,9 @@ TEST(TriageCatalog, HighestWeightWinsOnALine) {
   uint32_t extra = 0;
   ASSERT_TRUE(matchLine(m, "gpu:1:2 [3] NCCL WARN socketProgress: Connection refused", &r, &extra));
   EXPECT_EQ(Catalog::builtin().sig(r.sig).id, "nccl.connect_refused");
-  ASSERT_TRUE(matchLine(
-      m, "arfuse WARN rank=3 dev=3 sm_120 path=oneshot disabled: ipc_open: invalid argument -> fallback=nccl", &r,
-      &extra));
+  ASSERT_TRUE(
+      matchLine(m, "arfuse WARN rank=3 dev=3 sm_120 path=oneshot disabled: ipc_open: invalid argument -> fallback=nccl",
+                &r, &extra));
   EXPECT_EQ(Catalog::builtin().sig(r.sig).id, "arfuse.path_disabled");
   ASSERT_TRUE(
       matchLine(m,
@@ -226,8 +229,8 @@ TEST(TriageAnalyzer, LastErrorExplainsTheSurface) {
   EXPECT_EQ(a.catalog().sig(g.sig).id, "nccl.socket_error");  // socketPollConnect is a known NCCL socket call
 
   Analyzer b(Catalog::builtin());
-  r = analyse(b, {"RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)", "Last error:",
-                  "Something no catalogue entry describes"});
+  r = analyse(b, {"RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)",
+                  "Last error:", "Something no catalogue entry describes"});
   ASSERT_EQ(r.status, Result::kRootCause);
   EXPECT_EQ(b.catalog().sig(b.groups()[r.rootGroup].sig).id, "nccl.last_error") << r.verdict;
   EXPECT_NE(r.verdict.find("Something no catalogue entry describes"), std::string::npos) << r.verdict;
@@ -240,17 +243,19 @@ TEST(TriageAnalyzer, LastErrorExplainsTheSurface) {
 // in an unknown frame is still reported, with the frame.
 TEST(TriageAnalyzer, CutTracebackNamesTheFunction) {
   Analyzer a(Catalog::builtin());
-  Result r = analyse(a, {"[2026-11-29 10:00:01 TP3] Scheduler hit an exception: Traceback (most recent call last):",
-                         "  File \"/sgl/python/sglang/srt/layers/layernorm.py\", line 559, in forward_with_allreduce_fusion",
-                         "    return _forward_with_allreduce_fusion(",
-                         "  File \"/usr/lib/python3/flashinfer/comm/trtllm_ar.py\", line 812, in trtllm_allreduce_fusion",
-                         "    module.trtllm_allreduce_fusion(", "[2026-11-29 10:00:02] Received sigquit from a child process."});
+  Result r = analyse(
+      a, {"[2026-11-29 10:00:01 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+          "  File \"/sgl/python/sglang/srt/layers/layernorm.py\", line 559, in forward_with_allreduce_fusion",
+          "    return _forward_with_allreduce_fusion(",
+          "  File \"/usr/lib/python3/flashinfer/comm/trtllm_ar.py\", line 812, in trtllm_allreduce_fusion",
+          "    module.trtllm_allreduce_fusion(", "[2026-11-29 10:00:02] Received sigquit from a child process."});
   ASSERT_EQ(r.status, Result::kRootCause) << r.verdict;
   const EventGroup& g = a.groups()[r.rootGroup];
   EXPECT_EQ(a.catalog().sig(g.sig).id, "frame.fused_allreduce");
   EXPECT_EQ(g.first.rank, 3);
   EXPECT_NE(r.verdict.find("trtllm_allreduce_fusion"), std::string::npos) << r.verdict;
-  EXPECT_FALSE(a.catalog().sig(g.sig).remedy.find("--enforce-disable-flashinfer-allreduce-fusion") == std::string::npos);
+  EXPECT_FALSE(a.catalog().sig(g.sig).remedy.find("--enforce-disable-flashinfer-allreduce-fusion") ==
+               std::string::npos);
 
   Analyzer b(Catalog::builtin());
   r = analyse(b, {"Traceback (most recent call last):", "  File \"/app/serve.py\", line 9, in main", "    run()"});
