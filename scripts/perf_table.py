@@ -123,6 +123,8 @@ def tables():
     for path in sorted(glob.glob(os.path.join(ROOT, "bench", "results", "*.json"))):
         with open(path) as f:
             d = json.load(f)
+        if not str(d.get("schema", "")).startswith("arfuse-bench/"):
+            continue  # other records kept beside the bench results (triage_*.json) have no perf table
         name = os.path.relpath(path, ROOT)
         if d.get("verify_pass"):
             parts.append(verify_table(d, name))

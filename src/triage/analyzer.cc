@@ -4,30 +4,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "analyzer_state.h"
+#include "text.h"
+
 namespace arfuse {
 namespace triage {
 
 namespace {
 
-// Structural literals the analyzer itself needs, scanned in the same pass as the catalogue's.
-enum Extra : uint32_t {
-  kTraceback = 1u << 0,
-  kChainDirect = 1u << 1,
-  kChainDuring = 1u << 2,
-  kFaultThread = 1u << 3,
-  kFatalPython = 1u << 4,
-  kNcclInfo = 1u << 5,
-  kFrHeader = 1u << 6,
-  kErrorRecord = 1u << 7,
-  kEpoch = 1u << 8,
-  kTorchRootCause = 1u << 9,
-  kTorchFailures = 1u << 10,
-  kHintTp = 1u << 11,
-  kHintWorld = 1u << 12,
-  kHintNranks = 1u << 13,
-  kHintTpVllm = 1u << 14,
-  kDumpNote = 1u << 15,
-};
 const std::vector<std::string>& extraLiterals() {
   static const std::vector<std::string> v = {
       "Traceback (most recent call last)",
@@ -46,21 +30,16 @@ const std::vector<std::string>& extraLiterals() {
       "nranks=",
       "tensor_parallel_size",
       "arfuse-dump-note",
+      "Last error:",
+      "File \"",
   };
   return v;
 }
 const char* kHintKeys[] = {"tp_size", "world_size", "nranks=", "tensor_parallel_size"};
 
 constexpr size_t kMaxGroups = 20000;
-constexpr size_t kMaxText = 400;
-constexpr int kInferWindow = 20;  // an unprefixed line inherits the rank of a prefixed line this close above
-
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
-std::string_view trimLeft(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  return s;
-}
+constexpr size_t kMaxRecords = 65536;  // error records, torchrun failures: kept, the rest counted
+constexpr int kInferWindow = 20;       // an unprefixed line inherits the rank of a prefixed line this close above
 
 // Masks digits and hex words so the same message from different ranks / requests groups together.
 std::string normalise(std::string_view s) {
@@ -106,6 +85,30 @@ long toLong(std::string_view v, long dflt = -1) {
 
 }  // namespace
 
+bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+std::string_view trimLeft(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return s;
+}
+
+void EventGroup::addRank(int r) {
+  if (ranks.count(r)) return;
+  if (ranks.size() < kMaxRanksKept)
+    ranks.insert(r);
+  else
+    ++moreRanks;
+}
+
+int Analyzer::clampRank(long r) {
+  if (r < 0) return -1;
+  if (r > kMaxRank) {
+    ++ranksOutOfRange_;
+    return -1;
+  }
+  return static_cast<int>(r);
+}
+
 std::string EventGroup::detail(const std::string& key) const {
   for (const auto& [k, v] : details)
     if (k == key) return v;
@@ -120,39 +123,6 @@ void EventGroup::setDetail(const std::string& key, const std::string& value) {
     }
   details.emplace_back(key, value);
 }
-
-struct Analyzer::Stream {
-  enum State { kIdle, kFrames, kAfterExc } state = kIdle;
-  bool chainPending = false;  // saw "The above exception was the direct cause" after an exception
-  bool wrapper = false;       // the traceback being read re-raises lastExc
-  int lastExc = -1;
-  std::string lastFrame;
-  int afterLines = 0;
-  int faultState = 0;  // 1 after "Fatal Python error", 2 in the current thread's stack, 3 frame taken
-  int fatalGroup = -1;
-  int rank = -1;
-  bool rankInferred = false;
-  std::string proc;
-};
-
-struct Analyzer::FileState {
-  int file = 0;
-  uint64_t lineNo = 0;
-  int defaultRank = -1;  // from the file name (rank5.log, tp3.log)
-  std::unordered_map<std::string, Stream> streams;
-  std::string active;  // stream that owns unprefixed continuation lines
-  int lastPrefixedRank = -1;
-  uint64_t lastPrefixedLine = 0;
-  Stamp lastStamp;
-  std::unordered_map<std::string, int> ncclWarn;  // host:pid -> group of its latest WARN
-  std::deque<std::pair<uint64_t, std::string>> ring;
-  std::vector<int> pendingAfter;
-  int frRank = -1;  // inside a flight-recorder dump of this rank
-  int summaryLeft = 0;
-  bool summaryFirst = false;
-  bool haveFailure = false;
-  TorchrunFailure failure;
-};
 
 Analyzer::Analyzer(const Catalog& catalog, int contextLines)
     : catalog_(catalog), matcher_(new Matcher(catalog, extraLiterals())), contextLines_(contextLines) {}
@@ -182,12 +152,18 @@ int Analyzer::beginFile(const std::string& path) {
   return fs_->file;
 }
 
-void Analyzer::endFile(const std::string& compression, uint64_t bytes, const std::string& error) {
+void Analyzer::endFile(const std::string& compression, uint64_t bytes, uint64_t windowedLines,
+                       const std::string& error) {
   InputStats& in = inputs_.back();
   in.compression = compression;
   in.bytes = bytes;
+  in.windowedLines = windowedLines;
   in.error = error;
-  if (fs_ && fs_->haveFailure && fs_->failure.rank >= 0) torchrun_.push_back(fs_->failure);
+  if (fs_) {
+    for (auto& [key, st] : fs_->streams)
+      if (st.state == Stream::kFrames) cutTraceback(&st);  // the file ends inside a traceback
+    if (fs_->haveFailure && fs_->failure.rank >= 0 && torchrun_.size() < kMaxRecords) torchrun_.push_back(fs_->failure);
+  }
   fs_.reset();
 }
 
@@ -203,13 +179,15 @@ uint64_t Analyzer::totalBytes() const {
   return n;
 }
 
-void Analyzer::feed(std::string_view line) {
+void Analyzer::feed(std::string_view line, bool sameLine) {
   FileState& fs = *fs_;
-  ++fs.lineNo;
-  ++inputs_.back().lines;
-  if (contextLines_ > 0 && !fs.pendingAfter.empty()) {
+  if (!sameLine || fs.lineNo == 0) {
+    ++fs.lineNo;
+    ++inputs_.back().lines;
+  }
+  if (contextLines_ > 0 && !fs.pendingAfter.empty() && !sameLine) {
     for (int g : fs.pendingAfter) {
-      groups_[g].context.emplace_back(fs.lineNo, std::string(line.substr(0, kMaxText)));
+      groups_[g].context.emplace_back(fs.lineNo, clip(line, kMaxText));
       --groups_[g].contextAfterLeft;
     }
     fs.pendingAfter.erase(std::remove_if(fs.pendingAfter.begin(), fs.pendingAfter.end(),
@@ -219,13 +197,18 @@ void Analyzer::feed(std::string_view line) {
 
   LineInfo info;
   parseLine(line, &info);
+  if (info.rank > kMaxRank) {
+    ++ranksOutOfRange_;
+    info.rank = -1;
+  }
+  if (info.dev > kMaxRank) info.dev = -1;
   if (info.stamp.valid()) {
     fs.lastStamp = info.stamp;
-    if (info.stamp.year > defaultYear_) defaultYear_ = info.stamp.year;
+    if (info.stamp.year > defaultYear_ && info.stamp.year < 10000) defaultYear_ = info.stamp.year;
   }
   SigMatch m;
   uint32_t extra = 0;
-  bool hit = matcher_->match(line, &m, &extra);
+  bool hit = matcher_->match(line, info.body, &m, &extra);
   // A dump's notes restate its error record and the log lines for people: never an event.
   if (extra & kDumpNote) {
     const size_t dn = info.body.find("arfuse-dump-note");
@@ -238,16 +221,15 @@ void Analyzer::feed(std::string_view line) {
   occ.file = fs.file;
   occ.line = fs.lineNo;
   occ.rank = info.rank;
-  occ.proc = std::string(info.proc);
+  occ.proc = std::string(info.proc.substr(0, 96));
   std::string key;
-  Stream* st = nullptr;
   if (info.prefixed || info.rank >= 0) {
     key = info.rank >= 0 ? "r" + std::to_string(info.rank) : "p" + occ.proc;
     fs.lastPrefixedRank = info.rank;
     fs.lastPrefixedLine = fs.lineNo;
   } else if (!fs.active.empty()) {
     Stream& a = fs.streams[fs.active];
-    if (indented || a.state != Stream::kIdle || a.faultState != 0) {
+    if (indented || a.state != Stream::kIdle || a.faultState != 0 || a.lastErrorPending) {
       key = fs.active;
       occ.rank = a.rank;
       occ.rankInferred = a.rankInferred;
@@ -271,58 +253,6 @@ void Analyzer::feed(std::string_view line) {
   }
   occ.uptime = info.uptime;
 
-  const uint32_t kStreamBits = kTraceback | kChainDirect | kChainDuring | kFaultThread | kFatalPython;
-  if ((extra & kStreamBits) || !fs.active.empty()) {
-    auto it = fs.streams.find(key);
-    if (it == fs.streams.end() && (extra & kStreamBits)) it = fs.streams.emplace(key, Stream()).first;
-    if (it != fs.streams.end()) st = &it->second;
-  }
-
-  // Python traceback / faulthandler state machines.
-  bool excLine = false;
-  if (st) {
-    std::string_view t = trimLeft(info.body);
-    if (extra & kTraceback) {
-      st->wrapper = st->chainPending && st->lastExc >= 0;
-      st->chainPending = false;
-      st->state = Stream::kFrames;
-      st->lastFrame.clear();
-      st->rank = occ.rank;
-      st->rankInferred = occ.rankInferred;
-      st->proc = occ.proc;
-      fs.active = key;
-    } else if (st->state == Stream::kFrames) {
-      if (indented) {
-        if (startsWith(t, "File \"")) st->lastFrame = std::string(t.substr(0, 200));
-      } else if (!info.body.empty()) {
-        excLine = true;
-      }
-    } else if (st->state == Stream::kAfterExc) {
-      if (extra & (kChainDirect | kChainDuring)) {
-        st->chainPending = true;
-      } else if (!info.body.empty() && ++st->afterLines > 6) {
-        st->state = Stream::kIdle;
-      }
-    }
-    if (extra & kFatalPython) {
-      st->faultState = 1;
-      st->rank = occ.rank;
-      st->rankInferred = occ.rankInferred;
-      st->proc = occ.proc;
-      fs.active = key;
-    } else if (st->faultState == 1 && (extra & kFaultThread)) {
-      if (t.find("Current thread") != std::string_view::npos) st->faultState = 2;
-    } else if (st->faultState == 2 && startsWith(t, "File \"")) {
-      if (st->fatalGroup >= 0 && groups_[st->fatalGroup].detail("crashed_at").empty())
-        groups_[st->fatalGroup].setDetail("crashed_at", std::string(t.substr(0, 200)));
-      st->faultState = 3;
-    } else if (st->faultState >= 1 && !indented && !(extra & kFaultThread) && !info.body.empty() &&
-               !startsWith(info.body, "Extension modules") && !startsWith(info.body, "Python runtime state")) {
-      st->faultState = 0;
-    }
-    if (st->state == Stream::kIdle && st->faultState == 0 && fs.active == key) fs.active.clear();
-  }
-
   std::vector<std::pair<std::string, std::string>> details = std::move(m.details);
   if (std::strcmp(info.format, "arfuse") == 0) handleArfuseTokens(info.body, &occ, &details);
 
@@ -330,100 +260,107 @@ void Analyzer::feed(std::string_view line) {
   if (extra & kErrorRecord) {
     const size_t at = info.body.find("arfuse-error-record");
     const long rank = at == std::string_view::npos ? -1 : toLong(tokenValue(info.body.substr(at), "rank"));
-    if (rank >= 0) {
-      occ.rank = static_cast<int>(rank);
+    const int r = clampRank(rank);
+    if (r >= 0) {
+      occ.rank = r;
       occ.rankInferred = false;
     }
   }
 
+  // Python tracebacks and faulthandler, per stream.
+  const uint32_t kStreamBits =
+      kTraceback | kChainDirect | kChainDuring | kFaultThread | kFatalPython | kLastError | kFrameLine;
+  Stream* st = nullptr;
+  if ((extra & kStreamBits) || !fs.active.empty() || fs.streams.count(key)) {
+    auto it = fs.streams.find(key);
+    if (it == fs.streams.end() && (extra & kStreamBits)) {
+      if (fs.streams.size() >= FileState::kMaxStreams) {  // a log with more processes than that: forget idle ones
+        for (auto i = fs.streams.begin(); i != fs.streams.end();)
+          i = (i->second.state == Stream::kIdle && i->first != fs.active) ? fs.streams.erase(i) : std::next(i);
+      }
+      if (fs.streams.size() < FileState::kMaxStreams) it = fs.streams.emplace(key, Stream()).first;
+    }
+    if (it != fs.streams.end()) st = &it->second;
+  }
+
   int g = -1;
   if (hit) {
-    const Signature& s = catalog_.sig(m.sig);
-    g = addEvent(m.sig, s.cls, info, line, occ, details);
-  } else if (excLine) {
-    const auto& sigs = catalog_.signatures();
-    int best = -1;
-    SigMatch bm;
-    for (size_t i = 0; i < sigs.size(); ++i) {
-      if (sigs[i].when != SigWhen::kTracebackEnd || (best >= 0 && sigs[i].weight <= sigs[best].weight)) continue;
-      SigMatch tm;
-      if (matcher_->matchOne(static_cast<int>(i), info.body, &tm)) {
-        best = static_cast<int>(i);
-        bm = std::move(tm);
-      }
+    // A source line shown in a traceback ('raise OutOfResources(...)') is code, not a message: it only
+    // counts when the traceback is cut off right after it (cutTraceback).
+    if (st && st->state == Stream::kFrames && isSourceLine(st->prevWasFrame, info.body)) {
+      st->codeSig = m.sig;
+      st->codeDetails = details;
+    } else {
+      g = addEvent(m.sig, catalog_.sig(m.sig).cls, info, line, occ, details);
     }
-    if (best >= 0) g = addEvent(best, sigs[best].cls, info, line, occ, bm.details);
   }
-  if (excLine) {
-    st->state = Stream::kAfterExc;
-    st->afterLines = 0;
-    if (g >= 0) {
-      EventGroup& e = groups_[g];
-      e.inTraceback = true;
-      if (!st->lastFrame.empty() && e.detail("raised_at").empty()) e.setDetail("raised_at", st->lastFrame);
-      if (st->wrapper && st->lastExc >= 0 && st->lastExc != g) {
-        EventGroup& cause = groups_[st->lastExc];
-        const Signature& ws = catalog_.sig(e.sig);
-        if (ws.when == SigWhen::kTracebackEnd && e.cls == SigClass::kOrigin) {
-          e.cls = SigClass::kEcho;
-          if (e.notes.empty()) e.notes.push_back("re-raises the exception above it: " + cause.text.substr(0, 160));
-        }
-      }
-      st->lastExc = g;
-    }
-    st->wrapper = false;
-  }
-  if (st && g >= 0 && (extra & kFatalPython)) st->fatalGroup = g;
 
-  // NCCL: "NCCL INFO file.cc:123 -> 2" lines are the return chain of the WARN above them.
-  if (std::strcmp(info.format, "nccl") == 0) {
-    if (info.level == 'W' && g >= 0) {
-      fs.ncclWarn[std::string(info.ncclStream)] = g;
-      if (groups_[g].chainStream.empty()) groups_[g].chainStream = std::string(info.ncclStream);
-    } else if ((extra & kNcclInfo) && !fs.ncclWarn.empty()) {
-      std::string_view b = info.body;
-      size_t arrow = b.rfind(" -> ");
-      if (arrow != std::string_view::npos && arrow + 4 < b.size() &&
-          b.find_first_not_of("0123456789", arrow + 4) == std::string_view::npos) {
-        auto w = fs.ncclWarn.find(std::string(info.ncclStream));
-        if (w != fs.ncclWarn.end()) {
-          EventGroup& e = groups_[w->second];
-          if (e.chainStream == info.ncclStream && e.chain.size() < 12) {
-            std::string_view frame = b.substr(std::min(b.size(), size_t{10}));  // after "NCCL INFO "
-            e.chain.emplace_back(trimLeft(frame));
-          }
-        }
-      }
-    }
+  bool consumed = false;
+  if (st) {
+    const int tg = tracebackLine(st, key, info, line, occ, extra, g);
+    consumed = tg != -2;
+    if (tg >= 0) g = tg;
   }
+  if (!hit && !consumed && g < 0) g = bareException(info, line, occ);
+
+  if (std::strcmp(info.format, "nccl") == 0) ncclChain(info, extra, g);
 
   if (extra & (kFrHeader | kErrorRecord | kEpoch | kDumpNote))
     handleFlightRecorder(info.body, occ, extra);
   else
     fs.frRank = -1;
   if ((extra & (kTorchRootCause | kTorchFailures)) || fs.summaryLeft > 0) handleTorchrunSummary(info.body, occ);
-  if (extra & (kHintTp | kHintWorld | kHintNranks | kHintTpVllm)) {
-    for (int b = 0; b < 4; ++b) {
-      if (!(extra & (kHintTp << b))) continue;
-      std::string_view k = kHintKeys[b];
-      for (size_t p = line.find(k); p != std::string_view::npos; p = line.find(k, p)) {
-        bool whole = p == 0 || !(std::isalnum(static_cast<unsigned char>(line[p - 1])) || line[p - 1] == '_');
-        p += k.size();
-        while (p < line.size() && line[p] != '\0' && std::strchr(" =:\"'", line[p])) ++p;
-        long v = toLong(line.substr(p, 8), 0);
-        if (whole && v > nranksHint_ && v <= 65536) {
-          nranksHint_ = static_cast<int>(v);
-          std::string kk(k);
-          if (!kk.empty() && kk.back() == '=') kk.pop_back();
-          nranksHintSource_ = kk + "=" + std::to_string(v);
+  if (extra & (kHintTp | kHintWorld | kHintNranks | kHintTpVllm)) rankHints(line, extra);
+
+  if (contextLines_ > 0 && !sameLine) {
+    fs.ring.emplace_back(fs.lineNo, clip(line, kMaxText));
+    if (fs.ring.size() > static_cast<size_t>(contextLines_)) fs.ring.pop_front();
+  }
+}
+
+// NCCL: "NCCL INFO file.cc:123 -> 2" lines are the return chain of the WARN above them (same host:pid).
+void Analyzer::ncclChain(const LineInfo& info, uint32_t extra, int g) {
+  FileState& fs = *fs_;
+  if (info.level == 'W' && g >= 0) {
+    if (fs.ncclWarn.size() < FileState::kMaxStreams || fs.ncclWarn.count(std::string(info.ncclStream)))
+      fs.ncclWarn[std::string(info.ncclStream)] = g;
+    if (groups_[g].chainStream.empty()) groups_[g].chainStream = std::string(info.ncclStream.substr(0, 96));
+  } else if ((extra & kNcclInfo) && !fs.ncclWarn.empty()) {
+    std::string_view b = info.body;
+    size_t arrow = b.rfind(" -> ");
+    if (arrow != std::string_view::npos && arrow + 4 < b.size() &&
+        b.find_first_not_of("0123456789", arrow + 4) == std::string_view::npos) {
+      auto w = fs.ncclWarn.find(std::string(info.ncclStream));
+      if (w != fs.ncclWarn.end()) {
+        EventGroup& e = groups_[w->second];
+        if (e.chainStream == info.ncclStream && e.chain.size() < 12) {
+          std::string_view frame = b.substr(std::min(b.size(), size_t{10}));  // after "NCCL INFO "
+          e.chain.emplace_back(clip(trimLeft(frame), 160));
         }
       }
     }
   }
+}
 
-  if (contextLines_ > 0) {
-    fs.ring.emplace_back(fs.lineNo, std::string(line.substr(0, kMaxText)));
-    if (fs.ring.size() > static_cast<size_t>(contextLines_)) fs.ring.pop_front();
+// The declared world size: the largest tp_size / world_size / nranks= / tensor_parallel_size a line
+// names, up to kMaxRank + 1 (larger claims are counted and ignored: a claim is not a count).
+void Analyzer::rankHints(std::string_view line, uint32_t extra) {
+  for (int b = 0; b < 4; ++b) {
+    if (!(extra & (kHintTp << b))) continue;
+    std::string_view k = kHintKeys[b];
+    for (size_t p = line.find(k); p != std::string_view::npos; p = line.find(k, p)) {
+      bool whole = p == 0 || !(std::isalnum(static_cast<unsigned char>(line[p - 1])) || line[p - 1] == '_');
+      p += k.size();
+      while (p < line.size() && line[p] != '\0' && std::strchr(" =:\"'", line[p])) ++p;
+      long v = toLong(line.substr(p, 12), 0);
+      if (whole && v > kMaxRank + 1) ++nranksClaimIgnored_;
+      if (whole && v > nranksHint_ && v <= kMaxRank + 1) {
+        nranksHint_ = static_cast<int>(v);
+        std::string kk(k);
+        if (!kk.empty() && kk.back() == '=') kk.pop_back();
+        nranksHintSource_ = kk + "=" + std::to_string(v);
+      }
+    }
   }
 }
 
@@ -445,8 +382,8 @@ int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_
     EventGroup& e = groups_.back();
     e.sig = sig;
     e.cls = cls;
-    e.text = std::string(info.body.substr(0, kMaxText));
-    e.raw = std::string(raw.substr(0, kMaxText));
+    e.text = clip(trimLeft(info.body), kMaxText);
+    e.raw = clip(raw, kMaxText);
     e.first = occ;
     e.details = details;
     if (occ.rankInferred)
@@ -454,7 +391,7 @@ int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_
                         " is inferred: the line has no prefix; the nearest prefixed line above it is that rank's");
     if (contextLines_ > 0 && fs_) {
       for (const auto& l : fs_->ring) e.context.push_back(l);
-      e.context.emplace_back(occ.line, std::string(raw.substr(0, kMaxText)));
+      e.context.emplace_back(occ.line, clip(raw, kMaxText));
       e.contextAfterLeft = contextLines_;
       fs_->pendingAfter.push_back(g);
     }
@@ -464,9 +401,9 @@ int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_
   EventGroup& e = groups_[g];
   ++e.count;
   if (occ.rank >= 0) {
-    e.ranks.insert(occ.rank);
+    e.addRank(occ.rank);
     if (!occ.rankInferred) maxRank_ = std::max(maxRank_, occ.rank);
-  } else {
+  } else if (e.procs.size() < 64) {
     e.procs.insert(occ.proc.empty() ? "unprefixed" : occ.proc);
   }
   if (occ.uptime >= 0 && !occ.stamp.valid())
@@ -493,7 +430,8 @@ int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_
   if (occ.rank >= 0) {
     if (!seq.empty()) seqByRank_.emplace(occ.rank, toLong(seq));
     if (!lastDone.empty()) lastCompletedByRank_.emplace(occ.rank, toLong(lastDone));
-    if (!waitedFor.empty()) waits_.emplace(occ.rank, std::make_pair(static_cast<int>(toLong(waitedFor)), g));
+    const int waited = waitedFor.empty() ? -1 : clampRank(toLong(waitedFor));
+    if (waited >= 0) waits_.emplace(occ.rank, std::make_pair(waited, g));
   }
   return g;
 }
@@ -521,22 +459,23 @@ void Analyzer::handleArfuseTokens(std::string_view body, Occurrence* occ,
       std::string_view k = tok.substr(0, eq);
       for (const char* kk : kKeys) known = known || k == kk;
       if (known) {
-        std::string ks(k), vs(tok.substr(eq + 1));
-        if (ks == "rank" && toLong(vs) >= 0) {  // "rank=-": no communicator involved
-          occ->rank = static_cast<int>(toLong(vs));
+        std::string ks(k), vs = clip(tok.substr(eq + 1), Matcher::kMaxDetail);
+        const int r = ks == "rank" ? clampRank(toLong(vs)) : -1;
+        if (r >= 0) {  // "rank=-": no communicator involved
+          occ->rank = r;
           occ->rankInferred = false;
         }
         if (!has(ks)) details->emplace_back(ks, vs);
       }
     } else if (tok.size() > 3 && startsWith(tok, "sm_")) {
       known = true;
-      if (!has("sm")) details->emplace_back("sm", std::string(tok));
+      if (!has("sm")) details->emplace_back("sm", clip(tok, 32));
     } else {
       size_t colon = tok.rfind(':');
       size_t dot = tok.find('.');
       if (colon != std::string_view::npos && dot != std::string_view::npos && dot < colon &&
           tok.find_first_not_of("0123456789", colon + 1) == std::string_view::npos && colon + 1 < tok.size()) {
-        if (!has("site")) details->emplace_back("site", std::string(tok));
+        if (!has("site")) details->emplace_back("site", clip(tok, 160));
         p = e + 1;
         break;  // free text follows the site
       }
@@ -548,11 +487,11 @@ void Analyzer::handleArfuseTokens(std::string_view body, Occurrence* occ,
     std::string_view text = body.substr(p);
     size_t nx = text.find("next: ");
     if (nx != std::string_view::npos) {
-      if (!has("next")) details->emplace_back("next", std::string(text.substr(nx + 6)));
+      if (!has("next")) details->emplace_back("next", clip(text.substr(nx + 6), kMaxText));
       text = text.substr(0, nx);
       while (!text.empty() && (text.back() == ' ' || text.back() == ';')) text.remove_suffix(1);
     }
-    if (!has("message")) details->emplace_back("message", std::string(text));
+    if (!has("message")) details->emplace_back("message", clip(text, kMaxText));
   }
 }
 
@@ -561,11 +500,13 @@ void Analyzer::handleFlightRecorder(std::string_view body, const Occurrence& occ
   size_t at = body.find("arfuse-");
   if ((extra & kFrHeader) && at != std::string_view::npos && startsWith(body.substr(at), "arfuse-flight-recorder")) {
     std::string_view b = body.substr(at);
-    int rank = static_cast<int>(toLong(tokenValue(b, "rank")));
+    int rank = clampRank(toLong(tokenValue(b, "rank")));
     if (rank < 0) return;
     FrRank& r = fr_[rank];
-    r.dev = static_cast<int>(toLong(tokenValue(b, "dev")));
-    r.nranks = static_cast<int>(toLong(tokenValue(b, "nranks"), 0));
+    r.dev = clampRank(toLong(tokenValue(b, "dev")));
+    const long claimed = toLong(tokenValue(b, "nranks"), 0);
+    if (claimed > kMaxRank + 1) ++nranksClaimIgnored_;  // never sized by: a claim is not a count
+    r.nranks = claimed > 0 && claimed <= kMaxRank + 1 ? static_cast<int>(claimed) : 0;
     r.header = occ;
     r.header.rank = rank;
     r.header.rankInferred = false;
@@ -578,8 +519,12 @@ void Analyzer::handleFlightRecorder(std::string_view body, const Occurrence& occ
   }
   if ((extra & kErrorRecord) && at != std::string_view::npos && startsWith(body.substr(at), "arfuse-error-record")) {
     std::string_view b = body.substr(at);
-    int rank = static_cast<int>(toLong(tokenValue(b, "rank")));
-    int peer = static_cast<int>(toLong(tokenValue(b, "peer")));
+    int rank = clampRank(toLong(tokenValue(b, "rank")));
+    int peer = clampRank(toLong(tokenValue(b, "peer")));
+    if (errorRecords_.size() + otherRecords_.size() >= kMaxRecords) {
+      ++droppedRecords_;
+      return;
+    }
     // code= is absent in older dumps (every record was a timeout then), a word in newer ones.
     std::string code(tokenValue(b, "code"));
     if (code.empty() || code == "peer_timeout" || code == "1" || code == "arfusePeerTimeout") {
@@ -589,9 +534,9 @@ void Analyzer::handleFlightRecorder(std::string_view body, const Occurrence& occ
       o.rank = rank;
       o.peer = peer;
       o.epoch = toLong(tokenValue(b, "epoch"));
-      o.code = code == "2" ? "mismatch" : code == "3" ? "concurrent" : code;
-      o.mine = std::string(tokenValue(b, "mine"));
-      o.theirs = std::string(tokenValue(b, "theirs"));
+      o.code = code == "2" ? "mismatch" : code == "3" ? "concurrent" : clip(code, 32);
+      o.mine = clip(tokenValue(b, "mine"), 96);
+      o.theirs = clip(tokenValue(b, "theirs"), 96);
       o.at = occ;
       o.at.rank = rank;
       o.at.rankInferred = false;
@@ -601,9 +546,9 @@ void Analyzer::handleFlightRecorder(std::string_view body, const Occurrence& occ
   }
   if ((extra & kDumpNote) && at != std::string_view::npos && startsWith(body.substr(at), "arfuse-dump-note")) {
     std::string_view b = body.substr(at);
-    int rank = static_cast<int>(toLong(tokenValue(b, "rank")));
+    int rank = clampRank(toLong(tokenValue(b, "rank")));
     size_t le = b.find(" last_error: ");
-    if (fr_.count(rank) && le != std::string_view::npos) fr_[rank].lastError = std::string(b.substr(le + 13, kMaxText));
+    if (fr_.count(rank) && le != std::string_view::npos) fr_[rank].lastError = clip(b.substr(le + 13), kMaxText);
     return;
   }
   std::string_view b = trimLeft(body);
@@ -615,7 +560,7 @@ void Analyzer::handleFlightRecorder(std::string_view body, const Occurrence& occ
     if (end == "pending") {
       if (r.firstPending < 0 || epoch < r.firstPending) {
         r.firstPending = epoch;
-        r.pendingOp = std::string(tokenValue(b, "op"));
+        r.pendingOp = clip(tokenValue(b, "op"), 64);
       }
     } else {
       r.lastCompleted = std::max(r.lastCompleted, epoch);
@@ -635,7 +580,12 @@ void Analyzer::handleTorchrunSummary(std::string_view body, const Occurrence& oc
   FileState& fs = *fs_;
   std::string_view b = trimLeft(body);
   auto flush = [&]() {
-    if (fs.haveFailure && fs.failure.rank >= 0) torchrun_.push_back(fs.failure);
+    if (fs.haveFailure && fs.failure.rank >= 0) {
+      if (torchrun_.size() < kMaxRecords)
+        torchrun_.push_back(fs.failure);
+      else
+        ++droppedRecords_;
+    }
     fs.haveFailure = false;
   };
   if (b.find("Root Cause (first observed failure)") != std::string_view::npos) {
@@ -672,13 +622,13 @@ void Analyzer::handleTorchrunSummary(std::string_view body, const Occurrence& oc
   while (!k.empty() && k.back() == ' ') k.remove_suffix(1);
   std::string_view v = trimLeft(b.substr(colon + 1));
   if (k == "rank")
-    fs.failure.rank = static_cast<int>(toLong(v));
+    fs.failure.rank = clampRank(toLong(v));
   else if (k == "exitcode")
-    fs.failure.exitcode = std::string(v.substr(0, v.find(' ')));
+    fs.failure.exitcode = clip(v.substr(0, v.find(' ')), 16);
   else if (k == "traceback")
-    fs.failure.traceback = std::string(v.substr(0, 200));
+    fs.failure.traceback = clip(v, 200);
   else if (k == "time")
-    fs.failure.time = std::string(v);
+    fs.failure.time = clip(v, 40);
 }
 
 }  // namespace triage

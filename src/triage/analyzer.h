@@ -35,6 +35,10 @@ struct Occurrence {
 // One event group: the same signature with the same normalised text (digits masked), merged
 // across ranks and repetitions.
 struct EventGroup {
+  // Ranks kept per group; further ranks are counted in moreRanks (a line claiming rank 10^9 or a
+  // million ranks must not grow memory without bound).
+  static constexpr size_t kMaxRanksKept = 4096;
+
   int sig = -1;
   SigClass cls = SigClass::kOrigin;  // the signature's class, unless demoted (chained wrapper)
   std::string text;                  // message of the first occurrence, prefixes stripped
@@ -42,6 +46,7 @@ struct EventGroup {
   Occurrence first;
   uint64_t count = 0;
   std::set<int> ranks;
+  uint64_t moreRanks = 0;  // ranks seen beyond kMaxRanksKept
   std::set<std::string> procs;
   std::vector<std::pair<std::string, std::string>> details;  // key=value facts about the event
   std::vector<std::string> notes;                            // derived remarks, printed as-is
@@ -53,6 +58,8 @@ struct EventGroup {
 
   std::string detail(const std::string& key) const;
   void setDetail(const std::string& key, const std::string& value);
+  void addRank(int r);
+  size_t rankCount() const { return ranks.size() + moreRanks; }
 };
 
 struct InputStats {
@@ -60,6 +67,7 @@ struct InputStats {
   std::string compression;
   uint64_t lines = 0;
   uint64_t bytes = 0;
+  uint64_t windowedLines = 0;  // lines longer than the scan window (scanned in overlapping windows)
   std::string error;
 };
 
@@ -82,6 +90,8 @@ struct Result {
   std::vector<std::string> orderingNotes;
   std::vector<std::string> capture;  // what to capture next when no root cause
   std::string confidence;            // high / medium / low
+  std::string verdict;               // the one self-contained line: cause, where, which ranks
+  int explainedSurface = -1;         // group of the surface message the root cause explains
 };
 
 class Analyzer {
@@ -89,18 +99,33 @@ class Analyzer {
   explicit Analyzer(const Catalog& catalog, int contextLines = 0);
   ~Analyzer();
 
+  // Largest rank number taken from a log line; larger ones are treated as unknown (and counted).
+  static constexpr int kMaxRank = 65535;
+
   // Starts a new input; lines are numbered from 1.
   int beginFile(const std::string& path);
-  void feed(std::string_view line);
-  void endFile(const std::string& compression, uint64_t bytes, const std::string& error);
+  // One line, or one more segment of the current line (after a '\r' or a window edge: sameLine).
+  void feed(std::string_view line, bool sameLine = false);
+  void endFile(const std::string& compression, uint64_t bytes, uint64_t windowedLines, const std::string& error);
+  void endFile(const std::string& compression, uint64_t bytes, const std::string& error) {
+    endFile(compression, bytes, 0, error);
+  }
+  // Warnings about the inputs (skipped files, truncated archives), shown with the report.
+  void setInputWarnings(std::vector<std::string> w, uint64_t skipped) {
+    inputWarnings_ = std::move(w);
+    skippedInputs_ = skipped;
+  }
   Result finish();
 
   const Catalog& catalog() const { return catalog_; }
   const std::vector<EventGroup>& groups() const { return groups_; }
   const std::vector<InputStats>& inputs() const { return inputs_; }
   const std::vector<TorchrunFailure>& torchrunFailures() const { return torchrun_; }
+  const std::vector<std::string>& inputWarnings() const { return inputWarnings_; }
+  uint64_t skippedInputs() const { return skippedInputs_; }
   uint64_t totalLines() const;
   uint64_t totalBytes() const;
+  uint64_t ranksOutOfRange() const { return ranksOutOfRange_; }
   int defaultYear() const { return defaultYear_; }
 
   // Formats "rank 5 only", "8/8 ranks", "ranks 0-4,6,7 (7/8)", "main process".
@@ -112,6 +137,21 @@ class Analyzer {
 
   int addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
                const std::vector<std::pair<std::string, std::string>>& details);
+  // traceback.cc: the Python traceback / faulthandler state machine of one stream, for one line.
+  // Returns the group of the event the line produced (or -1); *g is the group a line signature
+  // already produced for it.
+  int tracebackLine(Stream* st, const std::string& key, const LineInfo& info, std::string_view raw,
+                    const Occurrence& occ, uint32_t extra, int g);
+  // A traceback that ended without its exception line: an event naming its innermost frame.
+  void cutTraceback(Stream* st);
+  // A line that reads like a Python exception ("KeyError: 'x'") outside any traceback.
+  int bareException(const LineInfo& info, std::string_view raw, const Occurrence& occ);
+  void composeVerdict(Result* r);
+  void ncclChain(const LineInfo& info, uint32_t extra, int g);
+  void rankHints(std::string_view line, uint32_t extra);
+  void chooseRoot(Result* r, const std::vector<int>& origins);
+  void noteOrdering(Result* r);
+  int clampRank(long r);
   void handleArfuseTokens(std::string_view body, Occurrence* occ,
                           std::vector<std::pair<std::string, std::string>>* details);
   void handleFlightRecorder(std::string_view body, const Occurrence& occ, uint32_t extra);
@@ -154,7 +194,12 @@ class Analyzer {
   std::vector<TorchrunFailure> torchrun_;
   int nranksHint_ = 0;
   std::string nranksHintSource_;
+  uint64_t nranksClaimIgnored_ = 0;  // nranks claims above kMaxRank + 1
   int maxRank_ = -1;
+  uint64_t ranksOutOfRange_ = 0;
+  std::vector<std::string> inputWarnings_;
+  uint64_t skippedInputs_ = 0;
+  uint64_t droppedRecords_ = 0;  // error records / failures beyond the kept maximum
   int defaultYear_ = 0;
   uint64_t stampedEvents_ = 0, unstampedEvents_ = 0, uptimeEvents_ = 0;
 };

@@ -1,10 +1,12 @@
 #include "catalog.h"
 
+#include <re2/re2.h>
+#include <re2/set.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 
 namespace arfuse {
 namespace triage {
@@ -19,85 +21,6 @@ const char* sigClassName(SigClass c) {
       return "context";
   }
   return "?";
-}
-
-// ---------------------------------------------------------------------------------------------
-// LiteralScanner
-// ---------------------------------------------------------------------------------------------
-
-int LiteralScanner::add(std::string_view literal) {
-  std::string lower(literal);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  literals_.push_back(std::move(lower));
-  return static_cast<int>(literals_.size()) - 1;
-}
-
-void LiteralScanner::build() {
-  // Alphabet: one class per distinct (lowercased) byte used by a literal, class 0 for the rest.
-  int classOf[256];
-  for (int& c : classOf) c = 0;
-  numClasses_ = 1;
-  for (const auto& lit : literals_)
-    for (unsigned char c : lit)
-      if (classOf[c] == 0) classOf[c] = numClasses_++;
-  for (int b = 0; b < 256; ++b) cls_[b] = static_cast<uint8_t>(classOf[std::tolower(b)]);
-
-  // Trie.
-  std::vector<std::vector<int32_t>> go(1, std::vector<int32_t>(numClasses_, -1));
-  std::vector<std::vector<int32_t>> out(1);
-  for (size_t id = 0; id < literals_.size(); ++id) {
-    int32_t s = 0;
-    for (unsigned char c : literals_[id]) {
-      int k = classOf[c];
-      if (go[s][k] < 0) {
-        go[s][k] = static_cast<int32_t>(go.size());
-        go.emplace_back(numClasses_, -1);
-        out.emplace_back();
-      }
-      s = go[s][k];
-    }
-    out[s].push_back(static_cast<int32_t>(id));
-  }
-  // BFS: failure links, complete transitions, merged outputs.
-  std::vector<int32_t> fail(go.size(), 0);
-  std::deque<int32_t> q;
-  for (int k = 0; k < numClasses_; ++k) {
-    if (go[0][k] < 0) {
-      go[0][k] = 0;
-    } else {
-      fail[go[0][k]] = 0;
-      q.push_back(go[0][k]);
-    }
-  }
-  go[0][0] = 0;  // class 0 (bytes in no literal) always returns to the root
-  while (!q.empty()) {
-    int32_t s = q.front();
-    q.pop_front();
-    for (int32_t o : out[fail[s]]) out[s].push_back(o);
-    for (int k = 0; k < numClasses_; ++k) {
-      int32_t t = go[s][k];
-      if (t < 0 || k == 0) {
-        go[s][k] = (k == 0) ? 0 : go[fail[s]][k];
-      } else {
-        fail[t] = go[fail[s]][k];
-        q.push_back(t);
-      }
-    }
-  }
-  size_t n = go.size();
-  delta_.assign(n * numClasses_, 0);
-  hasOut_.assign(n, 0);
-  outBegin_.assign(n + 1, 0);
-  outIds_.clear();
-  for (size_t s = 0; s < n; ++s) {
-    for (int k = 0; k < numClasses_; ++k) delta_[s * numClasses_ + k] = go[s][k];
-    outBegin_[s] = static_cast<int32_t>(outIds_.size());
-    std::sort(out[s].begin(), out[s].end());
-    out[s].erase(std::unique(out[s].begin(), out[s].end()), out[s].end());
-    for (int32_t o : out[s]) outIds_.push_back(o);
-    hasOut_[s] = out[s].empty() ? 0 : 1;
-  }
-  outBegin_[n] = static_cast<int32_t>(outIds_.size());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -144,12 +67,19 @@ bool Catalog::parse(std::string_view text, std::string* error) {
       return fail("signature '" + s.id + "' needs a literal (the prefilter)");
     if (s.meaning.empty() || s.remedy.empty() || s.next.empty() || s.source.empty())
       return fail("signature '" + s.id + "' needs meaning, remedy, next and source");
-    try {
-      auto flags = std::regex::ECMAScript;
-      if (s.icase) flags |= std::regex::icase;
-      if (!s.pattern.empty()) s.re = std::regex(s.pattern, flags);
-    } catch (const std::regex_error& e) {
-      return fail("signature '" + s.id + "': bad pattern: " + e.what());
+    if (s.cls == SigClass::kOrigin && s.title.empty())
+      return fail("signature '" + s.id + "' is an origin and needs a title (the verdict line names it)");
+    if (!s.pattern.empty()) {
+      RE2::Options opt;
+      opt.set_log_errors(false);
+      opt.set_max_mem(8 << 20);  // per pattern: bounds the DFA cache however hostile the subject
+      auto re = std::make_shared<RE2>(s.pattern, opt);
+      if (!re->ok()) return fail("signature '" + s.id + "': bad pattern: " + re->error());
+      for (const auto& [key, group] : s.extract)
+        if (group < 1 || group > re->NumberOfCapturingGroups())
+          return fail("signature '" + s.id + "': extract " + key + ":" + std::to_string(group) +
+                      " names a capture group the pattern does not have");
+      s.re = std::move(re);
     }
     return true;
   };
@@ -179,6 +109,7 @@ bool Catalog::parse(std::string_view text, std::string* error) {
                        : lastKey == "remedy" ? &s.remedy
                        : lastKey == "next"   ? &s.next
                        : lastKey == "source" ? &s.source
+                       : lastKey == "title"  ? &s.title
                                              : nullptr;
       if (!f) return fail("continuation line after field '" + lastKey + "' (only prose fields continue)");
       *f += ' ';
@@ -204,22 +135,28 @@ bool Catalog::parse(std::string_view text, std::string* error) {
         s.when = SigWhen::kLine;
       else if (val == "traceback-end")
         s.when = SigWhen::kTracebackEnd;
+      else if (val == "frame")
+        s.when = SigWhen::kFrame;
       else if (val == "derived")
         s.when = SigWhen::kDerived;
       else
-        return fail("when must be line, traceback-end or derived");
+        return fail("when must be line, traceback-end, frame or derived");
     } else if (key == "weight") {
       s.weight = std::atoi(std::string(val).c_str());
       if (s.weight < 0 || s.weight > 100) return fail("weight must be 0..100");
     } else if (key == "literal") {
       s.literals = splitLiterals(val);
     } else if (key == "pattern") {
-      std::string p(val);
-      if (p.rfind("(?i)", 0) == 0) {
-        s.icase = true;
-        p.erase(0, 4);
+      s.pattern = std::string(val);
+    } else if (key == "explained_by") {
+      for (size_t i = 0; i < val.size();) {
+        size_t sp = val.find(' ', i);
+        if (sp == std::string_view::npos) sp = val.size();
+        if (sp > i) s.explainedBy.emplace_back(val.substr(i, sp - i));
+        i = sp + 1;
       }
-      s.pattern = p;
+    } else if (key == "title") {
+      s.title = std::string(val);
     } else if (key == "extract") {
       size_t i = 0;
       while (i < val.size()) {
@@ -267,66 +204,122 @@ int Catalog::find(std::string_view id) const {
   return -1;
 }
 
-Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras) : catalog_(catalog) {
+struct Matcher::LiteralSet {
+  LiteralSet() : set(options(), RE2::UNANCHORED) {}
+  static RE2::Options options() {
+    RE2::Options o;
+    o.set_literal(true);
+    o.set_case_sensitive(false);
+    o.set_encoding(RE2::Options::EncodingLatin1);  // bytes are bytes: logs are not always valid UTF-8
+    o.set_max_mem(64 << 20);
+    o.set_log_errors(false);
+    return o;
+  }
+  RE2::Set set;
+  mutable std::vector<int> hits;  // scratch of match(); a Matcher serves one analysis thread
+};
+
+Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras)
+    : catalog_(catalog), literals_(new LiteralSet()) {
   const auto& sigs = catalog.signatures();
+  auto add = [&](const std::string& lit, int sig, int extra) {
+    std::string err;
+    if (literals_->set.Add(lit, &err) < 0) {
+      std::fprintf(stderr, "arfuse triage: literal '%s' refused: %s\n", lit.c_str(), err.c_str());
+      std::abort();
+    }
+    sigOfLiteral_.push_back(sig);
+    extraOfLiteral_.push_back(extra);
+  };
   for (size_t i = 0; i < sigs.size(); ++i) {
     if (sigs[i].when != SigWhen::kLine) continue;
-    for (const auto& lit : sigs[i].literals) {
-      scanner_.add(lit);
-      sigOfLiteral_.push_back(static_cast<int>(i));
-      extraOfLiteral_.push_back(-1);
-    }
+    for (const auto& lit : sigs[i].literals) add(lit, static_cast<int>(i), -1);
   }
   for (size_t e = 0; e < extras.size() && e < 32; ++e) {
-    scanner_.add(extras[e]);
-    sigOfLiteral_.push_back(-1);
-    extraOfLiteral_.push_back(static_cast<int>(e));
+    add(extras[e], -1, static_cast<int>(e));
+    std::string lower(extras[e]);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    extras_.push_back(std::move(lower));
   }
-  scanner_.build();
+  if (!literals_->set.Compile()) {
+    std::fprintf(stderr, "arfuse triage: the catalogue's literals do not compile into one RE2::Set\n");
+    std::abort();
+  }
   byRank_.resize(sigs.size());
   for (size_t i = 0; i < sigs.size(); ++i) byRank_[i] = static_cast<int>(i);
   std::stable_sort(byRank_.begin(), byRank_.end(), [&](int a, int b) { return sigs[a].weight > sigs[b].weight; });
   rankOf_.assign(sigs.size(), 0);
-  for (size_t r = 0; r < byRank_.size(); ++r) rankOf_[byRank_[r]] = static_cast<int>(r);
+  for (size_t r = 0; r < byRank_.size(); ++r) {
+    rankOf_[byRank_[r]] = static_cast<int>(r);
+    if (sigs[byRank_[r]].when == SigWhen::kLine) lineSigs_.push_back(byRank_[r]);
+  }
 }
 
-namespace {
-constexpr size_t kMaxRegexSubject = 4096;  // std::regex recursion grows with the subject
-}
+Matcher::~Matcher() = default;
 
-bool Matcher::matchOne(int sig, std::string_view line, SigMatch* m) const {
+bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m) const {
   const Signature& s = catalog_.sig(sig);
-  std::string subject(line.substr(0, kMaxRegexSubject));
-  std::smatch g;
-  if (!std::regex_search(subject, g, s.re)) return false;
+  if (!s.re) return false;
+  subject = subject.substr(0, kMaxSubject);
+  // Ask RE2 only for the groups the signature extracts: with none, a match is one DFA pass; with
+  // groups, RE2 still finds the match with its DFA first and runs the slower submatch engine on it.
+  constexpr int kMaxGroups = 10;
+  int n = 0;
+  for (const auto& kv : s.extract) n = std::max(n, kv.second + 1);
+  n = std::min(n, kMaxGroups);
+  re2::StringPiece groups[kMaxGroups];
+  if (!s.re->Match(re2::StringPiece(subject.data(), subject.size()), 0, subject.size(), RE2::UNANCHORED, groups, n))
+    return false;
   m->sig = sig;
   m->details.clear();
   for (const auto& [key, group] : s.extract) {
-    if (group >= 0 && static_cast<size_t>(group) < g.size() && g[group].matched)
-      m->details.emplace_back(key, g[group].str());
+    if (group < n && groups[group].data() != nullptr)
+      m->details.emplace_back(key, std::string(groups[group].data(), std::min(groups[group].size(), kMaxDetail)));
   }
   return true;
 }
 
-bool Matcher::match(std::string_view line, SigMatch* m, uint32_t* extraMask) const {
+bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) const {
+  for (int idx : byRank_)
+    if (catalog_.sig(idx).when == when && matchOne(idx, subject, m)) return true;
+  return false;
+}
+
+bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask) const {
+  (void)line;  // the message is scanned: prefixes hold stamps, ranks and file names, never a literal that matters
+  std::vector<int>& hits = literals_->hits;
+  hits.clear();
+  RE2::Set::ErrorInfo info{RE2::Set::kNoError};
+  const bool any = literals_->set.Match(re2::StringPiece(body.data(), body.size()), &hits, &info);
+  if (!any && info.kind != RE2::Set::kNoError) {
+    // The set could not answer (its DFA ran out of memory: it has a fixed budget). Never miss a
+    // signature for it: the structural literals by plain search, then every pattern on this line.
+    std::string lower(body.substr(0, kMaxSubject));
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (size_t e = 0; e < extras_.size(); ++e)
+      if (lower.find(extras_[e]) != std::string::npos) *extraMask |= (1u << e);
+    for (int sig : lineSigs_)
+      if (matchOne(sig, body, m)) return true;
+    return false;
+  }
+  if (!any) return false;
   // Candidate signatures as precedence ranks; a line rarely hits more than a couple.
-  int cand[32];
+  int cand[64];
   int numCand = 0;
-  scanner_.scan(line, [&](int32_t id) {
-    int e = extraOfLiteral_[id];
+  for (int id : hits) {
+    const int e = extraOfLiteral_[static_cast<size_t>(id)];
     if (e >= 0) {
       *extraMask |= (1u << e);
-      return;
+      continue;
     }
-    int r = rankOf_[sigOfLiteral_[id]];
-    for (int i = 0; i < numCand; ++i)
-      if (cand[i] == r) return;
-    if (numCand < 32) cand[numCand++] = r;
-  });
-  if (numCand == 0) return false;
+    const int r = rankOf_[static_cast<size_t>(sigOfLiteral_[static_cast<size_t>(id)])];
+    bool dup = false;
+    for (int i = 0; i < numCand && !dup; ++i) dup = cand[i] == r;
+    if (!dup && numCand < 64) cand[numCand++] = r;
+  }
   std::sort(cand, cand + numCand);
   for (int i = 0; i < numCand; ++i)
-    if (matchOne(byRank_[cand[i]], line, m)) return true;
+    if (matchOne(byRank_[cand[i]], body, m)) return true;
   return false;
 }
 

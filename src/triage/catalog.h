@@ -1,20 +1,24 @@
 // The signature catalogue: data (catalog/*.catalog, embedded at build time) describing what a log
 // line means. This header parses it and matches lines against it.
 //
-// Matching is two-stage because std::regex is slow (~1 µs per pattern per line): every signature
-// names one or more literal substrings that any line it matches must contain; a single
-// Aho-Corasick pass over the line (case-insensitive, one table lookup per byte) finds which
-// literals occur, and only the signatures whose literals were seen run their regex. On a typical
-// log 99.9 % of lines hit no literal and cost one pass over their bytes.
+// Matching is two-stage, both on RE2 (linear time in the subject, memory per pattern capped, no
+// recursion: a crafted line cannot make a match take minutes or a deep stack as std::regex's
+// backtracking did). Every signature names literal substrings that any line it matches must
+// contain; one RE2::Set over all literals of the catalogue (case-insensitive, one DFA pass over the
+// line) finds which occur, and only the signatures whose literals were seen run their pattern. On a
+// typical log 99.9 % of lines hit no literal and cost that one pass.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+namespace re2 {
+class RE2;
+}
 
 namespace arfuse {
 namespace triage {
@@ -26,6 +30,7 @@ const char* sigClassName(SigClass c);
 enum class SigWhen {
   kLine,          // on every line whose literal prefilter hit
   kTracebackEnd,  // only on the final exception line of a Python traceback that nothing else matched
+  kFrame,         // on the innermost frame of a traceback cut off before its exception line
   kDerived,       // never matched against a line: produced by a cross-rank analysis (or the verdict)
 };
 
@@ -35,42 +40,15 @@ struct Signature {
   SigWhen when = SigWhen::kLine;
   int weight = 50;  // precedence when several match one line; rank among origins (0..100)
   std::vector<std::string> literals;
-  std::string pattern;
-  bool icase = false;
+  std::string pattern;                               // RE2 syntax; "(?i)" at the start ignores case
   std::vector<std::pair<std::string, int>> extract;  // detail key -> regex capture group
+  std::string title;                                 // the cause in a few words (the verdict line)
   std::string meaning, remedy, next, source;
-  std::regex re;
-};
-
-// Aho-Corasick automaton over lowercased bytes, with a reduced alphabet (bytes that appear in no
-// literal share one class) so the transition table stays small and cache-resident.
-class LiteralScanner {
- public:
-  // Returns the id of the literal (its index in the order added).
-  int add(std::string_view literal);
-  void build();
-  // Calls hit(id) for every literal occurrence (an id may be reported more than once).
-  template <typename F>
-  void scan(std::string_view text, F&& hit) const {
-    int32_t s = 0;
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(text.data());
-    const uint8_t* e = p + text.size();
-    for (; p != e; ++p) {
-      s = delta_[static_cast<size_t>(s) * numClasses_ + cls_[*p]];
-      if (hasOut_[s]) {
-        for (int32_t i = outBegin_[s]; i < outBegin_[s + 1]; ++i) hit(outIds_[i]);
-      }
-    }
-  }
-  size_t numLiterals() const { return literals_.size(); }
-
- private:
-  std::vector<std::string> literals_;
-  uint8_t cls_[256] = {};
-  int numClasses_ = 1;
-  std::vector<int32_t> delta_;
-  std::vector<uint8_t> hasOut_;
-  std::vector<int32_t> outBegin_, outIds_;
+  // A surface message (e.g. NCCL's "invalid usage") that a more specific origin explains: when an
+  // origin whose id starts with one of these prefixes shares its rank or process, that origin is the
+  // root cause and this one is listed as its consequence.
+  std::vector<std::string> explainedBy;
+  std::shared_ptr<const re2::RE2> re;
 };
 
 class Catalog {
@@ -95,23 +73,39 @@ struct SigMatch {
 };
 
 // The per-line matcher: one literal scan for all signatures plus caller-supplied structural
-// literals (e.g. "Traceback (most recent call last)"), then regexes of the hit signatures in
+// literals (e.g. "Traceback (most recent call last)"), then the patterns of the hit signatures in
 // weight order.
 class Matcher {
  public:
   // extras: at most 32 literals; match() reports which were seen as bits of *extraMask.
   Matcher(const Catalog& catalog, const std::vector<std::string>& extras);
   const Catalog& catalog() const { return catalog_; }
-  // Finds the highest-weight kLine signature matching `line`.
-  bool match(std::string_view line, SigMatch* m, uint32_t* extraMask) const;
-  // Tries one signature's regex (used for kTracebackEnd signatures).
-  bool matchOne(int sig, std::string_view line, SigMatch* m) const;
+  // Finds the highest-weight kLine signature matching a line: literals and patterns both look at its
+  // message (`body`: the line after the prefixes parseLine recognises - stamps, ranks, logger fields,
+  // which never hold a literal that matters and are a fifth of a typical line's bytes).
+  bool match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask) const;
+  // Tries one signature's pattern on `subject`.
+  bool matchOne(int sig, std::string_view subject, SigMatch* m) const;
+  // The highest-weight signature of a kind (kTracebackEnd, kFrame) whose pattern matches.
+  bool matchKind(SigWhen when, std::string_view subject, SigMatch* m) const;
+
+  // Longest subject a pattern is run on: RE2 is linear, this only bounds the work per line.
+  static constexpr size_t kMaxSubject = 64 * 1024;
+  // Longest detail value kept from a capture group.
+  static constexpr size_t kMaxDetail = 200;
+
+  Matcher(const Matcher&) = delete;
+  Matcher& operator=(const Matcher&) = delete;
+  ~Matcher();
 
  private:
+  struct LiteralSet;  // the RE2::Set over every literal (catalog.cc)
   const Catalog& catalog_;
-  LiteralScanner scanner_;
-  std::vector<int> sigOfLiteral_;    // scanner id -> signature index, or -1 for an extra
-  std::vector<int> extraOfLiteral_;  // scanner id -> extra bit, or -1
+  std::unique_ptr<LiteralSet> literals_;
+  std::vector<int> sigOfLiteral_;    // literal id -> signature index, or -1 for an extra
+  std::vector<int> extraOfLiteral_;  // literal id -> extra bit, or -1
+  std::vector<int> lineSigs_;        // every kLine signature, by precedence (when the set cannot answer)
+  std::vector<std::string> extras_;  // the structural literals, lowercased (the same fallback)
   std::vector<int> rankOf_;          // signature index -> precedence (0 = highest weight)
   std::vector<int> byRank_;          // precedence -> signature index
 };

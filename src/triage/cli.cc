@@ -6,6 +6,7 @@
 #include "analyzer.h"
 #include "input.h"
 #include "report.h"
+#include "text.h"
 #include "triage.h"
 
 namespace arfuse {
@@ -14,22 +15,28 @@ namespace triage {
 namespace {
 
 const char kUsage[] =
-    "usage: arfuse triage [LOG...] [--json] [--context N] [--help]\n"
+    "usage: arfuse triage [LOG|DIR|ARCHIVE...] [--json] [--context N] [--help]\n"
     "\n"
     "Finds the root cause of a crashed or hung multi-GPU inference server from its logs: SGLang,\n"
-    "vLLM, torchrun, NCCL, PyTorch c10d, Python faulthandler, dmesg (Xid, oom-killer) and arfuse's\n"
-    "own lines and flight-recorder dumps, merged across ranks. Each line is classified as an origin,\n"
-    "an echo or context by a signature catalogue; the report names the root cause, its evidence,\n"
-    "the ranks affected, the echoes it explains, a remedy and the next thing to capture.\n"
+    "vLLM, TensorRT-LLM, torchrun, NCCL, PyTorch c10d, FlashInfer, Python tracebacks and\n"
+    "faulthandler, Ray, dmesg/journalctl (Xid, oom-killer) and arfuse's own lines and flight-recorder\n"
+    "dumps, merged across ranks. Each line is classified as an origin, an echo or context by a\n"
+    "signature catalogue; the first line of the report, VERDICT, names the cause, where it was seen\n"
+    "and which ranks; the rest gives the evidence, the echoes it explains, a remedy and the next\n"
+    "thing to capture.\n"
     "\n"
     "  LOG          a log file, plain or compressed (gzip, xz: detected by content); '-' or no\n"
     "               LOG reads stdin. Give every rank's log and the launcher's in one call.\n"
+    "  DIR          a directory: every file below it (per-rank log folders), in name order\n"
+    "  ARCHIVE      a .tar, .tar.gz or .tar.xz: read member by member (detected by content)\n"
+    "               Binary files are skipped with a warning.\n"
     "  --json       machine-readable output (schema arfuse.triage.v1, see docs/triage.md)\n"
-    "  --context N  show N lines before and after the evidence line (default 0)\n"
+    "  --context N  show N lines before and after the evidence line (0-1000, default 0)\n"
     "  --help       this text\n"
     "\n"
-    "exit status: 0 root cause found, 1 only echoes or no evidence (the report names what to\n"
-    "capture), 2 usage error or unreadable input.\n";
+    "exit status: 0 a root cause was found; 1 no root cause (only echoes, no error line, or empty\n"
+    "input: the report says why and what to capture); 2 unusable input (a usage error, a path that\n"
+    "does not exist or cannot be read, or no readable log among the inputs).\n";
 
 }  // namespace
 
@@ -74,27 +81,35 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   if (files.empty()) files.push_back("-");
 
-  // Open everything first: a typo in the fifth path should not cost a pass over four big files.
-  std::vector<std::unique_ptr<LineReader>> readers;
+  // Check every path before reading any: a typo in the fifth path should not cost a pass over four
+  // big files. Logs are then opened one at a time.
+  InputSet inputs;
   for (const auto& f : files) {
     std::string error;
-    auto r = LineReader::open(f, &error);
-    if (!r) {
-      err << "arfuse triage: " << error << "\n";
+    if (!inputs.add(f, &error)) {
+      err << "arfuse triage: " << printable(error) << " (exit 2: unusable input)\n";
       return 2;
     }
-    readers.push_back(std::move(r));
   }
 
   Analyzer an(Catalog::builtin(), context);
-  for (size_t i = 0; i < readers.size(); ++i) {
-    an.beginFile(files[i]);
+  LogInput in;
+  while (inputs.next(&in)) {
+    an.beginFile(in.name);
     std::string_view line;
-    while (readers[i]->next(&line)) an.feed(line);
-    if (!readers[i]->error().empty())
-      err << "arfuse triage: warning: " << files[i] << ": " << readers[i]->error() << " (analysed what was read)\n";
-    an.endFile(readers[i]->compression(), readers[i]->bytes(), readers[i]->error());
-    readers[i].reset();
+    bool sameLine = false;
+    while (in.reader->next(&line, &sameLine)) an.feed(line, sameLine);
+    if (!in.reader->error().empty())
+      err << "arfuse triage: warning: " << printable(in.name) << ": " << printable(in.reader->error())
+          << " (analysed what was read)\n";
+    an.endFile(in.compression, in.reader->bytes(), in.reader->windowedLines(), in.reader->error());
+  }
+  an.setInputWarnings(inputs.warnings(), inputs.skipped());
+  for (const auto& w : inputs.warnings()) err << "arfuse triage: warning: " << printable(w) << "\n";
+  if (inputs.opened() == 0) {
+    err << "arfuse triage: no readable log among the inputs (" << inputs.skipped()
+        << " skipped, see the warnings above) (exit 2: unusable input)\n";
+    return 2;
   }
   Result r = an.finish();
   ReportOptions o;

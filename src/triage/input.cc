@@ -1,7 +1,9 @@
 #include "input.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -12,60 +14,34 @@
 namespace arfuse {
 namespace triage {
 
-// A byte stream: read() returns bytes produced, 0 at end, -1 on error (message in error()).
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  virtual long read(char* dst, size_t n) = 0;
-  virtual const char* kind() const = 0;
-  std::string err;
-};
-
 namespace {
 
 constexpr size_t kChunk = 1 << 20;
 
-// The underlying file, with the first bytes already read for magic detection.
-class FileSource : public ByteSource {
+class FdSource : public ByteSource {
  public:
-  FileSource(FILE* f, bool owns) : f_(f), owns_(owns) {}
-  ~FileSource() override {
-    if (owns_ && f_) std::fclose(f_);
+  FdSource(int fd, bool owns) : fd_(fd), owns_(owns) {}
+  ~FdSource() override {
+    if (owns_ && fd_ >= 0) ::close(fd_);
   }
-  // Reads the magic bytes and keeps them to be returned first.
-  void peek(size_t n) {
-    head_.resize(n);
-    size_t got = std::fread(head_.data(), 1, n, f_);
-    head_.resize(got);
-  }
-  const std::string& head() const { return head_; }
   long read(char* dst, size_t n) override {
-    size_t done = 0;
-    if (headPos_ < head_.size()) {
-      done = std::min(n, head_.size() - headPos_);
-      std::memcpy(dst, head_.data() + headPos_, done);
-      headPos_ += done;
-      if (done == n) return static_cast<long>(done);
-    }
-    size_t got = std::fread(dst + done, 1, n - done, f_);
-    if (got == 0 && std::ferror(f_)) {
+    for (;;) {
+      ssize_t got = ::read(fd_, dst, n);
+      if (got >= 0) return static_cast<long>(got);
+      if (errno == EINTR) continue;
       err = std::strerror(errno);
       return -1;
     }
-    return static_cast<long>(done + got);
   }
-  const char* kind() const override { return "none"; }
 
  private:
-  FILE* f_;
+  int fd_;
   bool owns_;
-  std::string head_;
-  size_t headPos_ = 0;
 };
 
 class GzipSource : public ByteSource {
  public:
-  explicit GzipSource(std::unique_ptr<FileSource> in) : in_(std::move(in)), inBuf_(kChunk) {
+  explicit GzipSource(std::unique_ptr<ByteSource> in) : in_(std::move(in)), inBuf_(kChunk) {
     std::memset(&zs_, 0, sizeof(zs_));
     ok_ = inflateInit2(&zs_, 15 + 32) == Z_OK;  // +32: accept gzip and zlib headers
     if (!ok_) err = "zlib init failed";
@@ -73,6 +49,7 @@ class GzipSource : public ByteSource {
   ~GzipSource() override { inflateEnd(&zs_); }
   long read(char* dst, size_t n) override {
     if (!ok_) return -1;
+    n = std::min<size_t>(n, 1u << 30);
     zs_.next_out = reinterpret_cast<Bytef*>(dst);
     zs_.avail_out = static_cast<uInt>(n);
     while (zs_.avail_out == n) {
@@ -110,10 +87,9 @@ class GzipSource : public ByteSource {
     }
     return static_cast<long>(n - zs_.avail_out);
   }
-  const char* kind() const override { return "gzip"; }
 
  private:
-  std::unique_ptr<FileSource> in_;
+  std::unique_ptr<ByteSource> in_;
   std::vector<char> inBuf_;
   z_stream zs_;
   bool ok_ = false, inEof_ = false, streamEnded_ = false;
@@ -122,8 +98,8 @@ class GzipSource : public ByteSource {
 #if ARFUSE_TRIAGE_HAVE_LZMA
 class XzSource : public ByteSource {
  public:
-  explicit XzSource(std::unique_ptr<FileSource> in) : in_(std::move(in)), inBuf_(kChunk) {
-    ok_ = lzma_stream_decoder(&xs_, UINT64_MAX, LZMA_CONCATENATED) == LZMA_OK;
+  explicit XzSource(std::unique_ptr<ByteSource> in) : in_(std::move(in)), inBuf_(kChunk) {
+    ok_ = lzma_stream_decoder(&xs_, kXzMemLimit, LZMA_CONCATENATED) == LZMA_OK;
     if (!ok_) err = "liblzma init failed";
   }
   ~XzSource() override { lzma_end(&xs_); }
@@ -133,7 +109,6 @@ class XzSource : public ByteSource {
     xs_.next_out = reinterpret_cast<uint8_t*>(dst);
     xs_.avail_out = n;
     while (xs_.avail_out == n) {
-      lzma_action action = LZMA_RUN;
       if (xs_.avail_in == 0 && !inEof_) {
         long got = in_->read(inBuf_.data(), inBuf_.size());
         if (got < 0) {
@@ -144,11 +119,16 @@ class XzSource : public ByteSource {
         xs_.next_in = reinterpret_cast<const uint8_t*>(inBuf_.data());
         xs_.avail_in = static_cast<size_t>(got);
       }
-      if (inEof_) action = LZMA_FINISH;
-      lzma_ret rc = lzma_code(&xs_, action);
+      lzma_ret rc = lzma_code(&xs_, inEof_ ? LZMA_FINISH : LZMA_RUN);
       if (rc == LZMA_STREAM_END) {
         done_ = true;
         break;
+      }
+      if (rc == LZMA_MEMLIMIT_ERROR) {
+        err = "xz: decoding needs " + std::to_string(lzma_memusage(&xs_) >> 20) + " MiB, over triage's " +
+              std::to_string(kXzMemLimit >> 20) + " MiB limit (a dictionary that large is not a log's); " +
+              "decompress it yourself if you trust it (xz -dc FILE | arfuse triage -)";
+        return -1;
       }
       if (rc != LZMA_OK) {
         err = "xz: corrupt or truncated data (lzma error " + std::to_string(static_cast<int>(rc)) + ")";
@@ -157,10 +137,9 @@ class XzSource : public ByteSource {
     }
     return static_cast<long>(n - xs_.avail_out);
   }
-  const char* kind() const override { return "xz"; }
 
  private:
-  std::unique_ptr<FileSource> in_;
+  std::unique_ptr<ByteSource> in_;
   std::vector<char> inBuf_;
   lzma_stream xs_ = LZMA_STREAM_INIT;
   bool ok_ = false, inEof_ = false, done_ = false;
@@ -169,66 +148,98 @@ class XzSource : public ByteSource {
 
 }  // namespace
 
-LineReader::~LineReader() = default;
+std::unique_ptr<ByteSource> fileSource(int fd, bool owns) { return std::make_unique<FdSource>(fd, owns); }
 
-std::unique_ptr<LineReader> LineReader::open(const std::string& path, std::string* error) {
-  FILE* f = nullptr;
-  bool owns = false;
-  if (path == "-") {
-    f = stdin;
-  } else {
-    f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-      *error = path + ": " + std::strerror(errno);
-      return nullptr;
+std::string_view PeekSource::peek(size_t n) {
+  while (head_.size() - pos_ < n && !eof_) {
+    char tmp[8192];
+    long got = in_->read(tmp, std::min(sizeof(tmp), n - (head_.size() - pos_)));
+    if (got <= 0) {
+      if (got < 0) err = in_->err;
+      eof_ = true;
+      break;
     }
-    owns = true;
+    head_.append(tmp, static_cast<size_t>(got));
   }
-  auto file = std::make_unique<FileSource>(f, owns);
-  file->peek(6);
-  const std::string& h = file->head();
-  std::unique_ptr<LineReader> r(new LineReader());
+  return std::string_view(head_).substr(pos_, n);
+}
+
+long PeekSource::read(char* dst, size_t n) {
+  if (pos_ < head_.size()) {
+    size_t k = std::min(n, head_.size() - pos_);
+    std::memcpy(dst, head_.data() + pos_, k);
+    pos_ += k;
+    if (pos_ == head_.size()) {
+      head_.clear();
+      pos_ = 0;
+    }
+    return static_cast<long>(k);
+  }
+  if (!err.empty()) return -1;
+  long got = in_->read(dst, n);
+  if (got < 0) err = in_->err;
+  return got;
+}
+
+std::unique_ptr<ByteSource> decode(std::unique_ptr<ByteSource> raw, const std::string& name, std::string* kind,
+                                   std::string* error) {
+  auto peek = std::make_unique<PeekSource>(std::move(raw));
+  std::string_view h = peek->peek(6);
+  *kind = "none";
   if (h.size() >= 2 && static_cast<unsigned char>(h[0]) == 0x1f && static_cast<unsigned char>(h[1]) == 0x8b) {
-    r->src_ = std::make_unique<GzipSource>(std::move(file));
-  } else if (h.size() >= 6 && std::memcmp(h.data(),
-                                          "\xFD"
-                                          "7zXZ\0",
-                                          6) == 0) {
+    *kind = "gzip";
+    return std::make_unique<GzipSource>(std::move(peek));
+  }
+  if (h.size() >= 6 && std::memcmp(h.data(),
+                                   "\xFD"
+                                   "7zXZ\0",
+                                   6) == 0) {
 #if ARFUSE_TRIAGE_HAVE_LZMA
-    r->src_ = std::make_unique<XzSource>(std::move(file));
+    *kind = "xz";
+    return std::make_unique<XzSource>(std::move(peek));
 #else
-    *error = path + ": xz-compressed, but this build has no liblzma; decompress first (xz -dc " + path +
+    *error = name + ": xz-compressed, but this build has no liblzma; decompress first (xz -dc " + name +
              " | arfuse triage -)";
     return nullptr;
 #endif
-  } else if (h.size() >= 4 && std::memcmp(h.data(), "\x28\xB5\x2F\xFD", 4) == 0) {
-    *error = path + ": zstd-compressed, which triage does not read; decompress first (zstd -dc " + path +
+  }
+  if (h.size() >= 4 && std::memcmp(h.data(), "\x28\xB5\x2F\xFD", 4) == 0) {
+    *error = name + ": zstd-compressed, which triage does not read; decompress first (zstd -dc " + name +
              " | arfuse triage -)";
     return nullptr;
-  } else {
-    r->src_ = std::move(file);
   }
-  r->buf_.resize(kChunk + kMaxLine);
-  return r;
+  return peek;
 }
 
-const char* LineReader::compression() const { return src_ ? src_->kind() : "none"; }
+bool looksBinary(std::string_view head) {
+  if (head.empty()) return false;
+  size_t control = 0, nul = 0;
+  for (unsigned char c : head) {
+    nul += c == 0;
+    if (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != 0x1b && c != '\f' && c != '\b') ++control;
+  }
+  // Executables, images and core dumps are full of NUL bytes; a log may hold a stray one (a writer
+  // killed mid-line), which is shown escaped, not a reason to skip the file.
+  return nul * 100 > head.size() || control * 10 > head.size();
+}
+
+// ---------------------------------------------------------------------------------------------
+// LineReader
+// ---------------------------------------------------------------------------------------------
+
+LineReader::LineReader(std::unique_ptr<ByteSource> src) : src_(std::move(src)), buf_(kChunk + kWindow) {}
+LineReader::~LineReader() = default;
 
 bool LineReader::fill() {
-  // Compact, then read more after the pending bytes.
-  if (begin_ > 0) {
+  if (begin_ > 0) {  // compact, then read more after the pending bytes
     std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
   if (eof_ || end_ == buf_.size()) return false;
   long got = src_->read(buf_.data() + end_, buf_.size() - end_);
-  if (got < 0) {
-    error_ = src_->err;
-    eof_ = true;
-    return false;
-  }
-  if (got == 0) {
+  if (got <= 0) {
+    if (got < 0) error_ = src_->err;
     eof_ = true;
     return false;
   }
@@ -237,45 +248,88 @@ bool LineReader::fill() {
   return true;
 }
 
-bool LineReader::next(std::string_view* line) {
+bool LineReader::next(std::string_view* segment, bool* sameLine) {
   for (;;) {
     const char* base = buf_.data();
-    const char* nl = static_cast<const char*>(std::memchr(base + begin_, '\n', end_ - begin_));
-    size_t lineEnd = 0, after = 0;
-    if (nl) {
-      lineEnd = static_cast<size_t>(nl - base);
-      after = lineEnd + 1;
-    } else if (end_ - begin_ >= kMaxLine || (eof_ && end_ > begin_)) {
-      lineEnd = std::min(end_, begin_ + kMaxLine);
-      after = lineEnd;
-    } else {
-      if (!fill() && eof_ && end_ == begin_) return false;
+    const size_t avail = end_ - begin_;
+    const size_t look = std::min(avail, kWindow);
+    // First '\n' or '\r' within the window (two memchr passes: both are vectorised).
+    const char* p = base + begin_;
+    const char* term = static_cast<const char*>(std::memchr(p, '\n', look));
+    if (const void* cr = std::memchr(p, '\r', term ? static_cast<size_t>(term - p) : look))
+      term = static_cast<const char*>(cr);
+    if (!term && avail < kWindow && !eof_) {  // need more bytes to find the end
+      fill();
       continue;
     }
-    size_t start = begin_;
-    begin_ = after;
-    if (skipping_) {
-      if (nl) skipping_ = false;
-      continue;
-    }
-    if (!nl && !eof_) skipping_ = true;  // cut: drop the remainder up to the next newline
-    std::string_view v(base + start, lineEnd - start);
-    if (!v.empty() && v.back() == '\r') v.remove_suffix(1);
-    if (std::memchr(v.data(), 0x1b, v.size())) {  // strip ANSI CSI sequences (coloured loggers)
-      scratch_.clear();
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] == 0x1b && i + 1 < v.size() && v[i + 1] == '[') {
-          i += 2;
-          while (i < v.size() && !(v[i] >= 0x40 && v[i] <= 0x7e)) ++i;
+    if (!term && avail == 0) return false;
+    size_t len = 0, advance = 0;
+    bool lineEnds = true;  // the next segment starts a new line
+    if (term) {
+      len = static_cast<size_t>(term - p);
+      advance = len + 1;
+      if (*term == '\r') {
+        if (len + 1 < avail) {
+          if (p[len + 1] == '\n') {
+            ++advance;  // CRLF
+          } else {
+            lineEnds = false;  // a lone '\r': the rest of the line is redrawn text
+          }
+        } else if (!eof_) {
+          fill();  // is the '\r' followed by '\n'? look at the next byte
           continue;
         }
-        scratch_.push_back(v[i]);
       }
-      v = scratch_;
+    } else if (avail >= kWindow) {
+      // No terminator in a whole window: deliver it, keep the last kOverlap bytes for the next.
+      len = kWindow;
+      advance = kWindow - kOverlap;
+      lineEnds = false;
+      if (!inWindows_) ++windowed_;
+      inWindows_ = true;
+    } else {  // the last line of the stream, without a newline
+      len = avail;
+      advance = avail;
     }
-    *line = v;
+    std::string_view v(p, len);
+    begin_ += advance;
+    *sameLine = pendingSameLine_;
+    pendingSameLine_ = !lineEnds;
+    if (lineEnds) inWindows_ = false;
+    *segment = clean(v);
     return true;
   }
+}
+
+// Removes CSI (ESC [ ... final byte) and OSC (ESC ] ... BEL or ESC \) sequences, also when a syslog
+// daemon wrote ESC as "#033".
+std::string_view LineReader::clean(std::string_view v) {
+  const bool esc = std::memchr(v.data(), 0x1b, v.size()) != nullptr;
+  const bool hash = !esc && v.find("#033[") != std::string_view::npos;
+  if (!esc && !hash) return v;
+  scratch_.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    size_t introLen = 0;
+    if (v[i] == 0x1b && i + 1 < v.size()) introLen = 1;
+    if (v[i] == '#' && v.compare(i, 4, "#033") == 0 && i + 4 < v.size()) introLen = 4;
+    if (introLen) {
+      const char kind = v[i + introLen];
+      if (kind == '[') {
+        size_t j = i + introLen + 1;
+        while (j < v.size() && !(v[j] >= 0x40 && v[j] <= 0x7e)) ++j;
+        i = j;
+        continue;
+      }
+      if (kind == ']' && introLen == 1) {
+        size_t j = i + 2;
+        while (j < v.size() && v[j] != 0x07 && !(v[j] == 0x1b && j + 1 < v.size() && v[j + 1] == '\\')) ++j;
+        i = (j < v.size() && v[j] == 0x1b) ? j + 1 : j;
+        continue;
+      }
+    }
+    scratch_.push_back(v[i]);
+  }
+  return scratch_;
 }
 
 }  // namespace triage

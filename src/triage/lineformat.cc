@@ -1,5 +1,6 @@
 #include "lineformat.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace arfuse {
@@ -225,7 +226,28 @@ bool parseGlog(Cur& c, LineInfo* info) {
   return true;
 }
 
-// "host:pid:tid [3] NCCL WARN msg" -> body starts at "NCCL".
+// "host:pid:tid [3] NCCL WARN msg", newer NCCL's "host:pid:tid [3] file.cc:123 NCCL WARN msg", and
+// "[3] file.h:28 NCCL WARN msg" when a launcher dropped the host part -> body starts at "NCCL".
+bool parseNcclAfterHost(Cur& t, LineInfo* info) {
+  long dev;
+  if (!t.lit("[") || !t.number(&dev) || !t.lit("] ")) return false;
+  if (!t.lit("NCCL ")) {
+    size_t sp = t.s.find(' ', t.i);
+    if (sp == std::string_view::npos || sp - t.i > 80 || t.s.compare(sp + 1, 5, "NCCL ") != 0) return false;
+    std::string_view site = t.s.substr(t.i, sp - t.i);
+    if (site.find(':') == std::string_view::npos) return false;
+    t.i = sp + 6;
+  }
+  info->dev = static_cast<int>(std::min(dev, 1L << 30));
+  info->format = "nccl";
+  if (t.s.substr(t.i, 4) == "WARN")
+    info->level = 'W';
+  else if (t.s.substr(t.i, 4) == "INFO")
+    info->level = 'I';
+  t.i -= 5;  // keep "NCCL " in the body
+  return true;
+}
+
 bool parseNccl(Cur& c, LineInfo* info) {
   std::string_view rest = c.s.substr(c.i);
   size_t sp = rest.find(' ');
@@ -237,41 +259,60 @@ bool parseNccl(Cur& c, LineInfo* info) {
   if (c1 == std::string_view::npos) return false;
   Cur t = c;
   t.i += sp + 1;
-  if (!t.lit("[")) return false;
-  long dev;
-  if (!t.number(&dev) || !t.lit("] NCCL ")) return false;
-  info->dev = static_cast<int>(dev);
+  if (!parseNcclAfterHost(t, info)) return false;
   info->ncclStream = tok.substr(0, c2);
-  info->format = "nccl";
-  if (t.s.substr(t.i, 4) == "WARN")
-    info->level = 'W';
-  else if (t.s.substr(t.i, 4) == "INFO")
-    info->level = 'I';
-  c.i = t.i - 5;  // keep "NCCL " in the body
+  c.i = t.i;
   if (!info->prefixed && info->rank < 0) info->proc = info->ncclStream;
   return true;
 }
 
-// vLLM logger: "INFO 11-29 10:00:01 [file.py:123] "
+// vLLM logger: "INFO 11-29 10:00:01 [file.py:123] ", newer "INFO [file.py:123] " (no stamp), and the
+// severity column of cloud-logging exports: "ERROR 2025-04-05T00:01:19.509514570Z ". One space after
+// the prefix is consumed, not more: a traceback printed through the logger keeps its indentation.
 bool parseVllmLogger(Cur& c, LineInfo* info) {
   static const struct {
     const char* word;
     char level;
-  } kLevels[] = {{"DEBUG ", 'D'}, {"INFO ", 'I'}, {"WARNING ", 'W'}, {"ERROR ", 'E'}, {"CRITICAL ", 'F'}};
+  } kLevels[] = {{"DEBUG ", 'D'},    {"INFO ", 'I'},   {"WARNING ", 'W'}, {"WARN ", 'W'},  {"ERROR ", 'E'},
+                 {"CRITICAL ", 'F'}, {"NOTICE ", 'I'}, {"DEFAULT ", 'I'}, {"ALERT ", 'F'}, {"EMERGENCY ", 'F'}};
+  const char first = c.peek();
+  if (first != 'D' && first != 'I' && first != 'W' && first != 'E' && first != 'C' && first != 'N' && first != 'A')
+    return false;
   for (const auto& l : kLevels) {
     Cur t = c;
-    if (!t.lit(l.word)) continue;
-    int mo, d;
-    if (!t.digits(2, &mo) || !t.lit("-") || !t.digits(2, &d) || !t.lit(" ")) return false;
-    double sod;
-    if (!parseClock(t, &sod)) return false;
-    t.spaces();
+    if (l.word[0] != first || !t.lit(l.word)) continue;
+    Stamp st;
+    if (isDigit(t.peek()) && t.peek(4) == '-' && parseIso(t, &st)) {  // cloud logging: SEVERITY ISO-8601
+      if (t.peek() == ' ') ++t.i;
+      info->stamp = st;
+      info->level = l.level;
+      info->format = "cloud";
+      c = t;
+      return true;
+    }
+    bool stamped = false;
+    int mo = 0, d = 0;
+    double sod = 0;
+    if (isDigit(t.peek())) {
+      if (!t.digits(2, &mo) || !t.lit("-") || !t.digits(2, &d) || !t.lit(" ")) return false;
+      if (!parseClock(t, &sod)) return false;
+      stamped = true;
+      t.spaces();
+    }
     if (t.peek() == '[') {
       size_t close = t.s.find(']', t.i);
-      if (close != std::string_view::npos && close - t.i < 80) t.i = close + 1;
+      if (close == std::string_view::npos || close - t.i >= 80) return false;
+      t.i = close + 1;
+    } else if (stamped) {
+      // older vLLM: "ERROR 06-06 14:09:57 worker_base.py:148] msg"
+      size_t close = t.s.find("] ", t.i);
+      size_t sp = t.s.find(' ', t.i);
+      if (close != std::string_view::npos && close - t.i < 80 && sp == close + 1) t.i = close + 1;
+    } else {
+      return false;  // "INFO " alone is an ordinary word, not a logger prefix
     }
-    t.spaces();
-    info->stamp = Stamp{0, mo, d, sod};
+    if (t.peek() == ' ') ++t.i;
+    if (stamped) info->stamp = Stamp{0, mo, d, sod};
     info->level = l.level;
     info->format = "vllm";
     c = t;
@@ -280,10 +321,71 @@ bool parseVllmLogger(Cur& c, LineInfo* info) {
   return false;
 }
 
+// Python logging after its stamp: "- name - LEVEL - " (the default format of many launchers).
+void parsePythonLogging(Cur& c, LineInfo* info) {
+  Cur t = c;
+  if (!t.lit("- ")) return;
+  size_t dash = t.s.find(" - ", t.i);
+  if (dash == std::string_view::npos || dash - t.i > 80) {
+    c = t;
+    return;
+  }
+  Cur u = t;
+  u.i = dash + 3;
+  static const char* kLv[] = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"};
+  for (const char* lv : kLv) {
+    Cur w = u;
+    if (w.lit(lv) && w.lit(" - ")) {
+      info->level = lv[0] == 'C' ? 'F' : lv[0];
+      c = w;
+      return;
+    }
+  }
+  c = t;
+}
+
+// "[1,3]<stdout>:" (mpirun --tag-output): job 1, rank 3.
+bool parseMpiTag(Cur& c, LineInfo* info) {
+  Cur t = c;
+  long job, rank;
+  if (!t.lit("[") || !t.number(&job) || !t.lit(",") || !t.number(&rank) || !t.lit("]")) return false;
+  if (!(t.lit("<stdout>:") || t.lit("<stderr>:") || t.lit(":"))) return false;
+  info->rank = static_cast<int>(std::min(rank, 1L << 30));
+  info->prefixed = true;
+  if (std::strcmp(info->format, "plain") == 0) info->format = "mpi";
+  c = t;
+  return true;
+}
+
+// "service-1  | " (docker compose): a name, at least one space, a bar, a space.
+bool parseCompose(Cur& c, LineInfo* info) {
+  size_t k = c.i;
+  while (k < c.s.size() && (isAlpha(c.s[k]) || isDigit(c.s[k]) || c.s[k] == '_' || c.s[k] == '-' || c.s[k] == '.')) ++k;
+  if (k == c.i || k - c.i > 64 || k >= c.s.size() || c.s[k] != ' ') return false;
+  size_t b = k;
+  while (b < c.s.size() && c.s[b] == ' ') ++b;
+  if (b >= c.s.size() || c.s[b] != '|' || (b + 1 < c.s.size() && c.s[b + 1] != ' ')) return false;
+  if (!info->prefixed) info->proc = c.s.substr(c.i, k - c.i);
+  c.i = std::min(b + 2, c.s.size());
+  return true;
+}
+
 // One prefix at the cursor; returns false when none is recognised.
 bool stripOne(Cur& c, LineInfo* info) {
   char ch = c.peek();
+  if (ch == '>' && c.peek(1) == ' ' && c.i == 0) {  // a log quoted in Markdown ("> line")
+    c.i += 2;
+    return true;
+  }
   if (ch == '[') {
+    if (isDigit(c.peek(1)) && parseMpiTag(c, info)) return true;
+    {
+      Cur t = c;
+      if (parseNcclAfterHost(t, info)) {  // "[3] file.h:28 NCCL WARN ..." without host:pid:tid
+        c = t;
+        return true;
+      }
+    }
     // torchrun "[rank5]:" / "[default5]:"
     size_t k = c.i + 1;
     while (k < c.s.size() && isAlpha(c.s[k])) ++k;
@@ -341,7 +443,7 @@ bool stripOne(Cur& c, LineInfo* info) {
   if (isDigit(ch)) {
     Stamp st;
     Cur t = c;
-    if (!parseIso(t, &st)) return false;
+    if (!parseIso(t, &st)) return parseNccl(c, info);  // a host name may start with a digit (container ids)
     info->stamp = st;
     t.spaces();
     // journalctl / syslog with ISO stamps: "host kernel: "
@@ -349,8 +451,9 @@ bool stripOne(Cur& c, LineInfo* info) {
     if (k != std::string_view::npos && t.s.substr(k, 9) == " kernel: ") {
       t.i = k + 9;
       info->format = "syslog";
-    } else if (t.lit("- ")) {
+    } else if (t.peek() == '-' && t.peek(1) == ' ') {
       // python logging "2026-11-29 10:00:01,123 - name - LEVEL - msg"
+      parsePythonLogging(t, info);
       info->format = "python";
     }
     c = t;
@@ -365,16 +468,22 @@ bool stripOne(Cur& c, LineInfo* info) {
       Stamp st;
       if (parseSyslogStamp(t, &st)) {
         t.spaces();
+        // "host kernel: msg" or "host ident[pid]: msg" (journalctl, rsyslog)
         size_t k = t.s.find(' ', t.i);
-        if (k != std::string_view::npos && t.s.substr(k, 9) == " kernel: ") t.i = k + 9;
+        if (k != std::string_view::npos && k - t.i < 64) {
+          size_t colon = t.s.find(": ", k + 1);
+          size_t space = t.s.find(' ', k + 1);
+          if (colon != std::string_view::npos && colon - k < 80 && (space == std::string_view::npos || space >= colon))
+            t.i = colon + 2;
+        }
         info->stamp = st;
         info->format = "syslog";
-        t.spaces();
         c = t;
         return true;
       }
     }
-    return parseNccl(c, info);
+    if (parseNccl(c, info)) return true;
+    return parseCompose(c, info);
   }
   return false;
 }

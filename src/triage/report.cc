@@ -5,6 +5,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "text.h"
+
 namespace arfuse {
 namespace triage {
 
@@ -62,7 +64,8 @@ EventGroup mergedBySig(const Analyzer& a, int group) {
   for (const auto& g : gs) {
     if (g.sig != m.sig) continue;
     m.count += g.count;
-    m.ranks.insert(g.ranks.begin(), g.ranks.end());
+    for (int r : g.ranks) m.addRank(r);
+    m.moreRanks += g.moreRanks;
     m.procs.insert(g.procs.begin(), g.procs.end());
   }
   return m;
@@ -126,37 +129,7 @@ void textEvent(const Analyzer& a, int gi, std::ostream& out) {
 }
 
 // ---- JSON ----
-std::string jstr(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        o += "\\\"";
-        break;
-      case '\\':
-        o += "\\\\";
-        break;
-      case '\n':
-        o += "\\n";
-        break;
-      case '\t':
-        o += "\\t";
-        break;
-      case '\r':
-        o += "\\r";
-        break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof(b), "\\u%04x", c);
-          o += b;
-        } else {
-          o += static_cast<char>(c);
-        }
-    }
-  }
-  return o + "\"";
-}
+std::string jstr(const std::string& s) { return jsonString(s); }
 
 void jsonOcc(const Analyzer& a, const Occurrence& o, std::ostream& out) {
   out << "{\"file\":" << jstr(fileName(a, o.file)) << ",\"line\":" << o.line << ",\"rank\":";
@@ -177,8 +150,8 @@ void jsonOcc(const Analyzer& a, const Occurrence& o, std::ostream& out) {
 void jsonEvent(const Analyzer& a, const EventGroup& g, int nranks, bool full, std::ostream& out) {
   const Signature& s = a.catalog().sig(g.sig);
   out << "{\"id\":" << jstr(s.id) << ",\"class\":" << jstr(sigClassName(g.cls)) << ",\"weight\":" << s.weight
-      << ",\"meaning\":" << jstr(s.meaning) << ",\"text\":" << jstr(g.text) << ",\"count\":" << g.count
-      << ",\"ranks\":[";
+      << ",\"title\":" << jstr(s.title) << ",\"meaning\":" << jstr(s.meaning) << ",\"text\":" << jstr(g.text)
+      << ",\"count\":" << g.count << ",\"ranks\":[";
   bool first = true;
   for (int r : g.ranks) {
     out << (first ? "" : ",") << r;
@@ -228,7 +201,20 @@ void jsonEvent(const Analyzer& a, const EventGroup& g, int nranks, bool full, st
 
 int exitCodeOf(const Result& r) { return r.status == Result::kRootCause ? 0 : 1; }
 
+namespace {
+void writeTextRaw(const Analyzer& a, const Result& r, const ReportOptions& o, std::ostream& out);
+}
+
+// Log text is untrusted: the whole report passes through printable() (escape sequences, NUL and
+// invalid UTF-8 become visible \xNN) on its way to the terminal.
 void writeText(const Analyzer& a, const Result& r, const ReportOptions& o, std::ostream& out) {
+  std::ostringstream raw;
+  writeTextRaw(a, r, o, raw);
+  out << printable(raw.str(), true);
+}
+
+namespace {
+void writeTextRaw(const Analyzer& a, const Result& r, const ReportOptions& o, std::ostream& out) {
   const auto& gs = a.groups();
   double mb = static_cast<double>(a.totalBytes()) / 1e6;
   char mbs[32];
@@ -239,7 +225,8 @@ void writeText(const Analyzer& a, const Result& r, const ReportOptions& o, std::
   out << "\n";
   for (const auto& in : a.inputs())
     if (!in.error.empty()) out << "  warning: " << in.path << ": read stopped early: " << in.error << "\n";
-  out << "\n";
+  for (const auto& w : a.inputWarnings()) out << "  warning: " << w << "\n";
+  out << r.verdict << "\n\n";
 
   if (r.status == Result::kRootCause) {
     const EventGroup& g = gs[r.rootGroup];
@@ -341,6 +328,8 @@ void writeText(const Analyzer& a, const Result& r, const ReportOptions& o, std::
   }
 }
 
+}  // namespace
+
 void writeJson(const Analyzer& a, const Result& r, const ReportOptions& o, std::ostream& out) {
   (void)o;
   const auto& gs = a.groups();
@@ -348,11 +337,13 @@ void writeJson(const Analyzer& a, const Result& r, const ReportOptions& o, std::
                        : r.status == Result::kEchoesOnly ? "echoes_only"
                                                          : "no_evidence";
   out << "{\"schema\":\"arfuse.triage.v1\",\"status\":\"" << status << "\",\"exit_code\":" << exitCodeOf(r)
-      << ",\"inputs\":[";
+      << ",\"verdict\":" << jstr(r.verdict) << ",\"warnings\":[";
+  for (size_t i = 0; i < a.inputWarnings().size(); ++i) out << (i ? "," : "") << jstr(a.inputWarnings()[i]);
+  out << "],\"skipped_inputs\":" << a.skippedInputs() << ",\"inputs\":[";
   for (size_t i = 0; i < a.inputs().size(); ++i) {
     const auto& in = a.inputs()[i];
     out << (i ? "," : "") << "{\"path\":" << jstr(in.path) << ",\"compression\":" << jstr(in.compression)
-        << ",\"lines\":" << in.lines << ",\"bytes\":" << in.bytes
+        << ",\"lines\":" << in.lines << ",\"bytes\":" << in.bytes << ",\"windowed_lines\":" << in.windowedLines
         << ",\"error\":" << (in.error.empty() ? "null" : jstr(in.error)) << "}";
   }
   out << "],\"nranks\":";
@@ -369,7 +360,9 @@ void writeJson(const Analyzer& a, const Result& r, const ReportOptions& o, std::
     shown.procs = all.procs;
     shown.count = all.count;
     out << "{\"confidence\":" << jstr(r.confidence) << ",\"headline\":" << jstr(g.detail("headline"))
-        << ",\"explains_echo_lines\":" << echoCount(a, r) << ",\"event\":";
+        << ",\"explains_echo_lines\":" << echoCount(a, r) << ",\"explains_surface\":"
+        << (r.explainedSurface >= 0 ? jstr(a.catalog().sig(gs[r.explainedSurface].sig).id) : std::string("null"))
+        << ",\"event\":";
     jsonEvent(a, shown, r.nranks, true, out);
     out << "}";
   } else {

@@ -2,20 +2,27 @@
 // the verdict (which origin is the root cause, which echoes it explains, what to capture next).
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 
 #include "analyzer.h"
+#include "text.h"
 
 namespace arfuse {
 namespace triage {
 
 namespace {
 
-// "0-4,6,7"
+// "0-4,6,7" (at most 40 runs are written; a hostile log can name 65536 scattered ranks)
 std::string rankList(const std::set<int>& ranks) {
   std::string out;
   auto it = ranks.begin();
+  int runs = 0;
   while (it != ranks.end()) {
+    if (++runs > 40) {
+      out += ",... (" + std::to_string(std::distance(it, ranks.end())) + " more)";
+      break;
+    }
     int a = *it, b = a;
     auto jt = std::next(it);
     while (jt != ranks.end() && *jt == b + 1) {
@@ -55,7 +62,9 @@ std::string Analyzer::ranksText(const EventGroup& g, int nranks) const {
     }
     return "no rank (" + p + ")";
   }
-  size_t n = g.ranks.size();
+  size_t n = g.rankCount();
+  if (g.moreRanks) return std::to_string(n) + " ranks (the first " + std::to_string(g.ranks.size()) + " kept)";
+  if (n == 1 && nranks == 1) return "rank " + std::to_string(*g.ranks.begin()) + " (the only rank seen)";
   if (nranks > 0 && n == static_cast<size_t>(nranks))
     return std::to_string(n) + "/" + std::to_string(nranks) + " ranks";
   std::string frac = nranks > 0 ? " (" + std::to_string(n) + "/" + std::to_string(nranks) + ")" : "";
@@ -256,8 +265,8 @@ void Analyzer::analyseErrorRecords(Result* r) {
     e.count = recorders.size();
     e.ranks = recorders;
     const std::string call = first->epoch >= 0 ? std::to_string(first->epoch) : std::string("?");
-    const std::string by = " (error record" + std::string(recorders.size() > 1 ? "s of ranks " : " of rank ") +
-                           rankList(recorders) + ")";
+    const std::string by =
+        " (error record" + std::string(recorders.size() > 1 ? "s of ranks " : " of rank ") + rankList(recorders) + ")";
     if (std::string(code) == "mismatch") {
       e.text = "divergent call at call " + call + ": rank " + std::to_string(first->rank) + " made " +
                (first->mine.empty() ? "?" : first->mine) + ", rank " + std::to_string(first->peer) + " made " +
@@ -291,6 +300,96 @@ void Analyzer::analyseErrorRecords(Result* r) {
     e.setDetail("call", call);
     groups_.push_back(std::move(e));
   }
+}
+
+// The root cause among the origins (sorted best first), the surface it explains, the others.
+void Analyzer::chooseRoot(Result* r, const std::vector<int>& origins) {
+  r->status = Result::kRootCause;
+  r->rootGroup = origins[0];
+  // A surface message (NCCL's "invalid usage", "unhandled system error") gives way to the origin
+  // that says why, on the same rank or process: NCCL's WARN, the line after "Last error:".
+  const Signature& top = catalog_.sig(groups_[r->rootGroup].sig);
+  if (!top.explainedBy.empty()) {
+    const EventGroup& surface = groups_[r->rootGroup];
+    auto sameSide = [&](const EventGroup& a, const EventGroup& b) {
+      if (a.ranks.empty() || b.ranks.empty()) return true;
+      for (int x : a.ranks)
+        if (b.ranks.count(x)) return true;
+      return false;
+    };
+    for (int o : origins) {
+      const Signature& os = catalog_.sig(groups_[o].sig);
+      if (o == r->rootGroup || !os.explainedBy.empty() || !sameSide(surface, groups_[o])) continue;
+      bool match = false;
+      for (const auto& prefix : top.explainedBy) match = match || os.id.compare(0, prefix.size(), prefix) == 0;
+      if (!match) continue;
+      r->explainedSurface = r->rootGroup;
+      r->rootGroup = o;  // origins are sorted best first: the first match is the best explanation
+      groups_[o].notes.push_back("explains " + top.id + " (\"" + clip(surface.text, 120) +
+                                 "\"), the message the "
+                                 "framework surfaced");
+      break;
+    }
+  }
+  EventGroup& root = groups_[r->rootGroup];
+  // arfuse's own watchdog (its lines' site is watchdog.cc) reads the kernels' error records: its
+  // line is the faulting call's, so the remark below is about PyTorch's only.
+  std::string raw = root.raw;
+  const std::string site = root.detail("site");
+  if (!site.empty() && raw.find(site) != std::string::npos) raw.erase(raw.find(site), site.size());
+  if (raw.find("atchdog") != std::string::npos && root.sig != catalog_.find("c10d.watchdog_timeout"))
+    root.notes.push_back(
+        "reported by the PyTorch NCCL watchdog thread, which only polls for completed work: the reporting site is "
+        "not the faulting kernel");
+  int w = catalog_.sig(root.sig).weight;
+  if (r->explainedSurface >= 0) w = std::max(w, catalog_.sig(groups_[r->explainedSurface].sig).weight);
+  r->confidence = w >= 70 ? "high" : w >= 45 ? "medium" : "low";
+  std::set<int> seen = {groups_[r->rootGroup].sig};
+  for (size_t i = 0; i < origins.size() && r->otherOrigins.size() < 8; ++i)
+    if (origins[i] != r->rootGroup && seen.insert(groups_[origins[i]].sig).second)
+      r->otherOrigins.push_back(origins[i]);
+}
+
+// How far the ordering (and the inputs) can be trusted, said once at the end of the report.
+void Analyzer::noteOrdering(Result* r) {
+  // Say how far the ordering can be trusted.
+  uint64_t exact = stampedEvents_, approx = unstampedEvents_, up = uptimeEvents_;
+  if (exact + approx + up > 0) {
+    std::ostringstream o;
+    o << exact << " of " << (exact + approx + up) << " matched lines carry a wall-clock stamp";
+    if (approx)
+      o << "; " << approx << " (NCCL, arfuse, tracebacks, faulthandler) do not and are placed by file position"
+        << " (shown with the last stamp above them, marked ~)";
+    r->orderingNotes.push_back(o.str());
+  }
+  if (up)
+    r->orderingNotes.push_back(std::to_string(up) +
+                               " kernel (dmesg) lines carry seconds since boot, which cannot be merged with wall-clock "
+                               "stamps; use `dmesg -T` or journalctl for comparable times");
+  if (defaultYear_ == 0 && exact > 0)
+    r->orderingNotes.push_back("no stamp names a year (vLLM, glog and syslog omit it): times are shown as month-day");
+  if (inputs_.size() > 1)
+    r->orderingNotes.push_back("events from " + std::to_string(inputs_.size()) +
+                               " files are merged by stamp; stamps from different hosts assume synchronised clocks");
+  if (droppedGroups_)
+    r->orderingNotes.push_back(std::to_string(droppedGroups_) + " distinct events beyond the first " +
+                               std::to_string(groups_.size()) + " were not kept");
+  if (droppedRecords_)
+    r->orderingNotes.push_back(std::to_string(droppedRecords_) +
+                               " flight-recorder records / torchrun failures beyond "
+                               "the first 65536 were counted, not kept");
+  if (ranksOutOfRange_)
+    r->orderingNotes.push_back(std::to_string(ranksOutOfRange_) + " lines named a rank above " +
+                               std::to_string(kMaxRank) + "; those rank numbers were ignored");
+  if (nranksClaimIgnored_)
+    r->orderingNotes.push_back(std::to_string(nranksClaimIgnored_) + " claims of more than " +
+                               std::to_string(kMaxRank + 1) + " ranks were ignored");
+  uint64_t windowed = 0;
+  for (const auto& in : inputs_) windowed += in.windowedLines;
+  if (windowed)
+    r->orderingNotes.push_back(std::to_string(windowed) +
+                               " lines longer than 64 KiB were scanned in overlapping "
+                               "64 KiB windows (nothing was cut; evidence text is shortened)");
 }
 
 Result Analyzer::finish() {
@@ -340,23 +439,7 @@ Result Analyzer::finish() {
   std::stable_sort(r.contexts.begin(), r.contexts.end(), earlier);
 
   if (!origins.empty()) {
-    r.status = Result::kRootCause;
-    r.rootGroup = origins[0];
-    EventGroup& root = groups_[r.rootGroup];
-    // arfuse's own watchdog (its lines' site is watchdog.cc) reads the kernels' error records: its
-    // line is the faulting call's, so the remark below is about PyTorch's only.
-    std::string raw = root.raw;
-    const std::string site = root.detail("site");
-    if (!site.empty() && raw.find(site) != std::string::npos) raw.erase(raw.find(site), site.size());
-    if (raw.find("atchdog") != std::string::npos && root.sig != catalog_.find("c10d.watchdog_timeout"))
-      root.notes.push_back(
-          "reported by the PyTorch NCCL watchdog thread, which only polls for completed work: the reporting site is "
-          "not the faulting kernel");
-    int w = catalog_.sig(root.sig).weight;
-    r.confidence = w >= 70 ? "high" : w >= 45 ? "medium" : "low";
-    std::set<int> seen = {groups_[r.rootGroup].sig};
-    for (size_t i = 1; i < origins.size() && r.otherOrigins.size() < 8; ++i)
-      if (seen.insert(groups_[origins[i]].sig).second) r.otherOrigins.push_back(origins[i]);
+    chooseRoot(&r, origins);
   } else {
     r.status = r.echoes.empty() ? Result::kNoEvidence : Result::kEchoesOnly;
     int s = catalog_.find(r.status == Result::kNoEvidence ? "triage.no_evidence" : "triage.echoes_only");
@@ -391,29 +474,72 @@ Result Analyzer::finish() {
     return earlier(a, b);
   });
 
-  // Say how far the ordering can be trusted.
-  uint64_t exact = stampedEvents_, approx = unstampedEvents_, up = uptimeEvents_;
-  if (exact + approx + up > 0) {
-    std::ostringstream o;
-    o << exact << " of " << (exact + approx + up) << " matched lines carry a wall-clock stamp";
-    if (approx)
-      o << "; " << approx << " (NCCL, arfuse, tracebacks, faulthandler) do not and are placed by file position"
-        << " (shown with the last stamp above them, marked ~)";
-    r.orderingNotes.push_back(o.str());
-  }
-  if (up)
-    r.orderingNotes.push_back(std::to_string(up) +
-                              " kernel (dmesg) lines carry seconds since boot, which cannot be merged with wall-clock "
-                              "stamps; use `dmesg -T` or journalctl for comparable times");
-  if (defaultYear_ == 0 && exact > 0)
-    r.orderingNotes.push_back("no stamp names a year (vLLM, glog and syslog omit it): times are shown as month-day");
-  if (inputs_.size() > 1)
-    r.orderingNotes.push_back("events from " + std::to_string(inputs_.size()) +
-                              " files are merged by stamp; stamps from different hosts assume synchronised clocks");
-  if (droppedGroups_)
-    r.orderingNotes.push_back(std::to_string(droppedGroups_) + " distinct events beyond the first " +
-                              std::to_string(groups_.size()) + " were not kept");
+  noteOrdering(&r);
+  composeVerdict(&r);
   return r;
+}
+
+// The verdict line: the cause, where it was seen and which ranks, in one line a person (or a grep of
+// many reports) can act on without reading further.
+void Analyzer::composeVerdict(Result* r) {
+  auto fileName = [&](int file) -> std::string {
+    if (file < 0 || file >= static_cast<int>(inputs_.size())) return "(derived across ranks)";
+    return inputs_[file].path == "-" ? "<stdin>" : inputs_[file].path;
+  };
+  std::string v = "VERDICT: ";
+  if (r->status == Result::kRootCause) {
+    const EventGroup& g = groups_[r->rootGroup];
+    const Signature& s = catalog_.sig(g.sig);
+    EventGroup all;  // ranks over every group of the signature
+    for (const auto& o : groups_)
+      if (o.sig == g.sig) {
+        for (int k : o.ranks) all.addRank(k);
+        all.moreRanks += o.moreRanks;
+        all.procs.insert(o.procs.begin(), o.procs.end());
+      }
+    v += s.title + ": \"" + clip(g.text, 220) + "\"";
+    if (g.first.file >= 0) v += " at " + fileName(g.first.file) + ":" + std::to_string(g.first.line);
+    v += ", " + ranksText(all, r->nranks);
+    const std::string raised = g.detail("raised_at");
+    const size_t in = raised.rfind(", in ");
+    if (in != std::string::npos) {
+      std::string where = raised;
+      const size_t q1 = where.find('"'), q2 = q1 == std::string::npos ? q1 : where.find('"', q1 + 1);
+      std::string file = q2 == std::string::npos ? "" : where.substr(q1 + 1, q2 - q1 - 1);
+      const size_t slash = file.rfind('/');
+      if (slash != std::string::npos) {
+        const size_t slash2 = file.rfind('/', slash - 1);
+        file = file.substr(slash2 == std::string::npos ? 0 : slash2 + 1);
+      }
+      v += ", in " + raised.substr(in + 5) + "()" + (file.empty() ? "" : " of " + file);
+    }
+    const std::string head = g.detail("headline");
+    if (!head.empty() && g.text.find(head) == std::string::npos) v += " - " + head;
+    if (r->explainedSurface >= 0) v += " (explains: \"" + clip(groups_[r->explainedSurface].text, 100) + "\")";
+  } else if (r->status == Result::kEchoesOnly) {
+    uint64_t n = 0;
+    for (int e : r->echoes) n += groups_[e].count;
+    const EventGroup& top = groups_[r->echoes.front()];
+    v += "no root cause found: only echoes of a failure (" + std::to_string(n) + (n == 1 ? " line" : " lines") +
+         ", e.g. \"" + clip(top.text, 140) + "\"); the line that caused it is not in these inputs";
+    for (const auto& f : torchrun_)
+      if (f.first) {
+        v += "; torchelastic: rank " + std::to_string(f.rank) + " failed first (exitcode " + f.exitcode + ")";
+        break;
+      }
+  } else {
+    uint64_t lines = totalLines(), bytes = totalBytes();
+    if (inputs_.empty())
+      v += "no root cause found: no readable input (" + std::to_string(skippedInputs_) + " skipped)";
+    else if (bytes == 0)
+      v += std::string("no root cause found: the input") + (inputs_.size() == 1 ? " is" : "s are") +
+           " empty (0 bytes): nothing to analyse";
+    else
+      v += "no root cause found: no error line in " + std::to_string(lines) + " lines of " +
+           std::to_string(inputs_.size()) + (inputs_.size() == 1 ? " input" : " inputs") +
+           " (a silent hang leaves none)";
+  }
+  r->verdict = v;
 }
 
 }  // namespace triage
