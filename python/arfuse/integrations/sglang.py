@@ -62,8 +62,20 @@ def _resolve(target: str) -> Any:
 
 
 def _function(obj: Any) -> Any:
-    # SGLang's register_custom_op returns a CustomOpWrapper whose op_func is the Python function.
+    # SGLang's register_custom_op returns a CustomOpWrapper whose op_func is the Python function (or,
+    # eagerly registered as in 0.5.11, the torch.ops packet itself: see _signature).
     return getattr(obj, "op_func", obj)
+
+
+def _signature(obj: Any) -> inspect.Signature:
+    """The op's Python parameters: from its function, or from the schema of a torch.ops packet."""
+    fn = _function(obj)
+    schema = getattr(getattr(fn, "default", None), "_schema", None)
+    if schema is None:
+        return inspect.signature(fn)
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature([inspect.Parameter(a.name, kind, default=a.default_value if a.has_default_value()
+                                                else inspect.Parameter.empty) for a in schema.arguments])
 
 
 def _version() -> str:
@@ -90,8 +102,7 @@ def probe() -> Shape:
     missing: List[str] = []
     op = None
     try:
-        fn = _function(_resolve(OP))
-        params = inspect.signature(fn).parameters
+        params = _signature(_resolve(OP)).parameters
         lacking = [p for p in OP_PARAMS if p not in params]
         if lacking:
             missing.append(f"{OP} parameters {', '.join(lacking)}")
@@ -263,7 +274,7 @@ def op_hook(original: Callable, *args: Any, **kwargs: Any) -> Any:
         return original(*args, **kwargs)
     global _op_sig
     if _op_sig is None:
-        _op_sig = inspect.signature(_function(original))
+        _op_sig = _signature(original)
     a = _op_sig.bind(*args, **kwargs)
     a.apply_defaults()
     p = a.arguments
