@@ -63,8 +63,12 @@ def engine_paths():
 
 _ABSENT = '''\
 """ABSENT MODULE, written by arfuse's test: sgl_kernel (the 326 MB sglang-kernel wheel) is not on this
-machine. SGLang's layernorm imports names from it on CUDA; the test never calls them (its reference
-is SGLang's forward_native, its fused path is arfuse): anything called from here raises."""
+machine. SGLang imports names from it on CUDA; the test never calls them (its reference is SGLang's
+forward_native, its fused path is arfuse): anything called from here, or from a submodule, raises."""
+import importlib.abc
+import importlib.machinery
+import sys
+import types
 
 
 def __getattr__(name):
@@ -72,9 +76,28 @@ def __getattr__(name):
         raise AttributeError(name)
 
     def absent(*args, **kwargs):
-        raise RuntimeError(f"sgl_kernel.{name} called: sgl_kernel is absent in this test")
+        raise RuntimeError(f"sgl_kernel: {name} called, but sgl_kernel is absent in this test")
 
     return absent
+
+
+class _Submodules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("sgl_kernel."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        m = types.ModuleType(spec.name, "absent sgl_kernel submodule (arfuse test)")
+        m.__path__ = []
+        m.__getattr__ = __getattr__
+        return m
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.insert(0, _Submodules())
 '''
 
 
@@ -178,6 +201,8 @@ def engine_worker(world, paths, backend):
         ref_norm, ref_res = norm.forward_native(ref_x, residual.clone())
         cases[tokens] = [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
     out["cases"] = cases
+    if backend == "arfuse":
+        out["graph"] = _graph_replay(world, tp, device)
     # The trap, shown with SGLang's own caller: an op that declines leaves the input un-reduced.
     import sglang.srt.layers.flashinfer_comm_fusion as fc
 
@@ -192,6 +217,31 @@ def engine_worker(world, paths, backend):
     out["counters"] = {"/".join(k): v for k, v in _glue.counters().items()}
     out["lines"] = lines
     return out
+
+
+def _graph_replay(world, tp, device):
+    """The fused call captured in a CUDA graph (the plugin decides at capture) and replayed on new
+    inputs: (got_norm, got_res, ref_norm, ref_res) of the replay, the reference taken eagerly."""
+    from integration_fake import seeded
+
+    from sglang.srt.layers.layernorm import RMSNorm
+
+    x0, r0, weight = seeded(world.rank, 3, HIDDEN, torch.bfloat16, seed=300)
+    norm = RMSNorm(HIDDEN, eps=1e-6).to(device=device, dtype=torch.bfloat16)
+    norm.weight.data.copy_(weight.to(device))
+    x, residual = x0.to(device), r0.to(device)
+    norm.forward_with_allreduce_fusion(x.clone(), residual.clone())  # warm-up outside the graph
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        got_norm, got_res = norm.forward_with_allreduce_fusion(x, residual)
+    x1, r1, _ = seeded(world.rank, 3, HIDDEN, torch.bfloat16, seed=301)
+    x.copy_(x1.to(device))
+    residual.copy_(r1.to(device))
+    g.replay()
+    torch.cuda.synchronize()
+    ref_norm, ref_res = norm.forward_native(tp.all_reduce(x1.to(device)), r1.to(device))
+    return [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
 
 
 def check(results, nranks, backend):
@@ -216,6 +266,13 @@ def check(results, nranks, backend):
             assert torch.allclose(got_res.float(), ref_res.float(), rtol=1e-2, atol=2e-2), tokens
             assert torch.allclose(got_norm.float(), ref_norm.float(), rtol=2e-2, atol=3e-2), tokens
             assert torch.equal(got_norm, per_rank[0][0]) and torch.equal(got_res, per_rank[0][1])
+    if backend == "arfuse":
+        per_rank = [[unpack(p) for p in res["graph"]] for res in results]
+        for got_norm, got_res, ref_norm, ref_res in per_rank:
+            assert torch.allclose(got_res.float(), ref_res.float(), rtol=1e-2, atol=2e-2), "graph replay"
+            assert torch.allclose(got_norm.float(), ref_norm.float(), rtol=2e-2, atol=3e-2), "graph replay"
+            assert torch.equal(got_norm, per_rank[0][0]) and torch.equal(got_res, per_rank[0][1])
+        assert all("sm_" in line for line in info), info
     # the trap is real: a declined call's residual is the local one, not the sum
     xs, residual, _ = seeded(None, 2, HIDDEN, torch.bfloat16, seed=7)
     for r, res in enumerate(results):
@@ -223,7 +280,8 @@ def check(results, nranks, backend):
         assert torch.allclose(trap.float(), (residual.float() + xs[r].float()), rtol=1e-2, atol=2e-2)
     for res in results:
         c = res["counters"]
-        assert c.get("sglang/tp/arfuse") == len([t for t in TOKENS if t <= MAX_TOKENS]), c
+        fused = len([t for t in TOKENS if t <= MAX_TOKENS]) + (2 if backend == "arfuse" else 0)  # + warm-up, capture
+        assert c.get("sglang/tp/arfuse") == fused, c
         assert c.get("sglang/tp/engine-all-reduce") == len([t for t in TOKENS if t > MAX_TOKENS]), c
         assert "sglang/tp/declined" not in c, c
 
