@@ -20,7 +20,7 @@ import pytest
 
 from conftest import LIBRARY, PACKAGE_DIR, ROOT
 
-torch = pytest.importorskip("torch", reason="torch is not installed: the SGLang plugin tests need it (pip install torch)")
+torch = pytest.importorskip("torch", reason="torch is not installed: the SGLang plugin tests need it")
 pytest.importorskip("torch.distributed", reason="this torch build has no torch.distributed")
 
 from mp_util import run_ranks  # noqa: E402

@@ -246,11 +246,13 @@ class Fusion:
                 continue
             if g.nranks < 2:
                 continue  # nothing to reduce: the engine does not fuse a group of one
+            # Every group is attempted even after a failure: a later group may hold ranks whose first
+            # group succeeded, and they would wait in its collective creation for a rank that left.
             try:
                 comm = backend.create(g.cpu_group, max_tokens, hidden, dtype)
             except Exception as e:  # noqa: BLE001 - every cause is a reason to leave the engine alone
-                problem = f"{g.name} group ({g.nranks} ranks): {type(e).__name__}: {e}"
-                break
+                problem = problem or f"{g.name} group ({g.nranks} ranks): {type(e).__name__}: {e}"
+                continue
             made[g.ranks] = Bound(g, comm, max_tokens, hidden, dtype)
         try:
             if not made and problem is None:

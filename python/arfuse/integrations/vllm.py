@@ -130,13 +130,59 @@ def _setup(config: Any, hidden: int, dtype: Any) -> bool:
     return f.setup([group], tp.cpu_group, max_tokens, hidden, dtype)
 
 
+def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any) -> list:
+    """(pattern, replacement, kind of example inputs) for one epsilon, as closures: the pattern matcher takes
+    every parameter of a pattern for a graph input, so none may carry a default."""
+    import vllm.ir.ops as ir
+
+    def add(residual, x, weight):
+        return ir.fused_add_rms_norm(all_reduce(x), residual, weight, eps)
+
+    def add_r(residual, x, weight):
+        norm, res = ops.all_reduce_add_rms_norm(x, residual, weight, eps)
+        return norm, res
+
+    def add_norm_only(residual, x, weight):
+        return add(residual, x, weight)[0]
+
+    def add_norm_only_r(residual, x, weight):
+        return add_r(residual, x, weight)[0]
+
+    def first(x, weight):
+        s = all_reduce(x)
+        return ir.rms_norm(s, weight, eps), s
+
+    def first_r(x, weight):
+        norm, res = ops.all_reduce_add_rms_norm(x, None, weight, eps)
+        return norm, res
+
+    def add_fp8(residual, x, weight, scale):
+        norm, res = ir.fused_add_rms_norm(all_reduce(x), residual, weight, eps)
+        return quant(norm, scale)[0], res
+
+    def add_fp8_r(residual, x, weight, scale):
+        q, res = ops.all_reduce_add_rms_norm_fp8(x, residual, weight, eps, scale)
+        return q, res
+
+    def first_fp8(x, weight, scale):
+        s = all_reduce(x)
+        return quant(ir.rms_norm(s, weight, eps), scale)[0], s
+
+    def first_fp8_r(x, weight, scale):
+        q, res = ops.all_reduce_add_rms_norm_fp8(x, None, weight, eps, scale)
+        return q, res
+
+    # the quantised ones first: their un-quantised prefix would otherwise match and leave the quant
+    return [(add_fp8, add_fp8_r, "add_fp8"), (first_fp8, first_fp8_r, "first_fp8"), (add, add_r, "add"),
+            (add_norm_only, add_norm_only_r, "add"), (first, first_r, "first")]
+
+
 def make_pass(original: Any) -> Any:
     """The pass class that replaces `original` (vLLM's AllReduceFusionPass)."""
     import torch
     import torch._inductor.pattern_matcher as pm
     from torch._inductor.pattern_matcher import PatternMatcherPass
 
-    import vllm.ir.ops
     from vllm.distributed import tensor_model_parallel_all_reduce
     from vllm.distributed.parallel_state import get_tensor_model_parallel_world_size
 
@@ -176,53 +222,16 @@ def make_pass(original: Any) -> Any:
             def empty(*shape):
                 return torch.empty(*shape, dtype=dt, device=dev)
 
+            norm_check = getattr(src, "_norm_input_weight_dtype_match", None)
+            rms_check = getattr(src, "_rms_input_weight_dtype_match", None)
             for eps in EPSILONS:
-                def add_pattern(residual, x, weight, eps=eps):
-                    return vllm.ir.ops.fused_add_rms_norm(tensor_model_parallel_all_reduce(x), residual, weight, eps)
-
-                def add_replacement(residual, x, weight, eps=eps):
-                    norm, res = ops.all_reduce_add_rms_norm(x, residual, weight, eps)
-                    return norm, res
-
-                def first_pattern(x, weight, eps=eps):
-                    s = tensor_model_parallel_all_reduce(x)
-                    return vllm.ir.ops.rms_norm(s, weight, eps), s
-
-                def first_replacement(x, weight, eps=eps):
-                    norm, res = ops.all_reduce_add_rms_norm(x, None, weight, eps)
-                    return norm, res
-
                 quant = MatcherQuantFP8(kFp8)
-                scale = quant.inputs()[1]
-
-                def add_fp8_pattern(residual, x, weight, scale, eps=eps, quant=quant):
-                    norm, res = vllm.ir.ops.fused_add_rms_norm(tensor_model_parallel_all_reduce(x), residual, weight,
-                                                               eps)
-                    return quant(norm, scale)[0], res
-
-                def add_fp8_replacement(residual, x, weight, scale, eps=eps):
-                    q, res = ops.all_reduce_add_rms_norm_fp8(x, residual, weight, eps, scale)
-                    return q, res
-
-                def first_fp8_pattern(x, weight, scale, eps=eps, quant=quant):
-                    s = tensor_model_parallel_all_reduce(x)
-                    return quant(vllm.ir.ops.rms_norm(s, weight, eps), scale)[0], s
-
-                def first_fp8_replacement(x, weight, scale, eps=eps):
-                    q, res = ops.all_reduce_add_rms_norm_fp8(x, None, weight, eps, scale)
-                    return q, res
-
-                norm_check = getattr(src, "_norm_input_weight_dtype_match", None)
-                rms_check = getattr(src, "_rms_input_weight_dtype_match", None)
-                for pat, rep, inputs, check in (
-                        (add_fp8_pattern, add_fp8_replacement, [empty(5, 16), empty(5, 16), empty(16), scale],
-                         norm_check),
-                        (first_fp8_pattern, first_fp8_replacement, [empty(5, 16), empty(16), scale], rms_check),
-                        (add_pattern, add_replacement, [empty(5, 16), empty(5, 16), empty(16)], norm_check),
-                        (lambda r, x, w, p=add_pattern: p(r, x, w)[0], lambda r, x, w, p=add_replacement: p(r, x, w)[0],
-                         [empty(5, 16), empty(5, 16), empty(16)], norm_check),
-                        (first_pattern, first_replacement, [empty(5, 16), empty(16)], rms_check)):
-                    pm.register_replacement(pat, rep, inputs, pm.fwd_only, self.patterns, extra_check=check)
+                rows, w, scale = [empty(5, 16), empty(5, 16), empty(16)], [empty(16)], [quant.inputs()[1]]
+                for pat, rep, inputs in _patterns(eps, quant, tensor_model_parallel_all_reduce, ops):
+                    example = {"add": rows, "first": rows[1:2] + w, "add_fp8": rows + scale,
+                               "first_fp8": rows[1:2] + w + scale}[inputs]
+                    pm.register_replacement(pat, rep, example, pm.fwd_only, self.patterns,
+                                            extra_check=norm_check if inputs.startswith("add") else rms_check)
                 # as vLLM's own pass does: let the next epsilon register the same shapes again
                 torch._inductor.pattern_matcher._seen_patterns.clear()
             self.disabled = False
