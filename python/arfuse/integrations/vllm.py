@@ -177,22 +177,46 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any) -> list:
             (add_norm_only, add_norm_only_r, "add"), (first, first_r, "first")]
 
 
-def make_pass(original: Any) -> Any:
-    """The pass class that replaces `original` (vLLM's AllReduceFusionPass)."""
+def register_patterns(patterns: Any, dtype: Any, device: Any) -> None:
+    """Registers arfuse's replacements in a PatternMatcherPass for a model of `dtype` on `device`
+    (call under vLLM's enable_fake_mode, as the pass does)."""
     import torch
     import torch._inductor.pattern_matcher as pm
-    from torch._inductor.pattern_matcher import PatternMatcherPass
 
     from vllm.distributed import tensor_model_parallel_all_reduce
+
+    src = importlib.import_module(PASS_MODULE)
+    _register_ops()
+    ops = torch.ops.arfuse_vllm
+    norm_check = getattr(src, "_norm_input_weight_dtype_match", None)
+    rms_check = getattr(src, "_rms_input_weight_dtype_match", None)
+
+    def empty(*shape):
+        return torch.empty(*shape, dtype=dtype, device=device)
+
+    for eps in EPSILONS:
+        quant = src.MatcherQuantFP8(src.kFp8StaticTensorSym)
+        rows, w, scale = [empty(5, 16), empty(5, 16), empty(16)], [empty(16)], [quant.inputs()[1]]
+        for pat, rep, kind in _patterns(eps, quant, tensor_model_parallel_all_reduce, ops):
+            example = {"add": rows, "first": rows[1:2] + w, "add_fp8": rows + scale,
+                       "first_fp8": rows[1:2] + w + scale}[kind]
+            pm.register_replacement(pat, rep, example, pm.fwd_only, patterns,
+                                    extra_check=norm_check if kind.startswith("add") else rms_check)
+        # as vLLM's own pass does: let the next epsilon register the same shapes again
+        torch._inductor.pattern_matcher._seen_patterns.clear()
+
+
+def make_pass(original: Any) -> Any:
+    """The pass class that replaces `original` (vLLM's AllReduceFusionPass)."""
+    from torch._inductor.pattern_matcher import PatternMatcherPass
+
     from vllm.distributed.parallel_state import get_tensor_model_parallel_world_size
 
     src = importlib.import_module(PASS_MODULE)
     VllmPatternMatcherPass = src.VllmPatternMatcherPass
     enable_fake_mode = src.enable_fake_mode
-    MatcherQuantFP8, kFp8 = src.MatcherQuantFP8, src.kFp8StaticTensorSym
     width = getattr(src, "_fused_ar_workspace_hidden_dim", lambda c: c.model_config.get_hidden_size())
     _register_ops()
-    ops = torch.ops.arfuse_vllm
 
     class ArfuseAllReduceFusionPass(VllmPatternMatcherPass):
         """vLLM's all-reduce + RMSNorm (+ static FP8) patterns replaced by arfuse (any GPU)."""
@@ -217,23 +241,7 @@ def make_pass(original: Any) -> Any:
 
         @enable_fake_mode
         def register_patterns(self) -> None:
-            dt, dev = self.model_dtype, self.device
-
-            def empty(*shape):
-                return torch.empty(*shape, dtype=dt, device=dev)
-
-            norm_check = getattr(src, "_norm_input_weight_dtype_match", None)
-            rms_check = getattr(src, "_rms_input_weight_dtype_match", None)
-            for eps in EPSILONS:
-                quant = MatcherQuantFP8(kFp8)
-                rows, w, scale = [empty(5, 16), empty(5, 16), empty(16)], [empty(16)], [quant.inputs()[1]]
-                for pat, rep, inputs in _patterns(eps, quant, tensor_model_parallel_all_reduce, ops):
-                    example = {"add": rows, "first": rows[1:2] + w, "add_fp8": rows + scale,
-                               "first_fp8": rows[1:2] + w + scale}[inputs]
-                    pm.register_replacement(pat, rep, example, pm.fwd_only, self.patterns,
-                                            extra_check=norm_check if inputs.startswith("add") else rms_check)
-                # as vLLM's own pass does: let the next epsilon register the same shapes again
-                torch._inductor.pattern_matcher._seen_patterns.clear()
+            register_patterns(self.patterns, self.model_dtype, self.device)
             self.disabled = False
 
         def is_applicable_for_range(self, compile_range: Any) -> bool:
