@@ -61,34 +61,48 @@ def engine_paths():
     return paths
 
 
+ABSENT = ("sgl_kernel", "flashinfer")  # CUDA-only imports of SGLang that the test does not bring
 _ABSENT = '''\
-"""ABSENT MODULE, written by arfuse's test: sgl_kernel (the 326 MB sglang-kernel wheel) is not on this
-machine. SGLang imports names from it on CUDA; the test never calls them (its reference is SGLang's
-forward_native, its fused path is arfuse): anything called from here, or from a submodule, raises."""
+"""ABSENT MODULE, written by arfuse's test: PKG is not on this machine (sgl_kernel is a 326 MB wheel,
+flashinfer needs its cubins). SGLang imports names from it on CUDA; the test never calls them (its
+reference is SGLang's forward_native, its fused path is arfuse): anything called from here, or from
+a submodule, raises."""
 import importlib.abc
 import importlib.machinery
 import sys
 import types
 
 
+class _Absent:
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Absent(self._name + "." + attr)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("PKG: " + self._name + " called, but PKG is absent in this test")
+
+    def __repr__(self):
+        return "<absent PKG " + self._name + ">"
+
+
 def __getattr__(name):
     if name.startswith("__"):
         raise AttributeError(name)
-
-    def absent(*args, **kwargs):
-        raise RuntimeError(f"sgl_kernel: {name} called, but sgl_kernel is absent in this test")
-
-    return absent
+    return _Absent(name)
 
 
 class _Submodules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path=None, target=None):
-        if name.startswith("sgl_kernel."):
+        if name.startswith("PKG."):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
 
     def create_module(self, spec):
-        m = types.ModuleType(spec.name, "absent sgl_kernel submodule (arfuse test)")
+        m = types.ModuleType(spec.name, "absent PKG submodule (arfuse test)")
         m.__path__ = []
         m.__getattr__ = __getattr__
         return m
@@ -98,6 +112,36 @@ class _Submodules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Submodules())
+
+
+def _placeholder_ops():
+    # SGLang registers fake (meta) implementations of sgl_kernel's torch ops at import on CUDA, which
+    # needs the ops to exist: define each name its sources register, with a placeholder schema and
+    # no kernel (a call fails in the dispatcher).
+    import importlib.util
+    import os
+    import re
+
+    import torch
+
+    spec = importlib.util.find_spec("sglang")
+    names = set()
+    for root in spec.submodule_search_locations or []:
+        for d, _, files in os.walk(root):
+            for f in files:
+                if f.endswith(".py"):
+                    with open(os.path.join(d, f), errors="replace") as fh:
+                        names |= set(re.findall(r"sgl_kernel::(\\w+)", fh.read()))
+    lib = torch.library.Library("sgl_kernel", "FRAGMENT")
+    for n in sorted(names):
+        try:
+            lib.define(n + "(Tensor x) -> Tensor")
+        except RuntimeError:
+            pass  # already defined
+    return lib
+
+
+_LIB = _placeholder_ops() if "PKG" == "sgl_kernel" else None
 '''
 
 
@@ -115,9 +159,12 @@ def _prepare(world, paths, backend):
     for p in reversed(paths):
         sys.path.insert(0, p)
     sys.path.insert(0, str(tmp))
-    if backend == "arfuse" and importlib.util.find_spec("sgl_kernel") is None:
-        (tmp / "sgl_kernel").mkdir()
-        (tmp / "sgl_kernel" / "__init__.py").write_text(_ABSENT)
+    if backend == "arfuse":
+        for pkg in ABSENT:
+            if importlib.util.find_spec(pkg) is None:
+                (tmp / pkg).mkdir()
+                (tmp / pkg / "__init__.py").write_text(_ABSENT.replace("PKG", pkg))
+        os.environ["SGLANG_IS_FLASHINFER_AVAILABLE"] = "false"  # what SGLang checks; true here
     os.environ.update({"ARFUSE_SGLANG": "1", "ARFUSE_SGLANG_MAX_TOKENS": str(MAX_TOKENS), "SGLANG_PLUGINS": "arfuse"})
 
 
