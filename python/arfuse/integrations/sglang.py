@@ -227,7 +227,7 @@ def setup(runner: Any) -> Optional[_glue.Fusion]:
     shape = probe()
     f = _glue.Fusion("sglang", shape.decline_safe)
     mr = getattr(runner, "model_runner", runner)
-    problem = None
+    problem, world = None, None
     try:
         groups = _groups()
         world = groups["world"]
@@ -237,10 +237,17 @@ def setup(runner: Any) -> Optional[_glue.Fusion]:
         dtype = mr.dtype
     except Exception as e:  # noqa: BLE001
         problem = f"{type(e).__name__}: {e}"
+    if world is not None:
+        # Agreed before any communicator is made: a rank that stops here alone would leave the
+        # others waiting in the collective creation.
+        try:
+            problem = _glue.agree(world.cpu_group, problem)
+        except Exception as e:  # noqa: BLE001
+            problem = f"the ranks could not agree over the TP CPU group: {type(e).__name__}: {e}"
     if problem is not None:
-        # Configuration and the engine's own state: the same on every rank, so no collective is
-        # needed to agree (and none is attempted, so a rank cannot wait on the others here).
-        _glue.warn(f"sglang {_version()}: arfuse not used, the engine keeps its own all-reduce and norm: {problem}")
+        if world is None or world.rank_in_group == 0:
+            _glue.warn(f"sglang {_version()}: arfuse not used, the engine keeps its own all-reduce and norm: "
+                       f"{problem}")
         _fusion = f
         return f
     f.setup([_as_group("tp", groups["tp"]), _as_group("post-experts", groups["post-experts"])], world.cpu_group,
