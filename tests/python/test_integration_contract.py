@@ -27,6 +27,7 @@ SGLANG = {
     "0.5.14": (plugin.GATES[2], plugin.SETUPS[0], False, "getters"),
     "0.5.20": (plugin.GATES[2], plugin.SETUPS[0], False, "getters"),
     "0.5.21": (plugin.GATES[1], plugin.SETUPS[0], True, "resolve_fusion_group"),
+    "0.5.22": (plugin.GATES[0], plugin.SETUPS[0], True, "resolve_fusion_group"),
     "0.5.23": (plugin.GATES[0], plugin.SETUPS[0], True, "resolve_fusion_group"),
 }
 VLLM = "0.33.0"
