@@ -44,6 +44,19 @@ class FakeBackend:
     def add_rmsnorm(self, x: Any, residual: Any, weight: Any, eps: float) -> Tuple[Any, Any]:
         return reference_add_rmsnorm(x.float(), residual, weight, eps)
 
+    def epilogue(self, comm: dict, x: Any, residual: Any, weight: Any, eps: float, weight_plus_one: bool = False,
+                 scale: Any = None) -> Tuple[Any, Any, Any]:
+        import torch
+        import torch.distributed as dist
+
+        s = x.float()
+        dist.all_reduce(s, group=comm["group"])
+        w = weight.float() + 1.0 if weight_plus_one else weight
+        norm, res = reference_add_rmsnorm(s, residual, w, eps)
+        if scale is None:
+            return norm.to(x.dtype), res, None
+        return None, res, (norm.float() / scale.float()).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
     def describe(self, comm: dict) -> str:
         return "FAKE cpu"
 

@@ -73,6 +73,14 @@ def _vllm_worker(world):
             s = tensor_model_parallel_all_reduce(x)
             return ir.rms_norm(s, w, 1e-5), s
 
+        def gemma_add(x, residual, w):
+            norm, res = ir.fused_add_rms_norm(tensor_model_parallel_all_reduce(x), residual, w.float() + 1.0, 1e-6)
+            return norm, res
+
+        def gemma_first(x, w):
+            s = tensor_model_parallel_all_reduce(x)
+            return ir.rms_norm(s, w.float() + 1.0, 1e-6), s
+
         quant = src.MatcherQuantFP8(src.kFp8StaticTensorSym)
 
         def fp8(x, residual, w, scale):
@@ -94,6 +102,8 @@ def _vllm_worker(world):
         out = {}
         for name, fn, inputs, run in (("add", model, (x, residual, weight), True),
                                       ("first", first_layer, (x, weight), True),
+                                      ("gemma_add", gemma_add, (x, residual, weight), True),
+                                      ("gemma_first", gemma_first, (x, weight), True),
                                       ("fp8", fp8, (x, residual, weight, torch.tensor([0.05])), False)):
             gm = trace(fn, inputs)
             before = targets(gm)
@@ -103,8 +113,9 @@ def _vllm_worker(world):
             r = {"matched": matched, "before": before, "after": targets(gm)}
             if run:
                 got = gm(*[t.clone() for t in inputs])
-                ref = reference_add_rmsnorm(s, residual if name == "add" else torch.zeros_like(x), weight,
-                                            1e-6 if name == "add" else 1e-5)
+                ref = reference_add_rmsnorm(s, residual if "add" in name else torch.zeros_like(x),
+                                            weight.float() + 1.0 if "gemma" in name else weight,
+                                            1e-5 if name == "first" else 1e-6)
                 r["vllm_vs_ref"] = close(want[0], ref[0])
                 r["arfuse_vs_vllm"] = close(got[0], want[0]) and close(got[1], want[1])
             out[name] = r
@@ -120,6 +131,8 @@ def test_vllm_patterns_match_vllms_graph_and_compute_the_same():
     results = run_ranks(_vllm_worker, 2, timeout=600)
     for res in results:
         for name, want_op in (("add", "all_reduce_add_rms_norm.default"), ("first", "all_reduce_add_rms_norm.default"),
+                              ("gemma_add", "all_reduce_add_rms_norm_plus_one.default"),
+                              ("gemma_first", "all_reduce_add_rms_norm_plus_one.default"),
                               ("fp8", "all_reduce_add_rms_norm_fp8.default")):
             r = res[name]
             assert r["matched"] == 1, (name, r)
@@ -128,5 +141,5 @@ def test_vllm_patterns_match_vllms_graph_and_compute_the_same():
             assert not any("all_reduce" in t and "arfuse" not in t for t in r["after"]), (name, r)  # it is gone
             if name != "fp8":  # vLLM's FP8 quant kernel has no CPU implementation: matched, not run
                 assert r["vllm_vs_ref"] and r["arfuse_vs_vllm"], (name, r)
-        assert res["counters"].get("vllm/tp/arfuse") == 2, res
+        assert res["counters"].get("vllm/tp/arfuse") == 4, res
         assert res["pass_class"] == [True, True], res

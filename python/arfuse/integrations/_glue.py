@@ -116,6 +116,17 @@ class ArfuseBackend:
 
         return at.add_rmsnorm(x, residual, weight, eps)
 
+    def epilogue(self, comm: Any, x: Any, residual: Any, weight: Any, eps: float, weight_plus_one: bool = False,
+                 scale: Any = None) -> Tuple[Any, Any, Any]:
+        """arfuseAllReduceEpilogue: (norm or None, residual_out, FP8 codes or None); FP8 static when
+        `scale` (a float32 device tensor) is given, then the norm is not written."""
+        import arfuse.torch as at
+
+        o = at.all_reduce_epilogue(comm, x, weight, eps, residual=residual, weight_plus_one=weight_plus_one,
+                                   quant="fp8" if scale is not None else None, scale=scale,
+                                   want_norm=scale is None)
+        return o.norm, o.residual, o.quant
+
     def describe(self, comm: Any) -> str:
         import torch
 

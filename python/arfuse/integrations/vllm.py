@@ -12,10 +12,11 @@ match what vLLM's own pass matches:
     all_reduce(x) -> fused_add_rms_norm(., residual, w)     (the two outputs, or the norm alone)
     all_reduce(x) -> rms_norm(., w)                          (the first layer: residual_out = the sum)
     the same two followed by static FP8 quantisation          (arfuseAllReduceEpilogue, quant "fp8")
+    the same two with Gemma's weight.float() + 1.0            (arfuseAllReduceEpilogue, weight_plus_one)
 and replaces each by one arfuse_vllm op. That op decides per call from the token count (the same on
 every rank): arfuse's fused kernel, or vLLM's own all-reduce then arfuse's add+RMSNorm. When arfuse
 cannot serve the group the original pass is built instead and the engine runs as it was.
-Not matched (left to vLLM): the Gemma (1 + w) patterns and the NVFP4 ones.
+Not matched (left to vLLM): the NVFP4 ones.
 
 Numerics: vLLM's reference normalises the fp32 sum before rounding the residual; arfuse rounds the
 residual to the model dtype first and normalises that rounded residual (what the next layer reads),
@@ -70,28 +71,49 @@ def _register_ops() -> None:
     def _(x, residual, weight, eps):
         return torch.empty_like(x), torch.empty_like(x)
 
-    @torch.library.custom_op("arfuse_vllm::all_reduce_add_rms_norm_fp8", mutates_args=())
-    def all_reduce_add_rms_norm_fp8(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor,
-                                    eps: float, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def direct(x, residual, weight):
+        """The communicator when arfuse's epilogue serves this call (same on every rank), else None."""
         f = _fusion
         b = f.by_name.get("tp") if f is not None else None
         hidden = int(x.shape[-1])
         tokens = int(x.numel() // hidden)
-        if b is not None and _glue.get_backend().choose(b.comm, tokens, hidden, x.dtype).path == "arfuse" and \
-                (residual is None or _glue._servable(x, residual, weight)):
-            import arfuse.torch as at
+        if b is None or not _glue._servable(x, residual, weight):
+            return None
+        return b.comm if _glue.get_backend().choose(b.comm, tokens, hidden, x.dtype).path == "arfuse" else None
 
+    @torch.library.custom_op("arfuse_vllm::all_reduce_add_rms_norm_fp8", mutates_args=())
+    def all_reduce_add_rms_norm_fp8(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor,
+                                    eps: float, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        res_in = residual if residual is not None else torch.zeros_like(x)
+        comm = direct(x, res_in, weight)
+        if comm is not None:
             _glue.count("vllm", "tp", "arfuse")
-            o = at.all_reduce_epilogue(b.comm, x, weight, eps, residual=residual, quant="fp8", scale=scale,
-                                       want_norm=False)
-            return o.quant, o.residual
-        norm, res = serve(x, residual, weight, eps)  # vLLM's all-reduce + arfuse's add+RMSNorm, then FP8
+            _, res, q = _glue.get_backend().epilogue(comm, x, res_in, weight, eps, scale=scale)
+            return q, res
+        norm, res = serve(x, res_in, weight, eps)  # vLLM's all-reduce + arfuse's add+RMSNorm, then FP8
         q = (norm.float() * (1.0 / scale.float())).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
         return q, res
 
     @all_reduce_add_rms_norm_fp8.register_fake
     def _(x, residual, weight, eps, scale):
         return torch.empty_like(x, dtype=torch.float8_e4m3fn), torch.empty_like(x)
+
+    @torch.library.custom_op("arfuse_vllm::all_reduce_add_rms_norm_plus_one", mutates_args=())
+    def all_reduce_add_rms_norm_plus_one(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor,
+                                         eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+        # Gemma: the norm's weight is 1 + w, folded by arfuse's epilogue (weight_plus_one) in fp32
+        res_in = residual if residual is not None else torch.zeros_like(x)
+        comm = direct(x, res_in, weight)
+        if comm is not None:
+            _glue.count("vllm", "tp", "arfuse")
+            norm, res, _ = _glue.get_backend().epilogue(comm, x, res_in, weight, eps, weight_plus_one=True)
+            return norm, res
+        norm, res = serve(x, res_in, weight.float() + 1.0, eps)
+        return norm, res
+
+    @all_reduce_add_rms_norm_plus_one.register_fake
+    def _(x, residual, weight, eps):
+        return torch.empty_like(x), torch.empty_like(x)
 
     _ops_registered = True
 
@@ -172,8 +194,32 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any) -> list:
         q, res = ops.all_reduce_add_rms_norm_fp8(x, None, weight, eps, scale)
         return q, res
 
-    # the quantised ones first: their un-quantised prefix would otherwise match and leave the quant
-    return [(add_fp8, add_fp8_r, "add_fp8"), (first_fp8, first_fp8_r, "first_fp8"), (add, add_r, "add"),
+    def gemma_add(residual, x, weight):
+        return ir.fused_add_rms_norm(all_reduce(x), residual, weight.float() + 1.0, eps)
+
+    def gemma_add_r(residual, x, weight):
+        norm, res = ops.all_reduce_add_rms_norm_plus_one(x, residual, weight, eps)
+        return norm, res
+
+    def gemma_add_norm_only(residual, x, weight):
+        return gemma_add(residual, x, weight)[0]
+
+    def gemma_add_norm_only_r(residual, x, weight):
+        return gemma_add_r(residual, x, weight)[0]
+
+    def gemma_first(x, weight):
+        s = all_reduce(x)
+        return ir.rms_norm(s, weight.float() + 1.0, eps), s
+
+    def gemma_first_r(x, weight):
+        norm, res = ops.all_reduce_add_rms_norm_plus_one(x, None, weight, eps)
+        return norm, res
+
+    # the quantised ones first: their un-quantised prefix would otherwise match and leave the quant;
+    # the plain ones' dtype checks keep them off Gemma's fp32 (1 + w)
+    return [(add_fp8, add_fp8_r, "add_fp8"), (first_fp8, first_fp8_r, "first_fp8"),
+            (gemma_add, gemma_add_r, "gemma_add"), (gemma_add_norm_only, gemma_add_norm_only_r, "gemma_add"),
+            (gemma_first, gemma_first_r, "gemma_first"), (add, add_r, "add"),
             (add_norm_only, add_norm_only_r, "add"), (first, first_r, "first")]
 
 
@@ -198,10 +244,11 @@ def register_patterns(patterns: Any, dtype: Any, device: Any) -> None:
         quant = src.MatcherQuantFP8(src.kFp8StaticTensorSym)
         rows, w, scale = [empty(5, 16), empty(5, 16), empty(16)], [empty(16)], [quant.inputs()[1]]
         for pat, rep, kind in _patterns(eps, quant, tensor_model_parallel_all_reduce, ops):
-            example = {"add": rows, "first": rows[1:2] + w, "add_fp8": rows + scale,
-                       "first_fp8": rows[1:2] + w + scale}[kind]
-            pm.register_replacement(pat, rep, example, pm.fwd_only, patterns,
-                                    extra_check=norm_check if kind.startswith("add") else rms_check)
+            example = {"add": rows, "first": rows[1:2] + w, "add_fp8": rows + scale, "first_fp8": rows[1:2] + w + scale,
+                       "gemma_add": rows, "gemma_first": rows[1:2] + w}[kind]
+            check = None if kind.startswith("gemma") else norm_check if kind.startswith("add") else rms_check
+            extra = {"extra_check": check} if check else {}  # None is not accepted: the default accepts all
+            pm.register_replacement(pat, rep, example, pm.fwd_only, patterns, **extra)
         # as vLLM's own pass does: let the next epsilon register the same shapes again
         torch._inductor.pattern_matcher._seen_patterns.clear()
 
