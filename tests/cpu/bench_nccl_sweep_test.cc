@@ -439,7 +439,7 @@ TEST(NcclSweepChild, RealBinaryWithoutAGpuReportsEveryPoint) {
     EXPECT_FALSE(p.t.ok);
     EXPECT_EQ(p.error, "2 ranks need 2 GPUs; 0 visible");
   }
-  EXPECT_TRUE(has(slurp(json), "\"schema\": \"arfuse-bench/3\"")) << slurp(json);
+  EXPECT_TRUE(has(slurp(json), "\"schema\": \"arfuse-bench/4\"")) << slurp(json);
   EXPECT_TRUE(has(slurp(json), "\"NCCL_PROTO\": \"LL\"")) << slurp(json);  // the child saw the setting
   std::remove(json.c_str());
   std::remove(log.c_str());
