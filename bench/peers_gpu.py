@@ -283,7 +283,7 @@ class NcclTorchPeer(Peer):
     def extra(self):
         out = {"nccl_kernels": self.kernels}
         if self.kernels:
-            out["symmetric"] = any(k.startswith("ncclSym") for k in self.kernels)
+            out["symmetric"] = any("ncclSym" in k for k in self.kernels)
         return out
 
 

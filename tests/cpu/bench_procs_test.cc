@@ -240,6 +240,9 @@ TEST(BenchNcclSymm, TheCapturedKernelsSayWhetherNcclRanItsSymmetricKernels) {
   EXPECT_TRUE(has(r.note, "did not run its symmetric kernels") &&
               has(r.note, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"))
       << r.note;
+  r.kernels = {"_Z44ncclSymkDevKernel_AllReduce_AGxLL_R_sum_bf1621ncclSymkDevWorkArgs4K"};  // not demangled
+  classifyNcclKernels(&r);
+  EXPECT_EQ(r.symmetric, 1);
   Row unknown;
   unknown.kernels = {"(kernel names unknown: the driver offers no cuFuncGetName)"};
   classifyNcclKernels(&unknown);

@@ -51,10 +51,10 @@ void classifyNcclKernels(Row* row) {
   row->symmetric = -1;
   std::string nccl;
   bool sym = false, any = false;
-  for (const std::string& k : row->kernels) {
-    if (k.compare(0, 4, "nccl") != 0) continue;
+  for (const std::string& k : row->kernels) {  // demangled, or mangled (_Z..nccl...) where demangling failed
+    if (k.find("nccl") == std::string::npos) continue;
     any = true;
-    if (k.compare(0, 7, "ncclSym") == 0) sym = true;
+    if (k.find("ncclSym") != std::string::npos) sym = true;
     if (nccl.empty()) nccl = k;
   }
   if (!any) {

@@ -78,7 +78,7 @@ std::string proxyReason(const BenchEnv& env);
 void ratiosToBestBaseline(std::vector<Row>* rows);
 
 // NCCL's symmetric-memory kernels are named ncclSymk* (2.28) / ncclSym* (2.27); its classic ones
-// ncclDevKernel_*. Sets row->symmetric and, when they did not run, row->note saying what ran.
+// ncclDevKernel_* (names as the driver gives them: demangled, or mangled where that failed). Sets row->symmetric and, when they did not run, row->note saying what ran.
 void classifyNcclKernels(Row* row);
 
 struct NcclSweep;

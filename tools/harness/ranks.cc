@@ -2,10 +2,12 @@
 
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <cxxabi.h>
 #include <nccl.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -118,7 +120,14 @@ void collectKernelNames(cudaGraph_t g, std::vector<std::string>* out, std::strin
       if (p.func) funcName(&name, p.func);
       if (!name && p.kern && kernelName) kernelName(&name, p.kern);
     }
-    out->push_back(name ? name : "?");
+    if (!name) {
+      out->push_back("?");
+      continue;
+    }
+    int status = -1;
+    char* readable = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    out->push_back(status == 0 && readable ? readable : name);
+    std::free(readable);
   }
 }
 
