@@ -173,9 +173,11 @@ def document(a, env, rows):
 
 
 def output_hash(*tensors):
+    """Of the outputs' bytes: ranks whose outputs are bitwise equal have equal hashes."""
+    torch = _torch()
     h = hashlib.sha1()
     for t in tensors:
-        h.update(t.detach().contiguous().view(-1).view(__import__("torch").uint8).cpu().numpy().tobytes())
+        h.update(t.detach().contiguous().view(-1).view(torch.uint8).cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -246,7 +248,8 @@ class GraphTimer:
         with torch.cuda.stream(self.stream):
             step(0)  # eager warm-up: compiles, JITs, initialises communicators outside the capture
             torch.cuda.synchronize()
-            with torch.cuda.graph(self.graph, stream=self.stream):
+            # thread_local: other threads' CUDA calls (NCCL's watchdog, say) do not break the capture
+            with torch.cuda.graph(self.graph, stream=self.stream, capture_error_mode="thread_local"):
                 for i in range(calls):
                     if i == 1 and self.inside:
                         self.start.record()
@@ -260,11 +263,12 @@ class GraphTimer:
         for it in range(warmup + iters):
             if barrier:
                 barrier()
-            if not self.inside:
-                self.start.record(self.stream)
-            self.graph.replay()
-            if not self.inside:
-                self.end.record(self.stream)
+            with torch.cuda.stream(self.stream):  # replay() launches on the current stream
+                if not self.inside:
+                    self.start.record(self.stream)
+                self.graph.replay()
+                if not self.inside:
+                    self.end.record(self.stream)
             torch.cuda.synchronize()
             if it >= warmup:
                 ms.append(self.start.elapsed_time(self.end) * (1.0 if self.inside else (self.calls - 1) / self.calls))

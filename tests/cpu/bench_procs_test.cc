@@ -8,6 +8,7 @@
 
 #include "bench_args.h"
 #include "bench_json.h"
+#include "harness/ranks.h"
 #include "harness/rotation.h"
 
 namespace arfuse {
@@ -319,6 +320,40 @@ TEST(BenchProcs, HexRoundTrip) {
   EXPECT_EQ(back, bytes);
   EXPECT_FALSE(hexDecode("abc", &back));
   EXPECT_FALSE(hexDecode("zz", &back));
+}
+
+// The symmetric-window baseline's set-up refuses what it cannot do before it touches NCCL or a GPU,
+// and every later call on a group that failed says why instead of crashing.
+TEST(BenchNcclSymm, SetupArgumentsAndAFailedGroup) {
+  harness::GroupSpec g;
+  g.backend = harness::Backend::kNcclSymm;
+  g.nranks = 2;
+  g.ranks = {0};
+  harness::RankGroup noDevice(g);
+  EXPECT_EQ(noDevice.error(), "harness: RankGroup needs one device per local rank");
+  g.devices = {0};
+  g.uniqueId = "short";
+  harness::RankGroup badId(g);
+  EXPECT_EQ(badId.error(), "harness: the NCCL unique id has the wrong size");
+  harness::CaseSpec c;
+  const harness::RankCheck r = badId.check(c);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, badId.error());
+  std::vector<double> ms;
+  harness::Timing info;
+  EXPECT_FALSE(badId.time(c, 20, 2, 1, &ms, &info));
+  EXPECT_EQ(info.error, badId.error());
+  EXPECT_TRUE(badId.kernelNames().empty());
+  g.backend = harness::Backend::kArfuse;
+  harness::RankGroup badArfuseId(g);
+  EXPECT_EQ(badArfuseId.error(), "harness: the arfuse unique id has the wrong size");
+  EXPECT_EQ(badArfuseId.comm(), nullptr);
+}
+
+TEST(BenchNcclSymm, KernelNamesOfNoGraphSayWhy) {
+  std::string why;
+  EXPECT_TRUE(harness::graphKernelNames(nullptr, &why).empty());
+  EXPECT_FALSE(why.empty());
 }
 
 }  // namespace
