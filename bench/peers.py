@@ -319,10 +319,10 @@ def setup_paths():
     lib = os.path.join(ROOT, "build-gpu", "src", "libarfuse.so")
     if not os.environ.get("ARFUSE_LIBRARY_PATH") and os.path.exists(lib):
         os.environ["ARFUSE_LIBRARY_PATH"] = lib
-    site = os.path.join(ROOT, ".carry", "peers", "site")
+    site = os.path.join(ROOT, ".carry", "peers-site")
     if os.path.isdir(site) and site not in sys.path:
         sys.path.insert(0, site)
-    os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(ROOT, ".carry", "peers", "jit-cache"))
+    os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(ROOT, ".carry", "peers-jit"))
     os.environ.setdefault("FLASHINFER_USE_CUDA_NORM", "1")  # the CUDA JIT norm: the CuTe-DSL one needs cutlass-dsl
     os.environ.setdefault("FLASHINFER_DISABLE_VERSION_CHECK", "1")
     for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):

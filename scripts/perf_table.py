@@ -35,7 +35,7 @@ def header(d, name):
     elif d.get("proxy"):
         virt = "PROXY figures (" + d.get("proxy_reason", "processes share one GPU") + ")"
     else:
-        virt = "real ranks" + (f", one process per rank" if d.get("mode") == "procs" else "")
+        virt = "real ranks" + (", one process per rank" if d.get("mode") == "procs" else "")
     return (f"**{name}** — {d['gpu']}, driver {driver}, {d['arfuse']}, NCCL {d['nccl']}, "
             f"{d['ranks']} rank(s), {virt}, {d['dtype']}, hidden {d['hidden']}, {d['date']}  \n"
             f"`{d['command']}`\n")
