@@ -107,13 +107,15 @@ def run_single(a, env):
         norms = [torch.empty_like(xs[0]) for _ in range(sets)]
         w = P.randn_like_seeded((a.hidden,), a.seed + 2, dtype, dev, 0.5, 1.5)
         for name in a.peers:
-            row = dict(tokens=t, sets=sets, footprint=sets * set_bytes, l2_bytes=l2)
+            row = dict(sets=sets, footprint=sets * set_bytes, l2_bytes=l2)
             try:
-                if name == "copy":  # the same bytes moved (read + written), rotated the same way
+                if name == "copy":  # the same bytes moved (read + written), rotated by the same rule
                     half = (moved // 2 + 15) // 16 * 16
-                    src = [torch.randint(0, 255, (half,), dtype=torch.uint8, device=dev) for _ in range(sets)]
+                    cs = P.rotation_sets(2 * half, l2, a.calls)
+                    src = [torch.randint(0, 255, (half,), dtype=torch.uint8, device=dev) for _ in range(cs)]
                     dst = [torch.empty_like(s) for s in src]
-                    timer = P.GraphTimer(lambda i: dst[i % sets].copy_(src[i % sets]), a.calls)
+                    timer = P.GraphTimer(lambda i: dst[i % cs].copy_(src[i % cs]), a.calls)
+                    row.update(sets=cs, footprint=cs * 2 * half)
                     rows.append(P.make_row(name, t, moved, role="copy", timing=P.summarize(
                         [timer.run(a.iters, a.warmup)], a.calls), note="torch copy_ of the same bytes", **row))
                     continue
