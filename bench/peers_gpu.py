@@ -443,6 +443,7 @@ def launch(a, env, argv):
         last = open(logs[0]).read().strip().splitlines()[-1:] if os.path.exists(logs[0]) else []
         res = {"rows": [], "fatal": f"rank 0 left no result (exit {status[0]}); last log line: {last}"}
     if res.get("fatal"):
+        env["run_failed"] = True
         print(f"# peers: a rank failed; logs in {tmp}\n{res['fatal']}")
         if not res["rows"]:
             res["rows"] = [P.make_row(p, t, 0, error="the run failed: " + res["fatal"].strip().splitlines()[-1])
