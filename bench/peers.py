@@ -322,6 +322,10 @@ def setup_paths():
     site = os.path.join(ROOT, ".carry", "peers-site")
     if os.path.isdir(site) and site not in sys.path:
         sys.path.insert(0, site)
+    if os.path.isdir(os.path.join(site, "flashinfer", "data", "aot")):
+        # The modules were prebuilt (fetch_peer_wheels.sh --prebuild): a module that does not load
+        # should cost a row saying so, not minutes of device time in FlashInfer's JIT.
+        os.environ.setdefault("FLASHINFER_DISABLE_JIT", "1")
     os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(ROOT, ".carry", "peers-jit"))
     os.environ.setdefault("FLASHINFER_USE_CUDA_NORM", "1")  # the CUDA JIT norm: the CuTe-DSL one needs cutlass-dsl
     os.environ.setdefault("FLASHINFER_DISABLE_VERSION_CHECK", "1")
