@@ -70,8 +70,14 @@ BenchTiming fromHarness(const harness::Timing& t) {
 // counted in it), kept as it is so that earlier results stay comparable.
 int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copyPeak) {
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
-  std::printf("%8s %12s %10s %10s %10s %10s %10s %9s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps", "copy_us",
-              "copy_GBps", "peak_pct", "of_copy");
+  std::printf("# each call of a graph works on one of `sets` input sets, enough to exceed twice the L2 where the "
+              "graph's calls allow (JSON: rotation)\n");
+  std::printf("%8s %12s %10s %10s %10s %10s %10s %9s %5s %7s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps",
+              "copy_us", "copy_GBps", "peak_pct", "of_copy", "sets", "#wrong");
+  int maxTokens = 1;
+  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  std::unique_ptr<harness::World> world;  // the fp64 check of arfuseAddRmsNorm, before it is timed
+  if (a.check) world.reset(new harness::World({0}, maxTokens, a.hidden, -1));
   for (int tokens : a.tokens) {
     harness::CaseSpec spec;
     spec.dtype = a.dtype;
@@ -86,6 +92,14 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
     norm.role = "addrmsnorm";
     copy.algo = "memcpy";
     copy.role = "copy";
+    if (world) {
+      spec.direct = true;  // arfuseAddRmsNorm, what is timed
+      spec.seed = 77 + tokens;
+      const harness::CaseResult c = world->ok() ? world->run(spec) : harness::CaseResult{};
+      norm.wrong = c.ok ? 0 : 1;
+      if (!c.ok) norm.error = world->ok() ? c.error : world->error();
+      spec.direct = false;
+    }
     const harness::Timing tn = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
     const harness::Timing tc = harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup);  // same bytes
     norm.t = fromHarness(tn);
@@ -95,7 +109,7 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
     copy.sets = tc.sets;
     copy.footprintBytes = static_cast<long long>(tc.footprintBytes);
     if (!norm.t.ok || !copy.t.ok) {
-      norm.error = norm.t.error;
+      if (!norm.t.ok) norm.error = norm.t.error;
       copy.error = copy.t.error;
       std::printf("%8d error: %s%s\n", tokens, norm.t.error.c_str(), copy.t.error.c_str());
       rows->push_back(norm);
@@ -105,8 +119,9 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
     norm.algbw = moved / (norm.t.medianUs * 1e3);
     copy.algbw = moved / (copy.t.medianUs * 1e3);
     norm.ratio = copy.t.medianUs / norm.t.medianUs;  // fraction of copy bandwidth reached
-    std::printf("%8d %12.0f %10.2f %10.0f %10.2f %10.0f %9.0f%% %8.0f%%\n", tokens, moved, norm.t.medianUs,
-                norm.algbw, copy.t.medianUs, copy.algbw, 100.0 * norm.algbw / copyPeak, 100.0 * norm.ratio);
+    std::printf("%8d %12.0f %10.2f %10.0f %10.2f %10.0f %9.0f%% %8.0f%% %5d %7d%s%s\n", tokens, moved, norm.t.medianUs,
+                norm.algbw, copy.t.medianUs, copy.algbw, 100.0 * norm.algbw / copyPeak, 100.0 * norm.ratio, norm.sets,
+                norm.wrong, norm.error.empty() ? "" : "  ", norm.error.c_str());
     rows->push_back(norm);
     rows->push_back(copy);
   }
