@@ -46,7 +46,7 @@ TEST(BenchJson, CarriesTheEnvironmentAndEveryRow) {
   bad.role = "arfuse";
   bad.error = "arfuseUnsupported: \"quoted\"\nsecond line";
   const std::string j = benchJson(a, env(), {ok, bad});
-  for (const char* key : {"\"schema\": \"arfuse-bench/3\"", "\"arfuse\": \"arfuse 0.1.0", "\"date\": \"2026-11-29T17:00:00Z\"",
+  for (const char* key : {"\"schema\": \"arfuse-bench/4\"", "\"arfuse\": \"arfuse 0.1.0", "\"date\": \"2026-11-29T17:00:00Z\"",
                           "\"command\": \"arfuse bench --tokens 1,16 -J x.json\"", "\"gpu\": \"NVIDIA H200 (sm_90)\"",
                           "\"driver\": \"580.159.04\"", "\"cuda_runtime\": 13000", "\"nccl\": 22809", "\"op\": \"fused\"",
                           "\"dtype\": \"bf16\"", "\"hidden\": 7168", "\"ranks\": 2", "\"virtual_ranks\": false",
@@ -141,7 +141,7 @@ TEST(BenchJson, NcclSweepMembers) {
   // Well-formed JSON, read back with the project's strict reader.
   topo::json::Value doc;
   ASSERT_TRUE(topo::json::parse(j, &doc, &err)) << err << "\n" << j;
-  EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/3");
+  EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/4");
   // Every arfuse-bench/1 and /2 member is still there, and /3's epilogue list.
   for (const char* key : {"arfuse", "date", "command", "gpu", "driver", "cuda_runtime", "nccl", "op", "dtype", "hidden",
                           "ranks", "virtual_ranks", "calls_per_graph", "iters", "verify_pass", "warmup", "results",
@@ -251,7 +251,7 @@ TEST(BenchJson, EpilogueListAndRows) {
   const std::string j = benchJson(a, e, {norm, copy});
   topo::json::Value doc;
   ASSERT_TRUE(topo::json::parse(j, &doc, &err)) << err << "\n" << j;
-  EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/3");
+  EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/4");
   const topo::json::Value* list = member(doc, "epilogues");
   ASSERT_NE(list, nullptr);
   ASSERT_EQ(list->items.size(), 3u);

@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "bench_args.h"
 #include "bench_json.h"
+#include "bench_procs.h"
 #include "nccl_sweep.h"
 
 extern char** environ;
@@ -439,10 +441,56 @@ TEST(NcclSweepChild, RealBinaryWithoutAGpuReportsEveryPoint) {
     EXPECT_FALSE(p.t.ok);
     EXPECT_EQ(p.error, "2 ranks need 2 GPUs; 0 visible");
   }
-  EXPECT_TRUE(has(slurp(json), "\"schema\": \"arfuse-bench/3\"")) << slurp(json);
+  EXPECT_TRUE(has(slurp(json), "\"schema\": \"arfuse-bench/4\"")) << slurp(json);
   EXPECT_TRUE(has(slurp(json), "\"NCCL_PROTO\": \"LL\"")) << slurp(json);  // the child saw the setting
   std::remove(json.c_str());
   std::remove(log.c_str());
+}
+
+// `arfuse bench --procs 2`'s ranks, started as the launcher starts them, without a GPU: they meet
+// (unique ids and init words through the shared directory), find that no rank has a communicator,
+// and each leaves one row per job and size that says why, instead of waiting for the others.
+TEST(BenchProcsRanks, RealRanksWithoutAGpuReportEveryRowAndDoNotWait) {
+  char tmpl[] = "/tmp/arfuse_procs_test_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  BenchArgs a;
+  std::string err;
+  ASSERT_TRUE(parseBenchArgs({"--procs", "2", "--algo", "auto,nccl-symm", "--tokens", "1,16", "-n", "2"}, &a, &err))
+      << err;
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::string(*e).compare(0, 21, "CUDA_VISIBLE_DEVICES=") != 0) env.push_back(*e);
+  env.push_back("CUDA_VISIBLE_DEVICES=");
+  ChildOutcome outcome[2];
+  std::thread ranks[2];
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    ChildCommand c;
+    c.argv = {ARFUSE_CLI_PATH, "bench"};
+    for (const std::string& s : procsChildArgs(a, r, dir)) c.argv.push_back(s);
+    c.env = env;
+    ranks[r] = std::thread([c, r, &outcome, dir] { outcome[r] = runChild(c, dir + "/rank" + std::to_string(r) + ".log", 200); });
+  }
+  for (std::thread& t : ranks) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::vector<RankRow>> per(2);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(outcome[r].kind, ChildOutcome::Kind::kExited) << slurp(dir + "/rank" + std::to_string(r) + ".log");
+    ASSERT_TRUE(parseRankRows(slurp(dir + "/rank" + std::to_string(r) + ".jsonl"), &per[r], &err)) << err;
+    EXPECT_EQ(per[r].size(), 4u) << slurp(dir + "/rank" + std::to_string(r) + ".log");
+  }
+  EXPECT_LT(seconds, 100) << "the ranks waited for each other";
+  const std::vector<Row> rows = mergeRankRows(per, {"", ""}, procsJobs(a), a.tokens, 14336, a.callsPerGraph);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const Row& row : rows) {
+    EXPECT_FALSE(row.t.ok);
+    EXPECT_EQ(row.error.compare(0, 8, "rank 0: "), 0) << row.error;  // every rank agrees on whose init failed
+  }
+  EXPECT_TRUE(has(rows[0].error, "arfuseCommInitRank")) << rows[0].error;
+  EXPECT_TRUE(has(rows[2].error, "ncclCommInitRank")) << rows[2].error;  // NCCL's own words
+  EXPECT_EQ(rows[2].role, "baseline");
+  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

@@ -25,6 +25,8 @@
 #include "cli.h"
 #include "harness/epilogue.h"
 #include "harness/harness.h"
+#include "harness/ranks.h"
+#include "bench_run.h"
 #include "nccl_sweep.h"
 #include "topo/probe.h"
 
@@ -68,8 +70,14 @@ BenchTiming fromHarness(const harness::Timing& t) {
 // counted in it), kept as it is so that earlier results stay comparable.
 int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copyPeak) {
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
-  std::printf("%8s %12s %10s %10s %10s %10s %10s %9s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps", "copy_us",
-              "copy_GBps", "peak_pct", "of_copy");
+  std::printf("# each call of a graph works on one of `sets` input sets, enough to exceed twice the L2 where the "
+              "graph's calls allow (JSON: rotation)\n");
+  std::printf("%8s %12s %10s %10s %10s %10s %10s %9s %5s %7s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps",
+              "copy_us", "copy_GBps", "peak_pct", "of_copy", "sets", "#wrong");
+  int maxTokens = 1;
+  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  std::unique_ptr<harness::World> world;  // the fp64 check of arfuseAddRmsNorm, before it is timed
+  if (a.check) world.reset(new harness::World({0}, maxTokens, a.hidden, -1));
   for (int tokens : a.tokens) {
     harness::CaseSpec spec;
     spec.dtype = a.dtype;
@@ -84,10 +92,24 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
     norm.role = "addrmsnorm";
     copy.algo = "memcpy";
     copy.role = "copy";
-    norm.t = fromHarness(harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup));
-    copy.t = fromHarness(harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup));  // same bytes moved
+    if (world) {
+      spec.direct = true;  // arfuseAddRmsNorm, what is timed
+      spec.seed = 77 + tokens;
+      const harness::CaseResult c = world->ok() ? world->run(spec) : harness::CaseResult{};
+      norm.wrong = c.ok ? 0 : 1;
+      if (!c.ok) norm.error = world->ok() ? c.error : world->error();
+      spec.direct = false;
+    }
+    const harness::Timing tn = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
+    const harness::Timing tc = harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup);  // same bytes
+    norm.t = fromHarness(tn);
+    copy.t = fromHarness(tc);
+    norm.sets = tn.sets;
+    norm.footprintBytes = static_cast<long long>(tn.footprintBytes);
+    copy.sets = tc.sets;
+    copy.footprintBytes = static_cast<long long>(tc.footprintBytes);
     if (!norm.t.ok || !copy.t.ok) {
-      norm.error = norm.t.error;
+      if (!norm.t.ok) norm.error = norm.t.error;
       copy.error = copy.t.error;
       std::printf("%8d error: %s%s\n", tokens, norm.t.error.c_str(), copy.t.error.c_str());
       rows->push_back(norm);
@@ -97,8 +119,9 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
     norm.algbw = moved / (norm.t.medianUs * 1e3);
     copy.algbw = moved / (copy.t.medianUs * 1e3);
     norm.ratio = copy.t.medianUs / norm.t.medianUs;  // fraction of copy bandwidth reached
-    std::printf("%8d %12.0f %10.2f %10.0f %10.2f %10.0f %9.0f%% %8.0f%%\n", tokens, moved, norm.t.medianUs,
-                norm.algbw, copy.t.medianUs, copy.algbw, 100.0 * norm.algbw / copyPeak, 100.0 * norm.ratio);
+    std::printf("%8d %12.0f %10.2f %10.0f %10.2f %10.0f %9.0f%% %8.0f%% %5d %7d%s%s\n", tokens, moved, norm.t.medianUs,
+                norm.algbw, copy.t.medianUs, copy.algbw, 100.0 * norm.algbw / copyPeak, 100.0 * norm.ratio, norm.sets,
+                norm.wrong, norm.error.empty() ? "" : "  ", norm.error.c_str());
     rows->push_back(norm);
     rows->push_back(copy);
   }
@@ -155,8 +178,14 @@ int benchSingleGpuEpilogues(const BenchArgs& a, std::vector<Row>* rows, double c
         norm.wrong = c.ok ? 0 : 1;
         if (!c.ok) norm.error = c.error;
       }
-      norm.t = fromHarness(harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup));
-      copy.t = fromHarness(harness::timeSingleGpu(0, spec, copyBytes, a.callsPerGraph, a.iters, a.warmup));
+      const harness::Timing tn = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
+      const harness::Timing tc = harness::timeSingleGpu(0, spec, copyBytes, a.callsPerGraph, a.iters, a.warmup);
+      norm.t = fromHarness(tn);
+      copy.t = fromHarness(tc);
+      norm.sets = tn.sets;
+      norm.footprintBytes = static_cast<long long>(tn.footprintBytes);
+      copy.sets = tc.sets;
+      copy.footprintBytes = static_cast<long long>(tc.footprintBytes);
       if (!norm.t.ok || !copy.t.ok) {
         if (!norm.t.ok) norm.error = norm.t.error;
         copy.error = copy.t.error;
@@ -191,34 +220,100 @@ int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak)
   return a.epilogueTable() ? benchSingleGpuEpilogues(a, rows, *copyPeak) : benchSingleGpuLegacy(a, rows, *copyPeak);
 }
 
+// The nccl-symm baseline in process: every rank's NCCL communicator from ncclCommInitAll, x and the
+// sum in one ncclMemAlloc region registered as a symmetric window (harness/ranks.h).
+std::vector<Row> ncclSymmRows(const BenchArgs& a, const std::vector<int>& devices, bool virtualRanks, int maxTokens,
+                              arfuseOp_t op) {
+  const int nranks = static_cast<int>(devices.size());
+  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
+  std::unique_ptr<harness::RankGroup> group;
+  std::string notHere;
+  if (virtualRanks) {
+    notHere = "n/a: NCCL refuses two ranks on one GPU (these " + std::to_string(nranks) +
+              " virtual ranks share GPU 0); run on one GPU per rank";
+  } else {
+    harness::GroupSpec gs;
+    gs.backend = harness::Backend::kNcclSymm;
+    gs.nranks = nranks;
+    for (int r = 0; r < nranks; ++r) gs.ranks.push_back(r);
+    gs.devices = devices;
+    gs.maxTokens = maxTokens;
+    gs.maxHidden = a.hidden;
+    group.reset(new harness::RankGroup(gs));
+    if (!group->ok()) notHere = group->error();
+  }
+  std::vector<Row> out;
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    Row r;
+    r.tokens = a.tokens[i];
+    r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
+    r.algo = "nccl-symm";
+    r.role = "baseline";
+    if (!notHere.empty()) {
+      r.error = notHere;
+      out.push_back(r);
+      continue;
+    }
+    harness::CaseSpec spec;
+    spec.op = op;
+    spec.dtype = a.dtype;
+    spec.tokens = a.tokens[i];
+    spec.hidden = a.hidden;
+    spec.seed = 77 + i;
+    if (a.check) {
+      const harness::RankCheck c = group->check(spec);
+      r.wrong = c.ok ? 0 : 1;
+      if (!c.ok) r.error = c.error;
+    }
+    std::vector<double> ms;
+    harness::Timing info;
+    if (group->time(spec, a.callsPerGraph, a.iters, a.warmup, &ms, &info)) {
+      std::sort(ms.begin(), ms.end());
+      const double scale = 1000.0 / (a.callsPerGraph - 1);
+      r.t.ok = true;
+      r.t.iters = static_cast<int>(ms.size());
+      r.t.minUs = ms.front() * scale;
+      r.t.maxUs = ms.back() * scale;
+      r.t.medianUs = ms[ms.size() / 2] * scale;
+      r.algbw = r.bytes / (r.t.medianUs * 1e3);
+      r.busbw = r.algbw * 2.0 * (nranks - 1) / nranks;
+      r.sets = info.sets;
+      r.footprintBytes = static_cast<long long>(info.footprintBytes);
+    } else if (r.error.empty()) {
+      r.error = info.error;
+    }
+    r.kernels = group->kernelNames();
+    classifyNcclKernels(&r);
+    out.push_back(r);
+  }
+  return out;
+}
+
 int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vector<Row>* rows) {
   std::vector<int> devices(nranks);
   for (int r = 0; r < nranks; ++r) devices[r] = virtualRanks ? 0 : r;
   const arfuseOp_t op = a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
   std::vector<int> algos = a.algos;
-  if (algos.empty()) {
-    algos = {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged};
-    if (!virtualRanks) algos.push_back(arfuseAlgoNccl);
-  }
+  if (algos.empty())  // the baselines too on virtual ranks: their rows say why they cannot run there
+    algos = {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged,
+             arfuseAlgoNccl, kAlgoNcclSymm};
   int maxTokens = 1;
   for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
   // --epilogue: every arfuse path runs every variant (arfuseAllReduceEpilogue); the nccl row stays
   // the unfused baseline (NCCL all-reduce + the add+RMSNorm kernel: no epilogue, no quantisation).
   const bool table = a.epilogueTable() && op == arfuseOpAllReduceAddRmsNorm;
-  std::printf("%s\n", virtualRanks ? "# VIRTUAL ranks on one GPU: times below are NOT performance figures"
-                                   : "# real ranks, one per GPU");
-  if (table)
-    std::printf("# epilogues: quantised variants write residual_out + quant_out + scales, no norm_out; bytes = one "
-                "rank's message;\n# the nccl baseline is unfused and has no epilogue (its rows say none)\n");
-  if (table) std::printf("%14s ", "epilogue");
-  std::printf("%8s %12s %9s %9s %10s %10s %10s %10s %10s %9s %7s\n", "tokens", "bytes", "algo", "role", "time_us",
-              "min_us", "max_us", "algbw", "busbw", "vs_base", "#wrong");
   std::vector<std::vector<Row>> perAlgo;
   int total = 0;
-  for (int algo : algos) total += static_cast<int>((algo == arfuseAlgoNccl ? 1 : a.epilogues.size()) * a.tokens.size());
+  for (int algo : algos)
+    total += static_cast<int>((algo >= arfuseAlgoNccl ? 1 : a.epilogues.size()) * a.tokens.size());
   int done = 0;
   for (int algo : algos) {
+    if (algo == kAlgoNcclSymm) {
+      progress(done += static_cast<int>(a.tokens.size()), total, "nccl-symm");
+      perAlgo.push_back(ncclSymmRows(a, devices, virtualRanks, maxTokens, op));
+      continue;
+    }
     harness::World world(devices, maxTokens, a.hidden, algo == arfuseAlgoAuto ? -1 : algo);
     const std::vector<int> epilogues =
         algo == arfuseAlgoNccl || !table ? std::vector<int>{harness::kEpilogueNone} : a.epilogues;
@@ -261,41 +356,30 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
           if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
           if (!c.ok) r.error = c.error;
         }
-        r.t = fromHarness(world.timeGraph(spec, a.callsPerGraph, a.iters, a.warmup));
+        const harness::Timing ht = world.timeGraph(spec, a.callsPerGraph, a.iters, a.warmup);
+        r.t = fromHarness(ht);
         if (!r.t.ok) {
           r.error = r.t.error;
         } else {
           r.algbw = r.bytes / (r.t.medianUs * 1e3);
           r.busbw = r.algbw * 2.0 * (nranks - 1) / nranks;
+          r.sets = ht.sets;
+          r.footprintBytes = static_cast<long long>(ht.footprintBytes);
         }
         out.push_back(r);
       }
       perAlgo.push_back(out);
     }
   }
-  // Ratio to the baseline (nccl) where it ran.
-  const std::vector<Row>* base = nullptr;
-  for (const auto& v : perAlgo)
-    if (!v.empty() && v[0].role == "baseline") base = &v;
-  for (size_t i = 0; i < a.tokens.size(); ++i) {
-    for (auto& v : perAlgo) {
-      Row& r = v[i];
-      if (base && r.t.ok && (*base)[i].t.ok) r.ratio = r.t.medianUs / (*base)[i].t.medianUs;
-      if (table) std::printf("%14s ", r.epilogue.c_str());
-      if (r.t.ok)
-        std::printf("%8d %12lld %9s %9s %10.2f %10.2f %10.2f %10.2f %10.2f %9s %7d%s%s\n", r.tokens, r.bytes,
-                    r.algo.c_str(), r.role.c_str(), r.t.medianUs, r.t.minUs, r.t.maxUs, r.algbw, r.busbw,
-                    r.ratio > 0 ? std::to_string(r.ratio).substr(0, 5).c_str() : "-", r.wrong,
-                    r.error.empty() ? "" : "  ", r.error.c_str());
-      else
-        std::printf("%8d %12lld %9s %9s  error: %s\n", r.tokens, r.bytes, r.algo.c_str(), r.role.c_str(),
-                    r.error.c_str());
-      rows->push_back(r);
-    }
-  }
+  // Rows in token order (every path at one size together), then ratios to the best baseline.
+  std::vector<Row> ordered;
+  for (size_t i = 0; i < a.tokens.size(); ++i)
+    for (auto& v : perAlgo) ordered.push_back(v[i]);
+  ratiosToBestBaseline(&ordered);
+  printCollectiveTable(ordered, table, virtualRanks ? proxyLine(nranks, false) : "# real ranks, one per GPU");
+  rows->insert(rows->end(), ordered.begin(), ordered.end());
   return kExitOk;
 }
-
 
 // One speculative-decoding verify pass: 2 x layers fused calls in one CUDA graph per rank, arfuse's
 // plan (auto, or the one path given with --algo) against the unfused baseline (NCCL all-reduce +
@@ -309,8 +393,7 @@ int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
   std::printf("# verify pass: %s%d layers x 2 fused calls = %d calls in one CUDA graph per rank, hidden %d\n",
               a.model.empty() ? "" : (a.model + ", ").c_str(), a.layers, calls, a.hidden);
-  std::printf("%s\n", virtualRanks ? "# VIRTUAL ranks on one GPU: times below are NOT performance figures"
-                                   : "# real ranks, one per GPU");
+  std::printf("%s\n", virtualRanks ? proxyLine(nranks, false).c_str() : "# real ranks, one per GPU");
   std::printf("%8s %12s %12s %12s %12s %9s %7s\n", "tokens", "bytes", "arfuse_algo", "arfuse_ms", "baseline_ms",
               "ratio", "#wrong");
   const bool onePath = a.algos.size() == 1 && a.algos[0] != arfuseAlgoNccl;
@@ -520,6 +603,39 @@ int runNcclSweep(const BenchArgs& a, int nranks, const std::vector<Row>& rows, N
 
 }  // namespace
 
+std::string proxyLine(int nranks, bool processes) {
+  return processes ? "# PROXY: " + std::to_string(nranks) +
+                         " processes time-slice one GPU: times below are a proxy (correctness and the kernels' own "
+                         "cost), NOT performance figures"
+                   : "# PROXY: " + std::to_string(nranks) +
+                         " VIRTUAL ranks on one GPU: times below are a proxy for the kernels' own cost, NOT "
+                         "performance figures";
+}
+
+void printCollectiveTable(const std::vector<Row>& rows, bool table, const std::string& header) {
+  const bool proxy = header.compare(0, 7, "# PROXY") == 0;
+  std::printf("%s\n# vs_best: time over the fastest correct baseline at that size (nccl, nccl-symm), named in the "
+              "JSON's ratio_to\n", header.c_str());
+  if (table)
+    std::printf("# epilogues: quantised variants write residual_out + quant_out + scales, no norm_out; bytes = one "
+                "rank's message;\n# the nccl baselines are unfused and have no epilogue (their rows say none)\n");
+  if (table) std::printf("%14s ", "epilogue");
+  std::printf("%8s %12s %9s %9s %10s %10s %10s %10s %10s %9s %7s\n", "tokens", "bytes", "algo", "role",
+              proxy ? "proxy_us" : "time_us", "min_us", "max_us", "algbw", "busbw", "vs_best", "#wrong");
+  for (const Row& r : rows) {
+    if (table) std::printf("%14s ", r.epilogue.c_str());
+    if (r.t.ok)
+      std::printf("%8d %12lld %9s %9s %10.2f %10.2f %10.2f %10.2f %10.2f %9s %7d%s%s%s%s\n", r.tokens, r.bytes,
+                  r.algo.c_str(), r.role.c_str(), r.t.medianUs, r.t.minUs, r.t.maxUs, r.algbw, r.busbw,
+                  r.ratio > 0 ? std::to_string(r.ratio).substr(0, 5).c_str() : "-", r.wrong,
+                  r.error.empty() ? "" : "  ", r.error.c_str(), r.note.empty() ? "" : "  note: ", r.note.c_str());
+    else
+      std::printf("%8d %12lld %9s %9s  error: %s\n", r.tokens, r.bytes, r.algo.c_str(), r.role.c_str(), r.error.c_str());
+    if (r.symmetric == 1 && !r.kernels.empty())
+      std::printf("%8s NCCL symmetric kernels ran: %s\n", "", r.kernels[0].c_str());
+  }
+}
+
 int bench(const std::vector<std::string>& args) {
   BenchArgs a;
   std::string err;
@@ -532,6 +648,7 @@ int bench(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (!a.ncclSweepChild.empty()) return benchSweepChild(a);
+  if (a.procRank >= 0) return benchProcChild(a);
   const int ndev = harness::deviceCount();
   if (ndev == 0) {
     std::printf("arfuse bench: no CUDA device is visible, so there is nothing to time here.\n"
@@ -554,10 +671,14 @@ int bench(const std::vector<std::string>& args) {
   int nranks = 1;
   bool virtualRanks = false;
   const std::string gpu = harness::deviceName(0);
+  BenchEnv procsEnv;
   std::printf("# %s on %d x %s, %s, hidden %d\n", arfuseGetBuildInfo(), ndev, gpu.c_str(),
               arfuseDataTypeName(a.dtype), a.hidden);
   if (a.op == "addrmsnorm") {
     rc = benchSingleGpu(a, &rows, &copyPeak);
+  } else if (a.procs) {
+    rc = benchProcs(a, &rows, &procsEnv);
+    nranks = a.procs;
   } else {
     nranks = a.ranks > 0 ? a.ranks : (ndev >= 2 && !a.virtualRanks ? ndev : 2);
     virtualRanks = a.virtualRanks || ndev < nranks;
@@ -577,6 +698,10 @@ int bench(const std::vector<std::string>& args) {
     env.nranks = nranks;
     env.virtualRanks = virtualRanks;
     env.copyPeakGBps = copyPeak;
+    env.mode = procsEnv.mode;
+    env.procs = procsEnv.procs;
+    env.sharedGpu = procsEnv.sharedGpu;
+    env.l2Bytes = static_cast<long long>(harness::l2Bytes(0));
     std::ofstream f(a.jsonPath);
     f << benchJson(a, env, rows, a.ncclSweep ? &sweep : nullptr);
     if (!f) {

@@ -1,5 +1,6 @@
 #include "bench_args.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "nccl_sweep.h"
@@ -32,6 +33,29 @@ const ModelPreset kModels[] = {
 
 }  // namespace
 
+const char* algoName(int algo) {
+  return algo == kAlgoNcclSymm ? "nccl-symm" : arfuseAlgoName(arfuseAlgo_t(algo));
+}
+
+namespace {
+
+// nccl-tests' names (-d bfloat16 / half / float) and arfuse's (bf16 / fp16 / fp32).
+bool parseDtype(const std::string& v, arfuseDataType_t* d) {
+  if (v == "bf16" || v == "bfloat16") return *d = arfuseBfloat16, true;
+  if (v == "fp16" || v == "half" || v == "float16") return *d = arfuseFloat16, true;
+  if (v == "fp32" || v == "float" || v == "float32") return *d = arfuseFloat32, true;
+  return false;
+}
+
+bool parseAlgo(const std::string& v, int* algo) {
+  if (v == "nccl-symm") return *algo = kAlgoNcclSymm, true;
+  for (int k = 0; k < arfuseNumAlgos; ++k)
+    if (v == arfuseAlgoName(arfuseAlgo_t(k))) return *algo = k, true;
+  return false;
+}
+
+}  // namespace
+
 const ModelPreset* findModel(const std::string& name) {
   for (const ModelPreset& m : kModels)
     if (name == m.name) return &m;
@@ -45,9 +69,23 @@ const char* benchUsage() {
          "  --tokens T,T,...                 token counts (default 1,2,4,...,2048)\n"
          "  -b BYTES -e BYTES -f FACTOR      or a message-size sweep (bytes per rank; K/M/G suffixes)\n"
          "  --hidden H                       hidden size (default 7168)\n"
-         "  --dtype bf16|fp16|fp32           (default bf16)\n"
+         "  -d, --dtype bf16|fp16|fp32       (default bf16; nccl-tests' bfloat16, half, float also work)\n"
          "  --ranks N                        ranks: real GPUs when there are N, else virtual ranks on GPU 0\n"
-         "  --algo auto|lowlatency|oneshot|twoshot|nccl|all   (default all; nccl is the unfused baseline)\n"
+         "  --algo LIST                      comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl,\n"
+         "                                   nccl-symm, or all (the default: every one this machine can run).\n"
+         "                                   The baselines, each NCCL all-reduce + arfuse's add+RMSNorm kernel:\n"
+         "                                     nccl       cudaMalloc buffers (NCCL's classic kernels)\n"
+         "                                     nccl-symm  ncclMemAlloc buffers registered as a symmetric window\n"
+         "                                                (NCCL 2.27+ symmetric kernels; the JSON names the\n"
+         "                                                kernels that ran, read from the captured graph)\n"
+         "                                   Ratios (vs_best) are against the best baseline at each size\n"
+         "  --procs N                        one process per rank, as serving engines run (arfuseCommInitRank,\n"
+         "                                   ncclCommInitRank); with fewer than N GPUs every process shares\n"
+         "                                   GPU 0 (arfuse only: NCCL refuses two ranks on one GPU; the\n"
+         "                                   times are then a PROXY, not performance)\n"
+         "  --procs-timeout S                bound on the whole --procs run, seconds (default 300)\n"
+         "  --machine LABEL                  name of this machine in the JSON (scripts/perf_table.py puts\n"
+         "                                   the runs of one machine, and bench/peers.py's, in one table)\n"
          "  --epilogue LIST                  comma list of epilogues to time (--op fused and addrmsnorm;\n"
          "                                   default none):\n"
          "                                     none            arfuseAllReduceAddRmsNorm / arfuseAddRmsNorm (today's table)\n"
@@ -66,10 +104,12 @@ const char* benchUsage() {
          "  -n ITERS -w WARMUP               timed and warm-up graph replays (default 50, 10)\n"
          "  --calls C                        calls captured per graph (default 20)\n"
          "  -c 0|1                           check every result against fp64 first (default 1)\n"
-         "  -G 1                             time CUDA-graph replays (the only mode: eager timing mis-ranks\n"
-         "                                   small kernels)\n"
+         "  -G N                             CUDA-graph replays timed, N >= 1 (nccl-tests' -G; here the same as\n"
+         "                                   -n N: every figure is taken from graph replays, since eager timing\n"
+         "                                   of microsecond kernels measures the host, so -G 0 is refused)\n"
          "  -J FILE                          write results as JSON\n"
-         "  --virtual                        put every rank on GPU 0 (correctness only; not performance)\n"
+         "  --virtual                        put every rank on GPU 0: times are a PROXY for the kernels' own\n"
+         "                                   cost (labelled so in the table and the JSON), not performance\n"
          "  --model kimi-k2|deepseek-v3|llama-3-70b|qwen3-235b   hidden size and layer count presets\n"
          "  --layers L                       layer count (overrides the preset)\n"
          "  --verify-pass                    time one speculative-decoding verify pass: 2 x layers fused\n"
@@ -94,7 +134,10 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
   BenchArgs a;
   a.commandLine = "arfuse bench";
   for (const std::string& s : args) a.commandLine += " " + s;
+  a.rawArgs = args;
   long long b = -1, e = -1, f = 2;
+  int graphReplays = 0;
+  bool itersGiven = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& k = args[i];
     auto value = [&](std::string* v) {
@@ -145,13 +188,10 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
         return false;
       }
       a.hidden = static_cast<int>(x);
-    } else if (k == "--dtype") {
+    } else if (k == "--dtype" || k == "-d") {
       if (!value(&v)) return false;
-      if (v == "bf16") a.dtype = arfuseBfloat16;
-      else if (v == "fp16") a.dtype = arfuseFloat16;
-      else if (v == "fp32") a.dtype = arfuseFloat32;
-      else {
-        *error = "--dtype " + v + ": use bf16, fp16 or fp32";
+      if (!parseDtype(v, &a.dtype)) {
+        *error = k + " " + v + ": use bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float)";
         return false;
       }
     } else if (k == "--ranks") {
@@ -163,16 +203,26 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       a.ranks = static_cast<int>(x);
     } else if (k == "--algo") {
       if (!value(&v)) return false;
-      if (v == "all") a.algos.clear();
-      else if (v == "auto") a.algos = {arfuseAlgoAuto};
-      else if (v == "oneshot") a.algos = {arfuseAlgoOneShot};
-      else if (v == "lowlatency") a.algos = {arfuseAlgoLowLatency};
-      else if (v == "twoshot") a.algos = {arfuseAlgoTwoShot};
-      else if (v == "nccl") a.algos = {arfuseAlgoNccl};
-      else if (v == "hoststaged") a.algos = {arfuseAlgoHostStaged};
-      else {
-        *error = "--algo " + v + ": use auto, lowlatency, oneshot, twoshot, hoststaged, nccl or all";
-        return false;
+      a.algos.clear();
+      if (v != "all") {
+        size_t p = 0;
+        while (true) {
+          const size_t c = v.find(',', p);
+          const std::string item = v.substr(p, c == std::string::npos ? std::string::npos : c - p);
+          int algo = 0;
+          if (!parseAlgo(item, &algo)) {
+            *error = "--algo " + item + ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
+                     "nccl-symm, or all";
+            return false;
+          }
+          if (std::find(a.algos.begin(), a.algos.end(), algo) != a.algos.end()) {
+            *error = "--algo: '" + item + "' is given twice";
+            return false;
+          }
+          a.algos.push_back(algo);
+          if (c == std::string::npos) break;
+          p = c + 1;
+        }
       }
     } else if (k == "--epilogue") {
       if (!value(&v)) return false;
@@ -202,17 +252,26 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
         return false;
       }
       (k == "-n" ? a.iters : k == "-w" ? a.warmup : a.callsPerGraph) = static_cast<int>(x);
-    } else if (k == "-c" || k == "-G") {
+      if (k == "-n") itersGiven = true;
+    } else if (k == "-c") {
       if (!value(&v)) return false;
       if (v != "0" && v != "1") {
-        *error = k + " " + v + ": use 0 or 1";
+        *error = "-c " + v + ": use 0 or 1";
         return false;
       }
-      if (k == "-c") a.check = v == "1";
-      if (k == "-G" && v == "0") {
-        *error = "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the host)";
+      a.check = v == "1";
+    } else if (k == "-G") {
+      if (!value(&v)) return false;
+      if (v == "0") {
+        *error = "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the "
+                 "host); give -G N (N >= 1 replays) or leave -G out";
         return false;
       }
+      if (!toInt(v, 1, 1000000, &x)) {
+        *error = "-G " + v + ": the number of timed CUDA-graph replays, an integer >= 1";
+        return false;
+      }
+      graphReplays = static_cast<int>(x);
     } else if (k == "--virtual") {
       a.virtualRanks = true;
     } else if (k == "--verify-pass") {
@@ -252,6 +311,24 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       a.ncclSweepTimeoutS = static_cast<int>(x);
     } else if (k == "--nccl-sweep-child") {
       if (!value(&a.ncclSweepChild)) return false;
+    } else if (k == "--procs" || k == "--procs-timeout" || k == "--proc-rank") {
+      if (!value(&v)) return false;
+      const long long lo = k == "--procs" ? 2 : k == "--proc-rank" ? 0 : 1;
+      const long long hi = k == "--procs-timeout" ? 7200 : ARFUSE_MAX_RANKS - (k == "--proc-rank" ? 1 : 0);
+      if (!toInt(v, lo, hi, &x)) {
+        *error = k + " " + v + ": must be " + std::to_string(lo) + ".." + std::to_string(hi) +
+                 (k == "--procs-timeout" ? " seconds" : "");
+        return false;
+      }
+      (k == "--procs" ? a.procs : k == "--proc-rank" ? a.procRank : a.procsTimeoutS) = static_cast<int>(x);
+    } else if (k == "--proc-dir") {
+      if (!value(&a.procDir)) return false;
+    } else if (k == "--machine") {
+      if (!value(&a.machine)) return false;
+      if (a.machine.empty()) {
+        *error = "--machine needs a label, e.g. --machine h200x4";
+        return false;
+      }
     } else if (k == "-J") {
       if (!value(&v)) return false;
       a.jsonPath = v;
@@ -260,8 +337,40 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       return false;
     }
   }
+  if (graphReplays) {
+    if (itersGiven && graphReplays != a.iters) {
+      *error = "-G " + std::to_string(graphReplays) + " and -n " + std::to_string(a.iters) +
+               " disagree: both set the timed CUDA-graph replays; give one";
+      return false;
+    }
+    a.iters = graphReplays;
+  }
+  if (a.procs || a.procRank >= 0) {
+    std::string why;
+    if (a.procRank >= 0 && (!a.procs || a.procDir.empty())) why = "--proc-rank (internal) needs --procs and --proc-dir";
+    else if (a.procRank >= a.procs) why = "--proc-rank " + std::to_string(a.procRank) + " must be below --procs";
+    else if (a.op == "addrmsnorm") why = "--op addrmsnorm is one GPU, one process; drop --procs";
+    else if (a.ranks && a.ranks != a.procs) why = "--ranks " + std::to_string(a.ranks) + " and --procs " +
+                                                   std::to_string(a.procs) + " disagree (one process per rank)";
+    else if (a.verifyPass) why = "--verify-pass runs in process only for now; drop --procs";
+    else if (a.epilogueTable()) why = "--epilogue runs in process only for now; drop --procs";
+    else if (a.ncclSweep || !a.ncclSweepChild.empty()) why = "--nccl-sweep runs in process; drop --procs";
+    if (!why.empty()) {
+      *error = "--procs: " + why;
+      return false;
+    }
+    a.ranks = a.procs;
+  }
   if (a.verifyPass && a.layers == 0) {
     *error = "--verify-pass needs a layer count: give --model or --layers";
+    return false;
+  }
+  if (a.verifyPass && std::find(a.algos.begin(), a.algos.end(), kAlgoNcclSymm) != a.algos.end()) {
+    *error = "--verify-pass compares one arfuse path with arfuse's NCCL baseline; drop nccl-symm from --algo";
+    return false;
+  }
+  if (a.verifyPass && a.algos.size() > 1) {
+    *error = "--verify-pass times one arfuse path (auto, or the one --algo names) against the baseline; give one";
     return false;
   }
   if (a.verifyPass && a.op != "fused") {

@@ -13,6 +13,13 @@ namespace cli {
 // --nccl-sweep without a SPEC, and its bound on each child process.
 constexpr const char* kDefaultNcclSweepSpec = "proto,algo,channels";
 constexpr int kDefaultNcclSweepTimeoutS = 120;
+// --algo nccl-symm: the NCCL symmetric-memory baseline (ncclMemAlloc buffers registered as a
+// symmetric window), which is no arfuse path; an id beyond arfuseAlgo_t's.
+constexpr int kAlgoNcclSymm = 100;
+// --procs: the bound on the whole multi-process run, seconds.
+constexpr int kDefaultProcsTimeoutS = 300;
+// The name of an --algo item ("nccl-symm" for kAlgoNcclSymm).
+const char* algoName(int algo);
 
 struct BenchArgs {
   std::string op = "fused";  // fused | allreduce | addrmsnorm
@@ -26,7 +33,14 @@ struct BenchArgs {
   bool graph = true;
   std::string jsonPath;
   int ranks = 0;           // 0: all GPUs, or 2 virtual ranks on one GPU
-  std::vector<int> algos;  // empty: all available
+  std::vector<int> algos;  // empty: all available; arfuseAlgo_t values and kAlgoNcclSymm
+  // --procs N: one process per rank (arfuseCommInitRank / ncclCommInitRank), as engines run; with
+  // fewer GPUs than N every process shares GPU 0 (a proxy, like virtual ranks). 0: in process.
+  int procs = 0;
+  int procsTimeoutS = kDefaultProcsTimeoutS;
+  int procRank = -1;    // internal: this process is rank R of a --procs run
+  std::string procDir;  // internal: where the --procs run's ranks meet (ids, results)
+  std::vector<std::string> rawArgs;  // the arguments as given (a --procs child gets them again)
   bool virtualRanks = false;  // force every rank onto GPU 0
   std::string model;         // preset name, "" when none
   int layers = 0;            // from --model or --layers; needed by --verify-pass
@@ -42,6 +56,7 @@ struct BenchArgs {
   std::vector<int> epilogues = {harness::kEpilogueNone};
   bool help = false;
   std::string commandLine;
+  std::string machine;  // --machine LABEL: names the machine in the JSON, for scripts/perf_table.py
   // True when the run times anything other than `none` (the epilogue table and its columns).
   bool epilogueTable() const { return !(epilogues.size() == 1 && epilogues[0] == harness::kEpilogueNone); }
 };

@@ -30,6 +30,7 @@
 
 #include "arfuse/arfuse.h"
 #include "cli.h"
+#include "procs.h"
 #include "harness/harness.h"
 #include "harness/numeric.h"
 
@@ -234,6 +235,89 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
 
 }  // namespace
 
+std::vector<pid_t> spawnSelf(const std::vector<std::vector<std::string>>& argvs, const std::vector<std::string>& logs) {
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[len > 0 ? len : 0] = 0;
+  std::vector<pid_t> pids(argvs.size(), -1);
+  for (size_t r = 0; r < argvs.size(); ++r) {
+    std::vector<std::string> argv = argvs[r];
+    std::vector<char*> cargv;
+    for (std::string& s : argv) cargv.push_back(&s[0]);
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, logs[r].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    if (len <= 0 || posix_spawn(&pids[r], exe, &fa, nullptr, cargv.data(), environ) != 0) {
+      std::perror("posix_spawn");
+      pids[r] = -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  return pids;
+}
+
+std::vector<int> waitAll(const std::vector<pid_t>& pids, Clock::time_point deadline) {
+  const size_t n = pids.size();
+  std::vector<int> status(n, -1);
+  std::vector<bool> done(n, false);
+  size_t left = 0;
+  for (size_t r = 0; r < n; ++r) left += pids[r] > 0 ? 1 : 0;
+  while (left > 0 && Clock::now() < deadline) {
+    for (size_t r = 0; r < n; ++r) {
+      if (pids[r] <= 0 || done[r]) continue;
+      int ws = 0;
+      if (waitpid(pids[r], &ws, WNOHANG) == pids[r]) {
+        status[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        done[r] = true;
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (size_t r = 0; r < n; ++r)
+    if (pids[r] > 0 && !done[r]) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], nullptr, 0);
+      status[r] = 124;
+    }
+  return status;
+}
+
+std::string exitText(int status) {
+  if (status == -1) return "did not start";
+  if (status == 124) return "did not finish in time (killed)";
+  if (status > 128) return "killed by signal " + std::to_string(status - 128) + " (" + strsignal(status - 128) + ")";
+  return "exited " + std::to_string(status);
+}
+
+bool publishFile(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string tmp = dir + "/" + name + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f) return false;
+  }
+  return std::rename(tmp.c_str(), (dir + "/" + name).c_str()) == 0;
+}
+
+bool awaitFile(const std::string& dir, const std::string& name, double timeoutS, std::string* text) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeoutS * 1000));
+  while (true) {
+    std::ifstream f(dir + "/" + name);
+    if (f) {
+      std::stringstream ss;
+      ss << f.rdbuf();
+      *text = ss.str();
+      return true;
+    }
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 // The hidden worker entry: `arfuse selftest --proc-rank R --procs N --proc-dir D [...]`.
 int selftestProcs(const std::vector<std::string>& args) {
   int n = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1;
@@ -291,51 +375,20 @@ int selftestProcs(const std::vector<std::string>& args) {
               realGpus ? "one GPU each" : "GPU 0 (processes time-slice one GPU: correctness only)",
               killRank >= 0 ? (", rank " + std::to_string(killRank) + " dies after init").c_str() : "");
   std::fflush(stdout);
-  std::vector<pid_t> pids(n, -1);
+  std::vector<std::vector<std::string>> argvs;
+  std::vector<std::string> logs;
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> argv = {"/proc/self/exe", "selftest", "--procs", std::to_string(n), "--proc-rank",
                                      std::to_string(r), "--proc-dir", dir, "--timeout-ms", std::to_string(timeoutMs)};
     if (algo >= 0) argv.insert(argv.end(), {"--algo", arfuseAlgoName(arfuseAlgo_t(algo))});
     if (killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(killRank)});
     if (forceVirtual) argv.push_back("--virtual");
-    std::vector<char*> cargv;
-    for (std::string& s : argv) cargv.push_back(&s[0]);
-    cargv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    const std::string out = dir + "/rank" + std::to_string(r) + ".log";
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    char exe[4096];
-    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[len > 0 ? len : 0] = 0;
-    if (posix_spawn(&pids[r], exe, &fa, nullptr, cargv.data(), environ) != 0) {
-      std::perror("posix_spawn");
-      pids[r] = -1;
-    }
-    posix_spawn_file_actions_destroy(&fa);
+    argvs.push_back(argv);
+    logs.push_back(dir + "/rank" + std::to_string(r) + ".log");
   }
   // Bounded wait: init timeout + the calls; then kill whatever is left.
-  const auto deadline = Clock::now() + std::chrono::milliseconds(60000 + 4 * timeoutMs);
-  std::vector<int> status(n, -1);
-  int left = n;
-  while (left > 0 && Clock::now() < deadline) {
-    for (int r = 0; r < n; ++r) {
-      if (pids[r] <= 0 || status[r] != -1) continue;
-      int ws = 0;
-      if (waitpid(pids[r], &ws, WNOHANG) == pids[r]) {
-        status[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-        --left;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  for (int r = 0; r < n; ++r)
-    if (pids[r] > 0 && status[r] == -1) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], nullptr, 0);
-      status[r] = 124;
-    }
+  const std::vector<int> status =
+      waitAll(spawnSelf(argvs, logs), Clock::now() + std::chrono::milliseconds(60000 + 4 * timeoutMs));
   // Collect: every rank's lines, hashes per case, the expectations of the scenario.
   int failures = 0;
   std::vector<std::vector<std::string>> hashes(n);

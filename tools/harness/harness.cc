@@ -123,6 +123,15 @@ struct World::RankBuffers {
   void* scaleIn = nullptr;   // epilogue *scaleIn (one float)
 };
 
+size_t l2Bytes(int device) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<size_t>(v);
+}
+
 int deviceCount() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -929,6 +938,9 @@ Timing World::timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int 
   const double scale = 1000.0 / (callsPerGraph - 1);
   t.ok = true;
   t.iters = iters;
+  // x and norm_out rotate over kSlots slots; the residual is chained in place (one buffer).
+  t.sets = std::min(kSlots, callsPerGraph);
+  t.footprintBytes = static_cast<size_t>(t.sets) * 2 * bytes + bytes;
   t.minUs = ms.front() * scale;
   t.maxUs = ms.back() * scale;
   t.medianUs = ms[ms.size() / 2] * scale;

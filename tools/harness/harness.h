@@ -44,6 +44,10 @@ struct Timing {
   std::string error;
   double medianUs = 0, minUs = 0, maxUs = 0;  // per call: median/min/max over iterations of the slowest rank
   int iters = 0;
+  // The input sets the graph's calls rotate through and their bytes together (rotation.h): the JSON
+  // says whether they exceed the L2, i.e. whether a bandwidth-bound row's bytes came from HBM.
+  int sets = 0;
+  size_t footprintBytes = 0;
 };
 
 // A group of communicators with one non-blocking stream per rank and device buffers large enough
@@ -103,12 +107,16 @@ class World {
 
 // Single GPU: arfuseAddRmsNorm (spec.op ignored) or, when copyBytes > 0, an SM copy kernel moving
 // that many bytes (read + write twice that), timed the same way (graph of `callsPerGraph` launches, warmup + iters replays).
+// Call i of the graph works on input/output set i % sets, sets = rotationSets(bytes of one call, L2)
+// (rotation.h), so that bandwidth-bound sizes are served from HBM and not from the previous call's L2.
 // spec.epilogue other than none: arfuseAllReduceEpilogue on a one-rank communicator of `device`
 // (the local path), with that variant's inputs and outputs, timed the same way.
 Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int callsPerGraph, int iters, int warmup);
 
 // Number of visible CUDA devices (0 when none or no driver).
 int deviceCount();
+// The device's L2 cache in bytes (0 when unknown).
+size_t l2Bytes(int device);
 // "NVIDIA H200 (sm_90)".
 std::string deviceName(int device);
 

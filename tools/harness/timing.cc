@@ -10,6 +10,7 @@
 #include "harness/epilogue.h"
 #include "harness/harness.h"
 #include "harness/numeric.h"
+#include "harness/rotation.h"
 
 namespace arfuse {
 namespace harness {
@@ -57,20 +58,38 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   const size_t count = static_cast<size_t>(spec.tokens) * spec.hidden;
   const size_t bytes = count * numeric::elemSize(spec.dtype);
   const size_t wbytes = spec.hidden * numeric::elemSize(spec.dtype);
-  void *x = nullptr, *res = nullptr, *w = nullptr, *norm = nullptr, *src = nullptr, *dst = nullptr;
-  void *qout = nullptr, *sout = nullptr, *sin = nullptr;
   // An epilogue variant runs arfuseAllReduceEpilogue on a one-rank communicator (the local path).
   const bool viaEpilogue = !copyBytes && spec.epilogue != kEpilogueNone;
   const EpilogueForm form = epilogueForm(spec.epilogue);
   const size_t qBytes = quantOutBytes(form.quant, spec.tokens, spec.hidden);
   const size_t sBytes = scaleOutBytes(form.quant, form.layout, spec.tokens, spec.hidden);
+  // One set = every buffer one call reads or writes except the weight (shared, as in a model).
+  const size_t setBytes = copyBytes ? 2 * copyBytes : 3 * bytes + (viaEpilogue ? qBytes + sBytes : 0);
+  const int sets = rotationSets(setBytes, l2Bytes(device), callsPerGraph);
+  struct Set {
+    void *x = nullptr, *res = nullptr, *norm = nullptr, *src = nullptr, *dst = nullptr, *qout = nullptr, *sout = nullptr;
+  };
+  std::vector<Set> set(sets);
+  void *w = nullptr, *sin = nullptr;
   arfuseComm_t comm = nullptr;
-  struct CommGuard {
+  cudaStream_t s = nullptr;
+  // Frees everything on every return path (errors included).
+  struct Guard {
     arfuseComm_t* c;
-    ~CommGuard() {
+    std::vector<Set>* sets;
+    void** w;
+    void** sin;
+    cudaStream_t* s;
+    ~Guard() {
+      for (Set& k : *sets)
+        for (void* p : {k.x, k.res, k.norm, k.src, k.dst, k.qout, k.sout})
+          if (p) cudaFree(p);
+      if (*w) cudaFree(*w);
+      if (*sin) cudaFree(*sin);
+      if (*s) cudaStreamDestroy(*s);
       if (*c) arfuseCommDestroy(*c);
     }
-  } commGuard{&comm};
+  } guard{&comm, &set, &w, &sin, &s};
   if (viaEpilogue) {
     arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
     cfg.maxTokens = spec.tokens;
@@ -82,28 +101,34 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
     }
     T_CUDA(cudaSetDevice(device));
   }
-  cudaStream_t s;
   T_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (copyBytes) {
-    T_CUDA(cudaMalloc(&src, copyBytes));
-    T_CUDA(cudaMalloc(&dst, copyBytes));
-    T_CUDA(cudaMemset(src, 0x3c, copyBytes));
+    for (Set& k : set) {
+      T_CUDA(cudaMalloc(&k.src, copyBytes));
+      T_CUDA(cudaMalloc(&k.dst, copyBytes));
+      T_CUDA(cudaMemset(k.src, 0x3c, copyBytes));
+    }
   } else {
-    T_CUDA(cudaMalloc(&x, bytes));
-    T_CUDA(cudaMalloc(&res, bytes));
-    T_CUDA(cudaMalloc(&norm, bytes));
     T_CUDA(cudaMalloc(&w, wbytes));
     std::vector<uint8_t> h(bytes), hw(wbytes);
-    fillRandom(h, spec.dtype, spec.seed, -1.f, 1.f);
-    T_CUDA(cudaMemcpy(x, h.data(), bytes, cudaMemcpyHostToDevice));
-    fillRandom(h, spec.dtype, spec.seed + 1, -1.f, 1.f);
-    T_CUDA(cudaMemcpy(res, h.data(), bytes, cudaMemcpyHostToDevice));
     fillRandom(hw, spec.dtype, spec.seed + 2, 0.5f, 1.5f);
     T_CUDA(cudaMemcpy(w, hw.data(), wbytes, cudaMemcpyHostToDevice));
+    for (int i = 0; i < sets; ++i) {
+      Set& k = set[i];
+      T_CUDA(cudaMalloc(&k.x, bytes));
+      T_CUDA(cudaMalloc(&k.res, bytes));
+      T_CUDA(cudaMalloc(&k.norm, bytes));
+      fillRandom(h, spec.dtype, spec.seed + 10 * i, -1.f, 1.f);  // fresh inputs per set
+      T_CUDA(cudaMemcpy(k.x, h.data(), bytes, cudaMemcpyHostToDevice));
+      fillRandom(h, spec.dtype, spec.seed + 10 * i + 1, -1.f, 1.f);
+      T_CUDA(cudaMemcpy(k.res, h.data(), bytes, cudaMemcpyHostToDevice));
+      if (viaEpilogue) {
+        T_CUDA(cudaMalloc(&k.qout, qBytes ? qBytes : 16));
+        T_CUDA(cudaMalloc(&k.sout, sBytes ? sBytes : 16));
+      }
+    }
     if (viaEpilogue) {
       const float scaleIn = epilogueScaleIn(form.quant);
-      T_CUDA(cudaMalloc(&qout, qBytes ? qBytes : 16));
-      T_CUDA(cudaMalloc(&sout, sBytes ? sBytes : 16));
       T_CUDA(cudaMalloc(&sin, sizeof(float)));
       T_CUDA(cudaMemcpy(sin, &scaleIn, sizeof scaleIn, cudaMemcpyHostToDevice));
     }
@@ -112,26 +137,27 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   cudaGraphExec_t exec;
   T_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < callsPerGraph; ++i) {
+    const Set& k = set[i % sets];
     if (copyBytes) {
-      launchCopy(dst, src, copyBytes, s);
+      launchCopy(k.dst, k.src, copyBytes, s);
     } else if (viaEpilogue) {
       // Residual in place, as below; norm_out only where the variant writes it.
       arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
-      e.residualIn = form.residualIn ? res : nullptr;
-      e.residualOut = form.residualOut ? res : nullptr;
-      e.normOut = form.normOut ? norm : nullptr;
+      e.residualIn = form.residualIn ? k.res : nullptr;
+      e.residualOut = form.residualOut ? k.res : nullptr;
+      e.normOut = form.normOut ? k.norm : nullptr;
       e.weightPlusOne = form.plusOne ? 1 : 0;
       e.quant = form.quant;
-      e.quantOut = qBytes ? qout : nullptr;
-      e.scaleOut = sBytes ? sout : nullptr;
+      e.quantOut = qBytes ? k.qout : nullptr;
+      e.scaleOut = sBytes ? k.sout : nullptr;
       e.scaleIn = static_cast<const float*>(sin);
       e.scaleLayout = form.layout;
-      if (arfuseAllReduceEpilogue(x, w, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comm, s) != arfuseSuccess) {
+      if (arfuseAllReduceEpilogue(k.x, w, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comm, s) != arfuseSuccess) {
         cudaStreamEndCapture(s, &graph);
         t.error = arfuseCommGetLastError(comm);
         return t;
       }
-    } else if (arfuseAddRmsNorm(x, res, w, spec.eps, norm, res, spec.tokens, spec.hidden, spec.dtype, s) !=
+    } else if (arfuseAddRmsNorm(k.x, k.res, w, spec.eps, k.norm, k.res, spec.tokens, spec.hidden, spec.dtype, s) !=
                arfuseSuccess) {
       cudaStreamEndCapture(s, &graph);
       t.error = arfuseGetLastError();
@@ -157,10 +183,10 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   for (cudaEvent_t e : ev) cudaEventDestroy(e);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  for (void* p : {x, res, w, norm, src, dst, qout, sout, sin})
-    if (p) cudaFree(p);
-  cudaStreamDestroy(s);
-  return summarise(ms, callsPerGraph);
+  t = summarise(ms, callsPerGraph);
+  t.sets = sets;
+  t.footprintBytes = sets * setBytes;
+  return t;
 }
 
 }  // namespace harness
