@@ -31,6 +31,7 @@ int selftest(const std::vector<std::string>& args);
 int selftestProcs(const std::vector<std::string>& args);  // procs.cc: selftest --procs N
 int bench(const std::vector<std::string>& args);
 int doctor(const std::vector<std::string>& args);  // doctor.cc
+int plan(const std::vector<std::string>& args);    // plan_cmd.cc
 
 }  // namespace cli
 }  // namespace arfuse
