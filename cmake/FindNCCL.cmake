@@ -27,9 +27,10 @@ foreach(_py IN ITEMS "${Python3_EXECUTABLE}" "${Python_EXECUTABLE}")
     list(APPEND _nccl_pythons "${_py}")
   endif()
 endforeach()
-find_program(NCCL_PYTHON_EXECUTABLE NAMES python3 python DOC "Python asked for the nvidia-nccl-cu* wheel")
-if(NCCL_PYTHON_EXECUTABLE)
-  list(APPEND _nccl_pythons "${NCCL_PYTHON_EXECUTABLE}")
+# Not cached: the python3 on PATH at this configure (a venv activated since the last one) is asked.
+find_program(_nccl_path_python NAMES python3 python NO_CACHE)
+if(_nccl_path_python)
+  list(APPEND _nccl_pythons "${_nccl_path_python}")
 endif()
 list(REMOVE_DUPLICATES _nccl_pythons)
 set(_nccl_query [=[
@@ -128,7 +129,9 @@ if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
   endif()
 endif()
 
-string(JOIN ", " _nccl_looked ${_nccl_explicit} ${_nccl_wheel_dirs} ${_nccl_toolkit} "the system's default folders")
+set(_nccl_looked ${_nccl_explicit} ${_nccl_wheel_dirs} ${_nccl_toolkit})
+list(REMOVE_DUPLICATES _nccl_looked)
+string(JOIN ", " _nccl_looked ${_nccl_looked} "the system's default folders")
 if(NOT _nccl_pythons)
   set(_nccl_asked "no python3 found to ask for the wheel")
 else()
@@ -141,9 +144,9 @@ find_package_handle_standard_args(NCCL
   VERSION_VAR NCCL_VERSION
   REASON_FAILURE_MESSAGE
   "NCCL (nccl.h and libnccl.so) is needed and the CUDA toolkit does not ship it. Get it one of these ways, then \
-configure again (a fresh build folder, or -U 'NCCL_*'):\n\
-    python3 -m pip install nvidia-nccl-cu${_nccl_major_hint}     (NVIDIA's wheel: found automatically in the \
-environment of that python3)\n\
+configure again:\n\
+    python3 -m pip install nvidia-nccl-cu${_nccl_major_hint}     (NVIDIA's wheel, found in the environment of the \
+python3 on PATH: in a venv, activate it before cmake)\n\
     apt-get install libnccl-dev          (from NVIDIA's CUDA apt repository, not Debian's)\n\
     -DNCCL_ROOT=/path/to/nccl            (a folder holding include/nccl.h and lib/libnccl.so*)\n\
   Looked in: ${_nccl_looked} (${_nccl_asked}).")
