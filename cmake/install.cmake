@@ -20,14 +20,25 @@ include(CMakePackageConfigHelpers)
 # An installed bin/arfuse finds its lib/libarfuse.so.0 wherever the prefix is moved to; NCCL and the
 # CUDA runtime keep the folders they were linked from when those are not the system's own.
 file(RELATIVE_PATH _arfuse_bin_to_lib "${CMAKE_INSTALL_FULL_BINDIR}" "${CMAKE_INSTALL_FULL_LIBDIR}")
-set_target_properties(arfuse PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+# INSTALL_RPATH_USE_LINK_PATH skips folders inside the source or build tree, which is where a
+# `python3 -m venv .venv` holding the NCCL wheel lives: NCCL's and the runtime's folders are named
+# explicitly (unless they are the system's own).
+set(_arfuse_dep_rpath "")
+get_filename_component(_nccl_dir "${NCCL_LIBRARY}" DIRECTORY)
+foreach(_d IN ITEMS "${_nccl_dir}" "${CUDAToolkit_LIBRARY_DIR}")
+  if(_d AND NOT _d IN_LIST CMAKE_PLATFORM_IMPLICIT_LINK_DIRECTORIES AND NOT _d IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
+    list(APPEND _arfuse_dep_rpath "${_d}")
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES _arfuse_dep_rpath)
+set_target_properties(arfuse PROPERTIES INSTALL_RPATH "${_arfuse_dep_rpath}" INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS arfuse EXPORT arfuseTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/arfuse DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET arfuse_cli)
-  set_target_properties(arfuse_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_arfuse_bin_to_lib}"
+  set_target_properties(arfuse_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_arfuse_bin_to_lib};${_arfuse_dep_rpath}"
                                               INSTALL_RPATH_USE_LINK_PATH ON)
   install(TARGETS arfuse_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
