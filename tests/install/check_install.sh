@@ -5,7 +5,7 @@
 #   - a tiny C program builds against the prefix with find_package(arfuse) and with pkg-config.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR [CMAKE] [C_COMPILER]
 set -euo pipefail
-build=$1 src=$2 cmake=${3:-cmake} cc=${4:-cc}
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) cmake=${3:-cmake} cc=${4:-cc}
 work=$build/_install_check
 rm -rf "$work" && mkdir -p "$work"
 prefix=$work/prefix
