@@ -4,12 +4,14 @@ Search order (the first that applies wins):
   1. the ARFUSE_LIBRARY_PATH environment variable: the library file, or a folder holding
      libarfuse.so (ARFUSE_LIBRARY, the older name, is accepted as an alias);
   2. the path given to arfuse.load(path);
-  3. a libarfuse.so next to this package (copied in by a packaging step);
+  3. the libarfuse.so inside this package (`pip install ./python` builds it into the wheel);
   4. build/src/libarfuse.so of the repository, when the package is used from a source checkout;
-  5. the system loader (LD_LIBRARY_PATH, ldconfig), as libarfuse.so.0 then libarfuse.so.
+  5. lib/libarfuse.so.0 of this Python's prefix (`cmake --install build --prefix "$VIRTUAL_ENV"`);
+  6. the system loader (LD_LIBRARY_PATH, ldconfig), as libarfuse.so.0 then libarfuse.so.
 """
 import ctypes
 import os
+import sys
 import threading
 from ctypes import POINTER, c_char_p, c_float, c_int, c_void_p
 from pathlib import Path
@@ -84,6 +86,18 @@ def _version_tuple(code: int) -> Tuple[int, int, int]:
     return code // 10000, (code // 100) % 100, code % 100
 
 
+def _missing_dependency_hint(error: str) -> str:
+    """What to do when the loader found libarfuse.so but not a library it needs."""
+    if "libnccl.so" in error:
+        return (" NCCL's library is missing: install the NCCL wheel for your CUDA major (pip install "
+                "nvidia-nccl-cu13, or -cu12; `pip install ./python` declares it), or put the folder holding "
+                "libnccl.so.2 on LD_LIBRARY_PATH.")
+    if "libcudart.so" in error:
+        return (" The CUDA runtime is missing: put the CUDA toolkit's lib64 folder on LD_LIBRARY_PATH (or run "
+                "ldconfig for it), or use the wheel `pip install ./python` builds, which links it statically.")
+    return ""
+
+
 def _resolved(name: str) -> str:
     """The file the dynamic loader actually mapped for `name` (best effort, Linux)."""
     base = os.path.basename(name)
@@ -106,9 +120,10 @@ class Library:
         try:
             self._cdll = ctypes.CDLL(path)
         except OSError as e:
+            hint = _missing_dependency_hint(str(e))
             raise ArfuseLibraryError(
-                f"cannot load the arfuse library {path} (found via {source}): {e}. "
-                f"Point {ENV_VAR} at a built libarfuse.so, or {BUILD_HINT}") from None
+                f"cannot load the arfuse library {path} (found via {source}): {e}." + (hint or
+                f" Point {ENV_VAR} at a built libarfuse.so, or {BUILD_HINT}")) from None
         self.path = _resolved(path) if os.sep not in path else os.path.abspath(path)
         for name, restype, argtypes in FUNCTIONS:
             if name in LAZY:
@@ -189,6 +204,10 @@ def _checkout_candidate() -> Optional[Path]:
     return None
 
 
+def _prefix_candidate() -> Path:
+    return Path(sys.prefix) / "lib" / "libarfuse.so.0"
+
+
 def open_library(path: str, source: str = "an explicit path") -> Library:
     """Loads the library at `path` (not cached; arfuse.load is the cached entry point). A folder
     stands for the libarfuse.so (or libarfuse.so.0) inside it."""
@@ -237,13 +256,17 @@ def _find(path: Optional[str]) -> Library:
         tried.append(str(cand))
         if cand.exists():
             return open_library(str(cand), "the source checkout's build/src")
+    cand = _prefix_candidate()
+    tried.append(str(cand))
+    if cand.exists():
+        return open_library(str(cand), "this Python's prefix")
     errors = []
     for soname in ("libarfuse.so.0", "libarfuse.so"):
         tried.append(f"{soname} (system loader)")
         try:
             return Library(soname, "the system loader")
         except ArfuseLibraryError as e:
-            if "has no symbol" in str(e) or "major and minor" in str(e):
+            if "has no symbol" in str(e) or "major and minor" in str(e) or _missing_dependency_hint(str(e)):
                 raise
             errors.append(str(e))
     raise ArfuseLibraryError(

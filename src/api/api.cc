@@ -12,6 +12,7 @@
 #include "api/enqueue.h"
 #include "api/replica_check.h"
 #include "api/streams.h"
+#include "common/no_device.h"
 #include "api/validate.h"
 #include "bootstrap/bootstrap.h"
 #include "diag/dump.h"
@@ -527,7 +528,8 @@ arfuseResult_t arfuseAddRmsNorm(const void* x, const void* residual_in, const vo
     cudaGetLastError();
     const bool noDevice = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver;  // as arfuseCommInitAll
     return fail(nullptr, noDevice ? arfuseNoDevice : arfuseCudaError, __FILE__, __LINE__,
-                strprintf("%s: no usable current CUDA device: %s", func, cudaGetErrorString(e)));
+                strprintf("%s: no usable current CUDA device: %s", func,
+                          noDevice ? noDeviceMessage(e, cudaGetErrorString(e)).c_str() : cudaGetErrorString(e)));
   }
   msg = checkPointers(bufs, device);
   if (!msg.empty()) return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg);

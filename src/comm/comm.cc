@@ -6,6 +6,7 @@
 // Peer pointers are plain device pointers: the same device (virtual ranks) or a peer device with
 // peer access enabled (UVA). Memory is freed when the last rank of the group is destroyed, so a
 // peer still finishing its last call never reads freed memory.
+#include "common/no_device.h"
 #include "comm/comm.h"
 
 #include <cuda_runtime.h>
@@ -395,8 +396,7 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   cudaError_t ce = cudaGetDeviceCount(&count);
   if (ce != cudaSuccess || count == 0) {
     cudaGetLastError();
-    *message = strprintf("no CUDA device is visible (cudaGetDeviceCount: %s)",
-                         ce == cudaSuccess ? "0 devices" : cudaGetErrorString(ce));
+    *message = noDeviceMessage(ce, cudaGetErrorString(ce));
     return arfuseNoDevice;
   }
   for (int r = 0; r < nranks; ++r)

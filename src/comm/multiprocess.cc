@@ -29,6 +29,7 @@
 #include <random>
 #include <thread>
 
+#include "common/no_device.h"
 #include "comm/comm.h"
 #include "comm/config.h"
 #include "comm/process_cookie.h"
@@ -179,9 +180,10 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     if (resolveConfig(config, nranks, &rc, &m) != arfuseSuccess) localFail(arfuseInvalidArgument, m);
   }
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+  const cudaError_t countError = cudaGetDeviceCount(&count);
+  if (countError != cudaSuccess || count == 0) {
     cudaGetLastError();
-    localFail(arfuseNoDevice, "no CUDA device is visible to this process");
+    localFail(arfuseNoDevice, noDeviceMessage(countError, cudaGetErrorString(countError), " to this process"));
   } else if (device < 0 || device >= count) {
     localFail(arfuseInvalidArgument, strprintf("device=%d: only devices 0..%d are visible to this process", device,
                                                count - 1));

@@ -28,6 +28,13 @@ void chooseHostVariant(const Fabric& f, const PlanPolicy& policy, long long byte
   p->twoShotVariant = f.nranks > 2 && peerBytes > policy.hostOneShotMaxBytes;
 }
 
+// Why a fabric lacks something, as the caller recorded it; a caller that recorded nothing still gets
+// a sentence, so no reason ever reads "unavailable ()" or "unavailable: ".
+std::string why(const std::string& detail, const char* fallback) { return detail.empty() ? fallback : detail; }
+const char* kNoP2pWhy = "the group reported no peer access";
+const char* kNoNcclWhy = "the group has no NCCL communicator";
+const char* kNoHostWhy = "the group has no host exchange area";
+
 }  // namespace
 
 size_t dtypeSize(arfuseDataType_t dtype) { return dtype == arfuseFloat32 ? 4 : 2; }
@@ -252,14 +259,16 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   if (f.nranks == 1) {
     if (policy.forcedAlgo != arfuseAlgoAuto && policy.forcedAlgo != arfuseAlgoLocal)
       return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs >= 2 ranks; this communicator has 1",
-                                                  arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), policy.forcedBy.c_str()));
+                                                  arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)),
+                                                  why(policy.forcedBy, "the caller").c_str()));
     p.algo = arfuseAlgoLocal;
     planLocal(f, req, &p);
     p.reason = strprintf("local: 1 rank, %s of %lld B needs no communication", op, bytes);
     return p;
   }
 
-  const char* forcedBy = policy.forcedBy.c_str();
+  const std::string forcedByText = why(policy.forcedBy, "the caller");
+  const char* forcedBy = forcedByText.c_str();
   switch (policy.forcedAlgo) {
     case arfuseAlgoAuto:
       break;
@@ -281,7 +290,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
         return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs peer access between all ranks: %s; "
                                                     "use algo=nccl or auto",
                                                     arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedBy,
-                                                    f.p2pDetail.c_str()));
+                                                    why(f.p2pDetail, kNoP2pWhy).c_str()));
       p.algo = arfuseAlgo_t(policy.forcedAlgo);
       {
         std::string why;
@@ -294,7 +303,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
     case arfuseAlgoHostStaged:
       if (!f.hostStaged)
         return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s) is unavailable: %s", forcedBy,
-                                                    f.hostStagedDetail.c_str()));
+                                                    why(f.hostStagedDetail, kNoHostWhy).c_str()));
       if (bytes > f.hostStagedCapacity)
         return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s) carries at most %lld B per rank "
                                                     "(the host exchange area); this call has %lld B (tokens=%d x "
@@ -314,7 +323,8 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
     case arfuseAlgoNccl:
       if (!f.nccl)
         return failure(arfuseUnsupported,
-                       strprintf("algo=nccl (forced by %s) is unavailable: %s", forcedBy, f.ncclDetail.c_str()));
+                       strprintf("algo=nccl (forced by %s) is unavailable: %s", forcedBy,
+                                 why(f.ncclDetail, kNoNcclWhy).c_str()));
       p.algo = arfuseAlgoNccl;
       p.reason = strprintf("nccl: forced by %s (%lld B, %d ranks%s)", forcedBy, bytes, f.nranks,
                            policy.deterministic ? ", deterministic: all-gather + rank-order fp32 sum" : "");
@@ -339,7 +349,7 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       p.algo = arfuseAlgoHostStaged;
       chooseHostVariant(f, policy, bytes, &p);
       p.reason = strprintf("hoststaged (%s variant): no peer access between ranks (%s); %lld B %s",
-                           p.twoShotVariant ? "two-shot" : "one-shot", f.p2pDetail.c_str(), bytes,
+                           p.twoShotVariant ? "two-shot" : "one-shot", why(f.p2pDetail, kNoP2pWhy).c_str(), bytes,
                            bytes <= policy.hostStagedMaxBytes ? strprintf("<= host-staged limit (%s)", origin).c_str()
                                                               : "and NCCL is unavailable");
       return p;
@@ -347,16 +357,16 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
     if (!f.nccl)
       return failure(arfuseUnsupported, strprintf("no path: peer access is missing (%s), NCCL is unavailable (%s) "
                                                   "and host staging is unavailable (%s)",
-                                                  f.p2pDetail.c_str(), f.ncclDetail.c_str(),
-                                                  f.hostStagedDetail.c_str()));
+                                                  why(f.p2pDetail, kNoP2pWhy).c_str(), why(f.ncclDetail, kNoNcclWhy).c_str(),
+                                                  why(f.hostStagedDetail, kNoHostWhy).c_str()));
     p.algo = arfuseAlgoNccl;
     planLocal(f, req, &p);
     if (f.hostStaged)
       p.reason = strprintf("nccl: no peer access between ranks (%s); %lld B > host-staged limit %s (%s)",
-                           f.p2pDetail.c_str(), bytes, limitText(policy.hostStagedMaxBytes).c_str(), origin);
+                           why(f.p2pDetail, kNoP2pWhy).c_str(), bytes, limitText(policy.hostStagedMaxBytes).c_str(), origin);
     else
       p.reason = strprintf("nccl: no peer access between ranks (%s); host staging unavailable (%s)",
-                           f.p2pDetail.c_str(), f.hostStagedDetail.c_str());
+                           why(f.p2pDetail, kNoP2pWhy).c_str(), why(f.hostStagedDetail, kNoHostWhy).c_str());
     return p;
   }
   // One-shot reads (n-1) x bytes from peers with one barrier; two-shot reads 2(n-1)/n x bytes with

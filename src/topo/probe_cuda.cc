@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/no_device.h"
 #include "nvml.h"
 #include "probe.h"
 #include "probe_map.h"
@@ -80,8 +81,7 @@ ProbeResult probeTopology(const ProbeOptions& opt) {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n <= 0) {
     cudaGetLastError();
-    r.error = "no CUDA device is visible (cudaGetDeviceCount: " +
-              std::string(e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) + ")";
+    r.error = noDeviceMessage(e, cudaGetErrorString(e));
     r.topology = machine;
     return r;
   }

@@ -228,7 +228,9 @@ def test_entry_points_declared():
     eps = meta["project"]["entry-points"]
     assert eps["sglang.srt.plugins"]["arfuse"] == "arfuse.integrations.sglang:register"
     assert eps["vllm.general_plugins"]["arfuse"] == "arfuse.integrations.vllm:register"
-    assert "arfuse.integrations" in meta["tool"]["setuptools"]["packages"]
+    # scikit-build-core ships the whole arfuse/ directory, the integrations subpackage with it
+    assert "arfuse" in meta["tool"]["scikit-build"]["wheel"]["packages"]
+    assert (PACKAGE_DIR / "arfuse" / "integrations" / "__init__.py").is_file()
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,15 @@ inline std::string isoDate() {
   return buf;
 }
 
+// Why no CUDA device is visible, in the library's words (common/no_device.h: "no NVIDIA driver is
+// loaded ..." when there is none), for the subcommands that need a device. selftest.cc.
+std::string noDeviceReason();
+
 int selftest(const std::vector<std::string>& args);
 int selftestProcs(const std::vector<std::string>& args);  // procs.cc: selftest --procs N
 int bench(const std::vector<std::string>& args);
 int doctor(const std::vector<std::string>& args);  // doctor.cc
+int plan(const std::vector<std::string>& args);    // plan_cmd.cc
 
 }  // namespace cli
 }  // namespace arfuse

@@ -360,7 +360,8 @@ int selftestProcs(const std::vector<std::string>& args) {
   if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus);
 
   if (ndev == 0) {
-    std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n");
+    std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n  Why: %s.\n",
+                noDeviceReason().c_str());
     return kExitNoDevice;
   }
   // ---- launcher ----

@@ -1,6 +1,8 @@
 // `arfuse selftest`: proves every path on this machine against an fp64 reference.
 // Real ranks across GPUs when there are >= 2, virtual ranks on one GPU otherwise; none: says so and
 // exits with kExitNoDevice.
+#include <cuda_runtime.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -8,6 +10,7 @@
 
 #include "arfuse/arfuse.h"
 #include "cli.h"
+#include "common/no_device.h"
 #include "harness/harness.h"
 
 namespace arfuse {
@@ -32,6 +35,13 @@ void usage() {
 }
 
 }  // namespace
+
+std::string noDeviceReason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  cudaGetLastError();
+  return noDeviceCause(e, cudaGetErrorString(e));
+}
 
 int selftest(const std::vector<std::string>& args) {
   for (const std::string& a : args)
@@ -70,8 +80,10 @@ int selftest(const std::vector<std::string>& args) {
   const int ndev = harness::deviceCount();
   if (ndev == 0) {
     std::printf("arfuse selftest: no CUDA device is visible, so nothing can be tested here.\n"
+                "  Why: %s.\n"
                 "  Run it on a machine with an NVIDIA GPU (one GPU is enough: it then uses virtual ranks).\n"
-                "  Without a GPU, `arfuse plan` and `arfuse triage` still work.\n");
+                "  Without a GPU, `arfuse plan` and `arfuse triage` still work.\n",
+                noDeviceReason().c_str());
     return kExitNoDevice;
   }
   const bool virtualRanks = forceVirtual || ndev < 2;

@@ -1,0 +1,94 @@
+#include "plan_args.h"
+
+#include "args.h"
+#include "common/params.h"
+
+namespace arfuse {
+namespace cli {
+
+const char* planUsage() {
+  return "usage: arfuse plan [--ranks N] [--hidden H] [--tokens T,T,...] [--dtype bf16|fp16|fp32]\n"
+         "                   [--no-p2p] [--virtual] [--algo A] [--allreduce]\n"
+         "                   [--topology FILE.json [--devices 0,1,...]]\n"
+         "  Prints the algorithm, launch geometry and reason the library's plan gives for each token count\n"
+         "  on a described machine. No GPU needed. The machine is printed first. Without --topology it is\n"
+         "  an assumed one: N GPUs (default 8) of 132 SMs, one rank each, P2P between every pair but no\n"
+         "  NVLink, and NCCL; --no-p2p takes P2P away (the plan then uses host staging or NCCL), --virtual\n"
+         "  puts every rank on one GPU (virtual ranks, no NCCL).\n"
+         "  --topology reads a machine description (docs/topology.md; recorded and hand-written examples in\n"
+         "  tests/topo/fixtures) and plans for ranks on --devices (default: every GPU in it).\n"
+         "  --algo auto|lowlatency|oneshot|twoshot|hoststaged|nccl forces a path, as ARFUSE_ALGO does.\n"
+         "  --allreduce plans arfuseAllReduce instead of the fused call. Exit: 0, 1 a token count has no\n"
+         "  plan, 2 usage.\n";
+}
+
+bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::string* error) {
+  PlanArgs a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& k = args[i];
+    auto value = [&](std::string* v) {
+      if (i + 1 >= args.size()) {
+        *error = k + " needs a value";
+        return false;
+      }
+      *v = args[++i];
+      return true;
+    };
+    std::string v;
+    if (k == "-h" || k == "--help") {
+      a.help = true;
+    } else if (k == "--ranks") {
+      if (!value(&v) || !parseIntArg(k, v, 1, ARFUSE_MAX_RANKS, &a.ranks, error)) return false;
+      a.ranksGiven = true;
+    } else if (k == "--hidden") {
+      if (!value(&v) || !parseIntArg(k, v, 1, 1 << 20, &a.hidden, error)) return false;
+    } else if (k == "--tokens") {
+      if (!value(&v) || !parseIntListArg(k, v, 1, 1 << 20, &a.tokens, error)) return false;
+    } else if (k == "--devices") {
+      if (!value(&v) || !parseIntListArg(k, v, 0, 1023, &a.devices, error)) return false;
+    } else if (k == "--topology") {
+      if (!value(&v)) return false;
+      if (v.empty()) return *error = "--topology wants a file name", false;
+      a.topology = v;
+    } else if (k == "--dtype") {
+      if (!value(&v)) return false;
+      if (v == "bf16" || v == "bfloat16")
+        a.dtype = arfuseBfloat16;
+      else if (v == "fp16" || v == "float16")
+        a.dtype = arfuseFloat16;
+      else if (v == "fp32" || v == "float32")
+        a.dtype = arfuseFloat32;
+      else
+        return *error = "--dtype wants bf16, fp16 or fp32, got '" + v + "'", false;
+    } else if (k == "--algo") {
+      if (!value(&v)) return false;
+      a.algo = parseAlgoName(v);
+      if (a.algo < 0)
+        return *error = "--algo wants auto, lowlatency, oneshot, twoshot, hoststaged or nccl, got '" + v + "'", false;
+    } else if (k == "--no-p2p") {
+      a.noP2p = true;
+    } else if (k == "--virtual") {
+      a.virtualRanks = true;
+    } else if (k == "--allreduce") {
+      a.allreduce = true;
+    } else {
+      *error = "unknown argument '" + k + "'";
+      return false;
+    }
+  }
+  if (a.help) return *out = a, true;
+  if (!a.topology.empty() && (a.ranksGiven || a.noP2p || a.virtualRanks))
+    return *error =
+               "--topology describes the machine: --ranks, --no-p2p and --virtual do not apply (choose the "
+               "ranks' GPUs with --devices, a GPU named twice is a virtual rank)",
+           false;
+  if (a.topology.empty() && !a.devices.empty())
+    return *error = "--devices names GPUs of a --topology file; without one use --ranks", false;
+  if (a.noP2p && a.virtualRanks)
+    return *error = "--no-p2p with --virtual: ranks on one GPU always reach each other's memory; drop one", false;
+  *out = a;
+  return true;
+}
+
+}  // namespace cli
+}  // namespace arfuse

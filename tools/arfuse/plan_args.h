@@ -1,0 +1,34 @@
+// Argument parsing of `arfuse plan` (pure; CPU-tested): every value is checked strictly (args.h)
+// and combinations that cannot mean anything are usage errors, so a typo never plans for a machine
+// nobody asked about.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "arfuse/arfuse.h"
+
+namespace arfuse {
+namespace cli {
+
+struct PlanArgs {
+  int ranks = 8;
+  bool ranksGiven = false;
+  int hidden = 7168;
+  std::vector<int> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
+  arfuseDataType_t dtype = arfuseBfloat16;
+  bool noP2p = false;
+  bool virtualRanks = false;
+  int algo = arfuseAlgoAuto;  // arfuseAlgo_t
+  bool allreduce = false;
+  std::string topology;      // --topology FILE, "" when none
+  std::vector<int> devices;  // --devices (only with --topology); empty: every GPU of the file
+  bool help = false;
+};
+
+// False with *error naming the argument and what it wants (exit 2).
+bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::string* error);
+const char* planUsage();
+
+}  // namespace cli
+}  // namespace arfuse

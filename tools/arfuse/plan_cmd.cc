@@ -1,0 +1,152 @@
+// `arfuse plan`: the library's plan for a described machine, no GPU needed. The machine is either a
+// topology file or an assumed one, built as a topology too, so both go through the library's own
+// rule for what a group of GPUs can do (fabricFromTopology) and the output says which it was.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "common/params.h"
+#include "plan/from_topology.h"
+#include "plan/plan.h"
+#include "plan_args.h"
+
+namespace arfuse {
+namespace cli {
+namespace {
+
+constexpr int kAssumedSmCount = 132;  // an H100 / H200
+
+// The assumed machine: `gpus` GPUs of 132 SMs with P2P between every pair (or none), no NVLink.
+topo::Topology assumedMachine(int gpus, bool p2p) {
+  topo::Topology t = topo::makeTopology(gpus);
+  t.source = "assumed";
+  for (topo::Gpu& g : t.gpus) {
+    g.name = "assumed GPU";
+    g.ccMajor = 9;
+    g.smCount = kAssumedSmCount;
+  }
+  for (topo::Link& l : t.links) l.canAccessPeer = p2p;
+  return t;
+}
+
+std::string bytesText(long long b) {
+  if (b >= (1ll << 20) && b % (1ll << 20) == 0) return std::to_string(b >> 20) + " MiB";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + " KiB";
+  return std::to_string(b) + " B";
+}
+
+}  // namespace
+
+int plan(const std::vector<std::string>& args) {
+  PlanArgs a;
+  std::string err;
+  if (!parsePlanArgs(args, &a, &err)) {
+    std::fprintf(stderr, "arfuse plan: %s (see arfuse plan --help)\n", err.c_str());
+    return kExitUsage;
+  }
+  if (a.help) {
+    std::printf("%s", planUsage());
+    return kExitOk;
+  }
+  PlanPolicy policy;
+  policy.oneShotMaxBytes = paramOneShotMaxBytes();
+  policy.hostOneShotMaxBytes = paramHostOneShotMaxBytes();
+  policy.hostStagedMaxBytes = paramHostStagedMaxBytes();
+  if (a.algo != arfuseAlgoAuto) {
+    policy.forcedAlgo = a.algo;
+    policy.forcedBy = "--algo";
+  }
+
+  Limits limits;
+  limits.maxTokens = 1 << 20;
+  limits.maxHidden = 1 << 20;
+  PlanRequest req;
+  req.hidden = a.hidden;
+  req.dtype = a.dtype;
+  if (a.allreduce) req.op = arfuseOpAllReduce;
+  {
+    // The shape is the same for every row: a bad one is one usage error, not one per token count.
+    PlanRequest probe = req;
+    probe.tokens = 1;
+    const Plan shape = validateShape(limits, probe);
+    if (shape.status != arfuseSuccess) {
+      std::fprintf(stderr, "arfuse plan: --hidden/--dtype: %s\n", shape.reason.c_str());
+      return kExitUsage;
+    }
+  }
+  topo::Topology t;
+  std::vector<int> devices = a.devices;
+  const bool assumed = a.topology.empty();
+  if (assumed) {
+    t = assumedMachine(a.virtualRanks ? 1 : a.ranks, !a.noP2p);
+    devices.assign(a.ranks, 0);
+    if (!a.virtualRanks)
+      for (int r = 0; r < a.ranks; ++r) devices[r] = r;
+  } else {
+    if (!topo::readJsonFile(a.topology, &t, &err)) {
+      std::fprintf(stderr, "arfuse plan: --topology: %s\n", err.c_str());
+      return kExitUsage;
+    }
+    if (devices.empty())
+      for (int d = 0; d < t.size(); ++d) devices.push_back(d);
+  }
+  Fabric f;
+  if (!fabricFromTopology(t, devices, /*ncclAvailable=*/true, &f, &err)) {
+    std::fprintf(stderr, "arfuse plan: --devices: %s\n", err.c_str());
+    return kExitUsage;
+  }
+  if (assumed && a.noP2p) f.p2pDetail = "--no-p2p given";
+  // As arfuseCommInitAll does: forcing host staging allocates the host exchange area even where peer
+  // access works.
+  if (policy.forcedAlgo == arfuseAlgoHostStaged && f.nranks > 1 && !f.hostStaged) {
+    f.hostStaged = true;
+    f.hostStagedCapacity = 1ll << 40;  // sized from the caller's limits at init
+    f.hostStagedDetail.clear();
+  }
+  bool oneShotFromEnv = false;  // as the library does at init: an explicit setting wins
+  for (const ParamValue& v : paramValues())
+    oneShotFromEnv |= v.fromEnvironment && std::string(v.spec->name) == "ARFUSE_ONESHOT_MAX_BYTES";
+  if (!oneShotFromEnv) applyFabricDefaults(t, devices, &policy);
+
+  if (assumed) {
+    std::string gpus = a.virtualRanks ? "1 GPU holding " + std::to_string(a.ranks) + " virtual ranks"
+                                      : std::to_string(a.ranks) + (a.ranks == 1 ? " GPU" : " GPUs, one rank each");
+    const char* peers = a.virtualRanks ? "ranks share the GPU's memory"
+                        : a.ranks == 1 ? "no peers"
+                        : a.noP2p      ? "no P2P between GPUs (--no-p2p)"
+                                       : "P2P between every pair";
+    std::printf("assumed machine (no --topology; nothing is probed): %s, %d SMs each, %s, no NVLink, %s\n",
+                gpus.c_str(), kAssumedSmCount, peers, f.nccl ? "NCCL available" : ("no NCCL: " + f.ncclDetail).c_str());
+    std::printf(
+        "  (arfuse plan --topology FILE plans for a real machine; `arfuse doctor --save-topology` records one)\n");
+  } else {
+    std::printf("%s\n", topo::describe(t).c_str());
+  }
+  std::printf("ranks %d%s, peer access: %s, block cap %d, low-latency limit %s, one-shot limit %s (%s)\n\n", f.nranks,
+              f.virtualRanks ? " (virtual)" : "", f.p2p ? "yes" : ("no: " + f.p2pDetail).c_str(), f.maxBlocks,
+              f.lowLatencyMaxBytes > 0 ? bytesText(f.lowLatencyMaxBytes).c_str() : "none",
+              bytesText(policy.oneShotMaxBytes).c_str(),
+              policy.builtinOrigin.empty() ? (oneShotFromEnv ? "ARFUSE_ONESHOT_MAX_BYTES" : "built-in default")
+                                           : policy.builtinOrigin.c_str());
+
+  std::printf("%-7s %-10s %-10s %-7s %-7s %s\n", "tokens", "bytes", "algo", "blocks", "threads", "reason");
+  int rc = kExitOk;
+  for (int tokens : a.tokens) {
+    req.tokens = tokens;
+    Plan p = makePlan(f, limits, policy, req);
+    if (p.status != arfuseSuccess) {
+      std::printf("%-7d %-10s %-10s %-7s %-7s %s: %s\n", tokens, "-", "-", "-", "-", arfuseGetErrorName(p.status),
+                  p.reason.c_str());
+      rc = kExitFailed;
+      continue;
+    }
+    std::printf("%-7d %-10lld %-10s %-7d %-7d %s\n", tokens,
+                static_cast<long long>(tokens) * req.hidden * dtypeSize(req.dtype), arfuseAlgoName(p.algo), p.blocks,
+                p.threads, p.reason.c_str());
+  }
+  return rc;
+}
+
+}  // namespace cli
+}  // namespace arfuse
