@@ -14,6 +14,12 @@
 #                 from that tree, built beside this one (baseline_tp*.json): before/after in one run
 #   --smoke       right after the build: selftest --quick, the fault matrix and batch invariance,
 #                 then everything else as time allows
+#   --experiments with --proxy: the 1- and 16-token proxy rows again with PDL off, rows never split
+#                 (ARFUSE_MAX_CHUNKS=1) and a polling back-off (ARFUSE_POLL_SLEEP_NS=100), to attribute
+#                 the time (exp_*.json)
+#   --peers       the single-GPU peers (bench/peers.py --single: torch.compile, FlashInfer, a copy;
+#                 FlashInfer from .carry/peers, scripts/fetch_peer_wheels.sh), the rotated
+#                 addrmsnorm bench and `bench --procs 2` on the one GPU (h200_*.json)
 # With several GPUs the benchmarks run at TP = every GPU, and at TP2 too when there are more than 2.
 #
 # Needs: nvcc, cmake, ninja (or make), NCCL (system, CUDA toolkit, or the nvidia-nccl wheel that
@@ -27,11 +33,15 @@ bench_only=0
 tests_only=0
 proxy=0
 smoke=0
+experiments=0
+peers=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
     --proxy) proxy=1 ;;
     --smoke) smoke=1 ;;
+    --experiments) experiments=1 ;;
+    --peers) peers=1 ;;
     --bench-only) bench_only=1 ;;
     --tests-only) tests_only=1 ;;
     *) echo "gpu_check.sh: unknown argument $a"; exit 2 ;;
@@ -155,7 +165,31 @@ if [ $proxy = 1 ]; then
       note "baseline build FAILED (build_baseline.log)"; tail -5 "$OUT/build_baseline.log" >> "$summary"
     fi
   fi
-  grep -E "^ *[0-9]+ .*(lowlatency|oneshot|twoshot|hoststaged|auto|nccl)" "$OUT/proxy.txt" | head -0 >/dev/null
+  if [ $experiments = 1 ]; then
+    for v in "ARFUSE_PDL=0:nopdl" "ARFUSE_MAX_CHUNKS=1:nosplit" "ARFUSE_POLL_SLEEP_NS=100:sleep100"; do
+      for n in 2 4 8; do
+        step "exp ${v#*:} TP$n" 40 "$OUT/proxy.txt" env "${v%%:*}" "$build/bin/arfuse" bench --op fused --ranks $n \
+          --algo lowlatency,oneshot --tokens 1,16 --hidden 7168 -n 30 -J "$OUT/exp_${v#*:}_tp${n}.json"
+        note "exp ${v#*:} TP$n: rc=$?"
+      done
+    done
+  fi
+fi
+if [ $peers = 1 ]; then
+  pyenv=(env PYTHONPATH="$root/python" ARFUSE_LIBRARY_PATH="$build/src/libarfuse.so" PYTHONUNBUFFERED=1)
+  step "peers unpack" 60 "$OUT/peers.log" bash "$root/scripts/fetch_peer_wheels.sh" --unpack
+  note "peers unpack: rc=$?"
+  T=1,16,256,1024,4096
+  step "bench addrmsnorm rotated" 90 "$OUT/peers.log" "$build/bin/arfuse" bench --op addrmsnorm --tokens $T -n 30 \
+    --machine h200 -J "$OUT/h200_addrmsnorm_rotated.json"
+  note "bench addrmsnorm rotated: rc=$?"
+  step "peers single" 150 "$OUT/peers.log" "${pyenv[@]}" python3 "$root/bench/peers.py" --single --tokens $T -n 30 \
+    --machine h200 -J "$OUT/h200_peers_single.json"
+  note "peers --single: rc=$?"
+  step "bench procs 2" 150 "$OUT/peers.log" "$build/bin/arfuse" bench --procs 2 --algo auto,oneshot,nccl,nccl-symm \
+    --tokens 1,16 -n 5 -w 1 --calls 4 --procs-timeout 140 --machine h200 -J "$OUT/h200_procs2_shared.json"
+  note "bench --procs 2: rc=$?"
+  grep -E "arfuse|torch|flashinfer|copy|cannot run" "$OUT/peers.log" | grep -vE "^arfuse (INFO|WARN)" | head -40 >> "$summary"
 fi
 # GPU_CHECK_FIRST: a command (run from the build directory) before everything else, e.g. a gtest
 # filter over the cases an earlier call did not reach.

@@ -15,7 +15,7 @@ bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices
   }
   Fabric f;
   f.nranks = static_cast<int>(devices.size());
-  int ranksPerDevice = 1, smCount = 1 << 30;
+  int ranksPerDevice = 1, smCount = 1 << 30, minCc = 1 << 20;
   for (int d : devices) {
     if (d < 0 || d >= t.size()) {
       *error = strprintf("device %d is not in the topology (%d GPUs)", d, t.size());
@@ -23,7 +23,12 @@ bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices
     }
     ranksPerDevice = std::max<int>(ranksPerDevice, std::count(devices.begin(), devices.end(), d));
     smCount = std::min(smCount, std::max(1, t.gpus[d].smCount));
+    minCc = std::min(minCc, t.gpus[d].ccMajor * 10 + t.gpus[d].ccMinor);
   }
+  // sm_90 and newer split small rows over clusters and launch with PDL (comm.cc setArchFacts); a
+  // topology without compute capabilities (0) is planned without.
+  f.clusters = minCc >= 90;
+  f.pdl = f.clusters;
   f.virtualRanks = ranksPerDevice > 1;
   f.smCount = smCount;
   // One 512-thread block of the multi-rank kernels per SM (128 registers each: ptxas), divided
