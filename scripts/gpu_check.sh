@@ -23,7 +23,8 @@
 # With several GPUs the benchmarks run at TP = every GPU, and at TP2 too when there are more than 2.
 #
 # Needs: nvcc, cmake, ninja (or make), NCCL (system, CUDA toolkit, or the nvidia-nccl wheel that
-# PyTorch ships), GoogleTest (system, or .carry/googletest). Never enables NVLink multicast.
+# PyTorch ships), GoogleTest (system, or .carry/googletest), RE2 (system, or .carry/re2: headers and
+# libre2.a from Debian's libre2-dev 20220601, which needs no Abseil). Never enables NVLink multicast.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-$PWD/out}
