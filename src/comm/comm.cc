@@ -75,7 +75,7 @@ void freeGroup(Group* g) {
 }
 
 void sizeWorkspace(Group* g, long long hostMessageBytes) {
-  g->ws = workspaceFor(g->limits, g->nranks, g->fabric.maxBlocks, hostMessageBytes, g->policy.deterministic);
+  g->ws = workspaceFor(g->limits, g->fabric, hostMessageBytes, g->policy.deterministic);
   g->fabric.stagingRegionBytes = static_cast<long long>(g->ws.stagingRegionBytes);
   g->fabric.hostRegionBytes = static_cast<long long>(g->ws.hostRegionBytes);
   const long long message = static_cast<long long>(g->limits.maxTokens) * static_cast<long long>(g->ws.maxRowBytes);
@@ -207,7 +207,7 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, long 
     }
   }
   const size_t bytes =
-      hostArenaBytes(g->nranks, workspaceFor(g->limits, g->nranks, g->fabric.maxBlocks, messageBytes).hostSlotBytes);
+      hostArenaBytes(g->nranks, workspaceFor(g->limits, g->fabric, messageBytes, g->policy.deterministic).hostSlotBytes);
   cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->hostArena), bytes,
                                  cudaHostAllocMapped | cudaHostAllocPortable);
   if (ce != cudaSuccess) {
@@ -342,10 +342,18 @@ void applyCalibration(Group* g, const int* devices) {
 // group would need every rank to agree, and keeps the general defaults.
 void applyFabricDefaultsAtInit(Group* g, const int* devices) {
   if (g->nranks < 2 || !g->policy.calibratedFrom.empty()) return;
-  std::set<int> distinct(devices, devices + g->nranks);
-  if (distinct.size() < 2) return;
   for (const ParamValue& v : paramValues())
     if (v.fromEnvironment && std::string(v.spec->name) == "ARFUSE_ONESHOT_MAX_BYTES") return;
+  std::set<int> distinct(devices, devices + g->nranks);
+  if (distinct.size() == 1) {
+    // Every rank on one GPU (virtual ranks): a peer's rows are local memory, so one-shot's (n - 1)
+    // reads cost HBM bandwidth, not link bandwidth (one H200, 2026-12-01 proxy runs: one-shot beat
+    // two-shot up to 2.75 MB of peer reads at 4 ranks and lost at 6.4 MB at 8).
+    g->policy.oneShotMaxBytes = kOneShotMaxBytesOneGpu;
+    g->policy.builtinOrigin = "built-in one-GPU default, not calibrated";
+    return;
+  }
+  if (distinct.size() < 2) return;
   static std::mutex mu;
   static std::unique_ptr<topo::ProbeResult> probed;
   std::lock_guard<std::mutex> lock(mu);

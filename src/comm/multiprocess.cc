@@ -484,7 +484,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     } else {
       const long long messageBytes = hostMessageBytesFor(*g);
       const size_t bytes =
-          hostArenaBytes(nranks, workspaceFor(g->limits, nranks, f.maxBlocks, messageBytes).hostSlotBytes);
+          hostArenaBytes(nranks, workspaceFor(g->limits, f, messageBytes, g->policy.deterministic).hostSlotBytes);
       auto* hseg = new ShmSegment();
       g->cleanups.push_back([hseg] {
         shmRelease(hseg);

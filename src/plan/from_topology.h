@@ -24,6 +24,8 @@ bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices
 // faster at 0.7 and 1.4 MB, two-shot at 2.8 MB; docs/perf.md "4 x H200") and about the same at n = 8.
 // Over PCIe the barrier is slower and reads are ~7x slower, so the general default (512 KiB) stays.
 constexpr long long kOneShotMaxBytesNvlink = 2ll << 20;
+// All ranks on one GPU (virtual ranks): one-shot while its peer reads stay under this.
+constexpr long long kOneShotMaxBytesOneGpu = 4ll << 20;
 
 // True when the group has at least two distinct GPUs and every ordered pair of them has a known,
 // non-zero NVLink count in `t`.

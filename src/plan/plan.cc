@@ -177,14 +177,24 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int*
   return geo->vecs > 0;
 }
 
+Workspace workspaceFor(const Limits& limits, const Fabric& f, long long hostMessageBytes, bool deterministic) {
+  // Regions for every CTA index a barrier path launches; each large enough for the call spread over
+  // the fewest CTAs a path may use (the wide 512-thread CTAs' cap can be the smaller one).
+  const int wide = f.maxBlocksWide < 0 ? f.maxBlocks : f.maxBlocksWide;
+  return workspaceFor(limits, f.nranks, std::max(f.maxBlocks, wide), hostMessageBytes, deterministic,
+                      std::min(f.maxBlocks, wide));
+}
+
 Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
-                       bool deterministic) {
+                       bool deterministic, int fewestCtas) {
   Workspace w;
   w.elemBytes = (limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) ? 4 : 2;
   w.maxRowBytes = static_cast<size_t>(limits.maxHidden) * w.elemBytes;
   const size_t ctas = static_cast<size_t>(std::max(1, std::min(maxBlocks, kMaxCtas)));
-  // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, ctas)).
-  const size_t rowsPerCta = (static_cast<size_t>(limits.maxTokens) + ctas - 1) / ctas;
+  const size_t fewest =
+      fewestCtas > 0 ? std::min(ctas, static_cast<size_t>(fewestCtas)) : ctas;
+  // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, CTAs of its class)).
+  const size_t rowsPerCta = (static_cast<size_t>(limits.maxTokens) + fewest - 1) / fewest;
   w.stagingRegionBytes = (rowsPerCta * w.maxRowBytes + 255) / 256 * 256;
   w.stagingBytes = ctas * 2 * w.stagingRegionBytes;
   if (nranks > 1)
@@ -194,7 +204,7 @@ Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long lon
     // Messages up to hostMessageBytes: a CTA holds at most ceil(tokens / ctas) whole rows, i.e. at
     // most hostMessageBytes / ctas + one row.
     const size_t h = static_cast<size_t>(hostMessageBytes);
-    w.hostRegionBytes = ((h + ctas - 1) / ctas + w.maxRowBytes + 255) / 256 * 256;
+    w.hostRegionBytes = ((h + fewest - 1) / fewest + w.maxRowBytes + 255) / 256 * 256;
     w.hostSlotBytes = ctas * 2 * w.hostRegionBytes;
   }
   return w;

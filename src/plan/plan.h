@@ -159,7 +159,11 @@ struct Workspace {
   size_t hostSlotBytes = 0;       // per rank: maxBlocks x 2 x hostRegionBytes
 };
 // deterministic: the NCCL path gathers every rank's input (nranks messages) instead of summing.
+// maxBlocks: CTA regions (the most CTAs a barrier path launches); fewestCtas (<= maxBlocks, -1: the
+// same): the fewest CTAs a full-size call may be spread over, which sizes each region.
 Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
-                       bool deterministic = false);
+                       bool deterministic = false, int fewestCtas = -1);
+// The same from a group's fabric (its per-class CTA caps).
+Workspace workspaceFor(const Limits& limits, const Fabric& f, long long hostMessageBytes, bool deterministic);
 
 }  // namespace arfuse

@@ -310,6 +310,48 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
   EXPECT_EQ(f.maxBlocks, 20);
 }
 
+// Every forced barrier path takes every call the limits allow when the wide (512-thread) CTAs have a
+// smaller cap than the narrow ones (virtual ranks on an H200: 2 vs 1 resident per SM). The regions
+// were once sized by the narrow cap only, and a forced one-shot at 1024 tokens x 5120 fp32 was refused.
+TEST(Plan, RegionsHoldEveryCallUnderEveryClassCap) {
+  for (int ranks : {2, 4, 8, 16}) {
+    DeviceResidency d;
+    d.sms = 132;
+    d.ranks = ranks;
+    d.lowLatency = 1;
+    d.narrow = 2;
+    d.wide = 1;
+    for (int c = 2; c <= 8; c *= 2) d.clusters[c] = 64 / c;
+    Fabric f = nvlink8();
+    f.nranks = ranks;
+    f.clusters = true;
+    std::string why;
+    ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why)) << why;
+    Limits lim;
+    lim.maxTokens = 2048;
+    lim.maxHidden = 8192;
+    const Workspace w = workspaceFor(lim, f, 1 << 20, false);
+    f.stagingRegionBytes = static_cast<long long>(w.stagingRegionBytes);
+    f.hostStaged = true;
+    f.hostStagedCapacity = 1 << 20;
+    f.hostRegionBytes = static_cast<long long>(w.hostRegionBytes);
+    for (int algo : {arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged}) {
+      PlanPolicy pol;
+      pol.forcedAlgo = algo;
+      pol.forcedBy = "test";
+      for (int tokens : {1, 3, 16, 100, 1024, 2048})
+        for (int hidden : {1024, 5120, 7168, 8192})
+          for (arfuseDataType_t dt : {arfuseBfloat16, arfuseFloat32}) {
+            const long long bytes = static_cast<long long>(tokens) * hidden * dtypeSize(dt);
+            if (algo == arfuseAlgoHostStaged && bytes > f.hostStagedCapacity) continue;
+            Plan p = makePlan(f, lim, pol, req(tokens, hidden, dt));
+            EXPECT_EQ(p.status, arfuseSuccess) << ranks << " ranks, " << arfuseAlgoName(arfuseAlgo_t(algo)) << " "
+                                               << tokens << "x" << hidden << ": " << p.reason;
+          }
+    }
+  }
+}
+
 TEST(Plan, LocalGeometryFitsRegisterCache) {
   for (int tokens : {1, 16, 264, 4096}) {
     for (int hidden : {8, 128, 7168, 32768}) {
