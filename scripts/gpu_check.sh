@@ -176,22 +176,6 @@ if [ $proxy = 1 ]; then
     done
   fi
 fi
-if [ $peers = 1 ]; then
-  pyenv=(env PYTHONPATH="$root/python" ARFUSE_LIBRARY_PATH="$build/src/libarfuse.so" PYTHONUNBUFFERED=1)
-  step "peers unpack" 60 "$OUT/peers.log" bash "$root/scripts/fetch_peer_wheels.sh" --unpack
-  note "peers unpack: rc=$?"
-  T=1,16,256,1024,4096
-  step "bench addrmsnorm rotated" 90 "$OUT/peers.log" "$build/bin/arfuse" bench --op addrmsnorm --tokens $T -n 30 \
-    --machine h200 -J "$OUT/h200_addrmsnorm_rotated.json"
-  note "bench addrmsnorm rotated: rc=$?"
-  step "peers single" 150 "$OUT/peers.log" "${pyenv[@]}" python3 "$root/bench/peers.py" --single --tokens $T -n 30 \
-    --machine h200 -J "$OUT/h200_peers_single.json"
-  note "peers --single: rc=$?"
-  step "bench procs 2" 150 "$OUT/peers.log" "$build/bin/arfuse" bench --procs 2 --algo auto,oneshot,nccl,nccl-symm \
-    --tokens 1,16 -n 5 -w 1 --calls 4 --procs-timeout 140 --machine h200 -J "$OUT/h200_procs2_shared.json"
-  note "bench --procs 2: rc=$?"
-  grep -E "arfuse|torch|flashinfer|copy|cannot run" "$OUT/peers.log" | grep -vE "^arfuse (INFO|WARN)" | head -40 >> "$summary"
-fi
 # GPU_CHECK_FIRST: a command (run from the build directory) before everything else, e.g. a gtest
 # filter over the cases an earlier call did not reach.
 if [ -n "${GPU_CHECK_FIRST:-}" ]; then
@@ -221,6 +205,24 @@ if [ $bench_only = 0 ]; then
   fi
 else
   note "tests: skipped (--bench-only)"
+fi
+
+# The single-GPU peers after the test suites (they need the tests' verdict less than the tests need time).
+if [ $peers = 1 ]; then
+  pyenv=(env PYTHONPATH="$root/python" ARFUSE_LIBRARY_PATH="$build/src/libarfuse.so" PYTHONUNBUFFERED=1)
+  step "peers unpack" 60 "$OUT/peers.log" bash "$root/scripts/fetch_peer_wheels.sh" --unpack
+  note "peers unpack: rc=$?"
+  T=${PEERS_TOKENS:-1,16,256,1024,4096}
+  step "bench addrmsnorm rotated" 90 "$OUT/peers.log" "$build/bin/arfuse" bench --op addrmsnorm --tokens $T -n 30 \
+    --machine h200 -J "$OUT/h200_addrmsnorm_rotated.json"
+  note "bench addrmsnorm rotated: rc=$?"
+  step "peers single" 150 "$OUT/peers.log" "${pyenv[@]}" python3 "$root/bench/peers.py" --single --tokens $T -n 30 \
+    --machine h200 -J "$OUT/h200_peers_single.json"
+  note "peers --single: rc=$?"
+  step "bench procs 2" 150 "$OUT/peers.log" "$build/bin/arfuse" bench --procs 2 --algo auto,oneshot,nccl,nccl-symm \
+    --tokens 1,16 -n 5 -w 1 --calls 4 --procs-timeout 140 --machine h200 -J "$OUT/h200_procs2_shared.json"
+  note "bench --procs 2: rc=$?"
+  grep -E "arfuse|torch|flashinfer|copy|cannot run" "$OUT/peers.log" | grep -vE "^arfuse (INFO|WARN)" | head -40 >> "$summary"
 fi
 
 if [ $tests_only = 0 ]; then
