@@ -184,8 +184,56 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
       out->push_back(make("params", Status::kWarn, p.error + " (the default " + p.value + " is used)",
                           "correct or unset " + p.name + " (`arfuse env` lists what each accepts)"));
   }
+  for (const std::string& u : e.unknownEnv)
+    out->push_back(make("params", Status::kWarn, u, "fix the name, or unset it (`arfuse env --markdown` lists them)"));
   out->push_back(make("params", Status::kOk, std::to_string(e.params.size()) + " ARFUSE_* settings, " +
                                                  std::to_string(fromEnv) + " from the environment"));
+}
+
+std::string mibText(unsigned long long b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  return buf;
+}
+
+// Segments left in /dev/shm by groups whose every process died during init.
+void shmCheck(const Report& r, std::vector<Check>* out) {
+  const ShmScan& s = r.shm;
+  if (!s.listed) {
+    if (!s.error.empty()) out->push_back(make("shm", Status::kWarn, s.error, "check that /dev/shm is mounted"));
+    return;
+  }
+  const std::string space = "/dev/shm: " + mibText(s.freeBytes) + " free of " + mibText(s.totalBytes);
+  std::vector<const ShmSegmentInfo*> stale, live;
+  unsigned long long staleBytes = 0;
+  for (const ShmSegmentInfo& i : s.segments) {
+    if (i.holders.empty()) {
+      stale.push_back(&i);
+      staleBytes += static_cast<unsigned long long>(i.bytes);
+    } else {
+      live.push_back(&i);
+    }
+  }
+  if (stale.empty()) {
+    out->push_back(make("shm", Status::kOk, space + "; no stale arfuse segments" +
+                                                (live.empty() ? std::string()
+                                                              : " (" + std::to_string(live.size()) +
+                                                                    " held by live processes: an init in progress)")));
+    return;
+  }
+  std::string list;
+  for (size_t k = 0; k < stale.size() && k < 4; ++k) {
+    const ShmSegmentInfo& i = *stale[k];
+    char age[32];
+    std::snprintf(age, sizeof age, "%.0f s", i.ageSeconds);
+    list += (k ? ", " : "") + i.name + " (" + i.owner + ", " + age + " old, " + std::to_string(i.bytes) + " B" +
+            (i.holdersKnown ? "" : ", holders unknown") + ")";
+  }
+  if (stale.size() > 4) list += ", ...";
+  out->push_back(make("shm", Status::kWarn,
+                      std::to_string(stale.size()) + " arfuse segment(s) in /dev/shm that no live process holds (" +
+                          mibText(staleBytes) + ", left by groups killed during init): " + list + "; " + space,
+                      "`arfuse doctor --clean` removes them"));
 }
 
 void multicastCheck(const Report& r, std::vector<Check>* out) {
@@ -426,6 +474,9 @@ const char* usage() {
          "  --calibrate times every eligible path over the sizes (default tokens 1..2048, doubling) inside CUDA\n"
          "  graphs, checks each result, and writes the crossovers to --out (default arfuse_calibration.json);\n"
          "  point ARFUSE_CALIBRATION_FILE at it. With one GPU the ranks are virtual (default --ranks 2).\n"
+         "       arfuse doctor --clean\n"
+         "  --clean lists /dev/shm/arfuse-* (owner, age, whether a live process holds it) and removes the ones\n"
+         "  no live process holds: segments of groups whose processes were all killed during init.\n"
          "  Exit: 0 no FAIL, 1 a check failed or no GPU is visible, 2 usage error.\n";
 }
 
@@ -447,6 +498,8 @@ bool parseArgs(const std::vector<std::string>& args, Args* a, std::string* error
       a->json = true;
     } else if (s == "--calibrate") {
       a->calibrate = true;
+    } else if (s == "--clean") {
+      a->clean = true;
     } else if (s == "--no-selftest") {
       a->selftest = false;
     } else if (s == "--no-measure") {
@@ -573,6 +626,7 @@ std::vector<Check> runChecks(const Report& r) {
   probeChecks(r, &out);
   selftestChecks(r, &out);
   calibrationCheck(r, &out);
+  shmCheck(r, &out);
   return out;
 }
 
