@@ -108,7 +108,7 @@ TEST(Files, DuplicateKeysAreFoundInLinearTime) {
   std::string err;
   const double t = secondsOf([&] { EXPECT_FALSE(topo::json::parse(doc, &v, &err)); });
   EXPECT_NE(err.find("duplicate key \"k99999\""), std::string::npos) << err;
-  std::printf("100k keys: duplicate found in %.3f s (the pairwise scan took 13.6 s)\n", t);
+  std::printf("100k keys: duplicate found in %.3f s\n", t);
   EXPECT_LT(t, 2.0);
 }
 
