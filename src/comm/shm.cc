@@ -60,9 +60,8 @@ bool shmAllocateFd(int fd, size_t bytes, const std::string& what, std::string* e
                                        mib(static_cast<unsigned long long>(vs.f_blocks) * vs.f_frsize)
                                  : std::string("unknown free space");
     *error = strprintf(
-        "%s needs %zu B (%s) of shared memory but /dev/shm has %s: give it more (docker run "
-        "--shm-size=1g, or a Kubernetes emptyDir with medium: Memory) or make the segment smaller "
-        "(a smaller maxTokens or maxHidden in arfuseConfig_t)",
+        "%s needs %zu B (%s) of shared memory but /dev/shm has %s: raise it (docker run --shm-size=1g) "
+        "or lower maxTokens/maxHidden",
         what.c_str(), bytes, mib(bytes).c_str(), free.c_str());
     return false;
   }
