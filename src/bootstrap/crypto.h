@@ -1,8 +1,11 @@
-// Authentication primitives of the rendezvous, from OpenSSL's libcrypto (internal to arfuse_bootstrap).
+// Authentication primitives of the rendezvous (internal to arfuse_bootstrap): HMAC-SHA256 from
+// OpenSSL's libcrypto, random bytes from the kernel.
 //
-// Why a library and not a few lines of our own: an HMAC and a random source are exactly the kind of
-// code where a small mistake (a non-constant-time compare, a predictable seed) is invisible in tests
-// and fatal in use. libcrypto is on every Linux machine that runs an inference server.
+// Why a library and not a few lines of our own: an HMAC is exactly the kind of code where a small
+// mistake is invisible in tests and fatal in use. libcrypto is on every Linux machine that runs an
+// inference server (Python's ssl module links it); it is opened at first use with dlopen, as NVML
+// is, so building arfuse needs no OpenSSL headers and a process that never forms a multi-process
+// group never loads it. Random bytes come from getrandom(2), the kernel's CSPRNG.
 #pragma once
 
 #include <cstddef>
@@ -23,14 +26,18 @@ struct Span {
   size_t size;
 };
 
-// HMAC-SHA256 of the concatenation of `parts` under `key` (kSecretBytes). False only when libcrypto
-// itself fails (then *error says how).
+// HMAC-SHA256 of the concatenation of `parts` under `key` (kSecretBytes). False when libcrypto cannot
+// be loaded or fails (then *error says which library was looked for and what to install).
 bool hmacSha256(const uint8_t* key, std::initializer_list<Span> parts, uint8_t out[kTagBytes], std::string* error);
 
-// Constant-time equality of two tags.
+// SHA-256 of data (libcrypto's EVP_Digest). The gathered result is hashed once and each connection's
+// tag covers the digest, so rank 0 does not hash nranks * bytes once per peer.
+bool sha256(const void* data, size_t n, uint8_t out[kTagBytes], std::string* error);
+
+// Constant-time equality of two tags (libcrypto's CRYPTO_memcmp).
 bool tagsEqual(const uint8_t* a, const uint8_t* b);
 
-// Cryptographically random bytes (RAND_bytes). False when the generator is not seeded or fails.
+// Cryptographically random bytes (getrandom). False when the kernel refuses.
 bool randomBytes(void* out, size_t n, std::string* error);
 
 }  // namespace detail

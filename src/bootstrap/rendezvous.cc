@@ -242,8 +242,17 @@ class Client {
       *r = io == Io::kTimeout ? Result::kTimeout : Result::kSystemError;
       return Step::kDone;
     }
-    uint8_t want[kTagBytes];
-    if (!tag(isResult ? detail::kTagResult : detail::kTagError, raw, body->data(), h.payloadBytes, want, r, error)) {
+    // A result's tag covers the SHA-256 of the blobs (hashed once by rank 0, see crypto.h).
+    uint8_t want[kTagBytes], digest[kTagBytes];
+    std::string why;
+    if (isResult && !detail::sha256(body->data(), h.payloadBytes, digest, &why)) {
+      *error = me_ + ": " + why;
+      *r = Result::kSystemError;
+      body->clear();
+      return Step::kDone;
+    }
+    if (!(isResult ? tag(detail::kTagResult, raw, digest, sizeof digest, want, r, error)
+                   : tag(detail::kTagError, raw, body->data(), h.payloadBytes, want, r, error))) {
       body->clear();
       return Step::kDone;
     }

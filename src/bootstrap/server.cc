@@ -497,7 +497,12 @@ class Server {
     h.payloadBytes = all_->size();
     uint8_t header[kFrameHeaderBytes];
     encodeFrame(h, header);
+    uint8_t digest[kTagBytes];
+    std::string err;
+    if (!sha256(all_->data(), all_->size(), digest, &err))
+      fail(Result::kSystemError, "rank 0 at " + where_ + ": " + err);
     for (Conn& c : conns_) {
+      if (fatal_ != Result::kOk) break;
       if (!c.complete) {
         c.dead = true;  // strangers still connected: no business here any more
         continue;
@@ -507,7 +512,7 @@ class Server {
       body.view = all_->data();
       body.viewBytes = all_->size();
       tk.own.resize(kTagBytes);
-      if (!tag(kTagResult, c, header, all_->data(), all_->size(), tk.own.data())) break;
+      if (!tag(kTagResult, c, header, digest, sizeof digest, tk.own.data())) break;
       c.out.push_back(std::move(hk));
       c.out.push_back(std::move(body));
       c.out.push_back(std::move(tk));

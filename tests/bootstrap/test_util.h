@@ -208,7 +208,10 @@ inline bool sendChallenge(int fd, uint64_t nonce, const uint8_t* challenge) {
 inline std::vector<uint8_t> resultFrame(const IdInfo& info, const uint8_t* challenge, int nranks,
                                         const std::vector<uint8_t>& all) {
   std::vector<uint8_t> f = helloFrame(0, nranks, info.nonce, all.size(), detail::kResult);
-  auto t = tagOf(detail::kTagResult, info.secret, challenge, f.data(), all.data(), all.size());
+  uint8_t digest[32];
+  std::string err;
+  detail::sha256(all.data(), all.size(), digest, &err);
+  auto t = tagOf(detail::kTagResult, info.secret, challenge, f.data(), digest, sizeof digest);
   f.insert(f.end(), all.begin(), all.end());
   f.insert(f.end(), t.begin(), t.end());
   return f;
