@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "common/enum_arg.h"
 #include "kernels/kernel_args.h"
 
 namespace arfuse {
@@ -30,17 +31,7 @@ struct AliasRule {
 // argument(s) and the fix.
 std::string checkBuffers(const std::vector<BufferArg>& buffers, const std::vector<AliasRule>& allowed);
 
-// The integer a C caller passed for an enum argument, read without loading it as the C++ enum type:
-// C lets a caller pass any int, and loading an out-of-range value as the enum is undefined behaviour
-// (UBSan: "load of value 99, which is not a valid value for type 'arfuseDataType_t'"). Entry points
-// convert every enum argument this way first and check its range before anything else sees it.
-template <typename E>
-int rawEnum(const E& e) {
-  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
+// Enum arguments: read with rawEnum (common/enum_arg.h), then range-checked here.
 // "" when 0 <= raw < count, else "NAME=raw: unknown; use ...".
 std::string checkEnumArg(const char* name, int raw, int count, const char* use);
 std::string checkDtypeArg(int raw);

@@ -1,5 +1,5 @@
 // Names and texts of the public enums. Host-only, so the CPU-tested pieces can use them too.
-#include "api/validate.h"  // rawEnum: a C caller may pass any int for an enum
+#include "common/enum_arg.h"  // rawEnum: a C caller may pass any int for an enum
 #include "arfuse/arfuse.h"
 
 using arfuse::rawEnum;

@@ -309,6 +309,8 @@ class Watchdog {
       close(old->readFd_);
       close(old->writeFd_);
     }
+    static Watchdog* abandoned = nullptr;  // kept reachable: abandoned on purpose, not leaked
+    abandoned = old;
     gInstance.store(new Watchdog());
   }
 

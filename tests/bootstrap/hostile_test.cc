@@ -169,45 +169,63 @@ TEST_P(BootstrapHostile, SilentConnectionsAreClosedAfterTheHelloDeadline) {
 INSTANTIATE_TEST_SUITE_P(Transports, BootstrapHostile, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Tcp" : "Unix"; });
 
-// Forks a child that becomes uid 65534 and runs rank 1 with the real id; returns its error text.
-std::string strangerJoins(const UniqueId& id, Result* result) {
-  int p[2];
-  if (::pipe(p) != 0) return "pipe failed";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(p[0]);
+// A child that becomes uid 65534 and, when told to, runs rank 1 with the real id. It is forked
+// before rank 0's thread starts: forking a process with running threads and then allocating in the
+// child is not safe under every sanitizer runtime.
+class Stranger {
+ public:
+  explicit Stranger(const UniqueId& id) {
+    if (::pipe(go_) != 0 || ::pipe(out_) != 0) return;
+    pid_ = ::fork();
+    if (pid_ != 0) {
+      ::close(go_[0]);
+      ::close(out_[1]);
+      return;
+    }
+    ::close(go_[1]);
+    ::close(out_[0]);
+    char x;
+    if (::read(go_[0], &x, 1) != 1) _exit(5);
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(3);
     auto mine = blobFor(1, 64);
     std::vector<uint8_t> all;
     std::string e;
     Result r = allGather(id, 1, 2, mine.data(), 64, &all, shortOptions(3000), &e);
     uint32_t code = static_cast<uint32_t>(r);
-    if (::write(p[1], &code, 4) != 4 || ::write(p[1], e.data(), e.size()) < 0) _exit(4);
+    if (::write(out_[1], &code, 4) != 4 || ::write(out_[1], e.data(), e.size()) < 0) _exit(4);
     _exit(0);
   }
-  ::close(p[1]);
-  uint32_t code = 99;
-  std::string text;
-  if (::read(p[0], &code, 4) == 4) {
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(p[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  // Lets it run and returns what it said.
+  std::string join(Result* result) {
+    uint32_t code = 99;
+    std::string text;
+    if (::write(go_[1], "g", 1) == 1 && ::read(out_[0], &code, 4) == 4) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(out_[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    }
+    ::close(go_[1]);
+    ::close(out_[0]);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    *result = static_cast<Result>(code);
+    return text;
   }
-  ::close(p[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  *result = static_cast<Result>(code);
-  return text;
-}
+
+ private:
+  int go_[2] = {-1, -1}, out_[2] = {-1, -1};
+  pid_t pid_ = -1;
+};
 
 TEST(BootstrapHostileUid, StrangerWithAnotherUidIsRefusedWithAClearLine) {
   if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: playing a second user needs root (setuid); run as root to test it";
   UniqueId id;
   std::string err;
   ASSERT_EQ(makeUniqueId(shortOptions(5000), &id, &err), Result::kOk) << err;
+  Stranger stranger(id);
   auto r0 = launch(id, 0, 2, 64, shortOptions(5000));
   Result sr = Result::kOk;
-  const std::string said = strangerJoins(id, &sr);
+  const std::string said = stranger.join(&sr);
   EXPECT_EQ(sr, Result::kMismatch);
   EXPECT_TRUE(has(said, "refuses a connection from pid ")) << said;
   EXPECT_TRUE(has(said,
@@ -224,8 +242,9 @@ TEST(BootstrapHostileUid, StrangerWithAnotherUidIsRefusedWithAClearLine) {
   Options allow = shortOptions(5000);
   allow.allowedUids = {65534};
   ASSERT_EQ(makeUniqueId(allow, &id, &err), Result::kOk) << err;
+  Stranger admitted(id);
   r0 = launch(id, 0, 2, 64, allow);
-  const std::string said2 = strangerJoins(id, &sr);
+  const std::string said2 = admitted.join(&sr);
   EXPECT_EQ(sr, Result::kOk) << said2;
   EXPECT_EQ(r0.get().result, Result::kOk);
 }

@@ -190,50 +190,11 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
                                                  std::to_string(fromEnv) + " from the environment"));
 }
 
-std::string mibText(unsigned long long b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  return buf;
-}
-
-// Segments left in /dev/shm by groups whose every process died during init.
+// Segments left in /dev/shm by groups whose every process died during init (doctor_shm.h).
 void shmCheck(const Report& r, std::vector<Check>* out) {
-  const ShmScan& s = r.shm;
-  if (!s.listed) {
-    if (!s.error.empty()) out->push_back(make("shm", Status::kWarn, s.error, "check that /dev/shm is mounted"));
-    return;
-  }
-  const std::string space = "/dev/shm: " + mibText(s.freeBytes) + " free of " + mibText(s.totalBytes);
-  std::vector<const ShmSegmentInfo*> stale, live;
-  unsigned long long staleBytes = 0;
-  for (const ShmSegmentInfo& i : s.segments) {
-    if (i.holders.empty()) {
-      stale.push_back(&i);
-      staleBytes += static_cast<unsigned long long>(i.bytes);
-    } else {
-      live.push_back(&i);
-    }
-  }
-  if (stale.empty()) {
-    out->push_back(make("shm", Status::kOk, space + "; no stale arfuse segments" +
-                                                (live.empty() ? std::string()
-                                                              : " (" + std::to_string(live.size()) +
-                                                                    " held by live processes: an init in progress)")));
-    return;
-  }
-  std::string list;
-  for (size_t k = 0; k < stale.size() && k < 4; ++k) {
-    const ShmSegmentInfo& i = *stale[k];
-    char age[32];
-    std::snprintf(age, sizeof age, "%.0f s", i.ageSeconds);
-    list += (k ? ", " : "") + i.name + " (" + i.owner + ", " + age + " old, " + std::to_string(i.bytes) + " B" +
-            (i.holdersKnown ? "" : ", holders unknown") + ")";
-  }
-  if (stale.size() > 4) list += ", ...";
-  out->push_back(make("shm", Status::kWarn,
-                      std::to_string(stale.size()) + " arfuse segment(s) in /dev/shm that no live process holds (" +
-                          mibText(staleBytes) + ", left by groups killed during init): " + list + "; " + space,
-                      "`arfuse doctor --clean` removes them"));
+  if (!r.shm.listed && r.shm.error.empty()) return;  // not scanned (a recorded machine, a test)
+  const ShmVerdict v = judgeShm(r.shm);
+  out->push_back(make("shm", v.warn ? Status::kWarn : Status::kOk, v.message, v.fix));
 }
 
 void multicastCheck(const Report& r, std::vector<Check>* out) {

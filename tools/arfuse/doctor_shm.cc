@@ -120,6 +120,55 @@ ShmScan scanShm(const std::string& dir, const std::string& proc) {
   return s;
 }
 
+namespace {
+std::string mibText(unsigned long long b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  return buf;
+}
+}  // namespace
+
+ShmVerdict judgeShm(const ShmScan& s) {
+  ShmVerdict v;
+  if (!s.listed) {
+    v.warn = true;
+    v.message = s.error;
+    v.fix = "check that /dev/shm is mounted";
+    return v;
+  }
+  const std::string space = "/dev/shm: " + mibText(s.freeBytes) + " free of " + mibText(s.totalBytes);
+  std::vector<const ShmSegmentInfo*> stale;
+  size_t live = 0;
+  unsigned long long staleBytes = 0;
+  for (const ShmSegmentInfo& i : s.segments) {
+    if (!i.holders.empty()) {
+      ++live;
+      continue;
+    }
+    stale.push_back(&i);
+    staleBytes += static_cast<unsigned long long>(i.bytes);
+  }
+  if (stale.empty()) {
+    v.message = space + "; no stale arfuse segments" +
+                (live ? " (" + std::to_string(live) + " held by live processes: an init in progress)" : std::string());
+    return v;
+  }
+  std::string list;
+  for (size_t k = 0; k < stale.size() && k < 4; ++k) {
+    const ShmSegmentInfo& i = *stale[k];
+    char age[32];
+    std::snprintf(age, sizeof age, "%.0f s", i.ageSeconds);
+    list += (k ? ", " : "") + i.name + " (" + i.owner + ", " + age + " old, " + std::to_string(i.bytes) + " B" +
+            (i.holdersKnown ? "" : ", holders unknown") + ")";
+  }
+  if (stale.size() > 4) list += ", ...";
+  v.warn = true;
+  v.message = std::to_string(stale.size()) + " arfuse segment(s) in /dev/shm that no live process holds (" +
+              mibText(staleBytes) + ", left by groups killed during init): " + list + "; " + space;
+  v.fix = "`arfuse doctor --clean` removes them";
+  return v;
+}
+
 std::vector<std::string> cleanShm(const ShmScan& scan, const std::string& dir, int* failures) {
   std::vector<std::string> lines;
   *failures = 0;

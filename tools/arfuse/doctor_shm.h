@@ -35,6 +35,14 @@ struct ShmScan {
 // Lists arfuse-* in `dir` and finds their holders through `proc` (/proc/PID/maps and /proc/PID/fd).
 ShmScan scanShm(const std::string& dir = "/dev/shm", const std::string& proc = "/proc");
 
+// The doctor's `shm` check: WARN (with `arfuse doctor --clean` as the fix) when some segment is held
+// by nobody, else OK; the message names them and /dev/shm's free space.
+struct ShmVerdict {
+  bool warn = false;
+  std::string message, fix;
+};
+ShmVerdict judgeShm(const ShmScan& scan);
+
 // Removes the listed segments that no live process holds and that this user may remove (its own, or
 // any when root); one line per segment saying what was done. *failures counts the ones that could
 // not be removed.
