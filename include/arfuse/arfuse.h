@@ -208,22 +208,27 @@ ARFUSE_API arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, con
 /* ---- Multi-process communicators (one process per rank, or several per GPU) -----------------
  * Rank 0 calls arfuseGetUniqueId and ships the bytes to every other process by any means (file,
  * environment, the launcher, a framework broadcast); then every rank calls arfuseCommInitRank with
- * the same id and nranks, its own rank and its own device. Rank 0 listens on the address named by
- * ARFUSE_BOOTSTRAP_ADDR (an IPv4/IPv6 literal or an interface name; default 127.0.0.1: one host),
- * and every wait is bounded by the config's timeoutMs (at least 30 s for init).
+ * the same id and nranks, its own rank and its own device. The id carries a secret: a process that
+ * holds it can join the group, so ship it privately. Rank 0 listens on an abstract AF_UNIX socket
+ * that admits only its own user (and ARFUSE_BOOTSTRAP_UIDS), or on TCP at ARFUSE_BOOTSTRAP_ADDR /
+ * ARFUSE_BOOTSTRAP_IFNAME (docs/bootstrap.md, "Trust model"); every wait is bounded by the config's
+ * timeoutMs (at least 30 s for init). 1 <= nranks <= ARFUSE_MAX_RANKS and 0 <= rank < nranks are
+ * checked before anything else (arfuseInvalidArgument).
  * Initialisation is collective and all-or-nothing: if any rank fails a check (bad device, different
  * config, out of memory), every rank returns the same error naming the rank and the reason; no rank
  * hangs. Peer memory is shared through CUDA IPC when every pair of GPUs has peer access (or ranks
  * share a GPU); otherwise the group uses the host-staged path through POSIX shared memory mapped
  * into every GPU. Shared-memory segments are unlinked as soon as every rank has mapped them, so
- * nothing is left behind when a process dies. Ranks on one GPU in different processes time-slice:
+ * nothing is left behind when a process dies after init (segments of an init whose every process
+ * was killed are listed and removed by `arfuse doctor --clean`). Ranks on one GPU in different processes time-slice:
  * correct, but slow (use generous timeouts). */
 #define ARFUSE_UNIQUE_ID_BYTES 128
 typedef struct {
   char internal[ARFUSE_UNIQUE_ID_BYTES];
 } arfuseUniqueId;
 
-/* Rank 0 only: starts the rendezvous listener and fills *uniqueId (opaque bytes). */
+/* Rank 0 only: starts the rendezvous listener and fills *uniqueId (opaque bytes). The listener lives
+ * until rank 0's arfuseCommInitRank uses it, or at most the init timeout (max(30 s, ARFUSE_TIMEOUT_MS)). */
 ARFUSE_API arfuseResult_t arfuseGetUniqueId(arfuseUniqueId* uniqueId);
 
 /* Creates this process's rank of an nranks group. Blocks until every rank has joined (bounded).

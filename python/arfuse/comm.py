@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Se
 from . import _lib
 from ._coerce import algo_arg, bad, c_int_arg, dtype_arg, op_arg, ptr_arg, stream_arg
 from ._rendezvous import AllGather, AllGatherBridge, UniqueId
-from ._types import Algo, Config, DataType, Epilogue, PlanStruct, Result
+from ._types import MAX_RANKS, Algo, Config, DataType, Epilogue, PlanStruct, Result
 from .errors import InvalidUsage, python_error
 
 
@@ -20,6 +20,19 @@ class Plan(NamedTuple):
     blocks: int
     threads: int
     reason: str
+
+
+def _rank_args(nranks: Any, rank: Any, device: Any):
+    """C ints, with the C ABI's own checks made first (1 <= nranks <= MAX_RANKS, 0 <= rank < nranks),
+    so that a bad rank never reaches a rendezvous or a framework's all-gather."""
+    nranks, rank, device = (c_int_arg("nranks", nranks), c_int_arg("rank", rank), c_int_arg("device", device))
+    if not 1 <= nranks <= MAX_RANKS:
+        raise bad(f"nranks={nranks}: must be 1..{MAX_RANKS} (arfuse.MAX_RANKS); larger tensor-parallel groups are "
+                  "not supported")
+    if not 0 <= rank < nranks:
+        raise bad(f"rank={rank}: must be 0..{nranks - 1} for nranks={nranks} (each process passes its own, distinct "
+                  "rank)")
+    return nranks, rank, device
 
 
 def make_config(max_tokens: Optional[int] = None, max_hidden: Optional[int] = None, dtypes: Any = None,
@@ -114,11 +127,12 @@ class Communicator:
         arfuse.get_unique_id() in its own process and ships it to the others. Every rank passes the
         same nranks, id and config. Blocks until every rank has joined, bounded by the config's
         timeout (at least 30 s); init is all-or-nothing (every rank gets the same error)."""
+        _rank_args(nranks, rank, device)
         lib = _lib.lib()
         uid = UniqueId.coerce(unique_id)
         config = resolve_config(config, max_tokens=max_tokens, max_hidden=max_hidden, dtypes=dtypes, algo=algo,
                                 timeout_ms=timeout_ms, max_blocks=max_blocks)
-        nranks, rank, device = (c_int_arg("nranks", nranks), c_int_arg("rank", rank), c_int_arg("device", device))
+        nranks, rank, device = _rank_args(nranks, rank, device)
         fn = lib.arfuseCommInitRank  # a library without multi-process support fails here, clearly
         handle = ctypes.c_void_p()
         lib.check(fn(ctypes.byref(handle), nranks, uid._as_struct(), rank, device, ctypes.byref(config)))
@@ -139,7 +153,7 @@ class Communicator:
         lib = _lib.lib()
         config = resolve_config(config, max_tokens=max_tokens, max_hidden=max_hidden, dtypes=dtypes, algo=algo,
                                 timeout_ms=timeout_ms, max_blocks=max_blocks)
-        nranks, rank, device = (c_int_arg("nranks", nranks), c_int_arg("rank", rank), c_int_arg("device", device))
+        nranks, rank, device = _rank_args(nranks, rank, device)
         bridge = AllGatherBridge(all_gather, nranks, rank)
         fn = lib.arfuseCommInitRankWithAllGather
         handle = ctypes.c_void_p()

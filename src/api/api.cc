@@ -141,6 +141,30 @@ std::string checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t str
   return "";
 }
 
+// The rendezvous's transport and admission, from ARFUSE_BOOTSTRAP_* (docs/bootstrap.md).
+bootstrap::Options bootstrapOptions(int timeoutMs) {
+  bootstrap::Options o;
+  o.address = paramBootstrapAddr();
+  o.ifname = paramBootstrapIfname();
+  o.port = paramBootstrapPort();
+  o.timeoutMs = timeoutMs;
+  for (unsigned u : paramBootstrapUids()) o.allowedUids.push_back(u);
+  return o;
+}
+
+// A bad enum argument (api/validate.h rawEnum), reported before any enum-typed copy of it exists:
+// against the communicator when it is live (its last error), else this thread's.
+arfuseResult_t badEnum(arfuseComm_t handle, const char* func, const std::string& msg) {
+  arfuseComm* c = handle && commIsLive(handle) ? handle : nullptr;
+  return fail(c, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg,
+              strprintf("op=%s", func + 6));
+}
+#define CHECK_ENUM(handle, func, check) \
+  do {                                  \
+    const std::string m_ = (check);     \
+    if (!m_.empty()) return badEnum(handle, func, m_); \
+  } while (0)
+
 struct CallArgs {
   arfuseOp_t op;
   const void* x;
@@ -350,14 +374,15 @@ arfuseResult_t arfuseGetUniqueId(arfuseUniqueId* uniqueId) {
   if (!uniqueId)
     return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
                 "arfuseGetUniqueId: uniqueId is NULL: pass the address of an arfuseUniqueId");
-  bootstrap::Options options;
-  options.address = paramBootstrapAddr();
+  // The listener lives at most one init timeout unless rank 0 takes it.
+  const bootstrap::Options options = bootstrapOptions(initTimeoutMs(nullptr));
   bootstrap::UniqueId id;
   std::string err;
   const bootstrap::Result r = bootstrap::makeUniqueId(options, &id, &err);
   if (r != bootstrap::Result::kOk)
     return fail(nullptr, fromBootstrap(r), __FILE__, __LINE__,
-                "arfuseGetUniqueId: " + err + " (ARFUSE_BOOTSTRAP_ADDR=" + options.address + ")");
+                "arfuseGetUniqueId: " + err + " (ARFUSE_BOOTSTRAP_ADDR=" + options.address +
+                    " ARFUSE_BOOTSTRAP_IFNAME=" + options.ifname + ")");
   std::memcpy(uniqueId->internal, id.bytes, sizeof id.bytes);
   return arfuseSuccess;
 }
@@ -366,10 +391,14 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
                                   const arfuseConfig_t* config) {
   bootstrap::UniqueId id;
   std::memcpy(id.bytes, uniqueId.internal, sizeof id.bytes);
+  const std::string bad = checkRankArgs(nranks, rank);
+  if (!bad.empty()) {
+    if (rank == 0) bootstrap::closeListener(id);  // this process's rank 0 gives up: no listener left behind
+    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, "arfuseCommInitRank: " + bad);
+  }
   const int timeoutMs = initTimeoutMs(config);
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
-    bootstrap::Options options;
-    options.timeoutMs = timeoutMs;
+    const bootstrap::Options options = bootstrapOptions(timeoutMs);
     const bootstrap::Result r = bootstrap::allGather(id, rank, nranks, mine, bytes, all, options, message);
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
@@ -386,6 +415,9 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
   if (!allGather)
     return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
                 "arfuseCommInitRankWithAllGather: allGather is NULL: pass the framework's all-gather callback");
+  const std::string bad = checkRankArgs(nranks, rank);
+  if (!bad.empty())
+    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, "arfuseCommInitRankWithAllGather: " + bad);
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
     const bootstrap::Result r = bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
@@ -463,9 +495,8 @@ arfuseResult_t arfuseCommQueryPlan(arfuseComm_t comm, arfuseOp_t op, int tokens,
   arfuseComm* c = liveComm(comm, "arfuseCommQueryPlan", &st);
   if (!c) return st;
   if (!out) FAIL(c, arfuseInvalidArgument, "arfuseCommQueryPlan: plan is NULL");
-  if (op != arfuseOpAllReduce && op != arfuseOpAllReduceAddRmsNorm)
-    FAIL(c, arfuseInvalidArgument, "arfuseCommQueryPlan: op=%d: use arfuseOpAllReduce or arfuseOpAllReduceAddRmsNorm",
-         int(op));
+  CHECK_ENUM(comm, "arfuseCommQueryPlan", checkOpArg(rawEnum(op)));
+  CHECK_ENUM(comm, "arfuseCommQueryPlan", checkDtypeArg(rawEnum(dtype)));
   Plan p = makePlan(c->group->fabric, c->group->limits, c->group->policy, PlanRequest{op, tokens, hidden, dtype});
   if (p.status != arfuseSuccess) return fail(c, p.status, __FILE__, __LINE__, "arfuseCommQueryPlan: " + p.reason);
   out->algo = p.algo;
@@ -481,6 +512,7 @@ arfuseResult_t arfuseGroupEnd(void) { return groupEnd(); }
 
 arfuseResult_t arfuseAllReduce(const void* in, void* out, int tokens, int hidden, arfuseDataType_t dtype,
                                arfuseComm_t comm, void* stream) {
+  CHECK_ENUM(comm, "arfuseAllReduce", checkDtypeArg(rawEnum(dtype)));
   CallArgs c{arfuseOpAllReduce, in, nullptr, nullptr, 0.f, nullptr, out, tokens, hidden, dtype};
   return collective(comm, c, static_cast<cudaStream_t>(stream), "arfuseAllReduce");
 }
@@ -488,12 +520,14 @@ arfuseResult_t arfuseAllReduce(const void* in, void* out, int tokens, int hidden
 arfuseResult_t arfuseAllReduceAddRmsNorm(const void* x, const void* residual_in, const void* weight, float eps,
                                          void* norm_out, void* residual_out, int tokens, int hidden,
                                          arfuseDataType_t dtype, arfuseComm_t comm, void* stream) {
+  CHECK_ENUM(comm, "arfuseAllReduceAddRmsNorm", checkDtypeArg(rawEnum(dtype)));
   CallArgs c{arfuseOpAllReduceAddRmsNorm, x, residual_in, weight, eps, norm_out, residual_out, tokens, hidden, dtype};
   return collective(comm, c, static_cast<cudaStream_t>(stream), "arfuseAllReduceAddRmsNorm");
 }
 
 arfuseResult_t arfuseAllReduceEpilogue(const void* x, const void* weight, float eps, const arfuseEpilogue_t* epilogue,
                                        int tokens, int hidden, arfuseDataType_t dtype, arfuseComm_t comm, void* stream) {
+  CHECK_ENUM(comm, "arfuseAllReduceEpilogue", checkDtypeArg(rawEnum(dtype)));
   CallArgs c{arfuseOpAllReduceAddRmsNorm, x, nullptr, weight, eps, nullptr, nullptr, tokens, hidden, dtype, nullptr};
   if (!epilogue)
     return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
@@ -506,6 +540,7 @@ arfuseResult_t arfuseAllReduceEpilogue(const void* x, const void* weight, float 
 arfuseResult_t arfuseAddRmsNorm(const void* x, const void* residual_in, const void* weight, float eps, void* norm_out,
                                 void* residual_out, int tokens, int hidden, arfuseDataType_t dtype, void* stream) {
   const char* func = "arfuseAddRmsNorm";
+  CHECK_ENUM(nullptr, func, checkDtypeArg(rawEnum(dtype)));
   Limits limits;
   limits.maxTokens = 1 << 30;
   limits.maxHidden = 1 << 30;

@@ -11,10 +11,18 @@ namespace arfuse {
 std::string checkBuffers(const std::vector<BufferArg>& buffers, const std::vector<AliasRule>& allowed) {
   for (const BufferArg& b : buffers) {
     if (b.ptr == nullptr) return strprintf("%s is NULL: pass a device pointer", b.name);
-    if (reinterpret_cast<uintptr_t>(b.ptr) % 16 != 0)
-      return strprintf("%s=%p is not 16-byte aligned: arfuse moves 16-byte vectors; allocate with cudaMalloc or "
-                       "offset by a multiple of 16 bytes",
-                       b.name, b.ptr);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(b.ptr);
+    if (b.align == 16 && a % 16 != 0)
+      return strprintf(
+          "%s=%p is not 16-byte aligned: arfuse moves 16-byte vectors; allocate with cudaMalloc or "
+          "offset by a multiple of 16 bytes",
+          b.name, b.ptr);
+    if (b.align > 1 && a % b.align != 0) return strprintf("%s=%p is not %zu-byte aligned", b.name, b.ptr, b.align);
+    // Checked before any end address is computed: ptr + bytes must not wrap around to a small address
+    // that would make the overlap test below pass.
+    if (b.bytes > UINTPTR_MAX - a)
+      return strprintf("%s=%p with %zu bytes runs past the end of the address space: not a real buffer", b.name, b.ptr,
+                       b.bytes);
   }
   for (size_t i = 0; i < buffers.size(); ++i) {
     for (size_t j = i + 1; j < buffers.size(); ++j) {
@@ -32,7 +40,8 @@ std::string checkBuffers(const std::vector<BufferArg>& buffers, const std::vecto
       }
       if (ok) continue;
       std::string allowedText;
-      for (const AliasRule& r : allowed) allowedText += strprintf("%s%s == %s", allowedText.empty() ? "" : ", ", r.a, r.b);
+      for (const AliasRule& r : allowed)
+        allowedText += strprintf("%s%s == %s", allowedText.empty() ? "" : ", ", r.a, r.b);
       return strprintf("%s=%p and %s=%p overlap; the only aliasing allowed is %s (exactly equal pointers)", x.name,
                        x.ptr, y.name, y.ptr, allowedText.empty() ? "none" : allowedText.c_str());
     }
@@ -49,8 +58,10 @@ std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, siz
     return strprintf("epilogue: magic=0x%x size=%zu: start from ARFUSE_EPILOGUE_INITIALIZER (magic 0x%x, size %zu)",
                      e->magic, e->size, ARFUSE_EPILOGUE_MAGIC, sizeof(arfuseEpilogue_t));
   if (e->quant < 0 || e->quant >= arfuseNumQuants)
-    return strprintf("epilogue.quant=%d: use arfuseQuantNone, arfuseQuantFp8Static, arfuseQuantFp8PerToken or "
-                     "arfuseQuantNvfp4", e->quant);
+    return strprintf(
+        "epilogue.quant=%d: use arfuseQuantNone, arfuseQuantFp8Static, arfuseQuantFp8PerToken or "
+        "arfuseQuantNvfp4",
+        e->quant);
   if (e->weightPlusOne != 0 && e->weightPlusOne != 1)
     return strprintf("epilogue.weightPlusOne=%d: must be 0 (w) or 1 (1 + w)", e->weightPlusOne);
   if (!e->residualOut && !e->normOut && e->quant == arfuseQuantNone)
@@ -69,9 +80,12 @@ std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, siz
   if (e->normOut) bufs->push_back({"epilogue.normOut", e->normOut, bytes});
   aliases->push_back({"epilogue.residualOut", "epilogue.residualIn"});
   aliases->push_back({"epilogue.normOut", "x"});
-  auto scalePtr = [](const char* name, const void* p) -> std::string {
+  // Scales are buffers like the others: the same overlap and pointer-kind checks (checkBuffers,
+  // checkPointers), with their own sizes and alignments.
+  auto scalePtr = [&](const char* name, const void* p, size_t bytes, size_t align) -> std::string {
     if (!p) return strprintf("%s is NULL: this quant mode needs it (device memory)", name);
-    if (reinterpret_cast<uintptr_t>(p) % 4) return strprintf("%s=%p is not 4-byte aligned", name, p);
+    if (reinterpret_cast<uintptr_t>(p) % align) return strprintf("%s=%p is not %zu-byte aligned", name, p, align);
+    bufs->push_back({name, p, bytes, align});
     return "";
   };
   std::string m;
@@ -79,11 +93,11 @@ std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, siz
     case arfuseQuantNone:
       break;
     case arfuseQuantFp8Static:
-      if (!(m = scalePtr("epilogue.scaleIn", e->scaleIn)).empty()) return m;
+      if (!(m = scalePtr("epilogue.scaleIn", e->scaleIn, 4, 4)).empty()) return m;
       bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden});
       break;
     case arfuseQuantFp8PerToken:
-      if (!(m = scalePtr("epilogue.scaleOut", e->scaleOut)).empty()) return m;
+      if (!(m = scalePtr("epilogue.scaleOut", e->scaleOut, static_cast<size_t>(tokens) * 4, 4)).empty()) return m;
       bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden});
       break;
     case arfuseQuantNvfp4:
@@ -91,8 +105,9 @@ std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, siz
         return strprintf("hidden=%d: NVFP4 quantises blocks of 16 elements; hidden must be a multiple of 16", hidden);
       if (e->scaleLayout != arfuseScaleLinear && e->scaleLayout != arfuseScaleSwizzled128x4)
         return strprintf("epilogue.scaleLayout=%d: use arfuseScaleLinear or arfuseScaleSwizzled128x4", e->scaleLayout);
-      if (!(m = scalePtr("epilogue.scaleIn", e->scaleIn)).empty()) return m;
+      if (!(m = scalePtr("epilogue.scaleIn", e->scaleIn, 4, 4)).empty()) return m;
       if (!e->scaleOut) return "epilogue.scaleOut is NULL: NVFP4 writes its block scales there";
+      bufs->push_back({"epilogue.scaleOut", e->scaleOut, nvfp4ScaleBytes(e->scaleLayout, tokens, hidden), 1});
       bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden / 2});
       out->scaleLayout = e->scaleLayout;
       break;
@@ -103,8 +118,30 @@ std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, siz
   return "";
 }
 
+std::string checkEnumArg(const char* name, int raw, int count, const char* use) {
+  if (raw >= 0 && raw < count) return "";
+  return strprintf("%s=%d: unknown; use %s", name, raw, use);
+}
+std::string checkDtypeArg(int raw) {
+  return checkEnumArg("dtype", raw, arfuseNumDataTypes, "arfuseBfloat16, arfuseFloat16 or arfuseFloat32");
+}
+std::string checkOpArg(int raw) {
+  return checkEnumArg("op", raw, 2, "arfuseOpAllReduce or arfuseOpAllReduceAddRmsNorm");
+}
+
+std::string checkRankArgs(int nranks, int rank) {
+  if (nranks < 1 || nranks > ARFUSE_MAX_RANKS)
+    return strprintf("nranks=%d: must be 1..%d (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not supported",
+                     nranks, ARFUSE_MAX_RANKS);
+  if (rank < 0 || rank >= nranks)
+    return strprintf("rank=%d: must be 0..%d for nranks=%d (each process passes its own, distinct rank)", rank,
+                     nranks - 1, nranks);
+  return "";
+}
+
 std::string checkEps(float eps) {
-  if (!std::isfinite(eps) || eps <= 0.f) return strprintf("eps=%g: must be finite and > 0 (typically 1e-5 or 1e-6)", eps);
+  if (!std::isfinite(eps) || eps <= 0.f)
+    return strprintf("eps=%g: must be finite and > 0 (typically 1e-5 or 1e-6)", eps);
   return "";
 }
 

@@ -2,16 +2,24 @@
 //
 // Multi-process communicators need one thing before any CUDA work: every rank must learn every other
 // rank's handle bytes (IPC handles, host names, device facts). This is that exchange and nothing
-// else, pure C++17 over POSIX sockets, so it is testable on a laptop and holds no CUDA state.
+// else, pure C++17 over POSIX sockets (plus libcrypto for its HMAC), so it is testable on a laptop and
+// holds no CUDA state.
 //
 // Two ways to run it:
 //   - arfuse's own rendezvous: rank 0 calls makeUniqueId, which opens a listening socket and packs its
-//     address and a random session nonce into a 128-byte UniqueId. The caller ships that blob to the
-//     other processes by any means (environment, file, its launcher). Every rank then calls allGather;
-//     rank 0 collects one framed blob per rank, checks that they agree, and sends the concatenation
-//     back, so every rank ends up with the same bytes in rank order or with the same error.
+//     address, a random session nonce and a random 256-bit secret into a 128-byte UniqueId. The caller
+//     ships that blob to the other processes by any means (environment, file, its launcher): holding
+//     it is what makes a process a member. Every rank then calls allGather; rank 0 collects one framed,
+//     authenticated blob per rank, checks that they agree, and sends the concatenation back, so every
+//     rank ends up with the same bytes in rank order or with the same error.
 //   - a framework's own all-gather (torch.distributed, MPI): allGatherViaCallback frames each blob so
 //     that what the callback returns can be checked (slot order, nranks, sizes) before it is trusted.
+//
+// Transports: by default a Linux abstract AF_UNIX socket, where the kernel tells rank 0 the uid of
+// every process that connects (SO_PEERCRED), so another user is refused even if the id leaked; TCP
+// when an address or interface is given (groups that span hosts), where the id's secret is what keeps
+// strangers out: every hello carries an HMAC-SHA256 over rank 0's per-connection challenge, and
+// rank 0's answers carry one too. docs/bootstrap.md has the trust model.
 //
 // Every wait is bounded by Options::timeoutMs; every failure is one line that names the address, the
 // rank(s) involved and what to check. Nothing here throws, logs or reads the environment: the caller
@@ -46,29 +54,40 @@ enum class Result {
 const char* resultName(Result r);
 
 struct Options {
-  // Where rank 0 listens. Empty means 127.0.0.1 (single host). Otherwise an IPv4 or IPv6 literal
-  // ("10.1.2.3", "fd00::2", "fe80::1%eth0") or an interface name ("eth0", "ib0"), whose first IPv4
-  // address is used, else its first IPv6 address. Wildcards (0.0.0.0, ::) are refused: the address is
-  // what the other ranks will dial, so it must be one they can reach.
+  // Where rank 0 listens. Empty (or "unix") means an abstract AF_UNIX socket: one host, peers
+  // identified by the kernel. Otherwise TCP at an IPv4 or IPv6 literal ("10.1.2.3", "fd00::2",
+  // "fe80::1%eth0") or at an interface name ("eth0", "ib0"), whose first IPv4 address is used, else its
+  // first IPv6 address. Wildcards (0.0.0.0, ::) are refused: the address is what the other ranks will
+  // dial, so it must be one they can reach.
   std::string address;
-  int port = 0;                      // 0: an ephemeral port chosen by the OS
-  int timeoutMs = 30000;             // bound on the whole rendezvous, per rank, connect retries included
-  uint64_t maxBlobBytes = 1u << 30;  // largest per-rank blob accepted; guards against a garbled length
+  // When address is empty: TCP on the first interface this list selects, with NCCL_SOCKET_IFNAME's
+  // syntax: comma-separated name prefixes ("eth,ib"), "=" in front for exact names ("=eth0"), "^" in
+  // front to exclude instead ("^docker,lo"). Loopback is only chosen when the list names it.
+  std::string ifname;
+  int port = 0;                       // TCP: 0 for an ephemeral port chosen by the OS
+  int timeoutMs = 30000;              // bound on the whole rendezvous, per rank, connect retries included;
+                                      // makeUniqueId: how long an unused listener lives
+  int helloTimeoutMs = 5000;          // rank 0: how long a connection may take to authenticate
+  uint64_t maxBlobBytes = 1u << 30;   // largest per-rank blob accepted; guards against a garbled length
+  std::vector<uint32_t> allowedUids;  // AF_UNIX: uids admitted besides this process's own
 };
 
 // What a UniqueId says, once validated.
 struct IdInfo {
-  int family = 0;            // AF_INET or AF_INET6
-  uint8_t address[16] = {};  // network byte order; IPv4 uses the first 4 bytes
-  uint32_t scopeId = 0;      // IPv6 link-local scope (interface index); 0 otherwise
-  uint16_t port = 0;         // host byte order
-  uint64_t nonce = 0;        // random per session, never 0
+  int family = 0;            // AF_UNIX, AF_INET or AF_INET6
+  uint8_t address[16] = {};  // TCP: network byte order, IPv4 in the first 4 bytes; AF_UNIX: the socket's name
+  uint32_t scopeId = 0;      // IPv6 link-local scope (interface index); AF_UNIX: the uid of rank 0
+  uint16_t port = 0;         // host byte order (TCP)
+  uint64_t nonce = 0;        // random per session, never 0; not a secret (rank 0 tells it to anyone)
+  uint8_t secret[32] = {};   // random per session: the HMAC key that proves a rank holds the id
 };
 
 // Rank 0 only: starts listening (see Options::address) and fills *id. The listener is owned by a
 // process-wide registry keyed by the nonce; it survives this call and is closed when this process's
-// rank 0 allGather with this id finishes, by closeListener(id), or by shutdown(). A process created by
-// fork() after this call inherits the listener, so the forked child may be the one that acts as rank 0.
+// rank 0 allGather with this id takes it (and finishes), by closeListener(id), by shutdown(), or once
+// Options::timeoutMs has passed without rank 0 taking it (checked whenever the registry is used). A
+// process created by fork() after this call inherits the listener, so the forked child may be the one
+// that acts as rank 0.
 Result makeUniqueId(const Options& options, UniqueId* id, std::string* error);
 
 // Encodes an id by hand (no listener is started). For tests, and for callers that run rank 0's
@@ -84,7 +103,7 @@ Result uniqueIdFromBytes(const void* data, size_t size, UniqueId* id, std::strin
 std::string uniqueIdToHex(const UniqueId& id);
 Result uniqueIdFromHex(const std::string& hex, UniqueId* id, std::string* error);
 
-// "127.0.0.1:41234" or "[::1]:41234", as it appears in error messages.
+// "127.0.0.1:41234", "[::1]:41234" or "unix:@arfuse-<32 hex digits>", as it appears in error messages.
 std::string idAddress(const IdInfo& info);
 
 // Every rank, rank 0 included, calls this once with the same id and nranks, its own rank and a blob of
@@ -97,7 +116,7 @@ Result allGather(const UniqueId& id, int rank, int nranks, const void* mine, siz
 void closeListener(const UniqueId& id);
 // Closes every listener this process owns; later rank-0 allGather calls on those ids fail cleanly.
 void shutdown();
-// Listeners currently owned by this process (for tests and `arfuse doctor`).
+// Listeners currently owned by this process, expired ones closed first (for tests and `arfuse doctor`).
 size_t listenerCount();
 
 // ---- The framework path ------------------------------------------------------------------------------

@@ -1,16 +1,18 @@
-// allGather over arfuse's own rendezvous: a star around rank 0.
+// allGather over arfuse's own rendezvous: a star around rank 0 (rank 0's side is server.cc).
 //
 // Why a star and not a ring: the data is a few KiB per rank exchanged once at init, so bandwidth does
 // not matter, while having one process see every hello is what makes the checks possible (nranks
-// agreement, duplicate ranks, sizes, session) and lets every rank receive the same verdict. Rank 0
-// serves all connections from one poll() loop, so a silent or slow peer cannot stall the others, and
-// everything is bounded by one deadline.
+// agreement, duplicate ranks, sizes, session) and lets every rank receive the same verdict.
 //
-// Failure policy at rank 0: a connection that does not speak the protocol (bad magic, closes before a
-// full header) or belongs to another session (nonce) is dropped and the rendezvous continues, since
-// it is not one of our ranks; anything wrong with a connection that claims to be one of our ranks is
-// fatal, and rank 0 sends the same error text to every rank connected so far.
-#include <netinet/in.h>
+// A rank's conversation with rank 0 (docs/bootstrap.md has the byte layouts):
+//   1. connect (refusals are retried until the deadline: launchers start processes in any order);
+//      on AF_UNIX, check that the listener runs as the uid the id names;
+//   2. read rank 0's challenge: its session nonce (a stale id is reported here) and 16 random bytes;
+//   3. send the hello: header, HMAC(secret, challenge, header), the blob, HMAC(secret, challenge,
+//      header, blob);
+//   4. read the answer, result or error, and check its HMAC before believing it.
+// A connection that rank 0 closes before answering (it evicts unidentified connections when a flood
+// fills its table) is retried; an answer that fails its check is an error, never data.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/crypto.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 
@@ -30,481 +33,303 @@ namespace bootstrap {
 using detail::Deadline;
 using detail::FrameHeader;
 using detail::Io;
+using detail::kChallengeBytes;
 using detail::kFrameHeaderBytes;
+using detail::kTagBytes;
 
 namespace {
 
-double secondsSince(detail::Clock::time_point t0) {
-  return std::chrono::duration<double>(detail::Clock::now() - t0).count();
-}
+// How one conversation with rank 0 ended: keep going, try a new connection, or final.
+enum class Step { kContinue, kRetry, kDone };
 
-// Error frames carry the Result code (4 bytes) then the text, so every rank reports the same class.
-std::vector<uint8_t> errorFrame(int nranks, uint64_t nonce, Result code, const std::string& text) {
-  std::string t = text.substr(0, detail::kMaxErrorText - 4);
-  FrameHeader h;
-  h.kind = detail::kError;
-  h.nranks = nranks;
-  h.nonce = nonce;
-  h.payloadBytes = 4 + t.size();
-  std::vector<uint8_t> f(kFrameHeaderBytes + h.payloadBytes);
-  detail::encodeFrame(h, f.data());
-  detail::putU32(f.data() + kFrameHeaderBytes, static_cast<uint32_t>(code));
-  std::memcpy(f.data() + kFrameHeaderBytes + 4, t.data(), t.size());
-  return f;
-}
-
-std::string peerName(int fd) {
-  detail::SockAddr a;
-  a.length = sizeof(a.storage);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0) return "(unknown peer)";
-  return detail::formatAddress(a);
-}
-
-// ---- Rank 0 --------------------------------------------------------------------------------------------
-
-struct Peer {
-  int fd = -1;
-  std::string from;
-  uint8_t header[kFrameHeaderBytes] = {};
-  size_t headerGot = 0;
-  int rank = -1;  // set once the header has passed every check
-  size_t payloadGot = 0;
-  bool complete = false;
-};
-
-class Server {
+class Client {
  public:
-  Server(int listenFd, const IdInfo& info, int nranks, size_t bytes, std::vector<uint8_t>* all,
-         const Deadline& deadline)
-      : listenFd_(listenFd),
-        info_(info),
+  Client(const IdInfo& info, int rank, int nranks, const void* mine, size_t bytes, std::vector<uint8_t>* all,
+         const Options& o)
+      : info_(info),
+        rank_(rank),
         nranks_(nranks),
+        mine_(mine),
         bytes_(bytes),
         all_(all),
-        deadline_(deadline),
-        where_(idAddress(info)),
-        joinedFrom_(nranks) {}
-
-  ~Server() {
-    for (Peer& p : peers_) detail::closeFd(p.fd);
-    detail::closeFd(listenFd_);
-  }
+        deadline_(Deadline::afterMs(o.timeoutMs)),
+        timeoutS_(o.timeoutMs / 1000.0),
+        me_("rank " + std::to_string(rank)),
+        where_(idAddress(info)) {}
 
   Result run(std::string* error) {
-    auto t0 = detail::Clock::now();
-    joinedFrom_[0] = "this process";
-    joined_ = 1;
-    while (joined_ < nranks_ && fatal_ == Result::kOk) {
-      if (deadline_.passed()) {
-        fail(Result::kTimeout, timeoutText(secondsSince(t0)));
-        break;
+    const detail::SockAddr addr = detail::sockAddrOf(info_);
+    std::string earlier;
+    int pauseMs = 10;
+    while (true) {
+      int err = 0;
+      int fd = detail::connectOnce(addr, deadline_, &err);
+      if (fd < 0) {
+        if (!detail::isTransientConnectError(err) || deadline_.passed()) {
+          *error = me_ + " could not connect to " + where_ +
+                   (deadline_.passed() ? " after " + detail::formatSeconds(timeoutS_) : std::string()) + ": " +
+                   detail::errnoText(err) + (earlier.empty() ? "" : " (earlier: " + earlier + ")") +
+                   "; is rank 0 alive and is the address reachable from this host?";
+          return deadline_.passed() ? Result::kTimeout : Result::kSystemError;
+        }
+      } else {
+        Result r = Result::kOk;
+        std::string why;
+        const Step s = converse(fd, &r, &why);
+        detail::closeFd(fd);
+        if (s == Step::kDone) {
+          *error = why;
+          return r;
+        }
+        earlier = why;
+        if (deadline_.passed()) {
+          *error = why + ", and the deadline of " + detail::formatSeconds(timeoutS_) + " passed; see rank 0's error";
+          return Result::kTimeout;
+        }
       }
-      pollOnce();
+      // Rank 0 may start later than us (launchers give no ordering), or may have evicted us from a
+      // full connection table: wait a little, growing, and dial again.
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(pauseMs, deadline_.remainingMs())));
+      pauseMs = std::min(pauseMs * 2, 500);
     }
-    if (fatal_ != Result::kOk) {
-      notifyAll();
-      *error = fatalText_;
-      return fatal_;
-    }
-    return sendResults(error);
   }
 
  private:
-  void fail(Result code, const std::string& text) {
-    if (fatal_ != Result::kOk) return;
-    fatal_ = code;
-    fatalText_ = text;
-  }
-
-  void note(const std::string& text) {
-    if (notes_.size() < 4) notes_.push_back(text);
-  }
-
-  std::string timeoutText(double waited) const {
-    std::string missing;
-    int shown = 0, count = 0;
-    for (int r = 0; r < nranks_; ++r) {
-      if (!joinedFrom_[r].empty()) continue;
-      ++count;
-      if (shown < 16) missing += (shown++ ? ", " : "") + std::to_string(r);
-    }
-    if (count > shown) missing += ", ...";
-    std::string s = "rank 0 at " + where_ + " waited " + detail::formatSeconds(waited) + " but only " +
-                    std::to_string(joined_) + " of " + std::to_string(nranks_) + " ranks joined (missing rank" +
-                    (count > 1 ? "s " : " ") + missing +
-                    "); check that those processes started, use this id, and can reach " + where_;
-    for (const std::string& n : notes_) s += "; also: " + n;
-    return s;
-  }
-
-  void pollOnce() {
-    std::vector<pollfd> fds;
-    fds.push_back({listenFd_, POLLIN, 0});
-    for (const Peer& p : peers_) fds.push_back({p.fd, POLLIN, 0});
-    int n = ::poll(fds.data(), fds.size(), std::min(deadline_.remainingMs(), 1000));
-    if (n < 0) {
-      if (errno != EINTR)
-        fail(Result::kSystemError, "rank 0 at " + where_ + ": poll failed: " + detail::errnoText(errno));
-      return;
-    }
-    // Peers first, by index into fds, before accept() appends to peers_.
-    std::vector<size_t> drop;
-    for (size_t i = 1; i < fds.size() && fatal_ == Result::kOk; ++i) {
-      if (fds[i].revents == 0) continue;
-      if (!service(peers_[i - 1])) drop.push_back(i - 1);
-    }
-    for (auto it = drop.rbegin(); it != drop.rend(); ++it) {
-      detail::closeFd(peers_[*it].fd);
-      peers_.erase(peers_.begin() + static_cast<long>(*it));
-    }
-    if (fds[0].revents != 0 && fatal_ == Result::kOk) acceptAll();
-  }
-
-  void acceptAll() {
-    while (true) {
-      int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
-          fail(Result::kSystemError, "rank 0 at " + where_ + ": accept failed: " + detail::errnoText(errno));
-        return;
+  Step converse(int fd, Result* r, std::string* error) {
+    if (info_.family == AF_UNIX) {
+      detail::PeerCred cred;
+      if (detail::peerCredentials(fd, &cred) && cred.uid != info_.scopeId) {
+        *error = me_ + ": the process listening at " + where_ + " (pid " + std::to_string(cred.pid) + ") runs as uid " +
+                 std::to_string(cred.uid) + " but the id says rank 0 runs as uid " + std::to_string(info_.scopeId) +
+                 ": it is not this group's rank 0";
+        *r = Result::kMismatch;
+        return Step::kDone;
       }
-      // Bounded so that a flood of stray connections cannot exhaust this process's descriptors.
-      if (peers_.size() >= static_cast<size_t>(nranks_) * 2 + 64) {
-        note("refused a connection from " + peerName(fd) + ": too many open connections");
-        detail::closeFd(fd);
-        continue;
-      }
-      Peer p;
-      p.fd = fd;
-      p.from = peerName(fd);
-      peers_.push_back(std::move(p));
     }
+    Step s = readChallenge(fd, r, error);
+    if (s != Step::kContinue) return s;
+    s = sendHello(fd, r, error);
+    if (s != Step::kContinue) return s;
+    return readAnswer(fd, r, error);
   }
 
-  // Reads what is available from one peer. Returns false to drop the connection (not one of ours).
-  bool service(Peer& p) {
-    while (true) {
-      uint8_t* dst;
-      size_t want;
-      if (p.headerGot < kFrameHeaderBytes) {
-        dst = p.header + p.headerGot;
-        want = kFrameHeaderBytes - p.headerGot;
-      } else if (!p.complete) {
-        dst = all_->data() + static_cast<size_t>(p.rank) * bytes_ + p.payloadGot;
-        want = bytes_ - p.payloadGot;
-      } else {
-        uint8_t extra;
-        dst = &extra;
-        want = 1;
-      }
-      ssize_t n = ::recv(p.fd, dst, want, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-      if (n <= 0) return lost(p, n == 0 ? 0 : errno);
-      if (p.headerGot < kFrameHeaderBytes) {
-        p.headerGot += static_cast<size_t>(n);
-        if (p.headerGot == kFrameHeaderBytes && !admit(p)) return p.rank >= 0 || fatal_ != Result::kOk;
-        if (p.rank >= 0 && bytes_ == 0) finish(p);
-      } else if (!p.complete) {
-        p.payloadGot += static_cast<size_t>(n);
-        if (p.payloadGot == bytes_) finish(p);
-      } else {
-        fail(Result::kMismatch, "rank " + std::to_string(p.rank) + " (from " + p.from +
-                                    ") sent bytes after its blob; is it running the same arfuse release?");
-        return true;
-      }
-      if (fatal_ != Result::kOk) return true;
-    }
+  bool tag(const char* domain, const uint8_t* header, const void* payload, size_t n, uint8_t* out, Result* r,
+           std::string* error) const {
+    std::string err;
+    if (detail::hmacSha256(
+            info_.secret,
+            {{domain, std::strlen(domain)}, {challenge_, kChallengeBytes}, {header, kFrameHeaderBytes}, {payload, n}},
+            out, &err))
+      return true;
+    *error = me_ + ": " + err;
+    *r = Result::kSystemError;
+    return false;
   }
 
-  void finish(Peer& p) {
-    p.complete = true;
-    ++joined_;
+  Step notArfuse(Result* r, std::string* error) const {
+    *error = me_ + ": " + where_ +
+             " answered with something that is not an arfuse rendezvous frame; is another program (or another "
+             "arfuse release) listening there?";
+    *r = Result::kMismatch;
+    return Step::kDone;
   }
 
-  bool lost(Peer& p, int err) {
-    std::string why = err == 0 ? "closed the connection" : "connection failed (" + detail::errnoText(err) + ")";
-    if (p.rank < 0) {
-      note("a connection from " + p.from + " " + why + " after " + std::to_string(p.headerGot) + " of " +
-           std::to_string(kFrameHeaderBytes) + " header bytes");
-      return false;
-    }
-    std::string r = "rank " + std::to_string(p.rank) + " (from " + p.from + ")";
-    if (!p.complete) {
-      fail(Result::kSystemError, r + " disconnected after " + std::to_string(p.payloadGot) + " of " +
-                                     std::to_string(bytes_) + " bytes of its blob; did that process crash?");
-    } else {
-      fail(Result::kSystemError,
-           r + " " + why + " before the rendezvous completed; did that process exit or give up early?");
-    }
-    return true;
+  Step timedOut(const std::string& what, Result* r, std::string* error) const {
+    *error = me_ + " waited " + detail::formatSeconds(timeoutS_) + " for rank 0 at " + where_ + " " + what;
+    *r = Result::kTimeout;
+    return Step::kDone;
   }
 
-  // Checks a complete header. Returns false when the peer is not admitted (dropped or fatal).
-  bool admit(Peer& p) {
-    FrameHeader h = detail::decodeFrame(p.header);
-    if (h.magic != detail::kFrameMagic || h.version != detail::kFrameVersion || h.kind != detail::kHello) {
-      note("dropped a connection from " + p.from + " that did not speak the arfuse rendezvous protocol");
-      return false;
-    }
-    if (h.nonce != info_.nonce) {
-      std::string text = "session nonce mismatch: this id belongs to another rendezvous (rank 0 at " + where_ +
-                         " is serving a different one); pass every rank the id from this run's arfuseGetUniqueId";
-      sendBestEffort(p.fd, errorFrame(h.nranks, h.nonce, Result::kMismatch, text));
-      note("dropped rank " + std::to_string(h.rank) + " from " + p.from + " that holds an id of another session");
-      return false;
-    }
-    std::string who = "rank " + std::to_string(h.rank) + " (from " + p.from + ")";
-    if (h.nranks != nranks_) {
-      fail(Result::kMismatch, "rank " + std::to_string(h.rank) + " said nranks=" + std::to_string(h.nranks) +
-                                  " but rank 0 expects " + std::to_string(nranks_) +
-                                  "; every rank must pass the same nranks");
-    } else if (h.rank < 0 || h.rank >= nranks_) {
-      fail(Result::kMismatch, "a process (from " + p.from + ") joined as rank " + std::to_string(h.rank) +
-                                  " but valid ranks are 0-" + std::to_string(nranks_ - 1));
-    } else if (!joinedFrom_[h.rank].empty()) {
-      fail(Result::kMismatch, "ranks " + std::to_string(h.rank) + " and " + std::to_string(h.rank) +
-                                  " both joined (from " + joinedFrom_[h.rank] + " and " + p.from +
-                                  "); every process must pass a distinct rank");
-    } else if (h.payloadBytes != bytes_) {
-      fail(Result::kMismatch, who + " sent a " + std::to_string(h.payloadBytes) + "-byte blob but rank 0's is " +
-                                  std::to_string(bytes_) + " bytes; every rank must pass the same size");
-    }
-    if (fatal_ != Result::kOk) {
-      // Told now, separately: it has no rank slot, so notifyAll would not reach it.
-      sendBestEffort(p.fd, errorFrame(nranks_, info_.nonce, fatal_, fatalText_));
-      return false;
-    }
-    p.rank = h.rank;
-    joinedFrom_[h.rank] = p.from;
-    return true;
-  }
-
-  void sendBestEffort(int fd, const std::vector<uint8_t>& frame) {
+  Step readChallenge(int fd, Result* r, std::string* error) {
+    uint8_t raw[kFrameHeaderBytes];
     size_t done = 0;
     int err = 0;
-    // Short and independent of the main deadline: telling peers why is worth a moment even after a
-    // timeout, but not worth hanging on a peer that stopped reading.
-    detail::sendAll(fd, frame.data(), frame.size(), Deadline::afterMs(200), &done, &err);
-    // Half-close, then drain what the peer was still sending, so that closing does not turn into a
-    // reset that can destroy the error frame before the peer reads it.
-    ::shutdown(fd, SHUT_WR);
-    Deadline drain = Deadline::afterMs(200);
-    uint8_t sink[4096];
-    while (!drain.passed()) {
-      pollfd pf{fd, POLLIN, 0};
-      if (::poll(&pf, 1, drain.remainingMs()) <= 0) break;
-      ssize_t n = ::recv(fd, sink, sizeof(sink), 0);
-      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;
+    Io io = detail::recvAll(fd, raw, sizeof raw, deadline_, &done, &err);
+    if (io == Io::kTimeout && done == 0)
+      return timedOut("to greet it; rank 0 is reachable but not serving (is it stuck before arfuseCommInitRank?)", r,
+                      error);
+    const FrameHeader h = detail::decodeFrame(raw);
+    if (io == Io::kOk && (h.magic != detail::kFrameMagic || h.version != detail::kFrameVersion ||
+                          h.kind != detail::kChallenge || h.payloadBytes != kChallengeBytes))
+      return notArfuse(r, error);
+    if (io == Io::kOk) io = detail::recvAll(fd, challenge_, kChallengeBytes, deadline_, &done, &err);
+    if (io == Io::kTimeout) return notArfuse(r, error);  // a partial greeting: not an arfuse rank 0
+    if (io != Io::kOk) {
+      *error = me_ + ": rank 0 at " + where_ + " closed the connection before greeting it" +
+               (err ? " (" + detail::errnoText(err) + ")" : std::string());
+      return Step::kRetry;
     }
+    if (h.nonce != info_.nonce) {
+      *error = me_ + ": the rendezvous at " + where_ +
+               " belongs to another session (its session nonce differs from this id's): the id is stale or from "
+               "another run; pass every rank the id from this run's arfuseGetUniqueId";
+      *r = Result::kMismatch;
+      return Step::kDone;
+    }
+    return Step::kContinue;
   }
 
-  void notifyAll() {
-    std::vector<uint8_t> frame = errorFrame(nranks_, info_.nonce, fatal_, fatalText_);
-    for (Peer& p : peers_) {
-      if (p.rank >= 0) sendBestEffort(p.fd, frame);
-    }
-  }
-
-  Result sendResults(std::string* error) {
+  Step sendHello(int fd, Result* r, std::string* error) {
     FrameHeader h;
-    h.kind = detail::kResult;
+    h.kind = detail::kHello;
+    h.rank = rank_;
     h.nranks = nranks_;
     h.nonce = info_.nonce;
-    h.payloadBytes = all_->size();
-    uint8_t header[kFrameHeaderBytes];
-    detail::encodeFrame(h, header);
-    for (Peer& p : peers_) {
-      if (!p.complete) continue;
-      size_t done = 0;
-      int err = 0;
-      Io io = detail::sendAll(p.fd, header, sizeof(header), deadline_, &done, &err);
-      if (io == Io::kOk) io = detail::sendAll(p.fd, all_->data(), all_->size(), deadline_, &done, &err);
-      if (io != Io::kOk) {
-        *error = "rank 0 at " + where_ + " could not send the gathered blobs to rank " + std::to_string(p.rank) + " (" +
-                 p.from + "): " +
-                 (io == Io::kTimeout  ? "it stopped reading before the deadline"
-                  : io == Io::kClosed ? "it closed the connection"
-                                      : detail::errnoText(err)) +
-                 "; other ranks may have completed, so tear the group down";
-        return io == Io::kTimeout ? Result::kTimeout : Result::kSystemError;
-      }
+    h.payloadBytes = bytes_;
+    uint8_t head[kFrameHeaderBytes + kTagBytes], tail[kTagBytes];
+    detail::encodeFrame(h, head);
+    if (!tag(detail::kTagHello, head, nullptr, 0, head + kFrameHeaderBytes, r, error)) return Step::kDone;
+    if (!tag(detail::kTagBlob, head, mine_, bytes_, tail, r, error)) return Step::kDone;
+    size_t done = 0;
+    int err = 0;
+    bool spoke = false;
+    Io io = detail::sendUnlessReadable(fd, head, sizeof head, deadline_, &done, &err, &spoke);
+    if (io == Io::kOk && bytes_ > 0) io = detail::sendUnlessReadable(fd, mine_, bytes_, deadline_, &done, &err, &spoke);
+    if (io == Io::kOk) io = detail::sendUnlessReadable(fd, tail, sizeof tail, deadline_, &done, &err, &spoke);
+    if (io == Io::kTimeout) {
+      *error = me_ + " could not send its blob to rank 0 at " + where_ + " within " + detail::formatSeconds(timeoutS_) +
+               "; is rank 0 stuck?";
+      *r = Result::kTimeout;
+      return Step::kDone;
     }
-    return Result::kOk;
+    if (io == Io::kError) {
+      *error = me_ + " lost its connection to rank 0 at " + where_ + ": " + detail::errnoText(err);
+      *r = Result::kSystemError;
+      return Step::kDone;
+    }
+    return Step::kContinue;  // sent, or rank 0 spoke early / closed: what it says next is the verdict
   }
 
-  int listenFd_;
-  IdInfo info_;
-  int nranks_;
+  Step readAnswer(int fd, Result* r, std::string* error) {
+    uint8_t raw[kFrameHeaderBytes];
+    size_t done = 0;
+    int err = 0;
+    Io io = detail::recvAll(fd, raw, sizeof raw, deadline_, &done, &err);
+    if (io == Io::kTimeout)
+      return timedOut(
+          "to answer; rank 0 is reachable but the rendezvous did not complete (is another rank missing "
+          "or stuck? see rank 0's error)",
+          r, error);
+    if (io != Io::kOk) {
+      *error = me_ + ": rank 0 at " + where_ + " closed the connection without an answer" +
+               (err ? " (" + detail::errnoText(err) + ")" : std::string());
+      if (done == 0) return Step::kRetry;  // evicted, or rank 0 went away: dialling again tells which
+      *error += "; did rank 0 fail or exit? check its error";
+      *r = Result::kSystemError;
+      return Step::kDone;
+    }
+    const FrameHeader h = detail::decodeFrame(raw);
+    if (h.magic != detail::kFrameMagic || h.version != detail::kFrameVersion) return notArfuse(r, error);
+    const uint64_t expect = static_cast<uint64_t>(nranks_) * bytes_;
+    const bool isError = h.kind == detail::kError && h.payloadBytes >= 4 && h.payloadBytes <= detail::kMaxErrorText;
+    const bool isResult = h.kind == detail::kResult && h.nranks == nranks_ && h.payloadBytes == expect;
+    if (h.nonce != info_.nonce || (!isError && !isResult)) {
+      *error = me_ + ": rank 0 at " + where_ + " sent an unexpected answer (kind " + std::to_string(h.kind) +
+               ", nranks " + std::to_string(h.nranks) + ", " + std::to_string(h.payloadBytes) + " bytes where " +
+               std::to_string(expect) + " were expected); are all processes running the same arfuse release?";
+      *r = Result::kMismatch;
+      return Step::kDone;
+    }
+    std::vector<uint8_t> local;
+    std::vector<uint8_t>* body = isResult ? all_ : &local;
+    body->assign(h.payloadBytes + kTagBytes, 0);
+    io = detail::recvAll(fd, body->data(), body->size(), deadline_, &done, &err);
+    if (io != Io::kOk) {
+      *error = me_ + ": the answer from rank 0 at " + where_ + " stopped after " + std::to_string(done) + " of " +
+               std::to_string(body->size()) + " bytes (" +
+               (io == Io::kTimeout ? std::string("deadline reached") : "connection closed") + "); did rank 0 crash?";
+      body->clear();
+      *r = io == Io::kTimeout ? Result::kTimeout : Result::kSystemError;
+      return Step::kDone;
+    }
+    // A result's tag covers the SHA-256 of the blobs (hashed once by rank 0, see crypto.h).
+    uint8_t want[kTagBytes], digest[kTagBytes];
+    std::string why;
+    if (isResult && !detail::sha256(body->data(), h.payloadBytes, digest, &why)) {
+      *error = me_ + ": " + why;
+      *r = Result::kSystemError;
+      body->clear();
+      return Step::kDone;
+    }
+    if (!(isResult ? tag(detail::kTagResult, raw, digest, sizeof digest, want, r, error)
+                   : tag(detail::kTagError, raw, body->data(), h.payloadBytes, want, r, error))) {
+      body->clear();
+      return Step::kDone;
+    }
+    if (!detail::tagsEqual(want, body->data() + h.payloadBytes)) {
+      *error = me_ + ": rank 0 at " + where_ + " sent an " + (isResult ? "answer" : "error report") +
+               " that fails authentication (not made with this id's secret: another session, or altered on the way); "
+               "it was not believed";
+      body->clear();
+      *r = Result::kMismatch;
+      return Step::kDone;
+    }
+    if (isResult) {
+      all_->resize(expect);
+      *r = Result::kOk;
+      return Step::kDone;
+    }
+    const uint32_t code = detail::getU32(local.data());
+    *error = detail::sanitizeText(std::string(local.begin() + 4, local.begin() + static_cast<long>(h.payloadBytes)));
+    *r = code >= 1 && code <= static_cast<uint32_t>(Result::kSystemError) ? static_cast<Result>(code)
+                                                                          : Result::kSystemError;
+    return Step::kDone;
+  }
+
+  const IdInfo& info_;
+  int rank_, nranks_;
+  const void* mine_;
   size_t bytes_;
   std::vector<uint8_t>* all_;
   Deadline deadline_;
-  std::string where_;
-  std::vector<std::string> joinedFrom_;  // empty: not joined yet
-  int joined_ = 0;
-  std::vector<Peer> peers_;
-  std::vector<std::string> notes_;
-  Result fatal_ = Result::kOk;
-  std::string fatalText_;
+  double timeoutS_;
+  std::string me_, where_;
+  uint8_t challenge_[kChallengeBytes] = {};
 };
 
-// ---- Ranks 1..n-1 --------------------------------------------------------------------------------------
-
-Result readAnswer(int fd, int rank, int nranks, size_t bytes, const IdInfo& info, const Deadline& deadline,
-                  double timeoutS, std::vector<uint8_t>* all, std::string* error) {
-  const std::string me = "rank " + std::to_string(rank);
-  const std::string where = idAddress(info);
-  uint8_t raw[kFrameHeaderBytes];
-  size_t done = 0;
-  int err = 0;
-  Io io = detail::recvAll(fd, raw, sizeof(raw), deadline, &done, &err);
-  if (io == Io::kTimeout) {
-    *error = me + " waited " + detail::formatSeconds(timeoutS) + " for rank 0 at " + where +
-             " to answer; rank 0 is reachable but the rendezvous did not complete (is another rank missing or "
-             "stuck? see rank 0's error)";
-    return Result::kTimeout;
-  }
-  if (io != Io::kOk) {
-    *error = me + ": rank 0 at " + where + " closed the connection without an answer" +
-             (err ? " (" + detail::errnoText(err) + ")" : std::string()) + "; did rank 0 fail or exit? check its error";
-    return Result::kSystemError;
-  }
-  FrameHeader h = detail::decodeFrame(raw);
-  if (h.magic != detail::kFrameMagic || h.version != detail::kFrameVersion) {
-    *error = me + ": " + where +
-             " answered with something that is not an arfuse rendezvous frame; is another "
-             "program (or another arfuse release) listening on that port?";
-    return Result::kMismatch;
-  }
-  if (h.kind == detail::kError && h.payloadBytes >= 4 && h.payloadBytes <= detail::kMaxErrorText) {
-    std::vector<uint8_t> text(h.payloadBytes);
-    io = detail::recvAll(fd, text.data(), text.size(), deadline, &done, &err);
-    if (io != Io::kOk) {
-      *error = me + ": rank 0 at " + where + " reported an error but the connection dropped before its text arrived";
-      return Result::kSystemError;
-    }
-    uint32_t code = detail::getU32(text.data());
-    *error = std::string(text.begin() + 4, text.end());
-    return code >= 1 && code <= static_cast<uint32_t>(Result::kSystemError) ? static_cast<Result>(code)
-                                                                            : Result::kSystemError;
-  }
-  uint64_t expect = static_cast<uint64_t>(nranks) * bytes;
-  if (h.kind != detail::kResult || h.nonce != info.nonce || h.nranks != nranks || h.payloadBytes != expect) {
-    *error = me + ": rank 0 at " + where + " sent an unexpected answer (kind " + std::to_string(h.kind) + ", nranks " +
-             std::to_string(h.nranks) + ", " + std::to_string(h.payloadBytes) + " bytes where " +
-             std::to_string(expect) + " were expected); are all processes running the same arfuse release?";
-    return Result::kMismatch;
-  }
-  all->assign(expect, 0);
-  io = detail::recvAll(fd, all->data(), all->size(), deadline, &done, &err);
-  if (io != Io::kOk) {
-    *error = me + ": the answer from rank 0 at " + where + " stopped after " + std::to_string(done) + " of " +
-             std::to_string(expect) + " bytes (" +
-             (io == Io::kTimeout ? std::string("deadline reached") : "connection closed") + "); did rank 0 crash?";
-    all->clear();
-    return io == Io::kTimeout ? Result::kTimeout : Result::kSystemError;
-  }
-  return Result::kOk;
-}
-
-Result runClient(const IdInfo& info, int rank, int nranks, const void* mine, size_t bytes, std::vector<uint8_t>* all,
-                 const Options& options, std::string* error) {
-  const std::string me = "rank " + std::to_string(rank);
-  const std::string where = idAddress(info);
-  const double timeoutS = options.timeoutMs / 1000.0;
-  Deadline deadline = Deadline::afterMs(options.timeoutMs);
-  detail::SockAddr addr = detail::sockAddrOf(info);
-
-  // Rank 0 may start later than us (launchers give no ordering), so refusals are retried with a
-  // growing pause until the deadline; errors that cannot heal by waiting are reported at once.
-  int fd = -1, err = 0;
-  int pauseMs = 10;
-  while (true) {
-    fd = detail::connectOnce(addr, deadline, &err);
-    if (fd >= 0) break;
-    if (!detail::isTransientConnectError(err) || deadline.passed()) {
-      *error = me + " could not connect to " + where +
-               (deadline.passed() ? " after " + detail::formatSeconds(timeoutS) : std::string()) + ": " +
-               detail::errnoText(err) + "; is rank 0 alive and is the address reachable from this host?";
-      return deadline.passed() ? Result::kTimeout : Result::kSystemError;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(pauseMs, deadline.remainingMs())));
-    pauseMs = std::min(pauseMs * 2, 500);
-  }
-
-  FrameHeader h;
-  h.kind = detail::kHello;
-  h.rank = rank;
-  h.nranks = nranks;
-  h.nonce = info.nonce;
-  h.payloadBytes = bytes;
-  uint8_t raw[kFrameHeaderBytes];
-  detail::encodeFrame(h, raw);
-  size_t done = 0;
-  bool spoke = false;
-  Io io = detail::sendUnlessReadable(fd, raw, sizeof(raw), deadline, &done, &err, &spoke);
-  if (io == Io::kOk && bytes > 0) io = detail::sendUnlessReadable(fd, mine, bytes, deadline, &done, &err, &spoke);
-  if (io == Io::kTimeout) {
-    detail::closeFd(fd);
-    *error = me + " could not send its blob to rank 0 at " + where + " within " + detail::formatSeconds(timeoutS) +
-             "; is rank 0 stuck?";
-    return Result::kTimeout;
-  }
-  if (io == Io::kError) {
-    detail::closeFd(fd);
-    *error = me + " lost its connection to rank 0 at " + where + ": " + detail::errnoText(err);
-    return Result::kSystemError;
-  }
-  // kOk, or kClosed / rank 0 spoke early: either way, what rank 0 says next is the verdict.
-  Result r = readAnswer(fd, rank, nranks, bytes, info, deadline, timeoutS, all, error);
-  detail::closeFd(fd);
-  return r;
+std::string checkArgs(int rank, int nranks, const void* mine, size_t bytes, const std::vector<uint8_t>* all,
+                      const Options& options) {
+  if (all == nullptr || (mine == nullptr && bytes > 0)) return "allGather: the blob or the output pointer is null";
+  if (nranks < 1 || nranks > detail::kMaxRanks)
+    return "nranks=" + std::to_string(nranks) + " is out of range (1-" + std::to_string(detail::kMaxRanks) + ")";
+  if (rank < 0 || rank >= nranks)
+    return "rank " + std::to_string(rank) + " is out of range for nranks=" + std::to_string(nranks) +
+           " (valid ranks are 0-" + std::to_string(nranks - 1) + ")";
+  if (bytes > options.maxBlobBytes)
+    return "rank " + std::to_string(rank) + "'s blob is " + std::to_string(bytes) + " bytes, over the limit of " +
+           std::to_string(options.maxBlobBytes) + " (Options::maxBlobBytes)";
+  if (options.timeoutMs <= 0)
+    return "bootstrap timeout must be positive, got " + std::to_string(options.timeoutMs) + " ms";
+  if (options.helloTimeoutMs <= 0)
+    return "bootstrap hello timeout must be positive, got " + std::to_string(options.helloTimeoutMs) + " ms";
+  return "";
 }
 
 }  // namespace
 
 Result allGather(const UniqueId& id, int rank, int nranks, const void* mine, size_t bytes, std::vector<uint8_t>* all,
                  const Options& options, std::string* error) {
-  if (all == nullptr || (mine == nullptr && bytes > 0)) {
-    *error = "allGather: the blob or the output pointer is null";
-    return Result::kInvalidArgument;
-  }
-  if (nranks < 1 || nranks > detail::kMaxRanks) {
-    *error = "nranks=" + std::to_string(nranks) + " is out of range (1-" + std::to_string(detail::kMaxRanks) + ")";
-    return Result::kInvalidArgument;
-  }
-  if (rank < 0 || rank >= nranks) {
-    *error = "rank " + std::to_string(rank) + " is out of range for nranks=" + std::to_string(nranks) +
-             " (valid ranks are 0-" + std::to_string(nranks - 1) + ")";
-    return Result::kInvalidArgument;
-  }
-  if (bytes > options.maxBlobBytes) {
-    *error = "rank " + std::to_string(rank) + "'s blob is " + std::to_string(bytes) + " bytes, over the limit of " +
-             std::to_string(options.maxBlobBytes) + " (Options::maxBlobBytes)";
-    return Result::kInvalidArgument;
-  }
-  if (options.timeoutMs <= 0) {
-    *error = "bootstrap timeout must be positive, got " + std::to_string(options.timeoutMs) + " ms";
-    return Result::kInvalidArgument;
-  }
   IdInfo info;
   Result r = decodeUniqueId(id, &info, error);
   if (r != Result::kOk) return r;
-
-  if (rank != 0) return runClient(info, rank, nranks, mine, bytes, all, options, error);
-
-  int listenFd = detail::takeListener(info.nonce);
+  // Rank 0 owns the listener from here on, so that every early return below closes it.
+  int listenFd = -1;
+  std::string why;
+  if (rank == 0) listenFd = detail::takeListener(info.nonce, &why);
+  const std::string bad = checkArgs(rank, nranks, mine, bytes, all, options);
+  if (!bad.empty()) {
+    detail::closeFd(listenFd);
+    *error = bad;
+    return Result::kInvalidArgument;
+  }
+  if (rank != 0) return Client(info, rank, nranks, mine, bytes, all, options).run(error);
   if (listenFd < 0) {
-    *error = "rank 0 holds no listener for this id (at " + idAddress(info) +
-             "): rank 0 must run in the process that called arfuseGetUniqueId (or a child forked after it), "
-             "once per id";
+    *error = "rank 0 holds no listener for this id (at " + idAddress(info) + "): " + why;
     return Result::kInvalidArgument;
   }
   all->assign(static_cast<size_t>(nranks) * bytes, 0);
   if (bytes > 0) std::memcpy(all->data(), mine, bytes);
-  Server server(listenFd, info, nranks, bytes, all, Deadline::afterMs(options.timeoutMs));
-  r = server.run(error);
+  r = detail::serveRendezvous(listenFd, info, nranks, bytes, all, options, error);
   if (r != Result::kOk) all->clear();
   return r;
 }

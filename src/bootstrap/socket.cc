@@ -7,12 +7,15 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace arfuse {
 namespace bootstrap {
@@ -42,7 +45,40 @@ std::string formatAddress(const SockAddr& addr) {
     }
     return "[" + text + "]:" + std::to_string(ntohs(in6->sin6_port));
   }
+  if (addr.family() == AF_UNIX) {
+    const auto* un = reinterpret_cast<const sockaddr_un*>(&addr.storage);
+    const size_t n = addr.length > offsetof(sockaddr_un, sun_path) ? addr.length - offsetof(sockaddr_un, sun_path) : 0;
+    if (n == 0) return "unix:(unnamed)";
+    if (un->sun_path[0] == '\0') return "unix:@" + std::string(un->sun_path + 1, n - 1);
+    return "unix:" + std::string(un->sun_path, strnlen(un->sun_path, n));
+  }
   return "(unknown address family " + std::to_string(addr.family()) + ")";
+}
+
+SockAddr unixAbstractAddress(const uint8_t name[16]) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string text = "arfuse-";
+  for (int i = 0; i < 16; ++i) {
+    text += kDigits[name[i] >> 4];
+    text += kDigits[name[i] & 15];
+  }
+  SockAddr a;
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  un.sun_path[0] = '\0';
+  std::memcpy(un.sun_path + 1, text.data(), text.size());
+  std::memcpy(&a.storage, &un, sizeof(un));
+  a.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + text.size());
+  return a;
+}
+
+bool peerCredentials(int fd, PeerCred* out) {
+  ucred c{};
+  socklen_t len = sizeof(c);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0 || len != sizeof(c)) return false;
+  out->pid = c.pid;
+  out->uid = c.uid;
+  return true;
 }
 
 std::string errnoText(int err) {
@@ -98,51 +134,114 @@ bool parseLiteral(const std::string& spec, int port, SockAddr* out) {
   return false;
 }
 
-// First IPv4 address of the interface, else its first IPv6 one: IPv4 first because that is what
-// mixed clusters most reliably route between hosts.
-bool interfaceAddress(const std::string& name, int port, SockAddr* out, std::string* error) {
+bool setPort(SockAddr* a, int port) {
+  if (a->family() == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&a->storage)->sin_port = htons(static_cast<uint16_t>(port));
+  } else {
+    reinterpret_cast<sockaddr_in6*>(&a->storage)->sin6_port = htons(static_cast<uint16_t>(port));
+  }
+  return true;
+}
+
+// First IPv4 address of the first interface `pick` accepts, else its first IPv6 one: IPv4 first
+// because that is what mixed clusters most reliably route between hosts. Interfaces are tried in the
+// order the kernel lists them.
+// Returns 1 when found, 0 when not, -1 when the interfaces cannot be listed (*error says why).
+template <typename Pick>
+int firstInterfaceAddress(Pick pick, int port, SockAddr* out, std::string* chosen, bool* anyNamed, std::string* error) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) {
     *error = "could not list network interfaces: " + errnoText(errno);
-    return false;
+    return -1;
   }
-  bool found = false, exists = false;
-  for (int want : {AF_INET, AF_INET6}) {
-    for (ifaddrs* it = list; it != nullptr && !found; it = it->ifa_next) {
-      if (it->ifa_name == nullptr || name != it->ifa_name) continue;
-      exists = true;
-      if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != want) continue;
-      size_t len = want == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-      std::memcpy(&out->storage, it->ifa_addr, len);
-      out->length = static_cast<socklen_t>(len);
-      if (want == AF_INET) {
-        reinterpret_cast<sockaddr_in*>(&out->storage)->sin_port = htons(static_cast<uint16_t>(port));
-      } else {
-        reinterpret_cast<sockaddr_in6*>(&out->storage)->sin6_port = htons(static_cast<uint16_t>(port));
+  bool found = false;
+  *anyNamed = false;
+  std::vector<std::string> order;
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next)
+    if (it->ifa_name && std::find(order.begin(), order.end(), it->ifa_name) == order.end())
+      order.push_back(it->ifa_name);
+  for (const std::string& name : order) {
+    if (!pick(name)) continue;
+    *anyNamed = true;
+    for (int want : {AF_INET, AF_INET6}) {
+      for (ifaddrs* it = list; it != nullptr && !found; it = it->ifa_next) {
+        if (it->ifa_name == nullptr || name != it->ifa_name || it->ifa_addr == nullptr) continue;
+        if (it->ifa_addr->sa_family != want || !(it->ifa_flags & IFF_UP)) continue;
+        size_t len = want == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+        std::memcpy(&out->storage, it->ifa_addr, len);
+        out->length = static_cast<socklen_t>(len);
+        setPort(out, port);
+        *chosen = name;
+        found = true;
       }
-      found = true;
     }
     if (found) break;
   }
   freeifaddrs(list);
-  if (!found) {
-    *error = exists ? "interface '" + name + "' has no IPv4 or IPv6 address"
-                    : "'" + name + "' is neither an IP address nor a network interface of this host";
+  return found ? 1 : 0;
+}
+
+bool interfaceAddress(const std::string& name, int port, SockAddr* out, std::string* error) {
+  std::string chosen;
+  bool exists = false;
+  const int found =
+      firstInterfaceAddress([&](const std::string& n) { return n == name; }, port, out, &chosen, &exists, error);
+  if (found != 0) return found > 0;
+  *error = exists ? "interface '" + name + "' has no IPv4 or IPv6 address (or is down)"
+                  : "'" + name + "' is neither an IP address nor a network interface of this host";
+  return false;
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= s.size()) {
+    size_t c = s.find(',', p);
+    if (c == std::string::npos) c = s.size();
+    if (c > p) out.push_back(s.substr(p, c - p));
+    p = c + 1;
   }
-  return found;
+  return out;
 }
 
 }  // namespace
 
-bool resolveListenAddress(const std::string& spec, int port, SockAddr* out, std::string* error) {
+bool interfaceSelected(const std::string& list, const std::string& name) {
+  std::string l = list;
+  const bool exclude = !l.empty() && l[0] == '^';
+  if (exclude) l = l.substr(1);
+  bool exact = !l.empty() && l[0] == '=';
+  if (exact) l = l.substr(1);
+  bool matched = false;
+  for (const std::string& item : splitList(l)) matched = matched || (exact ? name == item : name.rfind(item, 0) == 0);
+  return exclude ? !matched : matched;
+}
+
+bool usesUnixSocket(const std::string& address, const std::string& ifname) {
+  return address == "unix" || (address.empty() && ifname.empty());
+}
+
+bool resolveListenAddress(const std::string& spec, const std::string& ifname, int port, SockAddr* out,
+                          std::string* error) {
   if (port < 0 || port > 65535) {
     *error = "bootstrap port " + std::to_string(port) + " is out of range (0 for an ephemeral port, or 1-65535)";
     return false;
   }
-  std::string s = spec.empty() ? "127.0.0.1" : spec;
-  if (!parseLiteral(s, port, out) && !interfaceAddress(s, port, out, error)) return false;
+  if (spec.empty()) {
+    // Loopback only when the list names it: a list such as "^docker" means "a real interface".
+    const bool namesLoopback = ifname[0] != '^' && interfaceSelected(ifname, "lo");
+    std::string chosen;
+    bool any = false;
+    auto pick = [&](const std::string& n) { return interfaceSelected(ifname, n) && (n != "lo" || namesLoopback); };
+    const int found = firstInterfaceAddress(pick, port, out, &chosen, &any, error);
+    if (found != 0) return found > 0;
+    *error = any ? "no interface selected by ifname '" + ifname + "' has an address (or they are down)"
+                 : "ifname '" + ifname + "' selects none of this host's interfaces (see `ip -brief address`)";
+    return false;
+  }
+  if (!parseLiteral(spec, port, out) && !interfaceAddress(spec, port, out, error)) return false;
   if (isWildcard(*out)) {
-    *error = "bootstrap address '" + s +
+    *error = "bootstrap address '" + spec +
              "' is a wildcard; give the address (or interface) the other ranks will dial, since it is "
              "written into the unique id";
     return false;
@@ -167,7 +266,7 @@ int openListener(const SockAddr& addr, SockAddr* bound, std::string* error) {
   }
   int one = 1;
   // SO_REUSEADDR so a fixed port freed by a crashed run (TIME_WAIT) can be bound again at once.
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (addr.family() != AF_UNIX) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(fd, addr.get(), addr.length) != 0) {
     int e = errno;
     closeFd(fd);
@@ -199,7 +298,7 @@ int connectOnce(const SockAddr& addr, const Deadline& deadline, int* err) {
     return -1;
   }
   int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (addr.family() != AF_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (::connect(fd, addr.get(), addr.length) == 0) return fd;
   if (errno != EINPROGRESS) {
     *err = errno;

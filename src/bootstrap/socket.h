@@ -36,15 +36,33 @@ struct SockAddr {
   int family() const { return storage.ss_family; }
 };
 
-// "127.0.0.1:41234" / "[::1]:41234".
+// "127.0.0.1:41234" / "[::1]:41234" / "unix:@arfuse-<hex>".
 std::string formatAddress(const SockAddr& addr);
 // "connection refused", from an errno value.
 std::string errnoText(int err);
 // "10.0 s".
 std::string formatSeconds(double seconds);
 
-// Turns Options::address into a concrete address: empty -> 127.0.0.1, a literal, or an interface name.
-bool resolveListenAddress(const std::string& spec, int port, SockAddr* out, std::string* error);
+// Turns Options::address / Options::ifname into a TCP address: a literal, an interface name, or the
+// first interface the NCCL_SOCKET_IFNAME-style list selects. Callers handle the AF_UNIX default
+// (both empty, or address "unix") themselves: see usesUnixSocket.
+bool resolveListenAddress(const std::string& spec, const std::string& ifname, int port, SockAddr* out,
+                          std::string* error);
+bool usesUnixSocket(const std::string& address, const std::string& ifname);
+
+// Whether interface `name` is selected by an NCCL_SOCKET_IFNAME-style list (see Options::ifname).
+bool interfaceSelected(const std::string& list, const std::string& name);
+
+// The abstract AF_UNIX address named by 16 random bytes: "\0arfuse-<32 hex digits>". Abstract names
+// live in the network namespace, vanish with the socket, and need no directory.
+SockAddr unixAbstractAddress(const uint8_t name[16]);
+
+// Kernel-checked identity of the process at the other end of a connected AF_UNIX socket.
+struct PeerCred {
+  int64_t pid = -1;
+  uint32_t uid = 0;
+};
+bool peerCredentials(int fd, PeerCred* out);
 
 // Binds and listens; *bound receives the actual address (with the ephemeral port filled in).
 int openListener(const SockAddr& addr, SockAddr* bound, std::string* error);

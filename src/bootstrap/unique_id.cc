@@ -1,13 +1,15 @@
 // The unique id: its byte layout, its validation, and the registry of listeners it refers to.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <random>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/crypto.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 
@@ -41,9 +43,17 @@ namespace {
 
 // Listeners opened by makeUniqueId, by nonce. A registry rather than a handle in UniqueId because the
 // id is plain bytes that get copied around; the fd must stay with the process, not with the copy.
+// Each listener expires: a process that makes ids and never uses them (a retry loop, a launcher that
+// gave up) must not collect listening sockets.
+struct Listener {
+  int fd = -1;
+  detail::Clock::time_point expires;
+  int timeoutMs = 0;
+};
 struct Registry {
   std::mutex mu;
-  std::map<uint64_t, int> listeners;
+  std::map<uint64_t, Listener> listeners;
+  std::map<uint64_t, int> expired;  // nonce -> its timeout, so that a late rank 0 hears why (bounded)
 };
 
 Registry& registry() {
@@ -51,14 +61,19 @@ Registry& registry() {
   return *r;
 }
 
-uint64_t randomNonce() {
-  // random_device alone may be a deterministic fallback on some platforms; mixing in the clock and an
-  // address keeps two concurrent sessions on one host from colliding even then.
-  std::random_device rd;
-  uint64_t n = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  n ^= static_cast<uint64_t>(detail::Clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
-  n ^= reinterpret_cast<uintptr_t>(&n);
-  return n == 0 ? 1 : n;
+// Closes the listeners whose time is up. Caller holds r.mu.
+void expireLocked(Registry& r) {
+  const auto now = detail::Clock::now();
+  for (auto it = r.listeners.begin(); it != r.listeners.end();) {
+    if (now < it->second.expires) {
+      ++it;
+      continue;
+    }
+    detail::closeFd(it->second.fd);
+    if (r.expired.size() >= 1024) r.expired.erase(r.expired.begin());
+    r.expired[it->first] = it->second.timeoutMs;
+    it = r.listeners.erase(it);
+  }
 }
 
 std::string hexOf(const uint8_t* p, size_t n) {
@@ -73,12 +88,23 @@ std::string hexOf(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-int detail::takeListener(uint64_t nonce) {
+int detail::takeListener(uint64_t nonce, std::string* why) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  expireLocked(r);
   auto it = r.listeners.find(nonce);
-  if (it == r.listeners.end()) return -1;
-  int fd = it->second;
+  if (it == r.listeners.end()) {
+    auto ex = r.expired.find(nonce);
+    if (why)
+      *why = ex != r.expired.end()
+                 ? "its listener expired " + detail::formatSeconds(ex->second / 1000.0) +
+                       " after arfuseGetUniqueId (the init timeout): call arfuseCommInitRank on rank 0 sooner, or "
+                       "raise ARFUSE_TIMEOUT_MS"
+                 : "rank 0 must run in the process that called arfuseGetUniqueId (or a child forked after it), "
+                   "once per id";
+    return -1;
+  }
+  int fd = it->second.fd;
   r.listeners.erase(it);
   return fd;
 }
@@ -86,6 +112,7 @@ int detail::takeListener(uint64_t nonce) {
 namespace detail {
 SockAddr sockAddrOf(const IdInfo& info) {
   SockAddr a;
+  if (info.family == AF_UNIX) return unixAbstractAddress(info.address);
   if (info.family == AF_INET) {
     sockaddr_in in{};
     in.sin_family = AF_INET;
@@ -113,23 +140,26 @@ Result encodeUniqueId(const IdInfo& info, UniqueId* id, std::string* error) {
     *error = "unique id pointer is null";
     return Result::kInvalidArgument;
   }
-  if (info.family != AF_INET && info.family != AF_INET6) {
-    *error = "unique id address family must be AF_INET or AF_INET6, got " + std::to_string(info.family);
+  if (info.family != AF_INET && info.family != AF_INET6 && info.family != AF_UNIX) {
+    *error = "unique id address family must be AF_UNIX, AF_INET or AF_INET6, got " + std::to_string(info.family);
     return Result::kInvalidArgument;
   }
-  if (info.port == 0 || info.nonce == 0) {
-    *error = "unique id needs a non-zero port and a non-zero nonce";
+  if ((info.family != AF_UNIX && info.port == 0) || info.nonce == 0) {
+    *error = "unique id needs a non-zero port (TCP) and a non-zero nonce";
     return Result::kInvalidArgument;
   }
   uint8_t* b = id->bytes;
   std::memset(b, 0, kUniqueIdBytes);
   putU32(b + detail::kIdOffMagic, detail::kIdMagic);
   putU16(b + detail::kIdOffVersion, detail::kIdVersion);
-  putU16(b + detail::kIdOffFamily, info.family == AF_INET ? 4 : 6);
-  putU16(b + detail::kIdOffPort, info.port);
+  putU16(b + detail::kIdOffFamily, info.family == AF_UNIX   ? detail::kIdFamilyUnix
+                                   : info.family == AF_INET ? detail::kIdFamilyIpv4
+                                                            : detail::kIdFamilyIpv6);
+  putU16(b + detail::kIdOffPort, info.family == AF_UNIX ? 0 : info.port);
   std::memcpy(b + detail::kIdOffAddr, info.address, info.family == AF_INET ? 4 : 16);
   putU32(b + detail::kIdOffScope, info.scopeId);
   putU64(b + detail::kIdOffNonce, info.nonce);
+  std::memcpy(b + detail::kIdOffSecret, info.secret, detail::kSecretBytes);
   putU32(b + detail::kIdOffChecksum, detail::checksum32(b, detail::kIdOffChecksum));
   return Result::kOk;
 }
@@ -158,14 +188,19 @@ Result decodeUniqueId(const UniqueId& id, IdInfo* info, std::string* error) {
   }
   IdInfo out;
   uint16_t fam = getU16(b + detail::kIdOffFamily);
-  out.family = fam == 4 ? AF_INET : fam == 6 ? AF_INET6 : 0;
+  out.family = fam == detail::kIdFamilyUnix   ? AF_UNIX
+               : fam == detail::kIdFamilyIpv4 ? AF_INET
+               : fam == detail::kIdFamilyIpv6 ? AF_INET6
+                                              : 0;
   out.port = getU16(b + detail::kIdOffPort);
   std::memcpy(out.address, b + detail::kIdOffAddr, 16);
   out.scopeId = getU32(b + detail::kIdOffScope);
   out.nonce = getU64(b + detail::kIdOffNonce);
+  std::memcpy(out.secret, b + detail::kIdOffSecret, detail::kSecretBytes);
   bool zerosOk = getU16(b + detail::kIdOffReserved) == 0;
   for (size_t i = detail::kIdOffZeros; i < detail::kIdOffChecksum; ++i) zerosOk = zerosOk && b[i] == 0;
-  if (out.family == 0 || out.port == 0 || out.nonce == 0 || !zerosOk) {
+  const bool portOk = out.family == AF_UNIX ? out.port == 0 : out.port != 0;
+  if (out.family == 0 || !portOk || out.nonce == 0 || !zerosOk) {
     *error = "unique id is corrupt (invalid fields under a valid checksum): it was not made by arfuse";
     return Result::kInvalidArgument;
   }
@@ -223,14 +258,32 @@ Result makeUniqueId(const Options& options, UniqueId* id, std::string* error) {
     *error = "unique id pointer is null";
     return Result::kInvalidArgument;
   }
+  if (options.timeoutMs <= 0) {
+    *error = "bootstrap timeout must be positive, got " + std::to_string(options.timeoutMs) + " ms";
+    return Result::kInvalidArgument;
+  }
+  if (!options.address.empty() && !options.ifname.empty() && options.address != "unix") {
+    *error = "give the bootstrap either an address ('" + options.address + "') or an interface list ('" +
+             options.ifname + "'), not both";
+    return Result::kInvalidArgument;
+  }
+  IdInfo info;
+  if (!detail::randomBytes(info.secret, detail::kSecretBytes, error)) return Result::kSystemError;
   detail::SockAddr want, bound;
-  if (!detail::resolveListenAddress(options.address, options.port, &want, error)) return Result::kInvalidArgument;
+  const bool local = detail::usesUnixSocket(options.address, options.ifname);
+  if (local) {
+    if (!detail::randomBytes(info.address, sizeof info.address, error)) return Result::kSystemError;
+    want = detail::unixAbstractAddress(info.address);
+  } else if (!detail::resolveListenAddress(options.address, options.ifname, options.port, &want, error)) {
+    return Result::kInvalidArgument;
+  }
   int fd = detail::openListener(want, &bound, error);
   if (fd < 0) return Result::kSystemError;
 
-  IdInfo info;
-  info.family = bound.family();
-  if (info.family == AF_INET) {
+  info.family = want.family();
+  if (info.family == AF_UNIX) {
+    info.scopeId = static_cast<uint32_t>(geteuid());
+  } else if (info.family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(&bound.storage);
     std::memcpy(info.address, &in->sin_addr, 4);
     info.port = ntohs(in->sin_port);
@@ -242,34 +295,43 @@ Result makeUniqueId(const Options& options, UniqueId* id, std::string* error) {
   }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  expireLocked(r);
   do {
-    info.nonce = randomNonce();
-  } while (r.listeners.count(info.nonce) != 0);
+    if (!detail::randomBytes(&info.nonce, sizeof info.nonce, error)) {
+      detail::closeFd(fd);
+      return Result::kSystemError;
+    }
+  } while (info.nonce == 0 || r.listeners.count(info.nonce) != 0);
   Result res = encodeUniqueId(info, id, error);
   if (res != Result::kOk) {
     detail::closeFd(fd);
     return res;
   }
-  r.listeners[info.nonce] = fd;
+  Listener l;
+  l.fd = fd;
+  l.timeoutMs = options.timeoutMs;
+  l.expires = detail::Clock::now() + std::chrono::milliseconds(options.timeoutMs);
+  r.listeners[info.nonce] = l;
   return Result::kOk;
 }
 
 void closeListener(const UniqueId& id) {
   IdInfo info;
   std::string ignored;
-  if (decodeUniqueId(id, &info, &ignored) == Result::kOk) detail::closeFd(detail::takeListener(info.nonce));
+  if (decodeUniqueId(id, &info, &ignored) == Result::kOk) detail::closeFd(detail::takeListener(info.nonce, nullptr));
 }
 
 void shutdown() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  for (auto& kv : r.listeners) detail::closeFd(kv.second);
+  for (auto& kv : r.listeners) detail::closeFd(kv.second.fd);
   r.listeners.clear();
 }
 
 size_t listenerCount() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  expireLocked(r);
   return r.listeners.size();
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "bootstrap/bootstrap.h"
 
@@ -36,7 +37,7 @@ inline uint64_t getU64(const uint8_t* p) {
   return v;
 }
 
-// FNV-1a, 32 bits: not for security (the nonce is not a secret either), only so that a truncated or
+// FNV-1a, 32 bits: not for security (the secret and the HMACs are), only so that a truncated or
 // bit-flipped id is reported as corrupt instead of dialling a half-right address.
 inline uint32_t checksum32(const uint8_t* p, size_t n) {
   uint32_t h = 2166136261u;
@@ -46,17 +47,25 @@ inline uint32_t checksum32(const uint8_t* p, size_t n) {
 
 // ---- UniqueId layout (128 bytes) ----
 constexpr uint32_t kIdMagic = 0x44495241u;  // "ARID" read as little-endian bytes
-constexpr uint16_t kIdVersion = 1;
+constexpr uint16_t kIdVersion = 2;          // 2: AF_UNIX, the secret
 constexpr size_t kIdOffMagic = 0, kIdOffVersion = 4, kIdOffFamily = 6, kIdOffPort = 8, kIdOffReserved = 10,
-                 kIdOffAddr = 12, kIdOffScope = 28, kIdOffNonce = 32, kIdOffZeros = 40, kIdOffChecksum = 124;
+                 kIdOffAddr = 12, kIdOffScope = 28, kIdOffNonce = 32, kIdOffSecret = 40, kIdOffZeros = 72,
+                 kIdOffChecksum = 124;
+constexpr uint16_t kIdFamilyUnix = 1, kIdFamilyIpv4 = 4, kIdFamilyIpv6 = 6;
 
 // ---- Frame header (32 bytes), in front of every message on the wire ----
 constexpr uint32_t kFrameMagic = 0x57465241u;  // "ARFW"
-constexpr uint16_t kFrameVersion = 1;
+constexpr uint16_t kFrameVersion = 2;          // 2: challenge + HMAC tags
 constexpr size_t kFrameHeaderBytes = 32;
-enum FrameKind : uint16_t { kHello = 1, kResult = 2, kError = 3 };
+enum FrameKind : uint16_t { kHello = 1, kResult = 2, kError = 3, kChallenge = 4 };
 // An error frame's text is a single line; longer is a garbled length, not a message.
 constexpr uint64_t kMaxErrorText = 4096;
+
+// Domain separation: each tag says what it authenticates, so no tag can be replayed as another kind.
+constexpr char kTagHello[] = "arfuse-rendezvous-2 hello";
+constexpr char kTagBlob[] = "arfuse-rendezvous-2 blob";
+constexpr char kTagResult[] = "arfuse-rendezvous-2 result";
+constexpr char kTagError[] = "arfuse-rendezvous-2 error";
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
@@ -95,8 +104,17 @@ inline FrameHeader decodeFrame(const uint8_t* in) {
 constexpr int kMaxRanks = 1 << 16;
 
 // The listener makeUniqueId registered under this nonce, removed from the registry: the caller (rank 0's
-// allGather) now owns and closes it. -1 when this process holds none.
-int takeListener(uint64_t nonce);
+// allGather) now owns and closes it. -1 when this process holds none; *why then says whether it
+// expired (Options::timeoutMs of makeUniqueId) or was never here.
+int takeListener(uint64_t nonce, std::string* why);
+
+// Rank 0's side of allGather (server.cc): serves the rendezvous on listenFd (closed on return).
+Result serveRendezvous(int listenFd, const IdInfo& info, int nranks, size_t bytes, std::vector<uint8_t>* all,
+                       const Options& options, std::string* error);
+
+// Replaces control characters (and bytes that are not printable ASCII) so that text that came over
+// the network cannot forge log lines or terminal escapes.
+std::string sanitizeText(const std::string& text);
 
 }  // namespace detail
 }  // namespace bootstrap

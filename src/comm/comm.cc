@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "comm/config.h"
+#include "comm/handles.h"
 #include "common/params.h"
 #include "diag/records.h"
 #include "diag/watchdog.h"
@@ -30,9 +31,6 @@
 
 namespace arfuse {
 namespace {
-
-std::mutex gRegistryMu;
-std::set<const arfuseComm*> gRegistry;
 
 struct DeviceGuard {
   int saved = -1;
@@ -377,18 +375,10 @@ void startWatching(Group* g) {
   watchdogRegister(g->watch.get(), o);
 }
 
-bool commIsLive(const arfuseComm* c) {
-  std::lock_guard<std::mutex> lock(gRegistryMu);
-  return gRegistry.count(c) != 0 && c->magic == kCommMagic;
-}
-void commRegister(arfuseComm* c) {
-  std::lock_guard<std::mutex> lock(gRegistryMu);
-  gRegistry.insert(c);
-}
-void commUnregister(arfuseComm* c) {
-  std::lock_guard<std::mutex> lock(gRegistryMu);
-  gRegistry.erase(c);
-}
+// Handles are retired, never freed (comm/handles.h): a stale handle can never name a new communicator.
+bool commIsLive(const arfuseComm* c) { return handleIsLive(c) && c->magic == kCommMagic; }
+void commRegister(arfuseComm* c) { handleRegister(c); }
+void commUnregister(arfuseComm* c) { handleRetire(c); }
 
 arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms,
                            std::string* message) {
@@ -589,7 +579,8 @@ arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message) {
     }
   }
   if (g->depart) g->depart(comm->rank);
-  delete comm;
+  comm->group = nullptr;  // the shell stays allocated (retired above), its contents do not
+  std::string().swap(comm->lastError);
   if (--g->live == 0) freeGroup(g);
   return st;
 }

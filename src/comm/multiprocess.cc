@@ -5,8 +5,10 @@
 // bytes and nobody waits for a rank that has given up:
 //   A  (arfuse's rendezvous or the caller's all-gather): facts and resolved config of every rank.
 //      Every rank checks the same things (one host, equal configs, no local failure) identically.
-//      Rank 0 then creates the group segment (POSIX shared memory: GroupShared for the kernels +
-//      the exchange area of the later phases); the others map it.
+//      Before it, rank 0 creates the group segment (POSIX shared memory: GroupShared for the kernels
+//      + the exchange area of the later phases) and reserves the host-staged one, under independent
+//      random names, so that no other local user can take a name between its publication and its
+//      creation (shm.h); its hello carries both names, and the others map the group segment.
 //   B  (through the segment): CUDA IPC handles of each rank's staging/control/low-latency buffers,
 //      each rank's view of peer access to every other rank's GPU, rank 0's NCCL id. The group has
 //      peer access if every rank can reach every other GPU (or shares it). Without it (or when
@@ -26,13 +28,13 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <thread>
 
 #include "common/no_device.h"
 #include "comm/comm.h"
 #include "comm/config.h"
 #include "comm/process_cookie.h"
+#include "api/validate.h"
 #include "comm/shm.h"
 #include "common/params.h"
 #include "algos/launch.h"
@@ -57,7 +59,8 @@ struct Hello {
   uint64_t hostHash;
   uint64_t cookie;  // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
   int64_t pid;      // not an identity (see cookie); kept for post-mortems of the exchanged bytes
-  uint64_t nonce;  // rank 0: names the segments
+  char groupName[32];  // rank 0: the segments it created (shmRandomName)
+  char hostName[32];
   int32_t arch, smCount, canMapHost;
   int32_t resLowLatency, resNarrow, resWide, resClusters[kMaxChunks + 1];  // algos/launch.h Residency
   int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;
@@ -113,6 +116,25 @@ std::string uuidText(const uint8_t* u) {
   return s;
 }
 
+// Rank 0's segments until the group owns them: released (and their names removed) on every early
+// return of init.
+struct SegmentsBeforeGroup {
+  std::unique_ptr<ShmSegment> group{new ShmSegment()}, host{new ShmSegment()};
+  ~SegmentsBeforeGroup() {
+    for (ShmSegment* s : {group.get(), host.get()}) {
+      if (!s) continue;
+      shmRelease(s);
+      shmUnlink(s->name);
+    }
+  }
+};
+
+// A segment name that came from rank 0 through the exchange: ours ("/arfuse-..."), never a path.
+bool segmentNameOk(const char* name) {
+  const std::string n(name, strnlen(name, 32));
+  return n.size() < 32 && n.rfind("/arfuse-", 0) == 0 && n.find('/', 1) == std::string::npos;
+}
+
 // Posts this rank's blob for `phase` and waits (bounded) for every rank's.
 arfuseResult_t segmentExchange(InitArea* ia, int phase, int rank, int nranks, const void* mine, size_t bytes,
                                int timeoutMs, std::vector<uint8_t>* all, std::string* message) {
@@ -156,6 +178,10 @@ bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* c
 
 arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
                                       const Exchange& exchangeA, arfuseComm_t* comm, std::string* message) {
+  {
+    const std::string bad = checkRankArgs(nranks, rank);  // before anything is indexed by rank
+    if (!bad.empty()) return *message = bad, arfuseInvalidArgument;
+  }
   // ---- local checks; a failure is posted, not returned, so the others learn it -----------------
   Hello me{};
   me.magic = kHelloMagic;
@@ -218,9 +244,20 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   me.hostOneShotMax = rc.policy.hostOneShotMaxBytes;
   me.hostStagedMax = rc.policy.hostStagedMaxBytes;
   me.deterministic = rc.policy.deterministic ? 1 : 0;
-  if (rank == 0) {
-    std::random_device rd;
-    me.nonce = (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
+  SegmentsBeforeGroup early;
+  if (rank == 0 && local == arfuseSuccess) {
+    std::string err;
+    const std::string gname = shmRandomName("g"), hname = shmRandomName("h");
+    if (!shmCreate(gname, kSegmentBytes, early.group.get(), &err)) {
+      localFail(arfuseSystemError, "init: group area: " + err);
+    } else if (!shmReserve(hname, early.host.get(), &err)) {
+      localFail(arfuseSystemError, "init: host-staged area: " + err);
+    } else {
+      auto* ia0 = reinterpret_cast<InitArea*>(static_cast<char*>(early.group->host) + kSharedBytes);
+      ia0->ready.store(kReady, std::memory_order_release);
+    }
+    std::snprintf(me.groupName, sizeof me.groupName, "%s", gname.c_str());
+    std::snprintf(me.hostName, sizeof me.hostName, "%s", hname.c_str());
   }
   me.status = local;
   setText(me.text, why);
@@ -304,8 +341,14 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   if (!ncclPlanned)
     f.ncclDetail = nranks == 1 ? "a single rank needs no NCCL"
                                : "NCCL needs one GPU per rank; ranks of this group share a GPU";
-  const std::string base = strprintf("/arfuse-%016llx", static_cast<unsigned long long>(h[0].nonce));
-  const std::string groupName = base + "-g", hostName = base + "-h";
+  if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
+    delete g;
+    return *message = "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
+                      "arfuse release?",
+           arfuseMismatch;
+  }
+  const std::string groupName(h[0].groupName, strnlen(h[0].groupName, 32));
+  const std::string hostName(h[0].hostName, strnlen(h[0].hostName, 32));
   auto fail = [&](arfuseResult_t code) {
     shmUnlink(groupName);
     shmUnlink(hostName);
@@ -313,20 +356,20 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     return code;
   };
 
-  // ---- the group segment ---------------------------------------------------------------------------
-  auto* seg = new ShmSegment();
-  g->cleanups.push_back([seg] {
+  // ---- the group segment (rank 0 made it before phase A) ---------------------------------------------
+  ShmSegment* seg = early.group.release();
+  ShmSegment* reservedHost = early.host.release();
+  g->cleanups.push_back([seg, reservedHost] {
     shmRelease(seg);
+    shmRelease(reservedHost);
     delete seg;
+    delete reservedHost;
   });
   std::string err;
-  const bool created = rank == 0 ? shmCreate(groupName, kSegmentBytes, seg, &err)
-                                 : shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err);
-  if (!created) return *message = "init: " + err, fail(arfuseSystemError);
+  if (rank != 0 && !shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err))
+    return *message = "init: " + err, fail(arfuseSystemError);
   auto* ia = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
-  if (rank == 0) {
-    ia->ready.store(kReady, std::memory_order_release);
-  } else {
+  if (rank != 0) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
     while (ia->ready.load(std::memory_order_acquire) != kReady) {
       if (std::chrono::steady_clock::now() > deadline)
@@ -490,14 +533,19 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
         shmRelease(hseg);
         delete hseg;
       });
-      const bool ok = (rank == 0 ? shmCreate(hostName, bytes, hseg, &err)
-                                 : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
+      // Rank 0 sizes the segment it reserved before phase A; posix_fallocate makes a full /dev/shm
+      // an error here, with the size and the fix, instead of a SIGBUS at the first touch.
+      if (rank == 0) {
+        *hseg = *reservedHost;
+        reservedHost->fd = -1;
+      }
+      const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
                       shmRegister(hseg, &err);
       if (!ok) {
         localC = arfuseSystemError;
         whyC = "host-staged area: " + err;
       } else {
-        layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // zero-filled by ftruncate
+        layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
         g->hostArenaBytes = bytes;
       }
     }

@@ -3,7 +3,9 @@
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +21,7 @@ namespace {
 bool mapFd(int fd, size_t bytes, ShmSegment* seg, std::string* error) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
+  if (seg->fd == fd) seg->fd = -1;
   if (p == MAP_FAILED) {
     *error = strprintf("mmap(%s, %zu B): %s", seg->name.c_str(), bytes, std::strerror(errno));
     return false;
@@ -28,23 +31,69 @@ bool mapFd(int fd, size_t bytes, ShmSegment* seg, std::string* error) {
   return true;
 }
 
+std::string mib(unsigned long long bytes) { return strprintf("%.1f MiB", bytes / 1048576.0); }
+
 }  // namespace
 
-bool shmCreate(const std::string& name, size_t bytes, ShmSegment* seg, std::string* error) {
+std::string shmRandomName(const char* suffix) {
+  unsigned long long r = 0;
+  if (getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+    // No entropy syscall (very old kernel): the clock and the pid still make a collision unlikely, and
+    // O_EXCL turns one into an error, never into sharing.
+    r = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+        (static_cast<unsigned long long>(getpid()) << 40);
+  }
+  return strprintf("/arfuse-%016llx-%s", r, suffix);
+}
+
+bool shmAllocateFd(int fd, size_t bytes, const std::string& what, std::string* error) {
+  if (bytes == 0) return true;
+  int e;
+  do {
+    e = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  } while (e == EINTR);
+  if (e == 0) return true;
+  if (e == ENOSPC || e == EFBIG) {
+    struct statvfs vs;
+    const std::string free = fstatvfs(fd, &vs) == 0
+                                 ? mib(static_cast<unsigned long long>(vs.f_bavail) * vs.f_frsize) + " free of " +
+                                       mib(static_cast<unsigned long long>(vs.f_blocks) * vs.f_frsize)
+                                 : std::string("unknown free space");
+    *error = strprintf(
+        "%s needs %zu B (%s) of shared memory but /dev/shm has %s: raise it (docker run --shm-size=1g) "
+        "or lower maxTokens/maxHidden",
+        what.c_str(), bytes, mib(bytes).c_str(), free.c_str());
+    return false;
+  }
+  *error = strprintf("posix_fallocate(%s, %zu B): %s", what.c_str(), bytes, std::strerror(e));
+  return false;
+}
+
+bool shmReserve(const std::string& name, ShmSegment* seg, std::string* error) {
   seg->name = name;
-  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
     *error = strprintf("shm_open(%s, create): %s", name.c_str(), std::strerror(errno));
     return false;
   }
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    *error = strprintf("ftruncate(%s, %zu B): %s (is /dev/shm large enough? `df -h /dev/shm`)", name.c_str(), bytes,
-                       std::strerror(errno));
-    close(fd);
-    shm_unlink(name.c_str());
+  seg->fd = fd;
+  return true;
+}
+
+bool shmAllocate(ShmSegment* seg, size_t bytes, std::string* error) {
+  if (seg->fd < 0) {
+    *error = strprintf("%s: not a reserved segment", seg->name.c_str());
     return false;
   }
-  if (!mapFd(fd, bytes, seg, error)) {
+  if (!shmAllocateFd(seg->fd, bytes, seg->name, error)) return false;
+  return mapFd(seg->fd, bytes, seg, error);
+}
+
+bool shmCreate(const std::string& name, size_t bytes, ShmSegment* seg, std::string* error) {
+  if (!shmReserve(name, seg, error)) return false;
+  if (!shmAllocate(seg, bytes, error)) {
+    if (seg->fd >= 0) close(seg->fd);
+    seg->fd = -1;
     shm_unlink(name.c_str());
     return false;
   }
@@ -55,9 +104,15 @@ bool shmOpen(const std::string& name, size_t bytes, int timeoutMs, ShmSegment* s
   seg->name = name;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   for (;;) {
-    const int fd = shm_open(name.c_str(), O_RDWR, 0600);
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) {
       struct stat st;
+      if (fstat(fd, &st) == 0 && st.st_uid != geteuid()) {
+        *error = strprintf("shared memory %s belongs to uid %u, not to this user (uid %u): refusing it", name.c_str(),
+                           static_cast<unsigned>(st.st_uid), static_cast<unsigned>(geteuid()));
+        close(fd);
+        return false;
+      }
       if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= bytes) return mapFd(fd, bytes, seg, error);
       close(fd);
     } else if (errno != ENOENT) {
@@ -65,8 +120,8 @@ bool shmOpen(const std::string& name, size_t bytes, int timeoutMs, ShmSegment* s
       return false;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      *error = strprintf("shared memory %s (%zu B) did not appear within %d ms (did rank 0 fail or die?)",
-                         name.c_str(), bytes, timeoutMs);
+      *error = strprintf("shared memory %s (%zu B) did not appear within %d ms (did rank 0 fail or die?)", name.c_str(),
+                         bytes, timeoutMs);
       return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -95,6 +150,8 @@ void shmRelease(ShmSegment* seg) {
   seg->registered = false;
   if (seg->host) munmap(seg->host, seg->bytes);
   seg->host = seg->device = nullptr;
+  if (seg->fd >= 0) close(seg->fd);
+  seg->fd = -1;
 }
 
 void shmUnlink(const std::string& name) {

@@ -1,5 +1,8 @@
 // Names and texts of the public enums. Host-only, so the CPU-tested pieces can use them too.
+#include "common/enum_arg.h"  // rawEnum: a C caller may pass any int for an enum
 #include "arfuse/arfuse.h"
+
+using arfuse::rawEnum;
 
 extern "C" {
 
@@ -8,7 +11,8 @@ const char* arfuseGetErrorName(arfuseResult_t r) {
                                 "arfuseUnsupported",   "arfuseCudaError",       "arfuseNcclError",
                                 "arfuseSystemError",   "arfuseInternalError",   "arfusePeerTimeout",
                                 "arfuseNoDevice",      "arfuseMismatch"};
-  return (r >= 0 && r < arfuseNumResults) ? names[r] : "arfuseUnknownResult";
+  const int v = rawEnum(r);
+  return (v >= 0 && v < arfuseNumResults) ? names[v] : "arfuseUnknownResult";
 }
 
 const char* arfuseGetErrorString(arfuseResult_t r) {
@@ -27,17 +31,20 @@ const char* arfuseGetErrorString(arfuseResult_t r) {
       "mismatch: ranks made different calls (op, dtype, tokens, hidden or path); the group is aborted. Make every "
       "rank issue the same calls with the same shapes in the same order",
   };
-  return (r >= 0 && r < arfuseNumResults) ? text[r] : "unknown result code";
+  const int v = rawEnum(r);
+  return (v >= 0 && v < arfuseNumResults) ? text[v] : "unknown result code";
 }
 
 const char* arfuseAlgoName(arfuseAlgo_t a) {
   static const char* names[] = {"auto", "oneshot", "twoshot", "nccl", "local", "lowlatency", "hoststaged"};
-  return (a >= 0 && a < arfuseNumAlgos) ? names[a] : "unknown";
+  const int v = rawEnum(a);
+  return (v >= 0 && v < arfuseNumAlgos) ? names[v] : "unknown";
 }
 
 const char* arfuseDataTypeName(arfuseDataType_t d) {
   static const char* names[] = {"bf16", "fp16", "fp32"};
-  return (d >= 0 && d < arfuseNumDataTypes) ? names[d] : "unknown";
+  const int v = rawEnum(d);
+  return (v >= 0 && v < arfuseNumDataTypes) ? names[v] : "unknown";
 }
 
 }  // extern "C"

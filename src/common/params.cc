@@ -1,11 +1,18 @@
 #include "common/params.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 
 #include "arfuse/arfuse.h"
+#include "diag/log.h"
+
+extern char** environ;
 
 namespace arfuse {
 namespace {
@@ -15,12 +22,24 @@ const std::vector<ParamSpec> kSpecs = {
      "Force the algorithm of every communicator whose config leaves `algo` at -1: auto, lowlatency, oneshot, "
      "twoshot, hoststaged, nccl."},
     {"ARFUSE_TIMEOUT_MS", "int", "10000",
-     "Bound on every device-side wait for a peer, in milliseconds (config `timeoutMs` wins). On expiry the group "
-     "is aborted and calls fail with arfusePeerTimeout."},
+     "Bound on every device-side wait for a peer, in milliseconds, 1..86400000 (config `timeoutMs` wins). On expiry "
+     "the group is aborted and calls fail with arfusePeerTimeout. Multi-process init waits max(30 s, this).",
+     1, 86400000},
     {"ARFUSE_LOG_LEVEL", "enum", "WARN", "Least severe log line printed on stderr: DEBUG, INFO, WARN, ERROR, NONE."},
-    {"ARFUSE_BOOTSTRAP_ADDR", "address", "127.0.0.1",
-     "Where rank 0 of arfuseCommInitRank listens (arfuseGetUniqueId): an IPv4/IPv6 literal or an interface name "
-     "(eth0). Groups span one host, so loopback is the default."},
+    {"ARFUSE_BOOTSTRAP_ADDR", "address", "",
+     "Where rank 0 of arfuseCommInitRank listens (arfuseGetUniqueId). Unset (or `unix`): an abstract AF_UNIX socket "
+     "on this host, where the kernel names the uid of every process that connects and only this user (and "
+     "ARFUSE_BOOTSTRAP_UIDS) may join. An IPv4/IPv6 literal or an interface name (eth0): TCP there, for groups "
+     "that span hosts; every hello then carries an HMAC keyed by the secret in the unique id (docs/bootstrap.md)."},
+    {"ARFUSE_BOOTSTRAP_IFNAME", "interfaces", "",
+     "TCP rendezvous on the first interface this list selects, with NCCL_SOCKET_IFNAME's syntax: name prefixes "
+     "(`eth,ib`), `=` for exact names (`=eth0`), `^` to exclude (`^docker,lo`). Loopback only when named. Set this "
+     "or ARFUSE_BOOTSTRAP_ADDR, not both."},
+    {"ARFUSE_BOOTSTRAP_PORT", "int", "0",
+     "TCP port of the rendezvous (0: an ephemeral port), for firewalls that open one port.", 0, 65535},
+    {"ARFUSE_BOOTSTRAP_UIDS", "uids", "",
+     "AF_UNIX rendezvous: user ids admitted besides rank 0's own, comma-separated (`1000,1001`); any other user is "
+     "refused with a line that names its uid. Read on rank 0."},
     {"ARFUSE_DEBUG_FILE", "path", "",
      "Also append every printed log line to this file (`%p` becomes the process id, `%h` the host name), so each "
      "process of a server keeps its own arfuse log for `arfuse triage`."},
@@ -30,13 +49,16 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_ONESHOT_MAX_BYTES", "int", "524288",
      "Auto plan: use one-shot while message bytes x (nranks - 1) stays at or under this; two-shot above. "
      "Unset, an in-process group whose GPUs NVML reports joined by NVLink pair by pair uses 2097152 (measured "
-     "on 4 x H200, docs/perf.md); a calibration file replaces both."},
+     "on 4 x H200, docs/perf.md); a calibration file replaces both.",
+     0, 1ll << 40},
     {"ARFUSE_HOST_ONESHOT_MAX_BYTES", "int", "131072",
      "Host-staged path: use its one-shot variant while message bytes x (nranks - 1) stays at or under this; "
-     "two-shot above (two ranks always use one-shot)."},
+     "two-shot above (two ranks always use one-shot).",
+     0, 1ll << 40},
     {"ARFUSE_HOST_STAGED_MAX_BYTES", "int", "1048576",
      "Auto plan without peer access: use the host-staged path for messages up to this many bytes per rank, NCCL "
-     "above (when NCCL is available); also sizes the pinned host area in that case."},
+     "above (when NCCL is available); also sizes the pinned host area in that case.",
+     16, 1ll << 40},
     {"ARFUSE_FLIGHT_RECORDER", "bool", "1",
      "Kernels stamp every call into the flight recorder in the rank's device memory, which the host copies out "
      "for arfuseCommDumpState, the watchdog and `arfuse triage`; 0 turns the stamps off."},
@@ -45,17 +67,20 @@ const std::vector<ParamSpec> kSpecs = {
      "overlap the previous kernel's tail, CUDA graphs included); 0 launches them plainly."},
     {"ARFUSE_MAX_CHUNKS", "int", "8",
      "Tuning: the most CTAs one row may be split over (a thread-block cluster, sm_90+): 1, 2, 4 or 8. The plan "
-     "splits rows of small calls so that their loads and stores spread over more SMs."},
+     "splits rows of small calls so that their loads and stores spread over more SMs.",
+     1, 8},
     {"ARFUSE_POLL_SLEEP_NS", "int", "0",
      "Tuning: nanoseconds a low-latency receiver sleeps between polling rounds once a few rounds found nothing "
-     "(0: never); less pressure on the memory system while many CTAs wait, a little more latency."},
+     "(0: never); less pressure on the memory system while many CTAs wait, a little more latency.",
+     0, 10000},
     {"ARFUSE_DETERMINISTIC", "bool", "0",
      "1: the NCCL path all-gathers the ranks' inputs and sums them in fp32 in rank order (the arithmetic of every "
      "arfuse path), so a row's outputs are the same bits on every path and for any number of tokens in the call; "
      "it moves (n - 1) x the message instead of NCCL's 2 (n - 1) / n."},
     {"ARFUSE_MAX_BLOCKS", "int", "-1",
      "Cap on thread blocks per rank per call (config `maxBlocks` wins); -1 derives it from the device so that "
-     "every rank's blocks are co-resident."},
+     "every rank's blocks are co-resident.",
+     -1, 128},
     {"ARFUSE_CALIBRATION_FILE", "path", "",
      "A calibration file written by `arfuse doctor --calibrate` (schema arfuse-calibration/1). When its GPU UUIDs, "
      "fabric fingerprint and rank count match a communicator, the auto plan uses its measured crossovers instead of "
@@ -63,7 +88,8 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_WATCHDOG_MS", "int", "0",
      "Poll period of the host watchdog thread in milliseconds; 0 turns it off. It prints a kernel-recorded error "
      "(timeout, divergent call, concurrent use) as its canonical ERROR line as soon as it appears, even while the "
-     "host is blocked elsewhere, and one WARN line for a call still running after max(timeout, 2 s)."},
+     "host is blocked elsewhere, and one WARN line for a call still running after max(timeout, 2 s).",
+     0, 3600000},
     {"ARFUSE_DUMP_ON_SIGNAL", "bool", "0",
      "1: on SIGUSR1, write every live communicator's flight-recorder dump (the format `arfuse triage` reads) to "
      "stderr and to the ARFUSE_DEBUG_FILE file."},
@@ -74,75 +100,171 @@ const std::vector<ParamSpec> kSpecs = {
      "in-process groups only."},
 };
 
+// ARFUSE_* names read by other parts of arfuse, not by the library: not typos.
+const char* const kReadElsewhere[] = {
+    "ARFUSE_LIBRARY_PATH",      // the Python package: where libarfuse.so is
+    "ARFUSE_LIBRARY",           // its older name
+    "ARFUSE_QUANT_EXHAUSTIVE",  // tests/cpu/quant_test.cc: every fp32 input
+};
+
 int parseLevel(const std::string& v) {
   static const char* names[] = {"DEBUG", "INFO", "WARN", "ERROR", "NONE"};
-  for (int i = 0; i < 5; ++i) {
-    std::string up;
-    for (char c : v) up += static_cast<char>(toupper(static_cast<unsigned char>(c)));
+  std::string up;
+  for (char c : v) up += static_cast<char>(toupper(static_cast<unsigned char>(c)));
+  for (int i = 0; i < 5; ++i)
     if (up == names[i]) return i;
-  }
   return -1;
 }
 
-bool parseInt(const std::string& v, long long* out) {
-  if (v.empty()) return false;
+// Decimal integers only: an optional '-', digits, nothing else (no spaces, '+', hex, or overflow).
+bool parseInteger(const std::string& v, long long* out) {
+  if (v.empty() || v.size() > 20) return false;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(std::isdigit(static_cast<unsigned char>(v[i])) || (i == 0 && v[i] == '-' && v.size() > 1))) return false;
+  errno = 0;
   char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (*end != '\0') return false;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (errno == ERANGE || *end != '\0') return false;
   *out = x;
   return true;
 }
 
-std::string validate(const ParamSpec& s, const std::string& v) {
-  const std::string name = s.name;
-  long long x = 0;
-  if (name == "ARFUSE_ALGO") return parseAlgoName(v) < 0 ? "expected auto|lowlatency|oneshot|twoshot|hoststaged|nccl" : "";
-  if (name == "ARFUSE_LOG_LEVEL") return parseLevel(v) < 0 ? "expected DEBUG|INFO|WARN|ERROR|NONE" : "";
-  if (name == "ARFUSE_CHECK_POINTERS" || name == "ARFUSE_DUMP_ON_SIGNAL" || name == "ARFUSE_FLIGHT_RECORDER")
-    return (v == "0" || v == "1") ? "" : "expected 0 or 1";
-  if (name == "ARFUSE_WATCHDOG_MS")
-    return (parseInt(v, &x) && x >= 0 && x <= 3600000) ? "" : "expected 0 (off) or a period of 1..3600000 ms";
-  if (name == "ARFUSE_TIMEOUT_MS") return (parseInt(v, &x) && x > 0) ? "" : "expected a positive integer";
-  if (name == "ARFUSE_ONESHOT_MAX_BYTES") return (parseInt(v, &x) && x >= 0) ? "" : "expected an integer >= 0";
-  if (name == "ARFUSE_HOST_ONESHOT_MAX_BYTES") return (parseInt(v, &x) && x >= 0) ? "" : "expected an integer >= 0";
-  if (name == "ARFUSE_HOST_STAGED_MAX_BYTES") return (parseInt(v, &x) && x >= 16) ? "" : "expected an integer >= 16";
-  if (name == "ARFUSE_DEBUG_FILE" || name == "ARFUSE_CALIBRATION_FILE") return v.empty() ? "expected a file path" : "";
-  if (name == "ARFUSE_MAX_BLOCKS")
-    return (parseInt(v, &x) && (x == -1 || (x >= 1 && x <= 128))) ? "" : "expected -1 or 1..128";
-  return "";
+// Levenshtein distance, for "did you mean".
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
 }
 
-const std::string& valueOf(const char* name) {
+struct Loaded {
+  std::vector<ParamValue> values;
+  std::vector<std::string> unknown;
+};
+
+Loaded load() {
+  Loaded l;
+  for (const ParamSpec& s : kSpecs) {
+    ParamValue v{&s, s.defaultValue, false, "", 0};
+    parseParamValue(s, s.defaultValue, &v.number);
+    if (const char* env = std::getenv(s.name)) {
+      long long n = 0;
+      const std::string err = parseParamValue(s, env, &n);
+      if (err.empty()) {
+        v.value = env;
+        v.fromEnvironment = true;
+        v.number = n;
+      } else {
+        v.error = std::string(s.name) + "=" + env + " ignored (the default " +
+                  (*s.defaultValue ? std::string(s.defaultValue) : std::string("(unset)")) + " applies): " + err;
+      }
+    }
+    l.values.push_back(v);
+  }
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    const std::string name = eq ? std::string(*e, static_cast<size_t>(eq - *e)) : std::string(*e);
+    if (name.rfind("ARFUSE_", 0) != 0) continue;
+    bool known = false;
+    for (const ParamSpec& s : kSpecs) known = known || name == s.name;
+    for (const char* other : kReadElsewhere) known = known || name == other;
+    if (known || name.rfind("ARFUSE_TEST_", 0) == 0) continue;  // ARFUSE_TEST_*: reserved for tests
+    std::string best;
+    size_t bestD = 4;
+    for (const ParamSpec& s : kSpecs) {
+      const size_t d = editDistance(name, s.name);
+      if (d < bestD) bestD = d, best = s.name;
+    }
+    l.unknown.push_back(
+        name + " is not an arfuse variable and is ignored" +
+        (best.empty() ? std::string(" (`arfuse env --markdown` lists them)") : " (did you mean " + best + "?)"));
+  }
+  std::sort(l.unknown.begin(), l.unknown.end());
+  return l;
+}
+
+const Loaded& loaded() {
+  static Loaded l;
+  static std::once_flag once;
+  std::call_once(once, [] { l = load(); });
+  return l;
+}
+
+const ParamValue& valueOf(const char* name) {
   for (const ParamValue& v : paramValues())
-    if (std::string(v.spec->name) == name) return v.value;
-  static const std::string empty;
-  return empty;
+    if (std::strcmp(v.spec->name, name) == 0) return v;
+  static const ParamValue none{nullptr, "", false, "", 0};
+  return none;
 }
 
 }  // namespace
 
 const std::vector<ParamSpec>& paramSpecs() { return kSpecs; }
 
-const std::vector<ParamValue>& paramValues() {
-  static std::vector<ParamValue> values;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (const ParamSpec& s : kSpecs) {
-      ParamValue v{&s, s.defaultValue, false, ""};
-      if (const char* env = std::getenv(s.name)) {
-        std::string err = validate(s, env);
-        if (err.empty()) {
-          v.value = env;
-          v.fromEnvironment = true;
-        } else {
-          v.error = std::string(s.name) + "=" + env + " ignored: " + err;
-        }
-      }
-      values.push_back(v);
+std::string parseParamValue(const ParamSpec& s, const std::string& v, long long* number) {
+  const std::string name = s.name;
+  const std::string type = s.type;
+  long long x = 0;
+  if (name == "ARFUSE_ALGO") {
+    x = parseAlgoName(v);
+    if (x < 0) return "expected auto|lowlatency|oneshot|twoshot|hoststaged|nccl";
+  } else if (name == "ARFUSE_LOG_LEVEL") {
+    x = parseLevel(v);
+    if (x < 0) return "expected DEBUG|INFO|WARN|ERROR|NONE";
+  } else if (type == "bool") {
+    if (v != "0" && v != "1") return "expected 0 or 1";
+    x = v == "1";
+  } else if (type == "int") {
+    if (!parseInteger(v, &x) || x < s.min || x > s.max || (name == "ARFUSE_MAX_BLOCKS" && x == 0))
+      return name == "ARFUSE_MAX_BLOCKS"
+                 ? "expected -1 (derive) or 1..128"
+                 : "expected an integer in " + std::to_string(s.min) + ".." + std::to_string(s.max);
+  } else if (type == "uids") {
+    if (v.empty()) return "";
+    size_t p = 0;
+    while (p <= v.size()) {
+      size_t c = v.find(',', p);
+      if (c == std::string::npos) c = v.size();
+      long long u = 0;
+      if (!parseInteger(v.substr(p, c - p), &u) || u < 0 || u > 4294967294ll)
+        return "expected user ids (0..4294967294) separated by commas, e.g. 1000,1001";
+      p = c + 1;
     }
-  });
-  return values;
+  } else if (type == "interfaces") {
+    if (v.empty()) return "";
+    for (char c : v)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.:,=^-@", c)))
+        return "expected interface names or prefixes separated by commas (eth,ib or =eth0 or ^docker,lo)";
+  } else if (type == "path" || type == "address") {
+    if (v.empty() && *s.defaultValue == '\0' && type == "path") return "expected a file path";
+    for (char c : v)
+      if (static_cast<unsigned char>(c) < 0x20) return "expected text without control characters";
+  }
+  if (number) *number = x;
+  return "";
 }
+
+const std::vector<ParamValue>& paramValues() {
+  const Loaded& l = loaded();
+  // Once per process, after loading (logLine reads ARFUSE_LOG_LEVEL through this same function).
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    for (const ParamValue& v : l.values)
+      if (!v.error.empty()) ARFUSE_LOG(kLogWarn, LogContext{}, "", "%s", v.error.c_str());
+    for (const std::string& u : l.unknown) ARFUSE_LOG(kLogWarn, LogContext{}, "", "%s", u.c_str());
+  }
+  return l.values;
+}
+
+const std::vector<std::string>& paramUnknownNames() { return loaded().unknown; }
 
 int parseAlgoName(const std::string& name) {
   if (name == "auto") return arfuseAlgoAuto;
@@ -155,30 +277,43 @@ int parseAlgoName(const std::string& name) {
 }
 
 int paramAlgo() {
-  for (const ParamValue& v : paramValues())
-    if (std::string(v.spec->name) == "ARFUSE_ALGO") return v.fromEnvironment ? parseAlgoName(v.value) : -1;
-  return -1;
+  const ParamValue& v = valueOf("ARFUSE_ALGO");
+  return v.fromEnvironment ? static_cast<int>(v.number) : -1;
 }
-int paramTimeoutMs() { return std::atoi(valueOf("ARFUSE_TIMEOUT_MS").c_str()); }
-int paramLogLevel() { return parseLevel(valueOf("ARFUSE_LOG_LEVEL")); }
-bool paramCheckPointers() { return valueOf("ARFUSE_CHECK_POINTERS") != "0"; }
-long long paramOneShotMaxBytes() { return std::atoll(valueOf("ARFUSE_ONESHOT_MAX_BYTES").c_str()); }
-long long paramHostOneShotMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_ONESHOT_MAX_BYTES").c_str()); }
-long long paramHostStagedMaxBytes() { return std::atoll(valueOf("ARFUSE_HOST_STAGED_MAX_BYTES").c_str()); }
-int paramMaxBlocks() { return std::atoi(valueOf("ARFUSE_MAX_BLOCKS").c_str()); }
-std::string paramDebugFile() { return valueOf("ARFUSE_DEBUG_FILE"); }
-bool paramFlightRecorder() { return valueOf("ARFUSE_FLIGHT_RECORDER") == "1"; }
-bool paramPdl() { return valueOf("ARFUSE_PDL") != "0"; }
+int paramTimeoutMs() { return static_cast<int>(valueOf("ARFUSE_TIMEOUT_MS").number); }
+int paramLogLevel() { return static_cast<int>(valueOf("ARFUSE_LOG_LEVEL").number); }
+bool paramCheckPointers() { return valueOf("ARFUSE_CHECK_POINTERS").number != 0; }
+long long paramOneShotMaxBytes() { return valueOf("ARFUSE_ONESHOT_MAX_BYTES").number; }
+long long paramHostOneShotMaxBytes() { return valueOf("ARFUSE_HOST_ONESHOT_MAX_BYTES").number; }
+long long paramHostStagedMaxBytes() { return valueOf("ARFUSE_HOST_STAGED_MAX_BYTES").number; }
+int paramMaxBlocks() { return static_cast<int>(valueOf("ARFUSE_MAX_BLOCKS").number); }
+std::string paramDebugFile() { return valueOf("ARFUSE_DEBUG_FILE").value; }
+bool paramFlightRecorder() { return valueOf("ARFUSE_FLIGHT_RECORDER").number != 0; }
+bool paramPdl() { return valueOf("ARFUSE_PDL").number != 0; }
 int paramMaxChunks() {
-  const int v = std::atoi(valueOf("ARFUSE_MAX_CHUNKS").c_str());
+  const long long v = valueOf("ARFUSE_MAX_CHUNKS").number;
   return v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1;
 }
-int paramPollSleepNs() { return std::max(0, std::min(10000, std::atoi(valueOf("ARFUSE_POLL_SLEEP_NS").c_str()))); }
-bool paramDeterministic() { return valueOf("ARFUSE_DETERMINISTIC") == "1"; }
-std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR"); }
-std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE"); }
-int paramWatchdogMs() { return std::atoi(valueOf("ARFUSE_WATCHDOG_MS").c_str()); }
-bool paramDumpOnSignal() { return valueOf("ARFUSE_DUMP_ON_SIGNAL") == "1"; }
+int paramPollSleepNs() { return static_cast<int>(valueOf("ARFUSE_POLL_SLEEP_NS").number); }
+bool paramDeterministic() { return valueOf("ARFUSE_DETERMINISTIC").number != 0; }
+std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR").value; }
+std::string paramBootstrapIfname() { return valueOf("ARFUSE_BOOTSTRAP_IFNAME").value; }
+int paramBootstrapPort() { return static_cast<int>(valueOf("ARFUSE_BOOTSTRAP_PORT").number); }
+std::vector<unsigned> paramBootstrapUids() {
+  std::vector<unsigned> out;
+  const std::string v = valueOf("ARFUSE_BOOTSTRAP_UIDS").value;
+  size_t p = 0;
+  while (!v.empty() && p <= v.size()) {
+    size_t c = v.find(',', p);
+    if (c == std::string::npos) c = v.size();
+    out.push_back(static_cast<unsigned>(std::strtoull(v.substr(p, c - p).c_str(), nullptr, 10)));
+    p = c + 1;
+  }
+  return out;
+}
+std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE").value; }
+int paramWatchdogMs() { return static_cast<int>(valueOf("ARFUSE_WATCHDOG_MS").number); }
+bool paramDumpOnSignal() { return valueOf("ARFUSE_DUMP_ON_SIGNAL").number != 0; }
 
 std::string paramsMarkdown() {
   std::ostringstream os;

@@ -94,9 +94,10 @@ bool writeDump(const std::string& text, const char* path, std::string* err) {
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = '\0';
     expanded = expandDebugPath(path, static_cast<long>(getpid()), host);
-    f = std::fopen(expanded.c_str(), "a");
+    std::string why;
+    f = openPrivateAppend(expanded, &why);  // 0600, O_NOFOLLOW, O_CLOEXEC
     if (!f) {
-      if (err) *err = "cannot open " + expanded + ": " + std::strerror(errno);
+      if (err) *err = why;
       return false;
     }
   }

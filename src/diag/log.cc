@@ -7,6 +7,7 @@
 #include <string>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "common/params.h"
@@ -62,6 +63,22 @@ std::string expandDebugPath(const std::string& pattern, long pid, const std::str
   return out;
 }
 
+FILE* openPrivateAppend(const std::string& path, std::string* error) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    *error = "cannot open " + path + ": " + std::strerror(e) +
+             (e == ELOOP ? " (it is a symbolic link; arfuse does not write through links: give the real path)" : "");
+    return nullptr;
+  }
+  FILE* f = ::fdopen(fd, "a");
+  if (!f) {
+    *error = "cannot open " + path + ": " + std::strerror(errno);
+    ::close(fd);
+  }
+  return f;
+}
+
 namespace {
 
 // The ARFUSE_DEBUG_FILE stream, opened on first use (nullptr when unset or unopenable; the failure
@@ -73,10 +90,11 @@ FILE* debugFile() {
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
     const std::string path = expandDebugPath(pattern, static_cast<long>(getpid()), host);
-    FILE* out = std::fopen(path.c_str(), "a");
+    std::string err;
+    FILE* out = openPrivateAppend(path, &err);
     if (!out)
-      std::fprintf(stderr, "arfuse WARN rank=- dev=- log.cc:%d ARFUSE_DEBUG_FILE=%s: cannot open %s: %s\n", __LINE__,
-                   pattern.c_str(), path.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "arfuse WARN rank=- dev=- log.cc:%d ARFUSE_DEBUG_FILE=%s: %s\n", __LINE__, pattern.c_str(),
+                   err.c_str());
     return out;
   }();
   return f;

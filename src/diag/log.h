@@ -3,6 +3,7 @@
 // rank/dev are '-' when no communicator is involved. `arfuse triage` parses exactly this.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 namespace arfuse {
@@ -24,6 +25,12 @@ void logLine(LogLevel level, const LogContext& ctx, const std::string& fields, c
 bool logEnabled(LogLevel level);
 // ARFUSE_DEBUG_FILE's pattern with %p -> pid and %h -> host name.
 std::string expandDebugPath(const std::string& pattern, long pid, const std::string& host);
+
+// Opens a log or dump file for appending as arfuse always does: created with mode 0600 (flight-recorder
+// dumps and logs name hosts, pids and buffer addresses), close-on-exec, and never through a symbolic
+// link (O_NOFOLLOW: a link planted at a predictable /tmp path cannot redirect arfuse's writes into
+// another file of this user). nullptr with *error ("cannot open PATH: why") on failure.
+FILE* openPrivateAppend(const std::string& path, std::string* error);
 
 std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,10 +28,19 @@ constexpr char kByteDump = 'D';
 constexpr char kByteWake = 'W';
 
 // --- SIGUSR1: the handler writes one byte to the pipe; nothing else. -----------------------------
+// Installed once per process, the first time a group asks for the signal dump, and never removed:
+// other code (Python's faulthandler.register(SIGUSR1, chain=True), a profiler) may install its own
+// handler after ours and chain to ours, so taking ours away, or installing it a second time with
+// theirs saved as "previous", would leave a chain that ends in a stale handler or loops (a segfault
+// on the next SIGUSR1). While no watchdog runs, the handler only chains.
 std::atomic<int> gSignalFd{-1};
-struct sigaction gPrevAction;
+struct sigaction gPrevAction;  // written once, before the handler is installed
+std::atomic<bool> gSignalInstalled{false};
+volatile sig_atomic_t gInHandler = 0;
 
 void onSignal(int sig, siginfo_t* info, void* uc) {
+  if (gInHandler) return;  // a chain that leads back to us: stop here instead of recursing
+  gInHandler = 1;
   const int saved = errno;
   const int fd = gSignalFd.load(std::memory_order_relaxed);
   if (fd >= 0) {
@@ -45,6 +55,23 @@ void onSignal(int sig, siginfo_t* info, void* uc) {
   } else if (gPrevAction.sa_handler != SIG_DFL && gPrevAction.sa_handler != SIG_IGN) {
     gPrevAction.sa_handler(sig);
   }
+  gInHandler = 0;
+}
+
+// False (with errno) when sigaction refused.
+bool installSignalOnce() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (gSignalInstalled.load()) return true;
+  if (sigaction(SIGUSR1, nullptr, &gPrevAction) != 0) return false;
+  struct sigaction act;
+  std::memset(&act, 0, sizeof act);
+  act.sa_sigaction = onSignal;
+  act.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&act.sa_mask);
+  if (sigaction(SIGUSR1, &act, nullptr) != 0) return false;
+  gSignalInstalled.store(true);
+  return true;
 }
 
 // --- Output ---------------------------------------------------------------------------------------
@@ -67,7 +94,7 @@ struct Output {
 
 // --- Per-group state -------------------------------------------------------------------------------
 struct RankWatch {
-  uint64_t stallCall = 0;     // latest running call and when it was first seen running
+  uint64_t stallCall = 0;  // latest running call and when it was first seen running
   std::chrono::steady_clock::time_point stallSince;
   bool stallWarned = false;
 };
@@ -126,20 +153,17 @@ class Watchdog {
     options_ = o;
     quit_.store(false);
     if (o.dumpOnSignal) {
-      gSignalFd.store(writeFd_);
-      sigaction(SIGUSR1, nullptr, &gPrevAction);
-      struct sigaction act;
-      std::memset(&act, 0, sizeof act);
-      act.sa_sigaction = onSignal;
-      act.sa_flags = SA_SIGINFO | SA_RESTART;
-      sigemptyset(&act.sa_mask);
-      signalInstalled_ = sigaction(SIGUSR1, &act, nullptr) == 0;
-      if (!signalInstalled_)
+      if (installSignalOnce())
+        gSignalFd.store(writeFd_);
+      else
         ARFUSE_LOG(kLogWarn, LogContext(), "", "ARFUSE_DUMP_ON_SIGNAL: sigaction(SIGUSR1): %s", std::strerror(errno));
     }
-    static std::once_flag atExit;
-    std::call_once(atExit, [] { std::atexit([] { instance().shutdown(); }); });
-    thread_ = std::thread([this] { loop(); });
+    static std::once_flag once;
+    std::call_once(once, [] {
+      std::atexit([] { instance().shutdown(); });
+      pthread_atfork(nullptr, nullptr, afterForkInChild);
+    });
+    thread_ = new std::thread([this] { loop(); });
     running_ = true;
   }
 
@@ -149,15 +173,10 @@ class Watchdog {
     const char c = kByteWake;
     while (write(writeFd_, &c, 1) < 0 && errno == EINTR) {
     }
-    thread_.join();
-    if (signalInstalled_) {
-      // Restore the earlier handler unless someone replaced ours meanwhile.
-      struct sigaction cur;
-      if (sigaction(SIGUSR1, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == onSignal)
-        sigaction(SIGUSR1, &gPrevAction, nullptr);
-      signalInstalled_ = false;
-    }
-    gSignalFd.store(-1);
+    thread_->join();
+    delete thread_;
+    thread_ = nullptr;
+    gSignalFd.store(-1);  // the handler stays installed and only chains from now on
     close(readFd_);
     close(writeFd_);
     readFd_ = writeFd_ = -1;
@@ -250,11 +269,12 @@ class Watchdog {
                          callOpName(descOp(d)), callDescBytes(d),
                          arfuseDataTypeName(static_cast<arfuseDataType_t>(descDtype(d))), callDescPath(d));
     o.line = __LINE__;
-    o.text = strprintf("rank %d: call %llu (%s) still running after %.1f s of host time with no error recorded "
-                       "(timeout %.3f s); next: dump every rank (ARFUSE_DUMP_ON_SIGNAL=1, kill -USR1) and run "
-                       "`arfuse triage` on the dumps and logs; check that the GPU is not held by other work",
-                       in.rank, static_cast<unsigned long long>(latest->call), describeCallDesc(d, true).c_str(),
-                       running / 1e9, in.timeoutNs / 1e9);
+    o.text = strprintf(
+        "rank %d: call %llu (%s) still running after %.1f s of host time with no error recorded "
+        "(timeout %.3f s); next: dump every rank (ARFUSE_DUMP_ON_SIGNAL=1, kill -USR1) and run "
+        "`arfuse triage` on the dumps and logs; check that the GPU is not held by other work",
+        in.rank, static_cast<unsigned long long>(latest->call), describeCallDesc(d, true).c_str(), running / 1e9,
+        in.timeoutNs / 1e9);
     out->push_back(std::move(o));
   }
 
@@ -271,21 +291,42 @@ class Watchdog {
  public:
   static Watchdog& instance() {
     // Never destroyed: comms may be destroyed by static destructors that run after exit handlers.
-    static Watchdog* w = new Watchdog();
-    return *w;
+    Watchdog* w = gInstance.load();
+    if (w) return *w;
+    static std::once_flag once;
+    std::call_once(once, [] { gInstance.store(new Watchdog()); });
+    return *gInstance.load();
+  }
+
+  // In the child of fork(): the thread did not come along, its locks may be held forever, and the
+  // groups it watched belong to the parent. The child starts from a fresh, idle watchdog (the old
+  // one is abandoned, never joined), and a SIGUSR1 in the child no longer writes into the parent's
+  // pipe, so it never makes the parent dump.
+  static void afterForkInChild() {
+    gSignalFd.store(-1);
+    Watchdog* old = gInstance.load();
+    if (old && old->running_) {
+      close(old->readFd_);
+      close(old->writeFd_);
+    }
+    static Watchdog* abandoned = nullptr;  // kept reachable: abandoned on purpose, not leaked
+    abandoned = old;
+    gInstance.store(new Watchdog());
   }
 
  private:
   std::mutex lifeMu_;  // start / stop / add / remove (never taken by the thread)
   std::mutex mu_;      // sources_ and their state (the thread holds it for one poll cycle)
+  static std::atomic<Watchdog*> gInstance;
   std::map<WatchSource*, Tracked> sources_;
   WatchdogOptions options_;
-  std::thread thread_;
+  std::thread* thread_ = nullptr;  // a pointer, so that a child of fork() can abandon it
   bool running_ = false;
-  bool signalInstalled_ = false;
   std::atomic<bool> quit_{false};
   int readFd_ = -1, writeFd_ = -1;
 };
+
+std::atomic<Watchdog*> Watchdog::gInstance{nullptr};
 
 }  // namespace
 

@@ -12,11 +12,14 @@
 //  - ARFUSE_DUMP_ON_SIGNAL=1: SIGUSR1 -> every registered group's local ranks dumped (dump.h) to
 //    stderr and to the ARFUSE_DEBUG_FILE file. The handler only writes one byte to a pipe
 //    (async-signal-safe); the thread does the work. An earlier SIGUSR1 handler is still called.
+//    The handler is installed once per process and never removed (another library may have
+//    chained to it); with no watchdog running it only chains.
 //
 // ARFUSE_WATCHDOG_MS is the poll period (0 = no polling, the default). The thread runs while at
-// least one group is registered and polling or the signal dump is on; it stops (joined, SIGUSR1
-// handler restored) at the last unregister, and at process exit. Registration never waits for a
-// GPU; unregistration waits at most for the thread's current poll cycle.
+// least one group is registered and polling or the signal dump is on; it stops (joined) at the last
+// unregister, and at process exit. Registration never waits for a GPU; unregistration waits at most
+// for the thread's current poll cycle. A child of fork() starts with an idle watchdog of its own:
+// it never touches the parent's thread, pipe or groups.
 #pragma once
 
 #include <stdint.h>
@@ -30,8 +33,8 @@
 namespace arfuse {
 
 struct WatchdogOptions {
-  int periodMs = 0;           // poll period; 0: no error/stall polling
-  bool dumpOnSignal = false;  // SIGUSR1 -> dump
+  int periodMs = 0;                     // poll period; 0: no error/stall polling
+  bool dumpOnSignal = false;            // SIGUSR1 -> dump
   uint64_t minStallNs = 2000000000ull;  // a call is stalled after max(group timeout, this); tests lower it
 };
 // ARFUSE_WATCHDOG_MS / ARFUSE_DUMP_ON_SIGNAL.

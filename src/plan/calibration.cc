@@ -420,16 +420,13 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
 bool loadCalibrationPolicy(const std::string& path, const std::vector<std::string>& uuids,
                            const std::string& fingerprint, int nranks, PlanPolicy* policy, std::string* why) {
   const std::string label = "calibration " + path;
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    *why = label + " does not apply: cannot open the file";
+  std::string text, err;
+  if (!topo::json::readFile(path, &text, &err)) {  // regular files only, size-capped: never blocks on a FIFO
+    *why = label + " does not apply: " + err;
     return false;
   }
-  std::ostringstream ss;
-  ss << f.rdbuf();
   Calibration c;
-  std::string err;
-  if (!calibrationFromJson(ss.str(), &c, &err)) {
+  if (!calibrationFromJson(text, &c, &err)) {
     *why = label + " does not apply: " + err;
     return false;
   }

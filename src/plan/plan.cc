@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "common/enum_arg.h"
 #include "device/args.h"
 #include "diag/log.h"
 
@@ -42,9 +43,10 @@ int dtypeVecElems(arfuseDataType_t dtype) { return static_cast<int>(16 / dtypeSi
 int maxSupportedHidden(arfuseDataType_t dtype) { return kMaxVecsPerRow * dtypeVecElems(dtype); }
 
 Plan validateShape(const Limits& limits, const PlanRequest& req) {
-  if (static_cast<int>(req.dtype) < 0 || req.dtype >= arfuseNumDataTypes)
+  const int dtype = rawEnum(req.dtype);  // never loaded as the enum before its range is known
+  if (dtype < 0 || dtype >= arfuseNumDataTypes)
     return failure(arfuseInvalidArgument,
-                   strprintf("dtype=%d: unknown; use arfuseBfloat16, arfuseFloat16 or arfuseFloat32", int(req.dtype)));
+                   strprintf("dtype=%d: unknown; use arfuseBfloat16, arfuseFloat16 or arfuseFloat32", dtype));
   if (!(limits.dtypeMask & ARFUSE_DTYPE_BIT(req.dtype)))
     return failure(arfuseInvalidArgument,
                    strprintf("dtype=%s: not enabled in this communicator's config dtypeMask=0x%x; add "

@@ -40,9 +40,20 @@ struct Member {
 
 const char* kindName(Value::Kind k);
 
-// Parses one JSON document (RFC 8259; nesting limited to 64 levels). On failure returns false and
-// sets *error to "L:C: message".
+// Bounds on what arfuse reads (topologies, calibrations, bench output): far above any file arfuse
+// writes, low enough that a hostile or broken file costs milliseconds and megabytes, not minutes and
+// gigabytes.
+constexpr size_t kMaxFileBytes = size_t{16} << 20;
+constexpr size_t kMaxValues = size_t{1} << 20;
+
+// Parses one JSON document (RFC 8259; nesting limited to 64 levels, at most kMaxValues values). On
+// failure returns false and sets *error to "L:C: message".
 bool parse(std::string_view text, Value* out, std::string* error);
+
+// Reads a whole file for parse(): a regular file of at most maxBytes. A FIFO, a device (/dev/zero),
+// a directory or a socket is refused by name instead of blocking or reading forever (it is opened
+// non-blocking, so even a FIFO without a writer cannot hang the open). *error: "PATH: why".
+bool readFile(const std::string& path, std::string* text, std::string* error, size_t maxBytes = kMaxFileBytes);
 
 // Appends s as a JSON string literal: quotes, backslash and control characters escaped; other bytes
 // (UTF-8) are written as they are.

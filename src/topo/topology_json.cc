@@ -507,15 +507,12 @@ bool fromJson(std::string_view text, Topology* out, std::string* error) {
 }
 
 bool readJsonFile(const std::string& path, Topology* out, std::string* error) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    if (error) *error = path + ": cannot open";
+  std::string text, e;
+  if (!json::readFile(path, &text, &e)) {  // regular files only, size-capped
+    if (error) *error = e;
     return false;
   }
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string e;
-  if (!fromJson(ss.str(), out, &e)) {
+  if (!fromJson(text, out, &e)) {
     if (error) *error = path + ": " + e;
     return false;
   }

@@ -16,15 +16,17 @@ namespace {
 
 using namespace testing;  // NOLINT: test helpers
 
-
-class BootstrapAllGather : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+// Both transports: the AF_UNIX default and TCP (as across hosts, here on loopback).
+class BootstrapAllGather : public ::testing::TestWithParam<std::tuple<int, size_t, bool>> {};
 
 TEST_P(BootstrapAllGather, EveryRankGetsEveryBlobInRankOrder) {
   const int nranks = std::get<0>(GetParam());
   const size_t bytes = std::get<1>(GetParam());
+  const bool tcp = std::get<2>(GetParam());
   UniqueId id;
   std::string err;
-  ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(tcp ? tcpOptions(10000) : Options{}, &id, &err), Result::kOk) << err;
+  EXPECT_EQ(infoOf(id).family, tcp ? AF_INET : AF_UNIX);
   size_t listeners = listenerCount();
   Stopwatch sw;
   std::vector<std::future<RankOutcome>> f;
@@ -42,7 +44,8 @@ TEST_P(BootstrapAllGather, EveryRankGetsEveryBlobInRankOrder) {
 
 INSTANTIATE_TEST_SUITE_P(RanksAndSizes, BootstrapAllGather,
                          ::testing::Combine(::testing::Values(2, 3, 8, 16),
-                                            ::testing::Values(size_t{0}, size_t{1}, size_t{4096}, size_t{1} << 20)));
+                                            ::testing::Values(size_t{0}, size_t{1}, size_t{4096}, size_t{1} << 20),
+                                            ::testing::Bool()));
 
 TEST(BootstrapRendezvous, SingleRankNeedsNoPeers) {
   UniqueId id;
@@ -92,11 +95,14 @@ TEST(BootstrapRendezvous, PeersStartedBeforeRankZeroRetryUntilItListens) {
   ::listen(lfd, 4);
   int fd = rawAccept(lfd);
   ASSERT_GE(fd, 0);
-  std::vector<uint8_t> hello(32 + 8);
+  const uint8_t challenge[16] = {9, 8, 7};
+  ASSERT_TRUE(sendChallenge(fd, 99, challenge));
+  std::vector<uint8_t> hello(32 + 32 + 8 + 32);
   ASSERT_TRUE(readExactly(fd, hello.data(), hello.size()));
-  auto answer = helloFrame(0, 2, 99, 16, /*kind=*/2);
+  // What the peer sent is the authenticated hello a real rank sends.
+  EXPECT_EQ(hello, authHello(infoOf(id), challenge, 1, 2, blobFor(1, 8)));
   auto all = expectedAll(2, 8);
-  answer.insert(answer.end(), all.begin(), all.end());
+  auto answer = resultFrame(infoOf(id), challenge, 2, all);
   ASSERT_EQ(::send(fd, answer.data(), answer.size(), 0), static_cast<ssize_t>(answer.size()));
   RankOutcome out = peer.get();
   ::close(fd);

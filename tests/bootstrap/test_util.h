@@ -9,14 +9,17 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <future>
-#include <thread>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/crypto.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
 
 namespace arfuse {
 namespace bootstrap {
@@ -122,20 +125,114 @@ inline bool readExactly(int fd, void* buf, size_t n) {
   return true;
 }
 
-// A hello frame as the protocol in docs/bootstrap.md lays it out (little-endian, 32 bytes).
-inline std::vector<uint8_t> helloFrame(int rank, int nranks, uint64_t nonce, uint64_t payload, uint16_t kind = 1) {
+// A frame header as the protocol in docs/bootstrap.md lays it out (little-endian, 32 bytes).
+inline std::vector<uint8_t> helloFrame(int rank, int nranks, uint64_t nonce, uint64_t payload, uint16_t kind = 1,
+                                       uint16_t version = detail::kFrameVersion) {
   std::vector<uint8_t> f(32, 0);
   auto put = [&](size_t off, uint64_t v, int n) {
     for (int i = 0; i < n; ++i) f[off + i] = static_cast<uint8_t>(v >> (8 * i));
   };
   put(0, 0x57465241u, 4);
-  put(4, 1, 2);
+  put(4, version, 2);
   put(6, kind, 2);
   put(8, static_cast<uint32_t>(rank), 4);
   put(12, static_cast<uint32_t>(nranks), 4);
   put(16, nonce, 8);
   put(24, payload, 8);
   return f;
+}
+
+inline IdInfo infoOf(const UniqueId& id) {
+  IdInfo info;
+  std::string err;
+  decodeUniqueId(id, &info, &err);
+  return info;
+}
+
+inline std::string whereOf(const UniqueId& id) { return idAddress(infoOf(id)); }
+
+// A blocking client socket to the id's address, AF_UNIX or TCP (with timeouts so tests cannot hang).
+inline int rawConnectId(const UniqueId& id) {
+  const detail::SockAddr a = detail::sockAddrOf(infoOf(id));
+  int fd = ::socket(a.family(), SOCK_STREAM, 0);
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (::connect(fd, a.get(), a.length) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Rank 0's greeting: 32-byte header (kind 4) + 16 challenge bytes. False if it did not come.
+inline bool readChallenge(int fd, uint8_t challenge[16], uint64_t* nonce = nullptr) {
+  uint8_t raw[48];
+  if (!readExactly(fd, raw, sizeof raw)) return false;
+  if (raw[6] != detail::kChallenge) return false;
+  if (nonce) *nonce = detail::getU64(raw + 16);
+  std::memcpy(challenge, raw + 32, 16);
+  return true;
+}
+
+inline std::vector<uint8_t> tagOf(const char* domain, const uint8_t* secret, const uint8_t* challenge,
+                                  const uint8_t* header, const void* payload, size_t n) {
+  std::vector<uint8_t> t(detail::kTagBytes);
+  std::string err;
+  detail::hmacSha256(secret, {{domain, std::strlen(domain)}, {challenge, 16}, {header, 32}, {payload, n}}, t.data(),
+                     &err);
+  return t;
+}
+
+// A complete, correctly authenticated hello for `challenge` (what a real rank sends).
+inline std::vector<uint8_t> authHello(const IdInfo& info, const uint8_t* challenge, int rank, int nranks,
+                                      const std::vector<uint8_t>& blob) {
+  std::vector<uint8_t> f = helloFrame(rank, nranks, info.nonce, blob.size());
+  std::vector<uint8_t> hdr = f;
+  auto t1 = tagOf(detail::kTagHello, info.secret, challenge, hdr.data(), nullptr, 0);
+  auto t2 = tagOf(detail::kTagBlob, info.secret, challenge, hdr.data(), blob.data(), blob.size());
+  f.insert(f.end(), t1.begin(), t1.end());
+  f.insert(f.end(), blob.begin(), blob.end());
+  f.insert(f.end(), t2.begin(), t2.end());
+  return f;
+}
+
+// A fake rank 0's greeting.
+inline bool sendChallenge(int fd, uint64_t nonce, const uint8_t* challenge) {
+  std::vector<uint8_t> f = helloFrame(0, 0, nonce, 16, detail::kChallenge);
+  f.insert(f.end(), challenge, challenge + 16);
+  return ::send(fd, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size());
+}
+
+// A fake rank 0's authenticated result frame: header, all, tag.
+inline std::vector<uint8_t> resultFrame(const IdInfo& info, const uint8_t* challenge, int nranks,
+                                        const std::vector<uint8_t>& all) {
+  std::vector<uint8_t> f = helloFrame(0, nranks, info.nonce, all.size(), detail::kResult);
+  uint8_t digest[32];
+  std::string err;
+  detail::sha256(all.data(), all.size(), digest, &err);
+  auto t = tagOf(detail::kTagResult, info.secret, challenge, f.data(), digest, sizeof digest);
+  f.insert(f.end(), all.begin(), all.end());
+  f.insert(f.end(), t.begin(), t.end());
+  return f;
+}
+
+// Reads an error frame (header, code, text, tag); returns its text, "" if none came.
+inline std::string readErrorText(int fd) {
+  uint8_t head[32];
+  if (!readExactly(fd, head, 32) || head[6] != detail::kError) return "";
+  const uint64_t len = detail::getU64(head + 24);
+  if (len < 4 || len > 4096) return "";
+  std::vector<char> body(len + detail::kTagBytes);
+  if (!readExactly(fd, body.data(), body.size())) return "";
+  return std::string(body.begin() + 4, body.begin() + static_cast<long>(len));
+}
+
+inline Options tcpOptions(int ms) {
+  Options o;
+  o.timeoutMs = ms;
+  o.address = "127.0.0.1";
+  return o;
 }
 
 inline uint64_t nonceOf(const UniqueId& id) {
@@ -151,7 +248,6 @@ inline uint16_t portOf(const UniqueId& id) {
   decodeUniqueId(id, &info, &err);
   return info.port;
 }
-
 
 // What one rank's allGather returned.
 struct RankOutcome {

@@ -13,12 +13,35 @@ namespace {
 using testing::deadLoopbackPort;
 using testing::loopbackInfo;
 
-TEST(BootstrapUniqueId, MakeDescribesALoopbackListener) {
+TEST(BootstrapUniqueId, DefaultIsAnAbstractUnixSocketOwnedByThisUser) {
   UniqueId a, b;
   std::string err;
   size_t before = listenerCount();
   ASSERT_EQ(makeUniqueId(Options{}, &a, &err), Result::kOk) << err;
   ASSERT_EQ(makeUniqueId(Options{}, &b, &err), Result::kOk) << err;
+  EXPECT_EQ(listenerCount(), before + 2);
+  IdInfo ia, ib;
+  ASSERT_EQ(decodeUniqueId(a, &ia, &err), Result::kOk) << err;
+  ASSERT_EQ(decodeUniqueId(b, &ib, &err), Result::kOk) << err;
+  EXPECT_EQ(ia.family, AF_UNIX);
+  EXPECT_EQ(ia.port, 0);
+  EXPECT_EQ(ia.scopeId, static_cast<uint32_t>(geteuid()));
+  EXPECT_NE(std::memcmp(ia.address, ib.address, 16), 0);
+  EXPECT_NE(std::memcmp(ia.secret, ib.secret, 32), 0);
+  EXPECT_NE(ia.nonce, ib.nonce);
+  EXPECT_EQ(idAddress(ia).rfind("unix:@arfuse-", 0), 0u) << idAddress(ia);
+  EXPECT_EQ(idAddress(ia).size(), std::string("unix:@arfuse-").size() + 32);
+  closeListener(a);
+  closeListener(b);
+  EXPECT_EQ(listenerCount(), before);
+}
+
+TEST(BootstrapUniqueId, MakeDescribesALoopbackListener) {
+  UniqueId a, b;
+  std::string err;
+  size_t before = listenerCount();
+  ASSERT_EQ(makeUniqueId(testing::tcpOptions(30000), &a, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(testing::tcpOptions(30000), &b, &err), Result::kOk) << err;
   EXPECT_EQ(listenerCount(), before + 2);
   IdInfo ia, ib;
   ASSERT_EQ(decodeUniqueId(a, &ia, &err), Result::kOk) << err;
@@ -70,14 +93,14 @@ TEST(BootstrapUniqueId, BadListenAddressesAreNamed) {
   o.address = "no-such-if9";
   EXPECT_EQ(makeUniqueId(o, &id, &err), Result::kInvalidArgument);
   EXPECT_NE(err.find("'no-such-if9' is neither an IP address nor a network interface"), std::string::npos) << err;
-  o.address = "";
+  o.address = "127.0.0.1";
   o.port = 70000;
   EXPECT_EQ(makeUniqueId(o, &id, &err), Result::kInvalidArgument);
   EXPECT_NE(err.find("port 70000 is out of range"), std::string::npos) << err;
 
   // A port already taken: the message names the address and says what to do.
   UniqueId first;
-  ASSERT_EQ(makeUniqueId(Options{}, &first, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(testing::tcpOptions(30000), &first, &err), Result::kOk) << err;
   o.port = testing::portOf(first);
   EXPECT_EQ(makeUniqueId(o, &id, &err), Result::kSystemError);
   EXPECT_NE(err.find("rank 0 could not listen on 127.0.0.1:" + std::to_string(o.port)), std::string::npos) << err;
@@ -138,7 +161,7 @@ TEST(BootstrapUniqueId, CorruptionIsReported) {
   UniqueId version = id;
   version.bytes[4] = 9;
   EXPECT_EQ(decodeUniqueId(version, nullptr, &err), Result::kInvalidArgument);
-  EXPECT_NE(err.find("format version 9 but this arfuse reads version 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("format version 9 but this arfuse reads version 2"), std::string::npos) << err;
 
   EXPECT_EQ(encodeUniqueId(loopbackInfo(0, 42), &id, &err), Result::kInvalidArgument);
   EXPECT_EQ(encodeUniqueId(loopbackInfo(5000, 0), &id, &err), Result::kInvalidArgument);
@@ -148,7 +171,7 @@ TEST(BootstrapUniqueId, CorruptIdFailsAllGatherAtOnce) {
   UniqueId id;
   std::string err;
   ASSERT_EQ(encodeUniqueId(loopbackInfo(deadLoopbackPort(), 7), &id, &err), Result::kOk) << err;
-  id.bytes[40] = 1;  // a reserved byte
+  id.bytes[80] = 1;  // a reserved byte
   Options o;
   o.timeoutMs = 2000;
   std::vector<uint8_t> all;

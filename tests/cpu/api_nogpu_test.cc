@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <fstream>
 #include <string>
 
 #include "arfuse/arfuse.h"
@@ -21,6 +23,73 @@ bool hasGpu() {
 }
 
 std::string last() { return arfuseGetLastError(); }
+
+// The abstract AF_UNIX name a unique id names ("@arfuse-" + 16 bytes at offset 12 in hex), and whether
+// it is bound (/proc/net/unix).
+std::string idSocketName(const arfuseUniqueId& id) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s = "@arfuse-";
+  for (int i = 12; i < 28; ++i) {
+    const unsigned char b = static_cast<unsigned char>(id.internal[i]);
+    s += kDigits[b >> 4];
+    s += kDigits[b & 15];
+  }
+  return s;
+}
+bool bound(const std::string& name) {
+  std::ifstream f("/proc/net/unix");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.find(name) != std::string::npos) return true;
+  return false;
+}
+
+int countingGather(void* ctx, const void*, void*, size_t) {
+  ++*static_cast<int*>(ctx);
+  return 1;
+}
+
+TEST(Api, InitRankChecksNranksAndRankBeforeAnything) {
+  arfuseComm_t c = nullptr;
+  arfuseUniqueId id;
+  ASSERT_EQ(arfuseGetUniqueId(&id), arfuseSuccess) << last();
+  const std::string name = idSocketName(id);
+  ASSERT_TRUE(bound(name)) << name;
+  // Before issue 16 this rank 0 waited 30 s for 16 peers, with arrays of 16 indexed up to 16.
+  EXPECT_EQ(arfuseCommInitRank(&c, 17, id, 0, 0, nullptr), arfuseInvalidArgument);
+  EXPECT_NE(last().find("arfuseCommInitRank: nranks=17: must be 1..16 (ARFUSE_MAX_RANKS)"), std::string::npos)
+      << last();
+  EXPECT_FALSE(bound(name)) << "rank 0 gave up: its listener must not stay behind";
+  EXPECT_EQ(c, nullptr);
+  EXPECT_EQ(arfuseCommInitRank(&c, 4, id, 4, 0, nullptr), arfuseInvalidArgument);
+  EXPECT_NE(last().find("rank=4: must be 0..3 for nranks=4"), std::string::npos) << last();
+  EXPECT_EQ(arfuseCommInitRank(&c, 4, id, -1, 0, nullptr), arfuseInvalidArgument);
+  // The framework path: its all-gather is never called with a bad rank.
+  int calls = 0;
+  EXPECT_EQ(arfuseCommInitRankWithAllGather(&c, 17, 0, 0, nullptr, countingGather, &calls), arfuseInvalidArgument);
+  EXPECT_NE(last().find("arfuseCommInitRankWithAllGather: nranks=17"), std::string::npos) << last();
+  EXPECT_EQ(arfuseCommInitRankWithAllGather(&c, 2, 2, 0, nullptr, countingGather, &calls), arfuseInvalidArgument);
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(Api, OutOfRangeEnumsAreRefusedAtTheBoundary) {
+  int v = 99;
+  arfuseDataType_t dt;
+  std::memcpy(&dt, &v, sizeof dt);  // what a C caller can pass; never loaded as the enum by the library
+  EXPECT_EQ(arfuseAddRmsNorm(hostBuf, hostBuf + 4096, hostBuf + 8192, 1e-6f, hostBuf + 12288, hostBuf + 16384, 1, 64,
+                             dt, nullptr),
+            arfuseInvalidArgument);
+  EXPECT_NE(last().find("arfuseAddRmsNorm: dtype=99: unknown"), std::string::npos) << last();
+  EXPECT_EQ(arfuseAllReduce(hostBuf, hostBuf, 1, 64, dt, nullptr, nullptr), arfuseInvalidArgument);
+  EXPECT_NE(last().find("arfuseAllReduce: dtype=99: unknown"), std::string::npos) << last();
+  arfuseResult_t r;
+  std::memcpy(&r, &v, sizeof r);
+  EXPECT_STREQ(arfuseGetErrorName(r), "arfuseUnknownResult");
+  arfuseAlgo_t a;
+  std::memcpy(&a, &v, sizeof a);
+  EXPECT_STREQ(arfuseAlgoName(a), "unknown");
+  EXPECT_STREQ(arfuseDataTypeName(dt), "unknown");
+}
 
 TEST(Api, ErrorNamesAndStrings) {
   for (int r = 0; r < arfuseNumResults; ++r) {

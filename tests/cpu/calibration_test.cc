@@ -298,7 +298,8 @@ TEST(Calibration, LoadFromFile) {
   PlanPolicy p;
   std::string why;
   EXPECT_FALSE(loadCalibrationPolicy("/nonexistent/arfuse-cal.json", uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why));
-  EXPECT_EQ(why, "calibration /nonexistent/arfuse-cal.json does not apply: cannot open the file");
+  EXPECT_EQ(why, "calibration /nonexistent/arfuse-cal.json does not apply: /nonexistent/arfuse-cal.json: cannot open: No such file "
+            "or directory");
   const std::string path = ::testing::TempDir() + "arfuse_calibration_test.json";
   {
     std::ofstream f(path);

@@ -2,6 +2,7 @@
 // once, a dump on SIGUSR1, and a clean stop.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -282,11 +283,96 @@ TEST_F(Watchdog, Sigusr1DumpsEveryGroupAndChainsThePreviousHandler) {
   EXPECT_TRUE(watchdogRunning());  // b is still registered
   watchdogUnregister(&b);
   EXPECT_FALSE(watchdogRunning());
-  // The previous disposition is back.
+  // The handler stays (another library may have chained to it since) and now only chains: the
+  // previous handler runs, nothing is dumped.
   struct sigaction now;
   ASSERT_EQ(sigaction(SIGUSR1, nullptr, &now), 0);
-  EXPECT_EQ(now.sa_handler, previousHandler);
-  ASSERT_EQ(sigaction(SIGUSR1, &prev, nullptr), 0);
+  EXPECT_TRUE(now.sa_flags & SA_SIGINFO);
+  EXPECT_NE(now.sa_handler, previousHandler);
+  ASSERT_EQ(raise(SIGUSR1), 0);
+  EXPECT_EQ(gPreviousHandlerCalls, 2);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(sink.dumps().size(), 1u);
+  (void)prev;  // not restored: arfuse's handler is installed for the life of the process
+}
+
+// What faulthandler.register(SIGUSR1, chain=True) does: its own work, then the handler it replaced.
+int gChainCalls = 0;
+struct sigaction gChainPrev;
+void chainHandler(int sig, siginfo_t* info, void* uc) {
+  ++gChainCalls;
+  if (gChainPrev.sa_flags & SA_SIGINFO) {
+    if (gChainPrev.sa_sigaction) gChainPrev.sa_sigaction(sig, info, uc);
+  } else if (gChainPrev.sa_handler != SIG_DFL && gChainPrev.sa_handler != SIG_IGN) {
+    gChainPrev.sa_handler(sig);
+  }
+}
+
+// The sequence that crashed a Python server (issue 16): arfuse installs its handler, Python's
+// faulthandler chains to it, the last group is destroyed, a new one is created, SIGUSR1. Before the
+// fix the restart saved faulthandler's handler as arfuse's "previous", and the two called each other
+// until the stack ran out (SIGSEGV). Run in a fresh process (threadsafe death test) so that the
+// handler is installed by this test.
+TEST_F(Watchdog, HandlerChainedAfterOursSurvivesARestart) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        CaptureSink local;
+        watchdogSetSink(&local);
+        WatchdogOptions o;
+        o.dumpOnSignal = true;
+        {
+          FakeGroup a;
+          watchdogRegister(&a, o);
+          struct sigaction act;
+          std::memset(&act, 0, sizeof act);
+          act.sa_sigaction = chainHandler;
+          act.sa_flags = SA_SIGINFO;
+          sigemptyset(&act.sa_mask);
+          sigaction(SIGUSR1, &act, &gChainPrev);
+          watchdogUnregister(&a);
+        }
+        FakeGroup b;
+        watchdogRegister(&b, o);
+        raise(SIGUSR1);
+        const bool dumped = local.waitFor([](const auto&, const std::vector<std::string>& d) { return !d.empty(); },
+                                          3000ms);
+        watchdogUnregister(&b);
+        watchdogSetSink(nullptr);
+        std::fprintf(stderr, "dumped=%d chain_calls=%d\n", dumped ? 1 : 0, gChainCalls);
+        std::_Exit(dumped && gChainCalls == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "dumped=1 chain_calls=1");
+}
+
+// A child of fork() inherits the handler and the pipe but not the thread. Before the fix its SIGUSR1
+// made the parent dump, and its exit joined a thread that does not exist in it.
+TEST_F(Watchdog, ForkedChildNeitherDumpsTheParentNorHangsAtExit) {
+  FakeGroup g;
+  WatchdogOptions o = polling(5);
+  o.dumpOnSignal = true;
+  ASSERT_TRUE(watchdogRegister(&g, o));
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    raise(SIGUSR1);
+    std::exit(0);  // runs the atexit handlers, the watchdog's shutdown among them
+  }
+  int status = -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - t0 > 10s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "the forked child hung at exit";
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(sink.dumps().empty()) << "the child's SIGUSR1 made the parent dump";
+  watchdogUnregister(&g);
 }
 
 TEST_F(Watchdog, RestartsAfterTheLastUnregister) {

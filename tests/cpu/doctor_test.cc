@@ -2,9 +2,15 @@
 // synthetic environments, the JSON form, and the CLI's exit codes.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <string>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
 
 #include "doctor_checks.h"
 #include "topo/json.h"
@@ -456,6 +462,118 @@ TEST(DoctorCli, CalibrateWithoutGpuSaysSo) {
   const CliRun r = runCli("doctor --calibrate --quick --out /tmp/arfuse_doctor_test_cal.json");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("nothing to measure here"), std::string::npos) << r.out;
+}
+
+// ---- /dev/shm/arfuse-*: stale segments of groups killed during init (issue 16) -----------------------
+
+std::string tempShmDir() {
+  char tmpl[] = "/tmp/arfuse-doctor-shm-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(DoctorShm, ListsOwnerAgeAndHoldersAndCleansOnlyTheDead) {
+  const std::string dir = tempShmDir();
+  auto make = [&](const std::string& n, size_t bytes) {
+    const int fd = ::open((dir + "/" + n).c_str(), O_CREAT | O_RDWR, 0600);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+    return fd;
+  };
+  const int held = make("arfuse-00000000000000aa-g", 4096);  // kept open: an init in progress
+  const int mappedFd = make("arfuse-00000000000000bb-g", 8192);
+  void* map = mmap(nullptr, 8192, PROT_READ, MAP_SHARED, mappedFd, 0);  // mapped: a live group
+  ::close(mappedFd);
+  ::close(make("arfuse-00000000000000cc-h", 65536));  // nobody: its processes died
+  ::close(make("unrelated-file", 10));
+
+  ShmScan s = scanShm(dir);
+  ASSERT_TRUE(s.listed) << s.error;
+  ASSERT_EQ(s.segments.size(), 3u);
+  std::map<std::string, const ShmSegmentInfo*> by;
+  for (const ShmSegmentInfo& i : s.segments) by[i.name] = &i;
+  ASSERT_TRUE(by.count("arfuse-00000000000000aa-g") && by.count("arfuse-00000000000000bb-g") &&
+              by.count("arfuse-00000000000000cc-h"));
+  EXPECT_EQ(by["arfuse-00000000000000aa-g"]->holders, std::vector<long>{static_cast<long>(getpid())});
+  EXPECT_EQ(by["arfuse-00000000000000bb-g"]->holders, std::vector<long>{static_cast<long>(getpid())});
+  EXPECT_TRUE(by["arfuse-00000000000000cc-h"]->holders.empty());
+  EXPECT_EQ(by["arfuse-00000000000000cc-h"]->bytes, 65536);
+  EXPECT_EQ(by["arfuse-00000000000000cc-h"]->uid, geteuid());
+  EXPECT_LT(by["arfuse-00000000000000cc-h"]->ageSeconds, 60);
+
+  Report r = probed("h200_1x.json");
+  r.shm = s;
+  const auto checks = runChecks(r);
+  const Check* c = find(checks, "shm", Status::kWarn);
+  ASSERT_NE(c, nullptr) << dump(checks);
+  EXPECT_NE(c->message.find("1 arfuse segment(s) in /dev/shm that no live process holds (0.1 MiB"), std::string::npos)
+      << c->message;
+  EXPECT_NE(c->message.find("arfuse-00000000000000cc-h ("), std::string::npos) << c->message;
+  EXPECT_EQ(c->fix, "`arfuse doctor --clean` removes them");
+
+  int failures = -1;
+  const std::vector<std::string> lines = cleanShm(s, dir, &failures);
+  EXPECT_EQ(failures, 0);
+  std::string all;
+  for (const std::string& l : lines) all += l + "\n";
+  EXPECT_NE(all.find("removed " + dir + "/arfuse-00000000000000cc-h (65536 B, owner "), std::string::npos) << all;
+  EXPECT_NE(all.find("kept    " + dir + "/arfuse-00000000000000aa-g: held by pid " + std::to_string(getpid())),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("kept    " + dir + "/arfuse-00000000000000bb-g: held by pid"), std::string::npos) << all;
+  EXPECT_EQ(access((dir + "/arfuse-00000000000000cc-h").c_str(), F_OK), -1);
+  EXPECT_EQ(access((dir + "/arfuse-00000000000000aa-g").c_str(), F_OK), 0);
+
+  r.shm = scanShm(dir);
+  EXPECT_NE(find(runChecks(r), "shm", Status::kOk), nullptr) << dump(runChecks(r));
+  munmap(map, 8192);
+  ::close(held);
+  for (const char* n : {"arfuse-00000000000000aa-g", "arfuse-00000000000000bb-g", "unrelated-file"})
+    unlink((dir + "/" + n).c_str());
+  rmdir(dir.c_str());
+}
+
+// The real thing: a process that made its segment and was SIGKILLed during init leaves it in /dev/shm;
+// doctor names it and --clean removes it.
+TEST(DoctorShm, SegmentOfAKilledInitIsFoundAndRemovedByTheCli) {
+  const std::string name = "/arfuse-" + std::to_string(100000 + getpid() % 100000) + "deadbeef-g";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, 1 << 20) != 0) _exit(1);
+    void* p = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    static_cast<char*>(p)[0] = 1;
+    if (write(ready[1], "x", 1) != 1) _exit(2);
+    pause();
+    _exit(0);
+  }
+  char x;
+  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  ShmScan live = scanShm();
+  bool heldWhileAlive = false;
+  for (const ShmSegmentInfo& i : live.segments)
+    if ("/" + i.name == name) heldWhileAlive = !i.holders.empty();
+  EXPECT_TRUE(heldWhileAlive);
+  kill(pid, SIGKILL);
+  int st;
+  waitpid(pid, &st, 0);
+
+  const CliRun d = runCli("doctor --no-measure --no-selftest");
+  EXPECT_NE(d.out.find("WARN  shm"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find(name.substr(1) + " ("), std::string::npos) << d.out;
+  const CliRun c = runCli("doctor --clean");
+  EXPECT_EQ(c.rc, 0) << c.out;
+  EXPECT_NE(c.out.find("removed /dev/shm" + name), std::string::npos) << c.out;
+  EXPECT_EQ(access(("/dev/shm" + name).c_str(), F_OK), -1);
+}
+
+TEST(DoctorChecks, MistypedArfuseNamesAreWarned) {
+  Report r = probed("h200_1x.json");
+  r.env.unknownEnv = {"ARFUSE_TIMOUT_MS is not an arfuse variable and is ignored (did you mean ARFUSE_TIMEOUT_MS?)"};
+  const auto checks = runChecks(r);
+  const Check* c = find(checks, "params", Status::kWarn);
+  ASSERT_NE(c, nullptr) << dump(checks);
+  EXPECT_EQ(c->message, r.env.unknownEnv[0]);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include <vector>
 
@@ -92,6 +93,84 @@ TEST(Validate, EpilogueOptionsAndTheirErrors) {
   // Scale tensor sizes: linear rows x cols; swizzled padded to 128 rows and 4 columns.
   EXPECT_EQ(nvfp4ScaleBytes(arfuseScaleLinear, 37, 4144), 37u * 259);
   EXPECT_EQ(nvfp4ScaleBytes(arfuseScaleSwizzled128x4, 37, 4144), 128u * 260);
+}
+
+
+TEST(Validate, ScalePointersGetTheOverlapChecksOfEveryBuffer) {
+  alignas(16) static char pool[1 << 16];
+  std::vector<AliasRule> aliases;
+  EpiArgs out;
+  arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
+  e.normOut = pool;  // [4, 64] bf16 = 512 bytes
+  e.quant = arfuseQuantFp8PerToken;
+  e.quantOut = pool + 4096;
+  // Per-token scales inside normOut: the kernel would write scales over the normalised output.
+  e.scaleOut = pool + 16;
+  std::vector<BufferArg> bufs = {{"x", pool + 8192, 512}, {"weight", pool + 12288, 128}};
+  ASSERT_EQ(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases), "");
+  std::string m = checkBuffers(bufs, aliases);
+  EXPECT_NE(m.find("epilogue.normOut="), std::string::npos) << m;
+  EXPECT_NE(m.find("epilogue.scaleOut="), std::string::npos) << m;
+  EXPECT_NE(m.find("overlap"), std::string::npos) << m;
+  // Apart, with their own sizes (4 bytes per token) and alignment (4), they pass, and they are in the
+  // list the pointer-kind check walks.
+  e.scaleOut = pool + 16384 + 4;
+  bufs = {{"x", pool + 8192, 512}, {"weight", pool + 12288, 128}};
+  ASSERT_EQ(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases), "");
+  EXPECT_EQ(checkBuffers(bufs, aliases), "");
+  bool listed = false;
+  for (const BufferArg& b : bufs) listed |= std::string(b.name) == "epilogue.scaleOut" && b.bytes == 16 && b.align == 4;
+  EXPECT_TRUE(listed);
+  // FP8 static: the scale read from inside x is caught too.
+  e.quant = arfuseQuantFp8Static;
+  e.scaleIn = reinterpret_cast<const float*>(pool + 8192 + 64);
+  bufs = {{"x", pool + 8192, 512}, {"weight", pool + 12288, 128}};
+  ASSERT_EQ(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases), "");
+  m = checkBuffers(bufs, aliases);
+  EXPECT_NE(m.find("epilogue.scaleIn="), std::string::npos) << m;
+  // NVFP4: block scales written over the quantised output.
+  e.quant = arfuseQuantNvfp4;
+  e.scaleIn = reinterpret_cast<const float*>(pool + 20480);
+  e.scaleLayout = arfuseScaleLinear;
+  e.scaleOut = pool + 4096 + 8;
+  bufs = {{"x", pool + 8192, 512}, {"weight", pool + 12288, 128}};
+  ASSERT_EQ(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases), "");
+  m = checkBuffers(bufs, aliases);
+  EXPECT_NE(m.find("epilogue.quantOut="), std::string::npos) << m;
+  EXPECT_NE(m.find("epilogue.scaleOut="), std::string::npos) << m;
+}
+
+TEST(Validate, AddressWrapIsCaughtBeforeTheOverlapTest) {
+  alignas(16) static char pool[256];
+  // A pointer near the top of the address space: xa + bytes wrapped to a small number and the overlap
+  // test then said "no overlap" with anything.
+  const void* top = reinterpret_cast<const void*>((UINTPTR_MAX - 4095) & ~uintptr_t(15));
+  const std::string m = checkBuffers({{"x", top, 8192}, {"norm_out", pool, 64}}, {});
+  EXPECT_NE(m.find("x="), std::string::npos) << m;
+  EXPECT_NE(m.find("with 8192 bytes runs past the end of the address space"), std::string::npos) << m;
+  EXPECT_EQ(checkBuffers({{"x", top, 4080}}, {}), "");  // ending below 2^64 is representable
+}
+
+TEST(Validate, EnumArgumentsAreConvertedAtTheBoundary) {
+  int v = 99;
+  arfuseDataType_t d;
+  std::memcpy(&d, &v, sizeof d);  // what a C caller can pass
+  EXPECT_EQ(rawEnum(d), 99);
+  EXPECT_EQ(checkDtypeArg(rawEnum(d)), "dtype=99: unknown; use arfuseBfloat16, arfuseFloat16 or arfuseFloat32");
+  EXPECT_EQ(checkDtypeArg(-1), "dtype=-1: unknown; use arfuseBfloat16, arfuseFloat16 or arfuseFloat32");
+  EXPECT_EQ(checkDtypeArg(arfuseFloat32), "");
+  EXPECT_EQ(checkOpArg(2), "op=2: unknown; use arfuseOpAllReduce or arfuseOpAllReduceAddRmsNorm");
+  EXPECT_EQ(checkOpArg(arfuseOpAllReduceAddRmsNorm), "");
+}
+
+TEST(Validate, RankArguments) {
+  EXPECT_EQ(checkRankArgs(16, 15), "");
+  EXPECT_EQ(checkRankArgs(1, 0), "");
+  EXPECT_EQ(checkRankArgs(17, 0), "nranks=17: must be 1..16 (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not "
+                                  "supported");
+  EXPECT_NE(checkRankArgs(0, 0).find("nranks=0"), std::string::npos);
+  EXPECT_EQ(checkRankArgs(4, 4), "rank=4: must be 0..3 for nranks=4 (each process passes its own, distinct rank)");
+  EXPECT_NE(checkRankArgs(4, -1).find("rank=-1"), std::string::npos);
 }
 
 }  // namespace

@@ -231,6 +231,27 @@ TEST(Gpu_Api, DestroyedHandleAndForeignMemory) {
   cudaFree(dev);
 }
 
+// Issue 16: a destroyed handle is retired, never freed (src/comm/handles.h), so a communicator made
+// later can never land on its address and bring the stale handle back to life.
+TEST(Gpu_Api, StaleHandleStaysDeadWhileNewCommunicatorsAreMade) {
+  arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
+  cfg.maxTokens = 4;
+  cfg.maxHidden = 1024;
+  int dev = 0;
+  arfuseComm_t stale = nullptr;
+  ASSERT_EQ(arfuseCommInitAll(&stale, 1, &dev, &cfg), arfuseSuccess) << arfuseGetLastError();
+  ASSERT_EQ(arfuseCommDestroy(stale), arfuseSuccess);
+  for (int i = 0; i < 20; ++i) {
+    arfuseComm_t c = nullptr;
+    ASSERT_EQ(arfuseCommInitAll(&c, 1, &dev, &cfg), arfuseSuccess) << arfuseGetLastError();
+    EXPECT_NE(c, stale);
+    int rank = -1;
+    EXPECT_EQ(arfuseCommRank(stale, &rank), arfuseInvalidUsage);
+    EXPECT_EQ(rank, -1);
+    EXPECT_EQ(arfuseCommDestroy(c), arfuseSuccess);
+  }
+}
+
 // Single GPU: arfuseAddRmsNorm against fp64, in and out of place, every dtype.
 TEST(Gpu_AddRmsNorm, MatchesFp64) {
   World w(onGpu0(1), 1024, 16384, -1);

@@ -372,3 +372,23 @@ def test_run_command_kills_what_the_command_started(tmp_path):
     else:
         pytest.fail(f"the command's child {child} survived")
     assert run_command(["sh", "-c", "echo hi"], timeout=30).stdout == "hi\n"
+
+
+def test_rank_arguments_are_checked_before_the_rendezvous_or_the_all_gather(lib):
+    # Issue 16: arfuseCommInitRank* never checked nranks <= 16, and fixed arrays of 16 are indexed by
+    # rank. Python checks first (the same sentence as the C ABI), so neither a rendezvous nor the
+    # caller's all-gather ever sees a bad rank.
+    _multi_process_built(lib)
+    calls = []
+
+    def gather(mine):
+        calls.append(mine)
+        return mine
+
+    for nranks, rank, needle in ((17, 0, "nranks=17: must be 1..16"), (0, 0, "nranks=0: must be 1..16"),
+                                 (4, 4, "rank=4: must be 0..3 for nranks=4"), (4, -1, "rank=-1: must be 0..3")):
+        with pytest.raises(arfuse.InvalidArgument, match=needle):
+            arfuse.Communicator.init_rank(nranks, b"\1" * 128, rank, 0)
+        with pytest.raises(arfuse.InvalidArgument, match=needle):
+            arfuse.Communicator.init_rank_with_all_gather(nranks, rank, 0, gather)
+    assert calls == []

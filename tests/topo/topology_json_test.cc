@@ -247,7 +247,7 @@ TEST(TopoJson, ReadFileNamesThePath) {
   Topology t;
   std::string err;
   EXPECT_FALSE(readJsonFile("/nonexistent/topology.json", &t, &err));
-  EXPECT_EQ(err, "/nonexistent/topology.json: cannot open");
+  EXPECT_EQ(err, "/nonexistent/topology.json: cannot open: No such file or directory");
 }
 
 }  // namespace

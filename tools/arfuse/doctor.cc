@@ -67,6 +67,7 @@ void fillEnvironment(const topo::ProbeResult& pr, checkup::Environment* e) {
   if (e->deviceCount == 0) e->deviceError = pr.error.empty() ? "cudaGetDeviceCount found none" : pr.error;
   for (const ParamValue& p : paramValues())
     e->params.push_back({p.spec->name, p.value, p.fromEnvironment ? "environment" : "default", p.error});
+  e->unknownEnv = paramUnknownNames();
   for (const char* name : {"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
                            "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_P2P_DISABLE",
                            "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"}) {
@@ -170,6 +171,16 @@ int doctor(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (a.calibrate) return calibrate(a);
+  if (a.clean) {
+    const checkup::ShmScan scan = checkup::scanShm();
+    if (!scan.listed) {
+      std::fprintf(stderr, "arfuse doctor --clean: %s\n", scan.error.c_str());
+      return kExitFailed;
+    }
+    int failures = 0;
+    for (const std::string& line : checkup::cleanShm(scan, "/dev/shm", &failures)) std::printf("%s\n", line.c_str());
+    return failures ? kExitFailed : kExitOk;
+  }
 
   Report r;
   r.hidden = a.hidden;
@@ -226,6 +237,7 @@ int doctor(const std::vector<std::string>& args) {
                               static_cast<int>(r.devices.size()), &p, &r.calibrationWhy);
   }
 
+  r.shm = checkup::scanShm();
   const auto checks = checkup::runChecks(r);
   const std::string out = a.json ? checkup::renderJson(r, checks) : checkup::renderText(r, checks);
   std::fwrite(out.data(), 1, out.size(), stdout);

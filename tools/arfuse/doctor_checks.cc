@@ -184,8 +184,17 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
       out->push_back(make("params", Status::kWarn, p.error + " (the default " + p.value + " is used)",
                           "correct or unset " + p.name + " (`arfuse env` lists what each accepts)"));
   }
+  for (const std::string& u : e.unknownEnv)
+    out->push_back(make("params", Status::kWarn, u, "fix the name, or unset it (`arfuse env --markdown` lists them)"));
   out->push_back(make("params", Status::kOk, std::to_string(e.params.size()) + " ARFUSE_* settings, " +
                                                  std::to_string(fromEnv) + " from the environment"));
+}
+
+// Segments left in /dev/shm by groups whose every process died during init (doctor_shm.h).
+void shmCheck(const Report& r, std::vector<Check>* out) {
+  if (!r.shm.listed && r.shm.error.empty()) return;  // not scanned (a recorded machine, a test)
+  const ShmVerdict v = judgeShm(r.shm);
+  out->push_back(make("shm", v.warn ? Status::kWarn : Status::kOk, v.message, v.fix));
 }
 
 void multicastCheck(const Report& r, std::vector<Check>* out) {
@@ -426,6 +435,9 @@ const char* usage() {
          "  --calibrate times every eligible path over the sizes (default tokens 1..2048, doubling) inside CUDA\n"
          "  graphs, checks each result, and writes the crossovers to --out (default arfuse_calibration.json);\n"
          "  point ARFUSE_CALIBRATION_FILE at it. With one GPU the ranks are virtual (default --ranks 2).\n"
+         "       arfuse doctor --clean\n"
+         "  --clean lists /dev/shm/arfuse-* (owner, age, whether a live process holds it) and removes the ones\n"
+         "  no live process holds: segments of groups whose processes were all killed during init.\n"
          "  Exit: 0 no FAIL, 1 a check failed or no GPU is visible, 2 usage error.\n";
 }
 
@@ -447,6 +459,8 @@ bool parseArgs(const std::vector<std::string>& args, Args* a, std::string* error
       a->json = true;
     } else if (s == "--calibrate") {
       a->calibrate = true;
+    } else if (s == "--clean") {
+      a->clean = true;
     } else if (s == "--no-selftest") {
       a->selftest = false;
     } else if (s == "--no-measure") {
@@ -573,6 +587,7 @@ std::vector<Check> runChecks(const Report& r) {
   probeChecks(r, &out);
   selftestChecks(r, &out);
   calibrationCheck(r, &out);
+  shmCheck(r, &out);
   return out;
 }
 

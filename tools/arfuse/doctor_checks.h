@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "doctor_shm.h"
 #include "topo/topology.h"
 
 namespace arfuse {
@@ -31,6 +32,7 @@ struct Args {
   int iters = 20;                // -n (calibrate)
   int calls = 20;                // --calls: calls per CUDA graph (calibrate)
   int warmup = 3;                // -w (calibrate)
+  bool clean = false;            // --clean: remove the /dev/shm/arfuse-* segments no live process holds
 };
 
 // False with *error naming the argument (exit 2).
@@ -65,6 +67,7 @@ struct Environment {
   int deviceCount = 0;
   std::string deviceError;          // why no device is visible
   std::vector<Param> params;        // every ARFUSE_* setting
+  std::vector<std::string> unknownEnv;  // ARFUSE_* names that are not settings (paramUnknownNames: typos)
   std::vector<std::pair<std::string, std::string>> otherEnv;  // NCCL_NVLS_ENABLE, CUDA_VISIBLE_DEVICES, ... (set ones)
 };
 
@@ -103,6 +106,7 @@ struct Report {
   std::string calibrationFile;       // ARFUSE_CALIBRATION_FILE, "" when unset
   bool calibrationApplies = false;
   std::string calibrationWhy;        // loadCalibrationPolicy's line
+  ShmScan shm;                       // /dev/shm/arfuse-*: stale segments of groups killed during init
 };
 
 // "... archs 80,86,90" -> {80, 86, 90}.
