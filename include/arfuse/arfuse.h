@@ -164,10 +164,11 @@ typedef struct {
   int maxBlocks;       /* cap on blocks per rank per call; -1 = default (derived from the device) */
   int deterministic;   /* 1: batch-invariant outputs on every path (see "Numerics" below); 0: off;
                           -1 = default (ARFUSE_DETERMINISTIC, else 0). Must be equal on every rank. */
+  int reserved;        /* 0; keeps the struct free of padding (it is compared and copied as bytes) */
 } arfuseConfig_t;
 
 #define ARFUSE_CONFIG_INITIALIZER \
-  { sizeof(arfuseConfig_t), ARFUSE_CONFIG_MAGIC, ARFUSE_VERSION_CODE, -1, -1, ARFUSE_DTYPE_ALL, -1, -1, -1, -1 }
+  { sizeof(arfuseConfig_t), ARFUSE_CONFIG_MAGIC, ARFUSE_VERSION_CODE, -1, -1, ARFUSE_DTYPE_ALL, -1, -1, -1, -1, 0 }
 
 /* Fills *config with ARFUSE_CONFIG_INITIALIZER. */
 ARFUSE_API arfuseResult_t arfuseConfigInit(arfuseConfig_t* config);

@@ -141,12 +141,13 @@ class Config(ctypes.Structure):
         ("timeoutMs", ctypes.c_int),
         ("maxBlocks", ctypes.c_int),
         ("deterministic", ctypes.c_int),
+        ("reserved", ctypes.c_int),
     ]
 
     @classmethod
     def initializer(cls, version: int) -> "Config":
         """The same values as ARFUSE_CONFIG_INITIALIZER, with `version` as the version code."""
-        return cls(ctypes.sizeof(cls), CONFIG_MAGIC, version, -1, -1, DTYPE_ALL, -1, -1, -1, -1)
+        return cls(ctypes.sizeof(cls), CONFIG_MAGIC, version, -1, -1, DTYPE_ALL, -1, -1, -1, -1, 0)
 
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name, _ in self._fields_}

@@ -78,6 +78,8 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   // Fields added later are read only when the caller's struct has them.
   const int det = c.size >= offsetof(arfuseConfig_t, deterministic) + sizeof(int) ? c.deterministic : -1;
   if (det < -1 || det > 1) return bad(strprintf("deterministic=%d: must be 0, 1 or -1", det));
+  if (c.size >= offsetof(arfuseConfig_t, reserved) + sizeof(int) && c.reserved != 0)
+    return bad(strprintf("reserved=%d: must be 0 (start from ARFUSE_CONFIG_INITIALIZER)", c.reserved));
   r.policy.deterministic = det == -1 ? paramDeterministic() : det == 1;
   r.policy.maxChunks = paramMaxChunks();
   r.messageBytes = workspaceMessageBytes(r.limits);

@@ -22,7 +22,7 @@ _STUB = r"""
 #include <string.h>
 typedef struct { unsigned char internal[128]; } uid_t_;
 typedef struct { size_t size; unsigned magic, version; int maxTokens, maxHidden; unsigned dtypeMask;
-                 int algo, timeoutMs, maxBlocks, deterministic; } cfg_t_;
+                 int algo, timeoutMs, maxBlocks, deterministic, reserved; } cfg_t_;
 typedef int (*gather_t)(void*, const void*, void*, size_t);
 static char last[512];
 static const char* names[] = {"arfuseSuccess", "arfuseInvalidArgument", "arfuseInvalidUsage", "arfuseUnsupported",
