@@ -318,4 +318,32 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
   extendedPass2<T, kVecs>(packed, inv, weight, e.writeNorm ? normOut : nullptr, nvec, hidden, e, row);
 }
 
+// The end of a multi-rank kernel's tile j: the extended epilogue (whole rows), the fused one (this
+// CTA's chunk of the row), or the plain all-reduce's store of the rounded sum. `failed`: some input
+// of the tile did not arrive (CTA-uniform; only the extended epilogue reads it, the others already
+// hold NaN in `packed`). residual_out may alias x: each vector is written by the thread that read it.
+template <typename T, bool kFused, int kVecs, bool kExt>
+__device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor& tc, int j, const uint4 (&packed)[kVecs],
+                                           bool failed, const WeightCache<kVecs>& w, RowScratch* sm) {
+  const int V = tc.chunkVecs;
+  const size_t base = tc.at(j, 0);
+  if constexpr (kExt) {
+    const size_t rowBase = static_cast<size_t>(tc.row(j)) * tc.nvec;
+    finishExtendedRow<T, kVecs>(packed, failed, reinterpret_cast<const uint4*>(a.weight),
+                                reinterpret_cast<uint4*>(a.normOut) + rowBase,
+                                reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext,
+                                tc.row(j), sm);
+  } else if constexpr (kFused) {
+    finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
+                              reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks, V, tc.nvec,
+                              a.invHidden, a.eps, sm);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      if (u < V) reinterpret_cast<uint4*>(a.residualOut)[base + u] = packed[i];
+    }
+  }
+}
+
 }  // namespace arfuse

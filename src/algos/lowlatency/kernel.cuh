@@ -231,25 +231,9 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
       }
     }
     if (j == tc.tiles - 1) pdlLaunchDependents();
-    const size_t base = tc.at(j, 0);
-    if constexpr (kExt) {
-      const bool anyFail = __syncthreads_or(failed) != 0;
-      const size_t rowBase = static_cast<size_t>(tc.row(j)) * tc.nvec;
-      finishExtendedRow<T, kVecs>(packed, anyFail, reinterpret_cast<const uint4*>(a.weight),
-                                  reinterpret_cast<uint4*>(a.normOut) + rowBase,
-                                  reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext,
-                                  tc.row(j), &sm);
-    } else if constexpr (kFused) {
-      finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
-                                reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks, V, tc.nvec,
-                                a.invHidden, a.eps, &sm);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i) {
-        const int u = threadIdx.x + i * blockDim.x;
-        if (u < V) reinterpret_cast<uint4*>(a.residualOut)[base + u] = packed[i];
-      }
-    }
+    bool anyFail = false;
+    if constexpr (kExt) anyFail = __syncthreads_or(failed) != 0;
+    finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, anyFail, w, &sm);
   }
   exitCall(a, cs, __syncthreads_or(failed) != 0);
 }

@@ -72,24 +72,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
       if (addResidual) r = j == 0 ? res.get(i, u) : resj.get(i, u);
       packed[i] = roundSum<T>(acc, addResidual ? &r : nullptr, !ok);
     }
-    const size_t base = tc.at(j, 0);
-    if constexpr (kExt) {
-      const size_t rowBase = static_cast<size_t>(tc.row(j)) * tc.nvec;
-      finishExtendedRow<T, kVecs>(packed, !ok, reinterpret_cast<const uint4*>(a.weight),
-                                  reinterpret_cast<uint4*>(a.normOut) + rowBase,
-                                  reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext,
-                                  tc.row(j), &sm);
-    } else if constexpr (kFused) {
-      finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
-                                reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks, V, tc.nvec,
-                                a.invHidden, a.eps, &sm);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i) {
-        const int u = threadIdx.x + i * blockDim.x;
-        if (u < V) reinterpret_cast<uint4*>(a.residualOut)[base + u] = packed[i];  // may alias x: same thread, same u
-      }
-    }
+    finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, w, &sm);
   }
   exitCall(a, cs, !ok);
 }
