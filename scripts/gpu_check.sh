@@ -17,6 +17,10 @@
 #   --experiments with --proxy: the 1- and 16-token proxy rows again with PDL off, rows never split
 #                 (ARFUSE_MAX_CHUNKS=1) and a polling back-off (ARFUSE_POLL_SLEEP_NS=100), to attribute
 #                 the time (exp_*.json)
+#   --phases      attribution: a second tree built with -DARFUSE_PHASE_TIMING=ON (CLI only), whose
+#                 kernels print clock64() stamps of their phases; low-latency at 1 token, one-shot at 16
+#                 and two-shot at 64 on 2/4/8 virtual ranks, summarised by scripts/phase_report.py
+#                 (phases_tp*.json), next to the same runs of the normal build (PROXY figures)
 #   --peers       the single-GPU peers (bench/peers.py --single: torch.compile, FlashInfer, a copy;
 #                 FlashInfer from .carry/peers, scripts/fetch_peer_wheels.sh), the rotated
 #                 addrmsnorm bench and `bench --procs 2` on the one GPU (h200_*.json)
@@ -36,6 +40,7 @@ proxy=0
 smoke=0
 experiments=0
 peers=0
+phases=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
@@ -43,6 +48,7 @@ for a in "$@"; do
     --smoke) smoke=1 ;;
     --experiments) experiments=1 ;;
     --peers) peers=1 ;;
+    --phases) phases=1 ;;
     --bench-only) bench_only=1 ;;
     --tests-only) tests_only=1 ;;
     *) echo "gpu_check.sh: unknown argument $a"; exit 2 ;;
@@ -87,7 +93,9 @@ if [ -f "$hashes" ]; then
   for f in $changed; do [ -f "$root/$f" ] && touch "$root/$f"; done
   note "source files changed since the kept build: $(echo "$changed" | grep -c .)"
 fi
-if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" &&
+# GPU_CHECK_NO_TESTS=1: build the library and the CLI only (a benchmark-only call on a cold machine).
+tests_opt=(); [ "${GPU_CHECK_NO_TESTS:-0}" = 1 ] && tests_opt=(-DARFUSE_BUILD_TESTS=OFF)
+if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${tests_opt[@]}" "${nccl_args[@]}" &&
        cmake --build "$build" -j"$(nproc)"; } > "$OUT/build.log" 2>&1; then
   note "BUILD FAILED (see build.log)"; tail -40 "$OUT/build.log"; exit 1
 fi
@@ -174,6 +182,31 @@ if [ $proxy = 1 ]; then
         note "exp ${v#*:} TP$n: rc=$?"
       done
     done
+  fi
+fi
+# ---- phases: where a call's time goes, from stamps inside the kernels (attribution build) ---------
+if [ $phases = 1 ]; then
+  pbuild=$root/build-phases
+  t1=$(date +%s)
+  if { cmake -S "$root" -B "$pbuild" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release -DARFUSE_BUILD_TESTS=OFF \
+         -DARFUSE_PHASE_TIMING=ON "${nccl_args[@]}" && cmake --build "$pbuild" -j"$(nproc)" --target arfuse_cli; } \
+       > "$OUT/build_phases.log" 2>&1; then
+    note "phase-timing build: ok in $(( $(date +%s) - t1 )) s"
+    for n in 2 4 8; do
+      for spec in lowlatency:1 oneshot:16 twoshot:64; do
+        algo=${spec%%:*} tok=${spec#*:}
+        for b in normal phases; do
+          bin=$build/bin/arfuse; [ $b = phases ] && bin=$pbuild/bin/arfuse
+          step "phases $b TP$n $algo" 40 "$OUT/phases_raw.txt" bash -c "'$bin' bench --op fused --ranks $n --algo $algo \
+            --tokens $tok --hidden 7168 -n 30 -J '$OUT/phases_${b}_tp${n}_${algo}.json' 2>&1 | tee '$OUT/phases_${b}_cur.txt'"
+          [ $b = phases ] && python3 "$root/scripts/phase_report.py" --label "TP$n $algo $tok tok" \
+            -J "$OUT/phases_tp${n}_${algo}.json" < "$OUT/phases_${b}_cur.txt" | tee -a "$summary"
+          grep -E "^ +$tok +[0-9]+ +$algo" "$OUT/phases_${b}_cur.txt" | sed "s/^/  $b: /" >> "$summary"
+        done
+      done
+    done
+  else
+    note "phase-timing build FAILED (build_phases.log)"; tail -5 "$OUT/build_phases.log" >> "$summary"
   fi
 fi
 # GPU_CHECK_FIRST: a command (run from the build directory) before everything else, e.g. a gtest

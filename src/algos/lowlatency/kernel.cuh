@@ -27,6 +27,7 @@
 #pragma once
 
 #include "device/epilogue.cuh"
+#include "device/phase_clock.cuh"
 
 namespace arfuse {
 namespace ll {
@@ -166,7 +167,11 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
   const TileCursor tc(a);
   const int V = tc.chunkVecs;
   const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [tokens, nvec]
+  // Phase points (device/phase_clock.cuh): 0 start, 1 after pdlWait, 2 entered, 3 sent, 4 tile 0
+  // received, 5 tiles finished, 6 exited.
+  PhaseClock::mark<0>();
   pdlWait();
+  PhaseClock::mark<1>();
   uint4 own[kVecs];  // tile 0's x
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
@@ -179,6 +184,7 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
   // NaN so that the CTAs of a split row pass the same cluster barriers (a CTA of the cluster may not
   // have been refused) and every output element it owns becomes NaN.
   const CallState cs = enterCall(a);
+  PhaseClock::mark<2>();
   const bool go = cs.status == kFlightOk;
   const int parity = static_cast<int>(cs.epoch & 1);
   const uint32_t flag = llFlag(cs.epoch);
@@ -199,6 +205,7 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
     }
   }
 
+  PhaseClock::mark<3>();
   // 2. receive, reduce, finish each tile.
   const ll::DescProbe probe = go ? ll::issueDescProbe(a, parity) : ll::DescProbe{};
   bool descOk = go, descSettled = !go;
@@ -230,12 +237,16 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
         for (int i = 0; i < kVecs; ++i) packed[i] = nanVec<T>();
       }
     }
+    if (j == 0) PhaseClock::mark<4>();
     if (j == tc.tiles - 1) pdlLaunchDependents();
     bool anyFail = false;
     if constexpr (kExt) anyFail = __syncthreads_or(failed) != 0;
     finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, anyFail, w, &sm);
   }
+  PhaseClock::mark<5>();
   exitCall(a, cs, __syncthreads_or(failed) != 0);
+  PhaseClock::mark<6>();
+  PhaseClock::report("lowlatency", a.nranks, a.rank, cs.epoch, 7);
 }
 
 }  // namespace arfuse

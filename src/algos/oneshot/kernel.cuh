@@ -20,6 +20,7 @@
 #include "device/caches.cuh"
 #include "device/epilogue.cuh"
 #include "device/exchange.cuh"
+#include "device/phase_clock.cuh"
 
 namespace arfuse {
 
@@ -32,7 +33,11 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
   const uint4* x = reinterpret_cast<const uint4*>(a.x);                    // [tokens, nvec]
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
   const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
+  // Phase points (device/phase_clock.cuh): 0 start, 1 after pdlWait, 2 entered, 3 copied in,
+  // 4 barrier passed, 5 tiles finished, 6 exited.
+  PhaseClock::mark<0>();
   pdlWait();
+  PhaseClock::mark<1>();
   InputCache<kVecs> own, res;
   own.load(x + tc.at(0, 0), V);
   if (addResidual) res.load(residualIn + tc.at(0, 0), V);
@@ -41,6 +46,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
   // A refused call copies nothing and passes no barrier, but finishes its tiles with NaN (see
   // lowlatency/kernel.cuh: the CTAs of a split row must pass the same cluster barriers).
   const CallState cs = enterCall(a);
+  PhaseClock::mark<2>();
   const bool go = cs.status == kFlightOk;
   const int parity = static_cast<int>(cs.epoch & 1);
 
@@ -53,7 +59,9 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
         reinterpret_cast<uint4*>(mine)[static_cast<size_t>(j) * V + u] = j == 0 ? own.get(i, u) : x[tc.at(j, u)];
     }
   }
+  PhaseClock::mark<3>();
   const bool ok = go && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);  // go is uniform across the CTA
+  PhaseClock::mark<4>();
   pdlLaunchDependents();
 
   for (int j = 0; j < tc.tiles; ++j) {
@@ -74,7 +82,10 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
     }
     finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, w, &sm);
   }
+  PhaseClock::mark<5>();
   exitCall(a, cs, !ok);
+  PhaseClock::mark<6>();
+  PhaseClock::report("oneshot", a.nranks, a.rank, cs.epoch, 7);
 }
 
 }  // namespace arfuse

@@ -41,8 +41,13 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
   const uint4* x = reinterpret_cast<const uint4*>(a.x);                    // [tokens, nvec]
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
   const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
+  // Phase points (device/phase_clock.cuh): 0 start, 1 after pdlWait, 2 entered, 3 scatter barrier
+  // passed, 4 gather barrier passed, 5 tiles finished, 6 exited.
+  PhaseClock::mark<0>();
   pdlWait();
+  PhaseClock::mark<1>();
   const CallState cs = enterCall(a);
+  PhaseClock::mark<2>();
   const bool go = cs.status == kFlightOk;  // refused: as in one-shot
   const int parity = static_cast<int>(cs.epoch & 1);
   const int lo = sliceBegin(a.rank, V, n), hi = sliceBegin(a.rank + 1, V, n);
@@ -53,6 +58,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
     for (int u = threadIdx.x; u < V; u += blockDim.x)
       if (u < lo || u >= hi) mine[static_cast<size_t>(j) * V + u] = x[tc.at(j, u)];
   bool ok = go && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
+  PhaseClock::mark<3>();
 
   if (ok) {
     for (int j = 0; j < tc.tiles; ++j) {
@@ -67,6 +73,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
     }
     ok = ctaBarrier<X>(a, cs.epoch, /*phase=*/1);
   }
+  PhaseClock::mark<4>();
   pdlLaunchDependents();
   // The weight is loaded only now (its loads overlap the gather's): a register cache live across the
   // phases above would go to the stack.
@@ -92,7 +99,10 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
     }
     finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, w, &sm);
   }
+  PhaseClock::mark<5>();
   exitCall(a, cs, !ok);
+  PhaseClock::mark<6>();
+  PhaseClock::report("twoshot", a.nranks, a.rank, cs.epoch, 7);
 }
 
 }  // namespace arfuse
