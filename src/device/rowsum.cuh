@@ -52,10 +52,24 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
   if (threadIdx.x < 32) {
     const int groups = (nvec + kGroupVecs - 1) / kGroupVecs;
     const int perChunk = chunkVecs / kGroupVecs;
+    // Four loads in flight per lane before they are added (in the order above): one at a time, each
+    // distributed-shared-memory round trip of a split row waited for the previous one.
+    constexpr int kBatch = 4;
     float acc = 0.f;
-    for (int g = lane; g < groups; g += 32) {
-      const int owner = chunks == 1 ? 0 : g / perChunk;
-      acc += owner == chunk ? sm->groups[g] : loadClusterShared(&sm->groups[g], static_cast<uint32_t>(owner));
+    for (int g0 = lane; g0 < groups; g0 += kBatch * 32) {
+      float s[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int g = g0 + 32 * k;
+        s[k] = 0.f;
+        if (g < groups) {
+          const int owner = chunks == 1 ? 0 : g / perChunk;
+          s[k] = owner == chunk ? sm->groups[g] : loadClusterShared(&sm->groups[g], static_cast<uint32_t>(owner));
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k)
+        if (g0 + 32 * k < groups) acc += s[k];
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
