@@ -38,6 +38,8 @@
 #include "comm/shm.h"
 #include "common/params.h"
 #include "algos/launch.h"
+#include "init/group_builder.h"
+#include "topo/probe_map.h"
 
 namespace arfuse {
 namespace {
@@ -77,6 +79,9 @@ struct Wire {
   cudaIpcMemHandle_t staging, control, ll;
   uint64_t stagingPtr, controlPtr, llPtr;  // raw, for a rank of the same process (same cookie)
   ncclUniqueId ncclId;                      // rank 0
+  // The plan limits this rank resolved (policy/resolve.h: its calibration file, its view of the
+  // fabric): every rank must use the same ones, or their plans, and so their calls, could diverge.
+  int64_t oneShotMax, hostOneShotMax, hostStagedMax, lowLatencyMax, ncclAbove;
 };
 static_assert(sizeof(Wire) <= kSlotBytes, "Wire must fit a slot");
 
@@ -108,12 +113,6 @@ uint64_t hostHash() {
   for (const std::string& s : {std::string(name), boot})
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
-}
-
-std::string uuidText(const uint8_t* u) {
-  std::string s = "GPU-";
-  for (int i = 0; i < 16; ++i) s += strprintf("%02x%s", u[i], (i == 3 || i == 5 || i == 7 || i == 9) ? "-" : "");
-  return s;
 }
 
 // Rank 0's segments until the group owns them: released (and their names removed) on every early
@@ -172,6 +171,34 @@ bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* c
     }
   }
   return false;
+}
+
+// Every rank resolved the plan limits itself (its ARFUSE_CALIBRATION_FILE, the GPUs it sees): they
+// must be equal on every rank, since each rank plans its calls alone. If any rank differs, every
+// rank falls back to the configured limits (config > environment > built-in, already checked equal
+// at phase A) and says why; the decision is taken from the same bytes everywhere.
+void agreeOnPolicy(const std::vector<Wire>& ws, const PlanPolicy& configured, const LogContext& ctx,
+                   PlanPolicy* policy) {
+  auto limitsOf = [&](const Wire& w) {
+    PlanPolicy p = configured;
+    p.oneShotMaxBytes = w.oneShotMax;
+    p.hostOneShotMaxBytes = w.hostOneShotMax;
+    p.hostStagedMaxBytes = w.hostStagedMax;
+    p.lowLatencyMaxBytes = w.lowLatencyMax;
+    p.ncclAboveBytes = w.ncclAbove;
+    return p;
+  };
+  const PlanPolicy first = limitsOf(ws[0]);
+  for (size_t s = 1; s < ws.size(); ++s) {
+    const PlanPolicy other = limitsOf(ws[s]);
+    if (sameLimits(first, other)) continue;
+    ARFUSE_LOG(kLogWarn, ctx, "",
+               "ranks resolved different plan limits (rank 0: %s; rank %zu: %s): every rank uses the configured "
+               "ones (%s); give every rank the same ARFUSE_CALIBRATION_FILE and the same visible GPUs",
+               limitsText(first).c_str(), s, limitsText(other).c_str(), limitsText(configured).c_str());
+    *policy = configured;
+    return;
+  }
 }
 
 }  // namespace
@@ -296,53 +323,32 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   const int timeoutMs = std::max(30000, rc.timeoutMs);
 
   // ---- the group, from the same bytes on every rank -----------------------------------------------
-  Group* g = new Group();
-  g->multiProcess = true;
-  g->nranks = nranks;
-  g->limits = rc.limits;
-  g->policy = rc.policy;
-  g->flight = paramFlightRecorder();
-  g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
-  g->ranks.resize(nranks);
-  Fabric& f = g->fabric;
-  f.nranks = nranks;
-  int smCount = 1 << 30;
-  bool distinct = true;
-  std::vector<DeviceResidency> residency;  // one entry per rank (ranks on one GPU each count it)
+  LogContext ctx;
+  ctx.rank = rank;
+  ctx.device = device;
+  ctx.arch = h[rank].arch;
+  GroupFacts facts;
+  facts.multiProcess = true;
+  facts.config = rc;
+  facts.ranks.resize(nranks);
   for (int s = 0; s < nranks; ++s) {
-    int same = 0;
-    for (int t = 0; t < nranks; ++t) same += std::memcmp(h[s].uuid, h[t].uuid, 16) == 0;
-    if (same > 1) distinct = false;
-    DeviceResidency dr;
-    dr.sms = h[s].smCount;
-    dr.ranks = same;
-    dr.lowLatency = h[s].resLowLatency;
-    dr.narrow = h[s].resNarrow;
-    dr.wide = h[s].resWide;
-    for (int c = 0; c <= kMaxChunks; ++c) dr.clusters[c] = h[s].resClusters[c];
-    residency.push_back(dr);
-    smCount = std::min(smCount, h[s].smCount);
+    RankFacts& rf = facts.ranks[s];
+    rf.uuid = topo::formatGpuUuid(h[s].uuid);
+    rf.arch = h[s].arch;
+    rf.sms = h[s].smCount;
+    rf.lowLatency = h[s].resLowLatency;
+    rf.narrow = h[s].resNarrow;
+    rf.wide = h[s].resWide;
+    for (int c = 0; c <= kMaxChunks; ++c) rf.clusters[c] = h[s].resClusters[c];
   }
-  f.virtualRanks = !distinct;
-  f.smCount = smCount;
-  {
-    std::string why;
-    if (!setBlockCaps(residency, rc.maxBlocks, &f, &why)) {
-      delete g;
-      return *message = why, arfuseUnsupported;
-    }
-  }
-  int minArch = h[0].arch;
-  for (int s = 1; s < nranks; ++s) minArch = std::min(minArch, static_cast<int>(h[s].arch));
-  setArchFacts(g, minArch);
-  sizeWorkspace(g, 0);  // staging and low-latency buffers; the host part once the host area is decided
-  const bool ncclPlanned = nranks > 1 && distinct;
+  Group* g = nullptr;
+  st = makeGroup(&facts, ctx, &g, message);
+  if (st != arfuseSuccess) return st;
+  Fabric& f = g->fabric;
+  const bool ncclPlanned = g->ncclPlanned;
   f.nccl = ncclPlanned;  // until phase D says otherwise (sizes the host area)
-  if (!ncclPlanned)
-    f.ncclDetail = nranks == 1 ? "a single rank needs no NCCL"
-                               : "NCCL needs one GPU per rank; ranks of this group share a GPU";
   if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
-    delete g;
+    freeGroup(g);
     return *message = "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
                       "arfuse release?",
            arfuseMismatch;
@@ -457,6 +463,11 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       whyB = strprintf("ncclGetUniqueId: %s", ncclGetErrorString(nr));
     }
   }
+  w.oneShotMax = g->policy.oneShotMaxBytes;
+  w.hostOneShotMax = g->policy.hostOneShotMaxBytes;
+  w.hostStagedMax = g->policy.hostStagedMaxBytes;
+  w.lowLatencyMax = g->policy.lowLatencyMaxBytes;
+  w.ncclAbove = g->policy.ncclAboveBytes;
   w.status = localB;
   setText(w.text, whyB);
   st = segmentExchange(ia, 1, rank, nranks, &w, sizeof w, timeoutMs, &all, message);
@@ -464,6 +475,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   if (firstFailure<Wire>(all, nranks, &st, message)) return fail(st);
   std::vector<Wire> ws(nranks);
   std::memcpy(ws.data(), all.data(), all.size());
+  agreeOnPolicy(ws, rc.policy, ctx, &g->policy);
 
   f.p2p = true;
   for (int s = 0; s < nranks && f.p2p; ++s)
@@ -474,15 +486,10 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
         break;
       }
   if (!f.p2p) f.lowLatencyMaxBytes = 0;
-  const int forced = rc.policy.forcedAlgo;
-  if ((forced == arfuseAlgoOneShot || forced == arfuseAlgoTwoShot || forced == arfuseAlgoLowLatency) && !f.p2p)
-    return *message = strprintf("config: algo=%s (forced by %s) needs peer access: %s",
-                                arfuseAlgoName(arfuseAlgo_t(forced)), rc.policy.forcedBy.c_str(), f.p2pDetail.c_str()),
-           fail(arfuseUnsupported);
-  if (forced == arfuseAlgoNccl && !ncclPlanned)
-    return *message = strprintf("config: algo=nccl (forced by %s) is unavailable: %s", rc.policy.forcedBy.c_str(),
-                                f.ncclDetail.c_str()),
-           fail(arfuseUnsupported);
+  for (ForcedCheck check : {ForcedCheck::kPeerAccess, ForcedCheck::kNccl}) {
+    *message = forcedPathUnavailable(g->policy, f, check);
+    if (!message->empty()) return fail(arfuseUnsupported);
+  }
 
   // ---- map the peers' buffers, and the host area when needed ----------------------------------------
   Status sc{};
@@ -518,7 +525,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       g->peers.ll[s] = ll;
     }
   }
-  const bool needHost = nranks > 1 && (!f.p2p || forced == arfuseAlgoHostStaged);
+  const bool needHost = needsHostArea(nranks, f, g->policy, &f.hostStagedDetail);
   if (needHost && localC == arfuseSuccess) {
     bool canMap = true;
     for (int s = 0; s < nranks; ++s) canMap = canMap && h[s].canMapHost;
@@ -526,8 +533,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       f.hostStagedDetail = "a GPU of the group cannot map host memory";
     } else {
       const long long messageBytes = hostMessageBytesFor(*g);
-      const size_t bytes =
-          hostArenaBytes(nranks, workspaceFor(g->limits, f, messageBytes, g->policy.deterministic).hostSlotBytes);
+      const size_t bytes = hostAreaBytesFor(*g, messageBytes);
       auto* hseg = new ShmSegment();
       g->cleanups.push_back([hseg] {
         shmRelease(hseg);
@@ -549,14 +555,11 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
         g->hostArenaBytes = bytes;
       }
     }
-  } else if (!needHost) {
-    f.hostStagedDetail = nranks == 1 ? "a single rank needs no exchange"
-                                     : "peer access works, so no host exchange area is allocated (force "
-                                       "algo=hoststaged to get one)";
   }
-  if (forced == arfuseAlgoHostStaged && localC == arfuseSuccess && !f.hostStaged)
-    return *message = strprintf("config: algo=hoststaged is unavailable: %s", f.hostStagedDetail.c_str()),
-           fail(arfuseUnsupported);
+  if (localC == arfuseSuccess) {
+    *message = forcedPathUnavailable(g->policy, f, ForcedCheck::kHostStaged);
+    if (!message->empty()) return fail(arfuseUnsupported);
+  }
 
   // ---- phase C: everyone mapped everything ----------------------------------------------------------
   sc.status = localC;
@@ -589,12 +592,9 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       if (nc) ncclCommAbort(nc);
       f.nccl = false;
       f.ncclDetail = ncclWhy;
-      LogContext ctx;
-      ctx.rank = rank;
-      ctx.device = device;
-      ctx.arch = h[rank].arch;
       ARFUSE_LOG(kLogWarn, ctx, "path=nccl", "disabled: %s", ncclWhy.c_str());
-      if (forced == arfuseAlgoNccl) return *message = "config: algo=nccl is unavailable: " + ncclWhy, fail(arfuseNcclError);
+      if (g->policy.forcedAlgo == arfuseAlgoNccl)
+        return *message = "config: algo=nccl is unavailable: " + ncclWhy, fail(arfuseNcclError);
     } else {
       g->ranks[rank].nccl = nc;
     }
@@ -603,19 +603,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   g->ranks[rank].arch = h[rank].arch;
   startWatching(g);
   g->live = 1;
-  arfuseComm* c = new arfuseComm();
-  c->group = g;
-  c->rank = rank;
-  c->device = device;
-  c->arch = h[rank].arch;
-  commRegister(c);
-  *comm = c;
-  ARFUSE_LOG(kLogInfo, c->logContext(), "",
-             "init: rank %d of %d (multi-process%s), staging %zu B, low-latency %zu B, maxBlocks %d, clusters %s, "
-             "pdl %s, p2p %s, nccl %s, host area %zu B",
-             rank, nranks, f.virtualRanks ? ", GPUs shared" : "", g->ws.stagingBytes, g->ws.llBytes, f.maxBlocks,
-             f.clusters ? "yes" : "no", f.pdl ? "yes" : "no", f.p2p ? "yes" : "no",
-             f.nccl ? "yes" : "no", g->hostArenaBytes);
+  *comm = publishRank(g, rank, device, h[rank].arch);
   return arfuseSuccess;
 }
 

@@ -1,0 +1,127 @@
+#include "init/group_builder.h"
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <mutex>
+
+#include "common/params.h"
+#include "init/cuda_try.h"
+#include "topo/probe.h"
+
+namespace arfuse {
+namespace {
+
+// Reported facts (CUDA + NVML, no kernels, a few ms), probed once per process: they do not change
+// while it runs. nullptr with *why when the probe failed.
+const topo::Topology* reportedTopology(std::string* why) {
+  static std::mutex mu;
+  static std::unique_ptr<topo::ProbeResult> probed;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!probed) {
+    topo::ProbeOptions opt;
+    opt.measure = false;
+    probed.reset(new topo::ProbeResult(topo::probeTopology(opt)));
+  }
+  if (!probed->ok) {
+    *why = probed->error;
+    return nullptr;
+  }
+  return &probed->topology;
+}
+
+}  // namespace
+
+arfuseResult_t makeGroup(GroupFacts* facts, const LogContext& ctx, Group** out, std::string* message) {
+  facts->pdl = paramPdl();
+  facts->explicitEnv = explicitLimitsFromEnv();
+  facts->calibrationFile = paramCalibrationFile();
+  if (groupNeedsTopology(*facts)) facts->topology = reportedTopology(&facts->topologyError);
+  GroupPlan p = planGroup(*facts);
+  if (p.status != arfuseSuccess) return *message = p.error, p.status;
+  for (const PolicyNote& n : p.notes) ARFUSE_LOG(n.level, ctx, "", "%s", n.text.c_str());
+  Group* g = new Group();
+  g->multiProcess = facts->multiProcess;
+  g->nranks = static_cast<int>(facts->ranks.size());
+  g->fabric = p.fabric;
+  g->limits = p.limits;
+  g->policy = p.policy;
+  g->ws = p.ws;
+  g->timeoutNs = p.timeoutNs;
+  g->flight = paramFlightRecorder();
+  g->ncclPlanned = p.ncclPlanned;
+  g->ranks.resize(g->nranks);
+  *out = g;
+  return arfuseSuccess;
+}
+
+void sizeWorkspace(Group* g, long long hostMessageBytes) {
+  sizeWorkspaceFor(g->limits, g->policy.deterministic, hostMessageBytes, &g->fabric, &g->ws);
+}
+
+arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message) {
+  RankResources& rr = g->ranks[r];
+  rr.device = device;
+  CUDA_TRY(cudaSetDevice(rr.device));
+  CUDA_TRY(cudaMalloc(&rr.staging, g->ws.stagingBytes));
+  CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&rr.control), sizeof(ControlBlock)));
+  CUDA_TRY(cudaMemset(rr.control, 0, sizeof(ControlBlock)));  // epochs 0, no abort, every flag 0
+  if (g->ws.llBytes) {
+    CUDA_TRY(cudaMalloc(&rr.ll, g->ws.llBytes));
+    CUDA_TRY(cudaMemset(rr.ll, 0, g->ws.llBytes));  // flag 0 never matches a call
+    g->peers.ll[r] = rr.ll;
+  }
+  if (g->ws.ncclBytes && !g->fabric.virtualRanks) CUDA_TRY(cudaMalloc(&rr.ncclSum, g->ws.ncclBytes));
+  CUDA_TRY(cudaStreamCreateWithFlags(&rr.aux, cudaStreamNonBlocking));
+  g->peers.staging[r] = rr.staging;
+  g->peers.control[r] = rr.control;
+  CUDA_TRY(cudaDeviceSynchronize());
+  return arfuseSuccess;
+}
+
+size_t hostArenaBytes(int nranks, size_t slotBytes) {
+  return static_cast<size_t>(nranks) * (kHostFlagBytes + slotBytes);
+}
+
+long long hostMessageBytesFor(const Group& g) { return hostMessageBytes(g.limits, g.ws, g.policy, g.fabric.nccl); }
+
+size_t hostAreaBytesFor(const Group& g, long long messageBytes) {
+  return hostArenaBytes(g.nranks, workspaceFor(g.limits, g.fabric, messageBytes, g.policy.deterministic).hostSlotBytes);
+}
+
+void layoutHostArena(Group* g, char* devBase, long long messageBytes) {
+  sizeWorkspace(g, messageBytes);
+  const size_t flagBytes = static_cast<size_t>(g->nranks) * kHostFlagBytes;
+  g->hostArenaBytes = hostArenaBytes(g->nranks, g->ws.hostSlotBytes);
+  for (int r = 0; r < g->nranks; ++r) {
+    g->host.flags[r] = reinterpret_cast<FlagSlot*>(devBase + static_cast<size_t>(r) * kHostFlagBytes);
+    g->host.slots[r] = devBase + flagBytes + static_cast<size_t>(r) * g->ws.hostSlotBytes;
+  }
+  g->fabric.hostStaged = true;
+  g->fabric.hostStagedCapacity = messageBytes;
+}
+
+arfuseComm* publishRank(Group* g, int rank, int device, int arch) {
+  const Fabric& f = g->fabric;
+  arfuseComm* c = new arfuseComm();
+  c->group = g;
+  c->rank = rank;
+  c->device = device;
+  c->arch = arch;
+  commRegister(c);
+  const std::string who = g->multiProcess ? strprintf("rank %d of %d (multi-process%s)", rank, g->nranks,
+                                                      f.virtualRanks ? ", GPUs shared" : "")
+                                          : strprintf("%d ranks%s", g->nranks, f.virtualRanks ? " (virtual)" : "");
+  ARFUSE_LOG(kLogInfo, c->logContext(), "",
+             "init: %s, staging %zu B, low-latency %zu B, maxBlocks %d, clusters %s, pdl %s, p2p %s, nccl %s, "
+             "host area %zu B, one-shot limit %lld B (%s)",
+             who.c_str(), g->ws.stagingBytes, g->ws.llBytes, f.maxBlocks, f.clusters ? "yes" : "no",
+             f.pdl ? "yes" : "no", f.p2p ? "yes" : "no", f.nccl ? "yes" : "no", g->hostArenaBytes,
+             g->policy.oneShotMaxBytes,
+             !g->policy.calibratedFrom.empty()  ? g->policy.calibratedFrom.c_str()
+             : !g->policy.builtinOrigin.empty() ? g->policy.builtinOrigin.c_str()
+                                                : "default or ARFUSE_ONESHOT_MAX_BYTES");
+  return c;
+}
+
+}  // namespace arfuse
