@@ -1,5 +1,5 @@
 // One set of init decisions for both init paths (init/group_plan.h) and one policy resolution
-// (policy/resolve.h): the same machine, environment and
+// (policy/resolve.h) for the library, `arfuse plan` and doctor: the same machine, environment and
 // calibration file give the same Fabric, Limits, PlanPolicy and workspace whichever path creates
 // the group. Machines are the topology fixtures (tests/topo/fixtures); no GPU.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include "init/group_plan.h"
 #include "plan/calibration.h"
 #include "plan/from_topology.h"
+#include "plan_args.h"
 #include "policy/resolve.h"
 #include "topo_fixtures.h"
 
@@ -208,6 +209,33 @@ TEST(ResolvePolicy, DefaultsAreWrittenOnce) {
     if (name == "ARFUSE_HOST_ONESHOT_MAX_BYTES") EXPECT_EQ(std::stoll(s.defaultValue), p.hostOneShotMaxBytes);
     if (name == "ARFUSE_HOST_STAGED_MAX_BYTES") EXPECT_EQ(std::stoll(s.defaultValue), p.hostStagedMaxBytes);
   }
+}
+
+// `arfuse plan` resolves its policy with the library's function: for the same machine, environment
+// and calibration file it prints the limits an arfuseCommInitAll group there would plan with.
+TEST(PlanCommand, ResolvesTheSamePolicyAsTheLibrary) {
+  for (const Machine& m : machines()) {
+    SCOPED_TRACE(std::string(m.fixture) + " x" + std::to_string(m.devices.size()));
+    const topo::Topology t = load(m.fixture);
+    const std::string cal = writeCalibration(t, m.devices);
+    for (const std::string& file : {std::string(), cal}) {
+      GroupFacts f = factsFor(t, m.devices, false);
+      f.calibrationFile = file;
+      const GroupPlan lib = planGroup(f);
+      cli::PlanArgs a;
+      a.ranks = static_cast<int>(m.devices.size());
+      const ResolvedPolicy cli = cli::planPolicy(a, t, m.devices, ExplicitLimits{}, file);
+      expectSamePolicy(lib.policy, cli.policy);
+    }
+    std::remove(cal.c_str());
+  }
+  // --algo wins over ARFUSE_ALGO, as a config's algo does in the library.
+  const topo::Topology t = load("h200_2x_nvlink");
+  cli::PlanArgs a;
+  a.algo = arfuseAlgoTwoShot;
+  const ResolvedPolicy r = cli::planPolicy(a, t, {0, 1}, ExplicitLimits{}, "");
+  EXPECT_EQ(r.policy.forcedAlgo, arfuseAlgoTwoShot);
+  EXPECT_EQ(r.policy.forcedBy, "--algo");
 }
 
 }  // namespace
