@@ -9,14 +9,21 @@
 //      + the exchange area of the later phases) and reserves the host-staged one, under independent
 //      random names, so that no other local user can take a name between its publication and its
 //      creation (shm.h); its hello carries both names, and the others map the group segment.
+//      From the facts every rank makes the init decisions of init/group_plan.h (CTA caps, the
+//      policy with ARFUSE_CALIBRATION_FILE and the fabric defaults, workspace sizes), as an
+//      in-process group does.
 //   B  (through the segment): CUDA IPC handles of each rank's staging/control/low-latency buffers,
-//      each rank's view of peer access to every other rank's GPU, rank 0's NCCL id. The group has
-//      peer access if every rank can reach every other GPU (or shares it). Without it (or when
-//      forced) rank 0 creates the host-staged area, which everyone maps and registers with CUDA.
-//   C  (segment): every rank reports whether it mapped everything; any failure fails every rank
-//      with that rank's message. Rank 0 then unlinks the segment names: the memory lives while
-//      mapped, so a process that dies later leaves nothing in /dev/shm.
-//   D  (segment): NCCL, when every rank has its own GPU: ncclCommInitRank, then every rank reports;
+//      each rank's view of peer access to every other rank's GPU, rank 0's NCCL id, the plan limits
+//      each rank resolved (any difference: every rank uses the configured ones). The group has
+//      peer access if every rank can reach every other GPU (or shares it).
+//   C  (segment): every rank reports whether it mapped every peer's buffers; any failure fails
+//      every rank with that rank's message.
+//   D, E (segment, with peer access): the mappings are proven with seeded stores and loads
+//      (proveIpcPeers); a failure turns peer access off for every rank.
+//   F  (segment): without peer access (or when forced) rank 0 sizes the host-staged area, which
+//      everyone maps and registers with CUDA; every rank reports. Rank 0 then unlinks the segment
+//      names: the memory lives while mapped, so a process that dies later leaves nothing in /dev/shm.
+//   G  (segment): NCCL, when every rank has its own GPU: ncclCommInitRank, then every rank reports;
 //      if any failed, every rank drops NCCL (the plan then says why).
 // Every wait is bounded by the init timeout and names the ranks that did not arrive.
 #include <cuda_runtime.h>
@@ -46,7 +53,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0xA2F0B007u;
 constexpr int kTextBytes = 240;
-constexpr int kPhases = 4;  // B = 1, C = 2, D = 3 through the segment (A goes through the rendezvous)
+constexpr int kPhases = 7;  // B = 1 ... G = 6 through the segment (A goes through the rendezvous)
 constexpr size_t kSlotBytes = 1024;
 constexpr uint32_t kReady = 0x5EADu;
 
@@ -171,6 +178,84 @@ bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* c
     }
   }
   return false;
+}
+
+// Peer access reported is not peer access working (ACS, an IOMMU, a broken switch), and an IPC
+// mapping that opened is not one that works. As proveP2p does for in-process groups, before any
+// path relies on it: every rank stores a seeded pattern through its mapping into its own slice of
+// every other GPU's staging buffer (phase D), then the owner checks each slice in its own memory
+// and the writer loads it back through the mapping (phase E). Every rank posts its verdict and
+// every rank takes the first failure from the same bytes: peer access is then off for the whole
+// group (the plan uses host staging or NCCL) and the reason names the pair. Ranks sharing a GPU
+// are not checked (their "peer" memory is local). Returns a code only when a rank did not arrive.
+arfuseResult_t proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>& h, int timeoutMs,
+                             const LogContext& ctx, std::string* message) {
+  const int n = g->nranks;
+  const size_t slice = g->ws.stagingBytes / static_cast<size_t>(n) / 16 * 16;
+  const size_t words = std::min<size_t>(4096, slice / 4);
+  auto other = [&](int s) { return s != rank && std::memcmp(h[s].uuid, h[rank].uuid, 16) != 0; };
+  auto seedOf = [](int writer, int owner) { return static_cast<uint32_t>(writer * 131 + owner + 7) | 0x80000000u; };
+  auto cudaText = [](int e) { return cudaGetErrorString(cudaError_t(e)); };
+  Status mine{};
+  std::string why;
+  cudaSetDevice(g->ranks[rank].device);
+  for (int s = 0; s < n && why.empty() && words > 0; ++s) {
+    if (!other(s)) continue;
+    int e = launchProofStore(g->peers.staging[s] + rank * slice, words, seedOf(rank, s));
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+      why = strprintf("peer access from rank %d to rank %d's GPU (IPC mapping) is advertised but a store through it "
+                      "failed: %s",
+                      rank, s, cudaText(e));
+  }
+  cudaGetLastError();
+  mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;  // a verdict here, not an init failure
+  setText(mine.text, why);
+  std::vector<uint8_t> all;
+  arfuseResult_t st = segmentExchange(ia, 3, rank, n, &mine, sizeof mine, timeoutMs, &all, message);
+  if (st != arfuseSuccess) return st;
+  arfuseResult_t code;
+  std::string first;
+  if (!firstFailure<Status>(all, n, &code, &first)) {
+    // Every store has landed (each writer synchronised before posting): check them.
+    unsigned* wrong = nullptr;
+    int e = cudaMalloc(&wrong, 2 * sizeof(unsigned));
+    for (int s = 0; s < n && why.empty() && e == cudaSuccess && words > 0; ++s) {
+      if (!other(s)) continue;
+      unsigned count[2] = {0, 0};  // [0] rank s's store into my memory, [1] my store read back from s's
+      e = cudaMemset(wrong, 0, 2 * sizeof(unsigned));
+      if (e == cudaSuccess) e = launchProofCheck(g->ranks[rank].staging + s * slice, words, seedOf(s, rank), wrong);
+      if (e == cudaSuccess) e = launchProofCheck(g->peers.staging[s] + rank * slice, words, seedOf(rank, s), wrong + 1);
+      if (e == cudaSuccess) e = cudaMemcpy(count, wrong, sizeof count, cudaMemcpyDeviceToHost);
+      if (e != cudaSuccess) {
+        why = strprintf("peer access between ranks %d and %d (IPC mapping) is advertised but checking it failed: %s",
+                        rank, s, cudaText(e));
+      } else if (count[0] || count[1]) {
+        why = strprintf("peer access between ranks %d and %d (IPC mapping) is advertised but %s (%u and %u of %zu "
+                        "words wrong): ACS or an IOMMU likely",
+                        count[0] ? s : rank, count[0] ? rank : s,
+                        count[0] ? "a peer store did not land" : "a peer load returned wrong data", count[0], count[1],
+                        words);
+      }
+    }
+    if (e != cudaSuccess && why.empty())
+      why = strprintf("rank %d could not check peer access: %s", rank, cudaText(e));
+    if (wrong) cudaFree(wrong);
+    cudaGetLastError();
+  } else {
+    why = first;
+  }
+  mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;
+  setText(mine.text, why);
+  st = segmentExchange(ia, 4, rank, n, &mine, sizeof mine, timeoutMs, &all, message);
+  if (st != arfuseSuccess) return st;
+  if (firstFailure<Status>(all, n, &code, &first)) {
+    g->fabric.p2p = false;
+    g->fabric.p2pDetail = first;
+    ARFUSE_LOG(kLogWarn, ctx, "path=lowlatency,oneshot,twoshot", "disabled: %s -> fallback=hoststaged,nccl",
+               first.c_str());
+  }
+  return arfuseSuccess;
 }
 
 // Every rank resolved the plan limits itself (its ARFUSE_CALIBRATION_FILE, the GPUs it sees): they
@@ -491,7 +576,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     if (!message->empty()) return fail(arfuseUnsupported);
   }
 
-  // ---- map the peers' buffers, and the host area when needed ----------------------------------------
+  // ---- map the peers' buffers ----------------------------------------------------------------------
   Status sc{};
   std::string whyC;
   arfuseResult_t localC = arfuseSuccess;
@@ -525,8 +610,29 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       g->peers.ll[s] = ll;
     }
   }
-  const bool needHost = needsHostArea(nranks, f, g->policy, &f.hostStagedDetail);
-  if (needHost && localC == arfuseSuccess) {
+  // ---- phase C: everyone mapped every peer's buffers -------------------------------------------------
+  sc.status = localC;
+  setText(sc.text, whyC);
+  st = segmentExchange(ia, 2, rank, nranks, &sc, sizeof sc, timeoutMs, &all, message);
+  if (st != arfuseSuccess) return fail(st);
+  if (firstFailure<Status>(all, nranks, &st, message)) return fail(st);
+
+  // ---- phases D, E: peer access through the mappings is proven, or turned off for every rank -------
+  if (f.p2p) {
+    st = proveIpcPeers(g, ia, rank, h, timeoutMs, ctx, message);
+    if (st != arfuseSuccess) return fail(st);
+    if (!f.p2p) {
+      f.lowLatencyMaxBytes = 0;
+      *message = forcedPathUnavailable(g->policy, f, ForcedCheck::kPeerAccess);
+      if (!message->empty()) return fail(arfuseUnsupported);
+    }
+  }
+
+  // ---- phase F: the host area, when needed; then both names go ---------------------------------------
+  Status sh{};
+  std::string whyH;
+  arfuseResult_t localH = arfuseSuccess;
+  if (needsHostArea(nranks, f, g->policy, &f.hostStagedDetail)) {
     bool canMap = true;
     for (int s = 0; s < nranks; ++s) canMap = canMap && h[s].canMapHost;
     if (!canMap) {
@@ -548,23 +654,22 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
                       shmRegister(hseg, &err);
       if (!ok) {
-        localC = arfuseSystemError;
-        whyC = "host-staged area: " + err;
+        localH = arfuseSystemError;
+        whyH = "host-staged area: " + err;
       } else {
         layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
         g->hostArenaBytes = bytes;
       }
     }
   }
-  if (localC == arfuseSuccess) {
+  if (localH == arfuseSuccess) {
     *message = forcedPathUnavailable(g->policy, f, ForcedCheck::kHostStaged);
     if (!message->empty()) return fail(arfuseUnsupported);
   }
 
-  // ---- phase C: everyone mapped everything ----------------------------------------------------------
-  sc.status = localC;
-  setText(sc.text, whyC);
-  st = segmentExchange(ia, 2, rank, nranks, &sc, sizeof sc, timeoutMs, &all, message);
+  sh.status = localH;
+  setText(sh.text, whyH);
+  st = segmentExchange(ia, 5, rank, nranks, &sh, sizeof sh, timeoutMs, &all, message);
   if (st != arfuseSuccess) return fail(st);
   if (firstFailure<Status>(all, nranks, &st, message)) return fail(st);
   if (rank == 0) {  // every rank has mapped both segments: the names can go
@@ -572,7 +677,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     shmUnlink(hostName);
   }
 
-  // ---- phase D: NCCL --------------------------------------------------------------------------------
+  // ---- phase G: NCCL --------------------------------------------------------------------------------
   if (ncclPlanned) {
     Status sd{};
     ncclComm_t nc = nullptr;
@@ -581,7 +686,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       sd.status = arfuseNcclError;
       setText(sd.text, strprintf("ncclCommInitRank: %s", ncclGetErrorString(nr)));
     }
-    st = segmentExchange(ia, 3, rank, nranks, &sd, sizeof sd, timeoutMs, &all, message);
+    st = segmentExchange(ia, 6, rank, nranks, &sd, sizeof sd, timeoutMs, &all, message);
     if (st != arfuseSuccess) {
       if (nc) ncclCommAbort(nc);
       return fail(st);
