@@ -286,15 +286,14 @@ void agreeOnPolicy(const std::vector<Wire>& ws, const PlanPolicy& configured, co
   }
 }
 
-}  // namespace
-
-arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
-                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message) {
-  {
-    const std::string bad = checkRankArgs(nranks, rank);  // before anything is indexed by rank
-    if (!bad.empty()) return *message = bad, arfuseInvalidArgument;
-  }
-  // ---- local checks; a failure is posted, not returned, so the others learn it -----------------
+// This rank's hello: its facts and resolved config, or the first local failure (posted, not
+// returned, so that the other ranks learn it). Rank 0 also creates the group segment and reserves
+// the host-staged one here, before any other process learns their names.
+Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config, bool haveComm, ResolvedConfig* rcOut,
+                 int* countOut, SegmentsBeforeGroup* earlyOut) {
+  ResolvedConfig& rc = *rcOut;
+  int& count = *countOut;
+  SegmentsBeforeGroup& early = *earlyOut;
   Hello me{};
   me.magic = kHelloMagic;
   me.abi = ARFUSE_VERSION_CODE;
@@ -303,7 +302,6 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   me.pid = getpid();
   me.hostHash = hostHash();
   me.cookie = processCookie();
-  ResolvedConfig rc;
   std::string why;
   arfuseResult_t local = arfuseSuccess;
   auto localFail = [&](arfuseResult_t code, const std::string& text) {
@@ -312,12 +310,11 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       why = text;
     }
   };
-  if (!comm) localFail(arfuseInvalidArgument, "comm is NULL: pass the address of an arfuseComm_t");
+  if (!haveComm) localFail(arfuseInvalidArgument, "comm is NULL: pass the address of an arfuseComm_t");
   {
     std::string m;
     if (resolveConfig(config, nranks, &rc, &m) != arfuseSuccess) localFail(arfuseInvalidArgument, m);
   }
-  int count = 0;
   const cudaError_t countError = cudaGetDeviceCount(&count);
   if (countError != cudaSuccess || count == 0) {
     cudaGetLastError();
@@ -356,7 +353,6 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   me.hostOneShotMax = rc.policy.hostOneShotMaxBytes;
   me.hostStagedMax = rc.policy.hostStagedMaxBytes;
   me.deterministic = rc.policy.deterministic ? 1 : 0;
-  SegmentsBeforeGroup early;
   if (rank == 0 && local == arfuseSuccess) {
     std::string err;
     const std::string gname = shmRandomName("g"), hname = shmRandomName("h");
@@ -373,29 +369,24 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   }
   me.status = local;
   setText(me.text, why);
+  return me;
+}
 
-  // ---- phase A ------------------------------------------------------------------------------------
-  std::vector<uint8_t> all;
-  arfuseResult_t st = exchangeA(&me, sizeof me, &all, message);
-  if (st != arfuseSuccess) return st;
-  if (all.size() != static_cast<size_t>(nranks) * sizeof(Hello))
-    return *message = "init: the all-gather returned the wrong number of bytes", arfuseInternalError;
-  std::vector<Hello> h(nranks);
-  std::memcpy(h.data(), all.data(), all.size());
-  if (firstFailure<Hello>(all, nranks, &st, message)) return st;
-  for (int s = 0; s < nranks; ++s) {
+// Phase A's checks, the same on every rank: one arfuse version, one host, one config.
+arfuseResult_t checkHellos(const std::vector<Hello>& h, std::string* message) {
+  for (size_t s = 0; s < h.size(); ++s) {
     if (h[s].magic != kHelloMagic || h[s].abi != ARFUSE_VERSION_CODE)
-      return *message = strprintf("rank %d runs another arfuse version (abi %u, this rank %u)", s, h[s].abi,
+      return *message = strprintf("rank %zu runs another arfuse version (abi %u, this rank %u)", s, h[s].abi,
                                   ARFUSE_VERSION_CODE),
              arfuseMismatch;
     if (h[s].hostHash != h[0].hostHash)
-      return *message = strprintf("rank %d is on another host than rank 0: arfuse groups span one host (use NCCL "
+      return *message = strprintf("rank %zu is on another host than rank 0: arfuse groups span one host (use NCCL "
                                   "across hosts)",
                                   s),
              arfuseUnsupported;
 #define SAME(field, label)                                                                                       \
   if (h[s].field != h[0].field)                                                                                \
-    return *message = strprintf("ranks disagree on the config: rank 0 has %s=%lld, rank %d has %lld; give every " \
+    return *message = strprintf("ranks disagree on the config: rank 0 has %s=%lld, rank %zu has %lld; give every " \
                                 "rank the same arfuseConfig_t and ARFUSE_* environment",                        \
                                 label, (long long)h[0].field, s, (long long)h[s].field),                        \
            arfuseMismatch;
@@ -405,18 +396,16 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES") SAME(deterministic, "deterministic")
 #undef SAME
   }
-  const int timeoutMs = std::max(30000, rc.timeoutMs);
+  return arfuseSuccess;
+}
 
-  // ---- the group, from the same bytes on every rank -----------------------------------------------
-  LogContext ctx;
-  ctx.rank = rank;
-  ctx.device = device;
-  ctx.arch = h[rank].arch;
+// The facts init/group_plan.h plans from, from every rank's hello.
+GroupFacts factsFromHellos(const std::vector<Hello>& h, const ResolvedConfig& rc) {
   GroupFacts facts;
   facts.multiProcess = true;
   facts.config = rc;
-  facts.ranks.resize(nranks);
-  for (int s = 0; s < nranks; ++s) {
+  facts.ranks.resize(h.size());
+  for (size_t s = 0; s < h.size(); ++s) {
     RankFacts& rf = facts.ranks[s];
     rf.uuid = topo::formatGpuUuid(h[s].uuid);
     rf.arch = h[s].arch;
@@ -426,49 +415,27 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     rf.wide = h[s].resWide;
     for (int c = 0; c <= kMaxChunks; ++c) rf.clusters[c] = h[s].resClusters[c];
   }
-  Group* g = nullptr;
-  st = makeGroup(&facts, ctx, &g, message);
-  if (st != arfuseSuccess) return st;
-  Fabric& f = g->fabric;
-  const bool ncclPlanned = g->ncclPlanned;
-  f.nccl = ncclPlanned;  // until phase D says otherwise (sizes the host area)
-  if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
-    freeGroup(g);
-    return *message = "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
-                      "arfuse release?",
-           arfuseMismatch;
-  }
-  const std::string groupName(h[0].groupName, strnlen(h[0].groupName, 32));
-  const std::string hostName(h[0].hostName, strnlen(h[0].hostName, 32));
-  auto fail = [&](arfuseResult_t code) {
-    shmUnlink(groupName);
-    shmUnlink(hostName);
-    freeGroup(g);
-    return code;
-  };
+  return facts;
+}
 
-  // ---- the group segment (rank 0 made it before phase A) ---------------------------------------------
-  ShmSegment* seg = early.group.release();
-  ShmSegment* reservedHost = early.host.release();
-  g->cleanups.push_back([seg, reservedHost] {
-    shmRelease(seg);
-    shmRelease(reservedHost);
-    delete seg;
-    delete reservedHost;
-  });
+// Maps the group segment (rank 0 made it before phase A), waits (bounded) until it is ready, and
+// sets the group's departure wait.
+arfuseResult_t joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs,
+                           InitArea** iaOut, std::string* message) {
   std::string err;
   if (rank != 0 && !shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err))
-    return *message = "init: " + err, fail(arfuseSystemError);
-  auto* ia = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
+    return *message = "init: " + err, arfuseSystemError;
+  InitArea* ia = *iaOut = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
   if (rank != 0) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
     while (ia->ready.load(std::memory_order_acquire) != kReady) {
       if (std::chrono::steady_clock::now() > deadline)
         return *message = strprintf("init: %s never became ready (rank 0 failed or died?)", groupName.c_str()),
-               fail(arfusePeerTimeout);
+               arfusePeerTimeout;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
+  const int nranks = g->nranks;
   g->depart = [ia, nranks, timeoutMs](int r) {
     // Destroy waits (bounded) until every rank has left its last call, so no peer still reads our memory.
     ia->departed[r].store(1, std::memory_order_release);
@@ -477,11 +444,16 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       while (!ia->departed[s].load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::microseconds(200));
   };
+  return arfuseSuccess;
+}
 
-  // ---- phase B: this rank's buffers and view of peer access -----------------------------------------
-  Wire w{};
+// Phase B's post: this rank's buffers (IPC handles), its view of peer access to every rank's GPU,
+// rank 0's NCCL id, the plan limits it resolved.
+void localWire(Group* g, int rank, int device, int count, const std::vector<Hello>& h, ShmSegment* seg, Wire* w) {
   arfuseResult_t localB = arfuseSuccess;
   std::string whyB;
+  std::string err;
+  const int nranks = g->nranks;
   if (!shmRegister(seg, &err)) {
     localB = arfuseCudaError;
     whyB = err;
@@ -493,17 +465,17 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     localB = allocateRank(g, rank, device, &whyB);
     RankResources& rr = g->ranks[rank];
     if (localB == arfuseSuccess) {
-      cudaError_t e = cudaIpcGetMemHandle(&w.staging, rr.staging);
-      if (e == cudaSuccess) e = cudaIpcGetMemHandle(&w.control, rr.control);
-      if (e == cudaSuccess && rr.ll) e = cudaIpcGetMemHandle(&w.ll, rr.ll);
+      cudaError_t e = cudaIpcGetMemHandle(&w->staging, rr.staging);
+      if (e == cudaSuccess) e = cudaIpcGetMemHandle(&w->control, rr.control);
+      if (e == cudaSuccess && rr.ll) e = cudaIpcGetMemHandle(&w->ll, rr.ll);
       if (e != cudaSuccess) {
         cudaGetLastError();
         localB = arfuseCudaError;
         whyB = strprintf("cudaIpcGetMemHandle: %s", cudaGetErrorString(e));
       }
-      w.stagingPtr = reinterpret_cast<uint64_t>(rr.staging);
-      w.controlPtr = reinterpret_cast<uint64_t>(rr.control);
-      w.llPtr = reinterpret_cast<uint64_t>(rr.ll);
+      w->stagingPtr = reinterpret_cast<uint64_t>(rr.staging);
+      w->controlPtr = reinterpret_cast<uint64_t>(rr.control);
+      w->llPtr = reinterpret_cast<uint64_t>(rr.ll);
     }
   }
   // Peer access from this process's GPU to each rank's GPU, found by UUID among the GPUs this
@@ -518,50 +490,213 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   cudaGetLastError();
   for (int s = 0; s < nranks; ++s) {
     if (std::memcmp(h[s].uuid, h[rank].uuid, 16) == 0) {
-      w.reach[s] = 1;
+      w->reach[s] = 1;
       continue;
     }
     int can = 0;
     if (ordinalOf[s] < 0) {
-      if (!w.reachWhy[0])
-        std::snprintf(w.reachWhy, sizeof w.reachWhy, "rank %d's GPU is not visible to rank %d (CUDA_VISIBLE_DEVICES?)",
-                      s, rank);
+      if (!w->reachWhy[0])
+        std::snprintf(w->reachWhy, sizeof w->reachWhy,
+                      "rank %d's GPU is not visible to rank %d (CUDA_VISIBLE_DEVICES?)", s, rank);
     } else if (cudaDeviceCanAccessPeer(&can, device, ordinalOf[s]) != cudaSuccess || !can) {
-      if (!w.reachWhy[0])
-        std::snprintf(w.reachWhy, sizeof w.reachWhy, "cudaDeviceCanAccessPeer(%d, %d) = 0 (ranks %d, %d)", device,
+      if (!w->reachWhy[0])
+        std::snprintf(w->reachWhy, sizeof w->reachWhy, "cudaDeviceCanAccessPeer(%d, %d) = 0 (ranks %d, %d)", device,
                       ordinalOf[s], rank, s);
     } else {
       const cudaError_t e = cudaDeviceEnablePeerAccess(ordinalOf[s], 0);
       if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) {
-        w.reach[s] = 1;
-      } else if (!w.reachWhy[0]) {
-        std::snprintf(w.reachWhy, sizeof w.reachWhy, "cudaDeviceEnablePeerAccess(%d -> %d): %s", device,
+        w->reach[s] = 1;
+      } else if (!w->reachWhy[0]) {
+        std::snprintf(w->reachWhy, sizeof w->reachWhy, "cudaDeviceEnablePeerAccess(%d -> %d): %s", device,
                       ordinalOf[s], cudaGetErrorString(e));
       }
       cudaGetLastError();
     }
   }
-  if (rank == 0 && ncclPlanned && localB == arfuseSuccess) {
-    const ncclResult_t nr = ncclGetUniqueId(&w.ncclId);
+  if (rank == 0 && g->ncclPlanned && localB == arfuseSuccess) {
+    const ncclResult_t nr = ncclGetUniqueId(&w->ncclId);
     if (nr != ncclSuccess) {
       localB = arfuseNcclError;
       whyB = strprintf("ncclGetUniqueId: %s", ncclGetErrorString(nr));
     }
   }
-  w.oneShotMax = g->policy.oneShotMaxBytes;
-  w.hostOneShotMax = g->policy.hostOneShotMaxBytes;
-  w.hostStagedMax = g->policy.hostStagedMaxBytes;
-  w.lowLatencyMax = g->policy.lowLatencyMaxBytes;
-  w.ncclAbove = g->policy.ncclAboveBytes;
-  w.status = localB;
-  setText(w.text, whyB);
+  w->oneShotMax = g->policy.oneShotMaxBytes;
+  w->hostOneShotMax = g->policy.hostOneShotMaxBytes;
+  w->hostStagedMax = g->policy.hostStagedMaxBytes;
+  w->lowLatencyMax = g->policy.lowLatencyMaxBytes;
+  w->ncclAbove = g->policy.ncclAboveBytes;
+  w->status = localB;
+  setText(w->text, whyB);
+}
+
+// Opens every peer's buffers (or takes its raw pointers when it is a rank of this process).
+bool mapPeers(Group* g, int rank, const std::vector<Hello>& h, const std::vector<Wire>& ws, std::string* why) {
+  for (int s = 0; s < g->nranks; ++s) {
+    if (s == rank) continue;
+    auto open = [&](const cudaIpcMemHandle_t& hnd, uint64_t raw, char** out) {
+      if (sameProcess(h[s].hostHash, h[s].cookie, h[rank].hostHash, h[rank].cookie)) {  // its pointers are ours
+        *out = reinterpret_cast<char*>(raw);
+        return true;
+      }
+      void* p = nullptr;
+      const cudaError_t e = cudaIpcOpenMemHandle(&p, hnd, cudaIpcMemLazyEnablePeerAccess);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        *why = strprintf("cudaIpcOpenMemHandle(rank %d's buffer): %s", s, cudaGetErrorString(e));
+        return false;
+      }
+      g->cleanups.push_back([p] { cudaIpcCloseMemHandle(p); });
+      *out = static_cast<char*>(p);
+      return true;
+    };
+    char *staging = nullptr, *control = nullptr, *ll = nullptr;
+    if (!open(ws[s].staging, ws[s].stagingPtr, &staging) || !open(ws[s].control, ws[s].controlPtr, &control) ||
+        (g->ws.llBytes && !open(ws[s].ll, ws[s].llPtr, &ll)))
+      return false;
+    g->peers.staging[s] = staging;
+    g->peers.control[s] = reinterpret_cast<ControlBlock*>(control);
+    g->peers.ll[s] = ll;
+  }
+  return true;
+}
+
+// The host-staged area, when the group needs one: rank 0 sizes the segment it reserved, the others
+// open it; everyone registers it with CUDA.
+arfuseResult_t mapHostArea(Group* g, int rank, const std::vector<Hello>& h, ShmSegment* reservedHost,
+                           const std::string& hostName, int timeoutMs, std::string* why) {
+  if (needsHostArea(g->nranks, g->fabric, g->policy, &g->fabric.hostStagedDetail)) {
+    bool canMap = true;
+    for (size_t s = 0; s < h.size(); ++s) canMap = canMap && h[s].canMapHost;
+    if (!canMap) {
+      g->fabric.hostStagedDetail = "a GPU of the group cannot map host memory";
+    } else {
+      const long long messageBytes = hostMessageBytesFor(*g);
+      const size_t bytes = hostAreaBytesFor(*g, messageBytes);
+      auto* hseg = new ShmSegment();
+      g->cleanups.push_back([hseg] {
+        shmRelease(hseg);
+        delete hseg;
+      });
+      // Rank 0 sizes the segment it reserved before phase A; posix_fallocate makes a full /dev/shm
+      // an error here, with the size and the fix, instead of a SIGBUS at the first touch.
+      if (rank == 0) {
+        *hseg = *reservedHost;
+        reservedHost->fd = -1;
+      }
+      std::string err;
+      const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
+                      shmRegister(hseg, &err);
+      if (!ok) return *why = "host-staged area: " + err, arfuseSystemError;
+      layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
+      g->hostArenaBytes = bytes;
+    }
+  }
+  return arfuseSuccess;
+}
+
+// Phase G: NCCL, when every rank has its own GPU; if any rank failed, every rank drops it.
+arfuseResult_t initNccl(Group* g, InitArea* ia, int rank, const ncclUniqueId& id, int timeoutMs, const LogContext& ctx,
+                        std::string* message) {
+  std::vector<uint8_t> all;
+  Status sd{};
+  ncclComm_t nc = nullptr;
+  const ncclResult_t nr = ncclCommInitRank(&nc, g->nranks, id, rank);
+  if (nr != ncclSuccess) {
+    sd.status = arfuseNcclError;
+    setText(sd.text, strprintf("ncclCommInitRank: %s", ncclGetErrorString(nr)));
+  }
+  const arfuseResult_t st = segmentExchange(ia, 6, rank, g->nranks, &sd, sizeof sd, timeoutMs, &all, message);
+  if (st != arfuseSuccess) {
+    if (nc) ncclCommAbort(nc);
+    return st;
+  }
+  arfuseResult_t ncclCode;
+  std::string ncclWhy;
+  if (firstFailure<Status>(all, g->nranks, &ncclCode, &ncclWhy)) {
+    if (nc) ncclCommAbort(nc);
+    g->fabric.nccl = false;
+    g->fabric.ncclDetail = ncclWhy;
+    ARFUSE_LOG(kLogWarn, ctx, "path=nccl", "disabled: %s", ncclWhy.c_str());
+    if (g->policy.forcedAlgo == arfuseAlgoNccl)
+      return *message = "config: algo=nccl is unavailable: " + ncclWhy, arfuseNcclError;
+  } else {
+    g->ranks[rank].nccl = nc;
+  }
+  return arfuseSuccess;
+}
+
+}  // namespace
+
+arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
+                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message) {
+  {
+    const std::string bad = checkRankArgs(nranks, rank);  // before anything is indexed by rank
+    if (!bad.empty()) return *message = bad, arfuseInvalidArgument;
+  }
+  ResolvedConfig rc;
+  int count = 0;
+  SegmentsBeforeGroup early;
+  const Hello me = localHello(nranks, rank, device, config, comm != nullptr, &rc, &count, &early);
+
+  // ---- phase A ------------------------------------------------------------------------------------
+  std::vector<uint8_t> all;
+  arfuseResult_t st = exchangeA(&me, sizeof me, &all, message);
+  if (st != arfuseSuccess) return st;
+  if (all.size() != static_cast<size_t>(nranks) * sizeof(Hello))
+    return *message = "init: the all-gather returned the wrong number of bytes", arfuseInternalError;
+  std::vector<Hello> h(nranks);
+  std::memcpy(h.data(), all.data(), all.size());
+  if (firstFailure<Hello>(all, nranks, &st, message)) return st;
+  st = checkHellos(h, message);
+  if (st != arfuseSuccess) return st;
+  const int timeoutMs = std::max(30000, rc.timeoutMs);
+
+  // ---- the group, from the same bytes on every rank -----------------------------------------------
+  LogContext ctx;
+  ctx.rank = rank;
+  ctx.device = device;
+  ctx.arch = h[rank].arch;
+  GroupFacts facts = factsFromHellos(h, rc);
+  Group* g = nullptr;
+  st = makeGroup(&facts, ctx, &g, message);
+  if (st != arfuseSuccess) return st;
+  Fabric& f = g->fabric;
+  f.nccl = g->ncclPlanned;  // until phase G says otherwise (sizes the host area)
+  if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
+    freeGroup(g);
+    return *message = "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
+                      "arfuse release?",
+           arfuseMismatch;
+  }
+  const std::string groupName(h[0].groupName, strnlen(h[0].groupName, 32));
+  const std::string hostName(h[0].hostName, strnlen(h[0].hostName, 32));
+  auto fail = [&](arfuseResult_t code) {
+    shmUnlink(groupName);
+    shmUnlink(hostName);
+    freeGroup(g);
+    return code;
+  };
+  ShmSegment* seg = early.group.release();
+  ShmSegment* reservedHost = early.host.release();
+  g->cleanups.push_back([seg, reservedHost] {
+    shmRelease(seg);
+    shmRelease(reservedHost);
+    delete seg;
+    delete reservedHost;
+  });
+  InitArea* ia = nullptr;
+  st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia, message);
+  if (st != arfuseSuccess) return fail(st);
+
+  // ---- phase B: this rank's buffers and view of peer access -----------------------------------------
+  Wire w{};
+  localWire(g, rank, device, count, h, seg, &w);
   st = segmentExchange(ia, 1, rank, nranks, &w, sizeof w, timeoutMs, &all, message);
   if (st != arfuseSuccess) return fail(st);
   if (firstFailure<Wire>(all, nranks, &st, message)) return fail(st);
   std::vector<Wire> ws(nranks);
   std::memcpy(ws.data(), all.data(), all.size());
   agreeOnPolicy(ws, rc.policy, ctx, &g->policy);
-
   f.p2p = true;
   for (int s = 0; s < nranks && f.p2p; ++s)
     for (int t = 0; t < nranks; ++t)
@@ -576,42 +711,10 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     if (!message->empty()) return fail(arfuseUnsupported);
   }
 
-  // ---- map the peers' buffers ----------------------------------------------------------------------
+  // ---- phase C: everyone mapped every peer's buffers -------------------------------------------------
   Status sc{};
   std::string whyC;
-  arfuseResult_t localC = arfuseSuccess;
-  if (f.p2p) {
-    for (int s = 0; s < nranks && localC == arfuseSuccess; ++s) {
-      if (s == rank) continue;
-      auto open = [&](const cudaIpcMemHandle_t& hnd, uint64_t raw, char** out) {
-        if (sameProcess(h[s].hostHash, h[s].cookie, h[rank].hostHash, h[rank].cookie)) {  // its pointers are ours
-          *out = reinterpret_cast<char*>(raw);
-          return true;
-        }
-        void* p = nullptr;
-        const cudaError_t e = cudaIpcOpenMemHandle(&p, hnd, cudaIpcMemLazyEnablePeerAccess);
-        if (e != cudaSuccess) {
-          cudaGetLastError();
-          whyC = strprintf("cudaIpcOpenMemHandle(rank %d's buffer): %s", s, cudaGetErrorString(e));
-          return false;
-        }
-        g->cleanups.push_back([p] { cudaIpcCloseMemHandle(p); });
-        *out = static_cast<char*>(p);
-        return true;
-      };
-      char *staging = nullptr, *control = nullptr, *ll = nullptr;
-      if (!open(ws[s].staging, ws[s].stagingPtr, &staging) || !open(ws[s].control, ws[s].controlPtr, &control) ||
-          (g->ws.llBytes && !open(ws[s].ll, ws[s].llPtr, &ll))) {
-        localC = arfuseCudaError;
-        break;
-      }
-      g->peers.staging[s] = staging;
-      g->peers.control[s] = reinterpret_cast<ControlBlock*>(control);
-      g->peers.ll[s] = ll;
-    }
-  }
-  // ---- phase C: everyone mapped every peer's buffers -------------------------------------------------
-  sc.status = localC;
+  if (f.p2p && !mapPeers(g, rank, h, ws, &whyC)) sc.status = arfuseCudaError;
   setText(sc.text, whyC);
   st = segmentExchange(ia, 2, rank, nranks, &sc, sizeof sc, timeoutMs, &all, message);
   if (st != arfuseSuccess) return fail(st);
@@ -631,43 +734,11 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   // ---- phase F: the host area, when needed; then both names go ---------------------------------------
   Status sh{};
   std::string whyH;
-  arfuseResult_t localH = arfuseSuccess;
-  if (needsHostArea(nranks, f, g->policy, &f.hostStagedDetail)) {
-    bool canMap = true;
-    for (int s = 0; s < nranks; ++s) canMap = canMap && h[s].canMapHost;
-    if (!canMap) {
-      f.hostStagedDetail = "a GPU of the group cannot map host memory";
-    } else {
-      const long long messageBytes = hostMessageBytesFor(*g);
-      const size_t bytes = hostAreaBytesFor(*g, messageBytes);
-      auto* hseg = new ShmSegment();
-      g->cleanups.push_back([hseg] {
-        shmRelease(hseg);
-        delete hseg;
-      });
-      // Rank 0 sizes the segment it reserved before phase A; posix_fallocate makes a full /dev/shm
-      // an error here, with the size and the fix, instead of a SIGBUS at the first touch.
-      if (rank == 0) {
-        *hseg = *reservedHost;
-        reservedHost->fd = -1;
-      }
-      const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
-                      shmRegister(hseg, &err);
-      if (!ok) {
-        localH = arfuseSystemError;
-        whyH = "host-staged area: " + err;
-      } else {
-        layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
-        g->hostArenaBytes = bytes;
-      }
-    }
-  }
-  if (localH == arfuseSuccess) {
+  sh.status = mapHostArea(g, rank, h, reservedHost, hostName, timeoutMs, &whyH);
+  if (sh.status == arfuseSuccess) {
     *message = forcedPathUnavailable(g->policy, f, ForcedCheck::kHostStaged);
     if (!message->empty()) return fail(arfuseUnsupported);
   }
-
-  sh.status = localH;
   setText(sh.text, whyH);
   st = segmentExchange(ia, 5, rank, nranks, &sh, sizeof sh, timeoutMs, &all, message);
   if (st != arfuseSuccess) return fail(st);
@@ -678,31 +749,9 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   }
 
   // ---- phase G: NCCL --------------------------------------------------------------------------------
-  if (ncclPlanned) {
-    Status sd{};
-    ncclComm_t nc = nullptr;
-    const ncclResult_t nr = ncclCommInitRank(&nc, nranks, ws[0].ncclId, rank);
-    if (nr != ncclSuccess) {
-      sd.status = arfuseNcclError;
-      setText(sd.text, strprintf("ncclCommInitRank: %s", ncclGetErrorString(nr)));
-    }
-    st = segmentExchange(ia, 6, rank, nranks, &sd, sizeof sd, timeoutMs, &all, message);
-    if (st != arfuseSuccess) {
-      if (nc) ncclCommAbort(nc);
-      return fail(st);
-    }
-    arfuseResult_t ncclCode;
-    std::string ncclWhy;
-    if (firstFailure<Status>(all, nranks, &ncclCode, &ncclWhy)) {
-      if (nc) ncclCommAbort(nc);
-      f.nccl = false;
-      f.ncclDetail = ncclWhy;
-      ARFUSE_LOG(kLogWarn, ctx, "path=nccl", "disabled: %s", ncclWhy.c_str());
-      if (g->policy.forcedAlgo == arfuseAlgoNccl)
-        return *message = "config: algo=nccl is unavailable: " + ncclWhy, fail(arfuseNcclError);
-    } else {
-      g->ranks[rank].nccl = nc;
-    }
+  if (g->ncclPlanned) {
+    st = initNccl(g, ia, rank, ws[0].ncclId, timeoutMs, ctx, message);
+    if (st != arfuseSuccess) return fail(st);
   }
 
   g->ranks[rank].arch = h[rank].arch;
