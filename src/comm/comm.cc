@@ -241,6 +241,52 @@ class GroupWatch : public WatchSource {
   const Group* g_;
 };
 
+// In-process groups: one process drives every rank, so every buffer is a plain device pointer
+// (the same device for virtual ranks, a peer device with peer access enabled otherwise: UVA).
+class InProcessTransport : public Transport {
+ public:
+  InProcessTransport(const int* devices, std::vector<int> unique)
+      : devices_(devices), unique_(std::move(unique)) {}
+
+  arfuseResult_t allocate(Group* g, std::string* message) override {
+    const cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->shared), sizeof(GroupShared),
+                                         cudaHostAllocMapped | cudaHostAllocPortable);
+    if (ce != cudaSuccess) {
+      cudaGetLastError();
+      g->shared = nullptr;
+      *message = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", sizeof(GroupShared), cudaGetErrorString(ce));
+      return arfuseCudaError;
+    }
+    std::memset(g->shared, 0, sizeof(GroupShared));
+    g->sharedDev = g->shared;  // UVA: the mapped allocation has one address
+    GroupShared* sh = g->shared;
+    g->cleanups.push_back([sh] { cudaFreeHost(sh); });
+    return allocateRanks(g, devices_, message);
+  }
+  arfuseResult_t connect(Group* g, std::string* message) override { return connectPeers(g, unique_, message); }
+  arfuseResult_t prove(Group* g, std::string* message) override { return proveP2p(g, message); }
+  arfuseResult_t nccl(Group* g, std::string*) override {
+    Fabric& f = g->fabric;
+    std::vector<ncclComm_t> nc(g->nranks);
+    const ncclResult_t nr = ncclCommInitAll(nc.data(), g->nranks, devices_);
+    if (nr == ncclSuccess) {
+      f.nccl = true;
+      for (int r = 0; r < g->nranks; ++r) g->ranks[r].nccl = nc[r];
+    } else {
+      f.ncclDetail = strprintf("ncclCommInitAll: %s", ncclGetErrorString(nr));
+      ARFUSE_LOG(kLogWarn, LogContext{}, "path=nccl", "disabled: %s", f.ncclDetail.c_str());
+    }
+    return arfuseSuccess;
+  }
+  arfuseResult_t hostArea(Group* g, bool needed, std::string* message) override {
+    return needed ? allocateHostArena(g, unique_, hostMessageBytesFor(*g), message) : arfuseSuccess;
+  }
+
+ private:
+  const int* devices_;
+  std::vector<int> unique_;
+};
+
 }  // namespace
 
 void startWatching(Group* g) {
@@ -314,64 +360,11 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   Group* g = nullptr;
   st = makeGroup(&facts, LogContext{}, &g, message);
   if (st != arfuseSuccess) return st;
-  Fabric& f = g->fabric;
-  auto fail = [&](arfuseResult_t s) {
+  InProcessTransport transport(devices, unique);
+  st = buildGroup(g, &transport, LogContext{}, message);
+  if (st != arfuseSuccess) {
     freeGroup(g);
-    return s;
-  };
-
-  st = connectPeers(g, unique, message);
-  if (st != arfuseSuccess) return fail(st);
-  if (!f.p2p)
-    ARFUSE_LOG(kLogWarn, LogContext{}, "path=lowlatency,oneshot,twoshot", "disabled: %s -> fallback=hoststaged,nccl",
-               f.p2pDetail.c_str());
-
-  ce = cudaHostAlloc(reinterpret_cast<void**>(&g->shared), sizeof(GroupShared),
-                     cudaHostAllocMapped | cudaHostAllocPortable);
-  if (ce != cudaSuccess) {
-    cudaGetLastError();
-    g->shared = nullptr;
-    *message = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", sizeof(GroupShared), cudaGetErrorString(ce));
-    return fail(arfuseCudaError);
-  }
-  std::memset(g->shared, 0, sizeof(GroupShared));
-  g->sharedDev = g->shared;  // UVA: the mapped allocation has one address
-  {
-    GroupShared* sh = g->shared;
-    g->cleanups.push_back([sh] { cudaFreeHost(sh); });
-  }
-  st = allocateRanks(g, devices, message);
-  if (st != arfuseSuccess) return fail(st);
-  if (f.p2p) {
-    st = proveP2p(g, message);
-    if (st != arfuseSuccess) return fail(st);
-    if (!f.p2p)
-      ARFUSE_LOG(kLogWarn, LogContext{}, "path=lowlatency,oneshot,twoshot", "disabled: %s -> fallback=hoststaged,nccl",
-                 f.p2pDetail.c_str());
-  }
-
-  if (g->ncclPlanned) {
-    std::vector<ncclComm_t> nc(nranks);
-    ncclResult_t nr = ncclCommInitAll(nc.data(), nranks, devices);
-    if (nr == ncclSuccess) {
-      f.nccl = true;
-      for (int r = 0; r < nranks; ++r) g->ranks[r].nccl = nc[r];
-    } else {
-      f.ncclDetail = strprintf("ncclCommInitAll: %s", ncclGetErrorString(nr));
-      ARFUSE_LOG(kLogWarn, LogContext{}, "path=nccl", "disabled: %s", f.ncclDetail.c_str());
-    }
-  }
-  // Host staging: needed when peers cannot reach each other, or asked for. With NCCL available it
-  // serves messages up to the policy's host-staged limit (NCCL beyond), so the pinned area stays
-  // small; without NCCL, or when forced, it must carry the largest message.
-  if (needsHostArea(nranks, f, g->policy, &f.hostStagedDetail)) {
-    st = allocateHostArena(g, unique, hostMessageBytesFor(*g), message);
-    if (st != arfuseSuccess) return fail(st);
-    if (!f.hostStaged) ARFUSE_LOG(kLogWarn, LogContext{}, "path=hoststaged", "disabled: %s", f.hostStagedDetail.c_str());
-  }
-  for (ForcedCheck check : {ForcedCheck::kHostStaged, ForcedCheck::kNccl, ForcedCheck::kPeerAccess}) {
-    *message = forcedPathUnavailable(g->policy, f, check);
-    if (!message->empty()) return fail(arfuseUnsupported);
+    return st;
   }
 
   g->lastStream.resize(nranks);

@@ -20,11 +20,14 @@
 //      every rank with that rank's message.
 //   D, E (segment, with peer access): the mappings are proven with seeded stores and loads
 //      (proveIpcPeers); a failure turns peer access off for every rank.
-//   F  (segment): without peer access (or when forced) rank 0 sizes the host-staged area, which
-//      everyone maps and registers with CUDA; every rank reports. Rank 0 then unlinks the segment
-//      names: the memory lives while mapped, so a process that dies later leaves nothing in /dev/shm.
-//   G  (segment): NCCL, when every rank has its own GPU: ncclCommInitRank, then every rank reports;
+//   F  (segment): NCCL, when every rank has its own GPU: ncclCommInitRank, then every rank reports;
 //      if any failed, every rank drops NCCL (the plan then says why).
+//   G  (segment): without peer access (or when forced) rank 0 sizes the host-staged area (smaller
+//      when NCCL takes the large messages), which everyone maps and registers with CUDA; every rank
+//      reports. Rank 0 then unlinks the segment names: the memory lives while mapped, so a process
+//      that dies later leaves nothing in /dev/shm.
+// B-G are init/group_builder.h's sequence (buildGroup) over IpcTransport, the same sequence and
+// decisions as an in-process group's.
 // Every wait is bounded by the init timeout and names the ranks that did not arrive.
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -189,7 +192,7 @@ bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* c
 // group (the plan uses host staging or NCCL) and the reason names the pair. Ranks sharing a GPU
 // are not checked (their "peer" memory is local). Returns a code only when a rank did not arrive.
 arfuseResult_t proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>& h, int timeoutMs,
-                             const LogContext& ctx, std::string* message) {
+                             std::string* message) {
   const int n = g->nranks;
   const size_t slice = g->ws.stagingBytes / static_cast<size_t>(n) / 16 * 16;
   const size_t words = std::min<size_t>(4096, slice / 4);
@@ -249,11 +252,9 @@ arfuseResult_t proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector
   setText(mine.text, why);
   st = segmentExchange(ia, 4, rank, n, &mine, sizeof mine, timeoutMs, &all, message);
   if (st != arfuseSuccess) return st;
-  if (firstFailure<Status>(all, n, &code, &first)) {
+  if (firstFailure<Status>(all, n, &code, &first)) {  // init/group_builder.cc buildGroup says so
     g->fabric.p2p = false;
     g->fabric.p2pDetail = first;
-    ARFUSE_LOG(kLogWarn, ctx, "path=lowlatency,oneshot,twoshot", "disabled: %s -> fallback=hoststaged,nccl",
-               first.c_str());
   }
   return arfuseSuccess;
 }
@@ -447,13 +448,11 @@ arfuseResult_t joinSegment(Group* g, int rank, ShmSegment* seg, const std::strin
   return arfuseSuccess;
 }
 
-// Phase B's post: this rank's buffers (IPC handles), its view of peer access to every rank's GPU,
-// rank 0's NCCL id, the plan limits it resolved.
-void localWire(Group* g, int rank, int device, int count, const std::vector<Hello>& h, ShmSegment* seg, Wire* w) {
+// This rank's buffers and their IPC handles (phase B's post); the group area registered with CUDA.
+arfuseResult_t localBuffers(Group* g, int rank, int device, ShmSegment* seg, Wire* w, std::string* why) {
   arfuseResult_t localB = arfuseSuccess;
-  std::string whyB;
+  std::string& whyB = *why;
   std::string err;
-  const int nranks = g->nranks;
   if (!shmRegister(seg, &err)) {
     localB = arfuseCudaError;
     whyB = err;
@@ -478,8 +477,12 @@ void localWire(Group* g, int rank, int device, int count, const std::vector<Hell
       w->llPtr = reinterpret_cast<uint64_t>(rr.ll);
     }
   }
-  // Peer access from this process's GPU to each rank's GPU, found by UUID among the GPUs this
-  // process sees (CUDA_VISIBLE_DEVICES may hide some).
+  return localB;
+}
+
+// This rank's view of peer access to each rank's GPU (phase B's post), found by UUID among the GPUs
+// this process sees (CUDA_VISIBLE_DEVICES may hide some); peer access is enabled where it exists.
+void localReach(int nranks, int rank, int device, int count, const std::vector<Hello>& h, Wire* w) {
   std::vector<int> ordinalOf(nranks, -1);
   for (int d = 0; d < count; ++d) {
     cudaDeviceProp p;
@@ -513,20 +516,6 @@ void localWire(Group* g, int rank, int device, int count, const std::vector<Hell
       cudaGetLastError();
     }
   }
-  if (rank == 0 && g->ncclPlanned && localB == arfuseSuccess) {
-    const ncclResult_t nr = ncclGetUniqueId(&w->ncclId);
-    if (nr != ncclSuccess) {
-      localB = arfuseNcclError;
-      whyB = strprintf("ncclGetUniqueId: %s", ncclGetErrorString(nr));
-    }
-  }
-  w->oneShotMax = g->policy.oneShotMaxBytes;
-  w->hostOneShotMax = g->policy.hostOneShotMaxBytes;
-  w->hostStagedMax = g->policy.hostStagedMaxBytes;
-  w->lowLatencyMax = g->policy.lowLatencyMaxBytes;
-  w->ncclAbove = g->policy.ncclAboveBytes;
-  w->status = localB;
-  setText(w->text, whyB);
 }
 
 // Opens every peer's buffers (or takes its raw pointers when it is a rank of this process).
@@ -560,41 +549,39 @@ bool mapPeers(Group* g, int rank, const std::vector<Hello>& h, const std::vector
   return true;
 }
 
-// The host-staged area, when the group needs one: rank 0 sizes the segment it reserved, the others
-// open it; everyone registers it with CUDA.
+// The host-staged area: rank 0 sizes the segment it reserved, the others open it; everyone
+// registers it with CUDA.
 arfuseResult_t mapHostArea(Group* g, int rank, const std::vector<Hello>& h, ShmSegment* reservedHost,
                            const std::string& hostName, int timeoutMs, std::string* why) {
-  if (needsHostArea(g->nranks, g->fabric, g->policy, &g->fabric.hostStagedDetail)) {
-    bool canMap = true;
-    for (size_t s = 0; s < h.size(); ++s) canMap = canMap && h[s].canMapHost;
-    if (!canMap) {
-      g->fabric.hostStagedDetail = "a GPU of the group cannot map host memory";
-    } else {
-      const long long messageBytes = hostMessageBytesFor(*g);
-      const size_t bytes = hostAreaBytesFor(*g, messageBytes);
-      auto* hseg = new ShmSegment();
-      g->cleanups.push_back([hseg] {
-        shmRelease(hseg);
-        delete hseg;
-      });
-      // Rank 0 sizes the segment it reserved before phase A; posix_fallocate makes a full /dev/shm
-      // an error here, with the size and the fix, instead of a SIGBUS at the first touch.
-      if (rank == 0) {
-        *hseg = *reservedHost;
-        reservedHost->fd = -1;
-      }
-      std::string err;
-      const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
-                      shmRegister(hseg, &err);
-      if (!ok) return *why = "host-staged area: " + err, arfuseSystemError;
-      layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
-      g->hostArenaBytes = bytes;
+  bool canMap = true;
+  for (size_t s = 0; s < h.size(); ++s) canMap = canMap && h[s].canMapHost;
+  if (!canMap) {
+    g->fabric.hostStagedDetail = "a GPU of the group cannot map host memory";
+  } else {
+    const long long messageBytes = hostMessageBytesFor(*g);
+    const size_t bytes = hostAreaBytesFor(*g, messageBytes);
+    auto* hseg = new ShmSegment();
+    g->cleanups.push_back([hseg] {
+      shmRelease(hseg);
+      delete hseg;
+    });
+    // Rank 0 sizes the segment it reserved before phase A; posix_fallocate makes a full /dev/shm
+    // an error here, with the size and the fix, instead of a SIGBUS at the first touch.
+    if (rank == 0) {
+      *hseg = *reservedHost;
+      reservedHost->fd = -1;
     }
+    std::string err;
+    const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
+                    shmRegister(hseg, &err);
+    if (!ok) return *why = "host-staged area: " + err, arfuseSystemError;
+    layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
+    g->hostArenaBytes = bytes;
   }
   return arfuseSuccess;
 }
 
-// Phase G: NCCL, when every rank has its own GPU; if any rank failed, every rank drops it.
+// Phase F: NCCL, when every rank has its own GPU; if any rank failed, every rank drops it.
 arfuseResult_t initNccl(Group* g, InitArea* ia, int rank, const ncclUniqueId& id, int timeoutMs, const LogContext& ctx,
                         std::string* message) {
   std::vector<uint8_t> all;
@@ -605,7 +592,7 @@ arfuseResult_t initNccl(Group* g, InitArea* ia, int rank, const ncclUniqueId& id
     sd.status = arfuseNcclError;
     setText(sd.text, strprintf("ncclCommInitRank: %s", ncclGetErrorString(nr)));
   }
-  const arfuseResult_t st = segmentExchange(ia, 6, rank, g->nranks, &sd, sizeof sd, timeoutMs, &all, message);
+  const arfuseResult_t st = segmentExchange(ia, 5, rank, g->nranks, &sd, sizeof sd, timeoutMs, &all, message);
   if (st != arfuseSuccess) {
     if (nc) ncclCommAbort(nc);
     return st;
@@ -620,10 +607,113 @@ arfuseResult_t initNccl(Group* g, InitArea* ia, int rank, const ncclUniqueId& id
     if (g->policy.forcedAlgo == arfuseAlgoNccl)
       return *message = "config: algo=nccl is unavailable: " + ncclWhy, arfuseNcclError;
   } else {
+    g->fabric.nccl = true;
     g->ranks[rank].nccl = nc;
   }
   return arfuseSuccess;
 }
+
+// Multi-process groups: this process holds one rank; its peers' buffers are CUDA IPC views, the
+// group area and the host area POSIX shared memory. Every step posts this rank's result into the
+// group segment and takes every rank's, so that all ranks decide from the same bytes.
+class IpcTransport : public Transport {
+ public:
+  struct Where {
+    int rank, device, count, timeoutMs;
+    const std::vector<Hello>* hellos;
+    ShmSegment *seg, *reservedHost;
+    std::string groupName, hostName;
+    InitArea* ia;
+    LogContext ctx;
+    PlanPolicy configured;  // what every rank falls back to if their resolved limits differ
+  };
+  explicit IpcTransport(Where w) : w_(std::move(w)), h_(*w_.hellos) {}
+
+  // Phase B's post, part 1; a failure is posted by connect(), not returned, so the others learn it.
+  arfuseResult_t allocate(Group* g, std::string*) override {
+    localB_ = localBuffers(g, w_.rank, w_.device, w_.seg, &mine_, &whyB_);
+    return arfuseSuccess;
+  }
+
+  // Phases B (handles, reach, NCCL id, resolved limits) and C (every peer's buffers mapped).
+  arfuseResult_t connect(Group* g, std::string* message) override {
+    const int nranks = g->nranks, rank = w_.rank;
+    Fabric& f = g->fabric;
+    localReach(nranks, rank, w_.device, w_.count, h_, &mine_);
+    if (rank == 0 && g->ncclPlanned && localB_ == arfuseSuccess) {
+      const ncclResult_t nr = ncclGetUniqueId(&mine_.ncclId);
+      if (nr != ncclSuccess) {
+        localB_ = arfuseNcclError;
+        whyB_ = strprintf("ncclGetUniqueId: %s", ncclGetErrorString(nr));
+      }
+    }
+    mine_.oneShotMax = g->policy.oneShotMaxBytes;
+    mine_.hostOneShotMax = g->policy.hostOneShotMaxBytes;
+    mine_.hostStagedMax = g->policy.hostStagedMaxBytes;
+    mine_.lowLatencyMax = g->policy.lowLatencyMaxBytes;
+    mine_.ncclAbove = g->policy.ncclAboveBytes;
+    mine_.status = localB_;
+    setText(mine_.text, whyB_);
+    std::vector<uint8_t> all;
+    arfuseResult_t st = segmentExchange(w_.ia, 1, rank, nranks, &mine_, sizeof mine_, w_.timeoutMs, &all, message);
+    if (st != arfuseSuccess) return st;
+    if (firstFailure<Wire>(all, nranks, &st, message)) return st;
+    ws_.resize(nranks);
+    std::memcpy(ws_.data(), all.data(), all.size());
+    agreeOnPolicy(ws_, w_.configured, w_.ctx, &g->policy);
+    f.p2p = true;
+    for (int s = 0; s < nranks && f.p2p; ++s)
+      for (int t = 0; t < nranks; ++t)
+        if (!ws_[s].reach[t]) {
+          f.p2p = false;
+          f.p2pDetail = ws_[s].reachWhy[0] ? ws_[s].reachWhy : strprintf("rank %d cannot reach rank %d", s, t);
+          break;
+        }
+    Status sc{};
+    std::string whyC;
+    if (f.p2p && !mapPeers(g, rank, h_, ws_, &whyC)) sc.status = arfuseCudaError;
+    setText(sc.text, whyC);
+    st = segmentExchange(w_.ia, 2, rank, nranks, &sc, sizeof sc, w_.timeoutMs, &all, message);
+    if (st != arfuseSuccess) return st;
+    if (firstFailure<Status>(all, nranks, &st, message)) return st;
+    return arfuseSuccess;
+  }
+
+  // Phases D, E.
+  arfuseResult_t prove(Group* g, std::string* message) override {
+    return proveIpcPeers(g, w_.ia, w_.rank, h_, w_.timeoutMs, message);
+  }
+
+  // Phase F.
+  arfuseResult_t nccl(Group* g, std::string* message) override {
+    return initNccl(g, w_.ia, w_.rank, ws_[0].ncclId, w_.timeoutMs, w_.ctx, message);
+  }
+
+  // Phase G; then every rank has mapped both segments and rank 0 removes their names.
+  arfuseResult_t hostArea(Group* g, bool needed, std::string* message) override {
+    Status sh{};
+    std::string whyH;
+    if (needed) sh.status = mapHostArea(g, w_.rank, h_, w_.reservedHost, w_.hostName, w_.timeoutMs, &whyH);
+    setText(sh.text, whyH);
+    std::vector<uint8_t> all;
+    arfuseResult_t st = segmentExchange(w_.ia, 6, w_.rank, g->nranks, &sh, sizeof sh, w_.timeoutMs, &all, message);
+    if (st != arfuseSuccess) return st;
+    if (firstFailure<Status>(all, g->nranks, &st, message)) return st;
+    if (w_.rank == 0) {
+      shmUnlink(w_.groupName);
+      shmUnlink(w_.hostName);
+    }
+    return arfuseSuccess;
+  }
+
+ private:
+  Where w_;
+  const std::vector<Hello>& h_;
+  Wire mine_{};
+  arfuseResult_t localB_ = arfuseSuccess;
+  std::string whyB_;
+  std::vector<Wire> ws_;
+};
 
 }  // namespace
 
@@ -660,8 +750,6 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   Group* g = nullptr;
   st = makeGroup(&facts, ctx, &g, message);
   if (st != arfuseSuccess) return st;
-  Fabric& f = g->fabric;
-  f.nccl = g->ncclPlanned;  // until phase G says otherwise (sizes the host area)
   if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
     freeGroup(g);
     return *message = "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
@@ -688,71 +776,12 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia, message);
   if (st != arfuseSuccess) return fail(st);
 
-  // ---- phase B: this rank's buffers and view of peer access -----------------------------------------
-  Wire w{};
-  localWire(g, rank, device, count, h, seg, &w);
-  st = segmentExchange(ia, 1, rank, nranks, &w, sizeof w, timeoutMs, &all, message);
+  // ---- phases B-G (init/group_builder.h buildGroup over this process's transport) -------------------
+  IpcTransport::Where where{rank, device, count, timeoutMs, &h, seg, reservedHost, groupName, hostName, ia, ctx,
+                            rc.policy};
+  IpcTransport transport(where);
+  st = buildGroup(g, &transport, ctx, message);
   if (st != arfuseSuccess) return fail(st);
-  if (firstFailure<Wire>(all, nranks, &st, message)) return fail(st);
-  std::vector<Wire> ws(nranks);
-  std::memcpy(ws.data(), all.data(), all.size());
-  agreeOnPolicy(ws, rc.policy, ctx, &g->policy);
-  f.p2p = true;
-  for (int s = 0; s < nranks && f.p2p; ++s)
-    for (int t = 0; t < nranks; ++t)
-      if (!ws[s].reach[t]) {
-        f.p2p = false;
-        f.p2pDetail = ws[s].reachWhy[0] ? ws[s].reachWhy : strprintf("rank %d cannot reach rank %d", s, t);
-        break;
-      }
-  if (!f.p2p) f.lowLatencyMaxBytes = 0;
-  for (ForcedCheck check : {ForcedCheck::kPeerAccess, ForcedCheck::kNccl}) {
-    *message = forcedPathUnavailable(g->policy, f, check);
-    if (!message->empty()) return fail(arfuseUnsupported);
-  }
-
-  // ---- phase C: everyone mapped every peer's buffers -------------------------------------------------
-  Status sc{};
-  std::string whyC;
-  if (f.p2p && !mapPeers(g, rank, h, ws, &whyC)) sc.status = arfuseCudaError;
-  setText(sc.text, whyC);
-  st = segmentExchange(ia, 2, rank, nranks, &sc, sizeof sc, timeoutMs, &all, message);
-  if (st != arfuseSuccess) return fail(st);
-  if (firstFailure<Status>(all, nranks, &st, message)) return fail(st);
-
-  // ---- phases D, E: peer access through the mappings is proven, or turned off for every rank -------
-  if (f.p2p) {
-    st = proveIpcPeers(g, ia, rank, h, timeoutMs, ctx, message);
-    if (st != arfuseSuccess) return fail(st);
-    if (!f.p2p) {
-      f.lowLatencyMaxBytes = 0;
-      *message = forcedPathUnavailable(g->policy, f, ForcedCheck::kPeerAccess);
-      if (!message->empty()) return fail(arfuseUnsupported);
-    }
-  }
-
-  // ---- phase F: the host area, when needed; then both names go ---------------------------------------
-  Status sh{};
-  std::string whyH;
-  sh.status = mapHostArea(g, rank, h, reservedHost, hostName, timeoutMs, &whyH);
-  if (sh.status == arfuseSuccess) {
-    *message = forcedPathUnavailable(g->policy, f, ForcedCheck::kHostStaged);
-    if (!message->empty()) return fail(arfuseUnsupported);
-  }
-  setText(sh.text, whyH);
-  st = segmentExchange(ia, 5, rank, nranks, &sh, sizeof sh, timeoutMs, &all, message);
-  if (st != arfuseSuccess) return fail(st);
-  if (firstFailure<Status>(all, nranks, &st, message)) return fail(st);
-  if (rank == 0) {  // every rank has mapped both segments: the names can go
-    shmUnlink(groupName);
-    shmUnlink(hostName);
-  }
-
-  // ---- phase G: NCCL --------------------------------------------------------------------------------
-  if (g->ncclPlanned) {
-    st = initNccl(g, ia, rank, ws[0].ncclId, timeoutMs, ctx, message);
-    if (st != arfuseSuccess) return fail(st);
-  }
 
   g->ranks[rank].arch = h[rank].arch;
   startWatching(g);

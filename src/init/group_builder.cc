@@ -55,6 +55,38 @@ arfuseResult_t makeGroup(GroupFacts* facts, const LogContext& ctx, Group** out, 
   return arfuseSuccess;
 }
 
+arfuseResult_t buildGroup(Group* g, Transport* t, const LogContext& ctx, std::string* message) {
+  Fabric& f = g->fabric;
+  auto forced = [&](ForcedCheck which) {
+    *message = forcedPathUnavailable(g->policy, f, which);
+    return message->empty() ? arfuseSuccess : arfuseUnsupported;
+  };
+  auto p2pOff = [&] {
+    f.lowLatencyMaxBytes = 0;
+    ARFUSE_LOG(kLogWarn, ctx, "path=lowlatency,oneshot,twoshot", "disabled: %s -> fallback=hoststaged,nccl",
+               f.p2pDetail.c_str());
+  };
+  arfuseResult_t st = t->allocate(g, message);
+  if (st == arfuseSuccess) st = t->connect(g, message);
+  if (st != arfuseSuccess) return st;
+  if (!f.p2p && g->nranks > 1) p2pOff();
+  if ((st = forced(ForcedCheck::kPeerAccess)) != arfuseSuccess) return st;
+  if (f.p2p && g->nranks > 1) {
+    if ((st = t->prove(g, message)) != arfuseSuccess) return st;
+    if (!f.p2p) p2pOff();
+    if ((st = forced(ForcedCheck::kPeerAccess)) != arfuseSuccess) return st;
+  }
+  if (g->ncclPlanned && (st = t->nccl(g, message)) != arfuseSuccess) return st;
+  if ((st = forced(ForcedCheck::kNccl)) != arfuseSuccess) return st;
+  // Host staging: needed when peers cannot reach each other, or asked for. With NCCL available it
+  // serves messages up to the policy's host-staged limit (NCCL beyond), so the area stays small;
+  // without NCCL, or when forced, it must carry the largest message.
+  const bool needed = needsHostArea(g->nranks, f, g->policy, &f.hostStagedDetail);
+  if ((st = t->hostArea(g, needed, message)) != arfuseSuccess) return st;
+  if (needed && !f.hostStaged) ARFUSE_LOG(kLogWarn, ctx, "path=hoststaged", "disabled: %s", f.hostStagedDetail.c_str());
+  return forced(ForcedCheck::kHostStaged);
+}
+
 void sizeWorkspace(Group* g, long long hostMessageBytes) {
   sizeWorkspaceFor(g->limits, g->policy.deterministic, hostMessageBytes, &g->fabric, &g->ws);
 }

@@ -42,6 +42,33 @@ long long hostMessageBytesFor(const Group& g);  // largest message the host area
 size_t hostAreaBytesFor(const Group& g, long long messageBytes);
 void layoutHostArena(Group* g, char* devBase, long long messageBytes);  // sets g->host, fabric.hostStaged*
 
+// How a group's memory is allocated and its peers are mapped: the part of init the two paths do
+// differently. In-process (comm/comm.cc): cudaMalloc for every rank, peer access between the
+// devices, a pinned host area, ncclCommInitAll. Multi-process (comm/multiprocess.cc): cudaMalloc
+// for the local rank, CUDA IPC handles and views through the group's shared-memory segment, a
+// shared-memory host area, ncclCommInitRank; each step ends with an exchange so that every rank
+// decides from the same bytes. Each step returns a code only for a failure init cannot survive;
+// a path that does not work is recorded in the fabric (p2p / nccl / hostStaged and their details).
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // The group area (GroupShared) and the buffers of this process's ranks.
+  virtual arfuseResult_t allocate(Group* g, std::string* message) = 0;
+  // Peer access between the ranks (fabric.p2p, p2pDetail) and, with it, every peer's buffers (g->peers).
+  virtual arfuseResult_t connect(Group* g, std::string* message) = 0;
+  // Called with peer access: proves it with seeded stores and loads; a failure turns fabric.p2p off.
+  virtual arfuseResult_t prove(Group* g, std::string* message) = 0;
+  // NCCL, when the plan tries it (g->ncclPlanned): fabric.nccl, or ncclDetail.
+  virtual arfuseResult_t nccl(Group* g, std::string* message) = 0;
+  // The host exchange area, when `needed` (fabric.hostStaged, or hostStagedDetail); called either way.
+  virtual arfuseResult_t hostArea(Group* g, bool needed, std::string* message) = 0;
+};
+
+// The init sequence of both paths over a planned group (makeGroup): allocate, connect, prove, NCCL,
+// the host area if needed (sized with what NCCL turned out to be), with one WARN line per path that
+// turned out unavailable and the forced-path checks after each step.
+arfuseResult_t buildGroup(Group* g, Transport* t, const LogContext& ctx, std::string* message);
+
 // The communicator of local rank `rank` on `device`: registered, and the group's init line logged.
 arfuseComm* publishRank(Group* g, int rank, int device, int arch);
 
