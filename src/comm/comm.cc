@@ -24,7 +24,7 @@
 #include "diag/records.h"
 #include "diag/watchdog.h"
 #include "algos/launch.h"
-#include "init/cuda_try.h"
+#include "init/cuda_check.h"
 #include "init/group_builder.h"
 #include "topo/probe_map.h"
 
@@ -84,31 +84,28 @@ bool refreshFlight(const Group& g, int r, int waitMs) {
 
 namespace {
 
-arfuseResult_t allocateRanks(Group* g, const int* devices, std::string* message) {
-  for (int r = 0; r < g->nranks; ++r) {
-    arfuseResult_t st = allocateRank(g, r, devices[r], message);
-    if (st != arfuseSuccess) return st;
-  }
-  return arfuseSuccess;
+Status allocateRanks(Group* g, const int* devices) {
+  for (int r = 0; r < g->nranks; ++r) ARFUSE_CHECK(allocateRank(g, r, devices[r]));
+  return Status();
 }
 
 // Enables peer access between every pair of distinct devices; fills fabric.p2p / p2pDetail.
-arfuseResult_t connectPeers(Group* g, const std::vector<int>& unique, std::string* message) {
+Status connectPeers(Group* g, const std::vector<int>& unique) {
   g->fabric.p2p = true;
   for (int a : unique) {
     for (int b : unique) {
       if (a == b) continue;
       int can = 0;
-      CUDA_TRY(cudaDeviceCanAccessPeer(&can, a, b));
+      ARFUSE_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
       if (!can) {
         g->fabric.p2p = false;
         g->fabric.p2pDetail = strprintf("cudaDeviceCanAccessPeer(%d, %d) = 0", a, b);
-        return arfuseSuccess;
+        return Status();
       }
     }
   }
   for (int a : unique) {
-    CUDA_TRY(cudaSetDevice(a));
+    ARFUSE_CUDA_CHECK(cudaSetDevice(a));
     for (int b : unique) {
       if (a == b) continue;
       cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
@@ -118,24 +115,23 @@ arfuseResult_t connectPeers(Group* g, const std::vector<int>& unique, std::strin
         cudaGetLastError();
         g->fabric.p2p = false;
         g->fabric.p2pDetail = strprintf("cudaDeviceEnablePeerAccess(%d -> %d): %s", a, b, cudaGetErrorString(e));
-        return arfuseSuccess;
+        return Status();
       }
     }
   }
-  return arfuseSuccess;
+  return Status();
 }
 
 // The host-staged exchange area: one pinned allocation mapped into every device of the group (a
 // multi-process group will instead map POSIX shared memory registered with CUDA; the layout and the
 // kernels are the same). Sized for messages up to hostSlotBytes per rank.
-arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, long long messageBytes,
-                                 std::string* message) {
+Status allocateHostArena(Group* g, const std::vector<int>& unique, long long messageBytes) {
   for (int d : unique) {
     int canMap = 0;
-    CUDA_TRY(cudaDeviceGetAttribute(&canMap, cudaDevAttrCanMapHostMemory, d));
+    ARFUSE_CUDA_CHECK(cudaDeviceGetAttribute(&canMap, cudaDevAttrCanMapHostMemory, d));
     if (!canMap) {
       g->fabric.hostStagedDetail = strprintf("device %d cannot map host memory (cudaDevAttrCanMapHostMemory = 0)", d);
-      return arfuseSuccess;
+      return Status();
     }
   }
   const size_t bytes = hostAreaBytesFor(*g, messageBytes);
@@ -145,21 +141,21 @@ arfuseResult_t allocateHostArena(Group* g, const std::vector<int>& unique, long 
     cudaGetLastError();
     g->hostArena = nullptr;
     g->fabric.hostStagedDetail = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", bytes, cudaGetErrorString(ce));
-    return arfuseSuccess;  // not fatal: the plan says why the path is missing
+    return Status();  // not fatal: the plan says why the path is missing
   }
   // Zero the flags (counter 0 never matches a call); the slots need no init.
   std::memset(g->hostArena, 0, hostArenaBytes(g->nranks, 0));
   char* arena = g->hostArena;
   g->cleanups.push_back([arena] { cudaFreeHost(arena); });
   layoutHostArena(g, g->hostArena, messageBytes);
-  return arfuseSuccess;
+  return Status();
 }
 
 // Peer access reported is not peer access working (ACS, IOMMU, broken switches): before any path
 // relies on it, every ordered pair of distinct devices proves it with a real peer store and a real
 // peer load of a seeded pattern, checked word by word. A failure turns the group's P2P off (the
 // plan then uses the host-staged path or NCCL) and the reason names the pair.
-arfuseResult_t proveP2p(Group* g, std::string* message) {
+Status proveP2p(Group* g) {
   Fabric& f = g->fabric;
   std::vector<int> first;  // one rank per distinct device
   for (int r = 0; r < g->nranks; ++r) {
@@ -167,7 +163,7 @@ arfuseResult_t proveP2p(Group* g, std::string* message) {
     for (int q : first) seen = seen || g->ranks[q].device == g->ranks[r].device;
     if (!seen) first.push_back(r);
   }
-  if (first.size() < 2) return arfuseSuccess;
+  if (first.size() < 2) return Status();
   const size_t words = std::min<size_t>(4096, g->ws.stagingBytes / 4);
   for (int ra : first) {
     for (int rb : first) {
@@ -177,20 +173,20 @@ arfuseResult_t proveP2p(Group* g, std::string* message) {
       unsigned* wrong = nullptr;
       unsigned wrongStore = 0, wrongLoad = 0;
       // a stores into b's memory; b checks locally; a loads it back through the peer mapping.
-      CUDA_TRY(cudaSetDevice(a));
-      CUDA_TRY(cudaMalloc(&wrong, 2 * sizeof(unsigned)));
-      CUDA_TRY(cudaMemset(wrong, 0, 2 * sizeof(unsigned)));
+      ARFUSE_CUDA_CHECK(cudaSetDevice(a));
+      ARFUSE_CUDA_CHECK(cudaMalloc(&wrong, 2 * sizeof(unsigned)));
+      ARFUSE_CUDA_CHECK(cudaMemset(wrong, 0, 2 * sizeof(unsigned)));
       int e = launchProofStore(g->ranks[rb].staging, words, seed);
       if (e == cudaSuccess) e = cudaDeviceSynchronize();
       if (e == cudaSuccess) {
-        CUDA_TRY(cudaSetDevice(b));
+        ARFUSE_CUDA_CHECK(cudaSetDevice(b));
         unsigned* wrongB = nullptr;
-        CUDA_TRY(cudaMalloc(&wrongB, sizeof(unsigned)));
-        CUDA_TRY(cudaMemset(wrongB, 0, sizeof(unsigned)));
+        ARFUSE_CUDA_CHECK(cudaMalloc(&wrongB, sizeof(unsigned)));
+        ARFUSE_CUDA_CHECK(cudaMemset(wrongB, 0, sizeof(unsigned)));
         e = launchProofCheck(g->ranks[rb].staging, words, seed, wrongB);
         if (e == cudaSuccess) e = cudaMemcpy(&wrongStore, wrongB, sizeof(unsigned), cudaMemcpyDeviceToHost);
         cudaFree(wrongB);
-        CUDA_TRY(cudaSetDevice(a));
+        ARFUSE_CUDA_CHECK(cudaSetDevice(a));
         if (e == cudaSuccess) e = launchProofCheck(g->ranks[rb].staging, words, seed, wrong + 1);
         if (e == cudaSuccess) e = cudaMemcpy(&wrongLoad, wrong + 1, sizeof(unsigned), cudaMemcpyDeviceToHost);
       }
@@ -200,7 +196,7 @@ arfuseResult_t proveP2p(Group* g, std::string* message) {
         f.p2p = false;
         f.p2pDetail = strprintf("peer access from device %d to device %d is advertised but failed when used: %s", a, b,
                                 cudaGetErrorString(cudaError_t(e)));
-        return arfuseSuccess;
+        return Status();
       }
       if (wrongStore || wrongLoad) {
         f.p2p = false;
@@ -208,11 +204,11 @@ arfuseResult_t proveP2p(Group* g, std::string* message) {
                                 "wrong): ACS or an IOMMU likely",
                                 a, b, wrongStore ? "a peer store did not land" : "a peer load returned wrong data",
                                 wrongStore, wrongLoad, words);
-        return arfuseSuccess;
+        return Status();
       }
     }
   }
-  return arfuseSuccess;
+  return Status();
 }
 
 // What the watchdog sees of a group: its local ranks and the host-mapped area.
@@ -248,24 +244,24 @@ class InProcessTransport : public Transport {
   InProcessTransport(const int* devices, std::vector<int> unique)
       : devices_(devices), unique_(std::move(unique)) {}
 
-  arfuseResult_t allocate(Group* g, std::string* message) override {
+  Status allocate(Group* g) override {
     const cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->shared), sizeof(GroupShared),
                                          cudaHostAllocMapped | cudaHostAllocPortable);
     if (ce != cudaSuccess) {
       cudaGetLastError();
       g->shared = nullptr;
-      *message = strprintf("cudaHostAlloc(mapped, %zu B) failed: %s", sizeof(GroupShared), cudaGetErrorString(ce));
-      return arfuseCudaError;
+      return ARFUSE_FAIL(arfuseCudaError, "cudaHostAlloc(mapped, %zu B) failed: %s", sizeof(GroupShared),
+                         cudaGetErrorString(ce));
     }
     std::memset(g->shared, 0, sizeof(GroupShared));
     g->sharedDev = g->shared;  // UVA: the mapped allocation has one address
     GroupShared* sh = g->shared;
     g->cleanups.push_back([sh] { cudaFreeHost(sh); });
-    return allocateRanks(g, devices_, message);
+    return allocateRanks(g, devices_);
   }
-  arfuseResult_t connect(Group* g, std::string* message) override { return connectPeers(g, unique_, message); }
-  arfuseResult_t prove(Group* g, std::string* message) override { return proveP2p(g, message); }
-  arfuseResult_t nccl(Group* g, std::string*) override {
+  Status connect(Group* g) override { return connectPeers(g, unique_); }
+  Status prove(Group* g) override { return proveP2p(g); }
+  Status nccl(Group* g) override {
     Fabric& f = g->fabric;
     std::vector<ncclComm_t> nc(g->nranks);
     const ncclResult_t nr = ncclCommInitAll(nc.data(), g->nranks, devices_);
@@ -276,10 +272,10 @@ class InProcessTransport : public Transport {
       f.ncclDetail = strprintf("ncclCommInitAll: %s", ncclGetErrorString(nr));
       ARFUSE_LOG(kLogWarn, LogContext{}, "path=nccl", "disabled: %s", f.ncclDetail.c_str());
     }
-    return arfuseSuccess;
+    return Status();
   }
-  arfuseResult_t hostArea(Group* g, bool needed, std::string* message) override {
-    return needed ? allocateHostArena(g, unique_, hostMessageBytesFor(*g), message) : arfuseSuccess;
+  Status hostArea(Group* g, bool needed) override {
+    return needed ? allocateHostArena(g, unique_, hostMessageBytesFor(*g)) : Status();
   }
 
  private:
@@ -358,10 +354,10 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     }
   }
   Group* g = nullptr;
-  st = makeGroup(&facts, LogContext{}, &g, message);
+  st = makeGroup(&facts, LogContext{}, &g).into(message);
   if (st != arfuseSuccess) return st;
   InProcessTransport transport(devices, unique);
-  st = buildGroup(g, &transport, LogContext{}, message);
+  st = buildGroup(g, &transport, LogContext{}).into(message);
   if (st != arfuseSuccess) {
     freeGroup(g);
     return st;

@@ -48,6 +48,7 @@
 #include "comm/shm.h"
 #include "common/params.h"
 #include "algos/launch.h"
+#include "core/status.h"
 #include "init/group_builder.h"
 #include "topo/probe_map.h"
 
@@ -95,7 +96,7 @@ struct Wire {
 };
 static_assert(sizeof(Wire) <= kSlotBytes, "Wire must fit a slot");
 
-struct Status {
+struct Report {  // a rank's posted outcome of a phase
   int32_t status;
   char text[kTextBytes];
 };
@@ -145,8 +146,8 @@ bool segmentNameOk(const char* name) {
 }
 
 // Posts this rank's blob for `phase` and waits (bounded) for every rank's.
-arfuseResult_t segmentExchange(InitArea* ia, int phase, int rank, int nranks, const void* mine, size_t bytes,
-                               int timeoutMs, std::vector<uint8_t>* all, std::string* message) {
+Status segmentExchange(InitArea* ia, int phase, int rank, int nranks, const void* mine, size_t bytes, int timeoutMs,
+                       std::vector<uint8_t>* all) {
   std::memcpy(ia->slots[phase][rank], mine, bytes);
   ia->phase[rank].store(static_cast<uint32_t>(phase), std::memory_order_release);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
@@ -156,17 +157,15 @@ arfuseResult_t segmentExchange(InitArea* ia, int phase, int rank, int nranks, co
       if (ia->phase[s].load(std::memory_order_acquire) < static_cast<uint32_t>(phase))
         missing += (missing.empty() ? "" : ",") + std::to_string(s);
     if (missing.empty()) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      *message = strprintf("init phase %c: rank(s) %s did not arrive within %d ms (did they fail or die? see their "
-                           "logs)",
-                           'A' + phase, missing.c_str(), timeoutMs);
-      return arfusePeerTimeout;
-    }
+    if (std::chrono::steady_clock::now() > deadline)
+      return ARFUSE_FAIL(arfusePeerTimeout,
+                         "init phase %c: rank(s) %s did not arrive within %d ms (did they fail or die? see their logs)",
+                         'A' + phase, missing.c_str(), timeoutMs);
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   all->resize(static_cast<size_t>(nranks) * bytes);
   for (int s = 0; s < nranks; ++s) std::memcpy(all->data() + s * bytes, ia->slots[phase][s], bytes);
-  return arfuseSuccess;
+  return Status();
 }
 
 // The first failure among the ranks' posted statuses, as every rank will report it.
@@ -183,6 +182,15 @@ bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* c
   return false;
 }
 
+// The same as a Status: every rank fails with the first failing rank's code and text.
+template <typename T>
+Status postedFailure(const std::vector<uint8_t>& all, int nranks) {
+  arfuseResult_t code;
+  std::string text;
+  if (firstFailure<T>(all, nranks, &code, &text)) return ARFUSE_FAIL(code, "%s", text.c_str());
+  return Status();
+}
+
 // Peer access reported is not peer access working (ACS, an IOMMU, a broken switch), and an IPC
 // mapping that opened is not one that works. As proveP2p does for in-process groups, before any
 // path relies on it: every rank stores a seeded pattern through its mapping into its own slice of
@@ -190,16 +198,15 @@ bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* c
 // and the writer loads it back through the mapping (phase E). Every rank posts its verdict and
 // every rank takes the first failure from the same bytes: peer access is then off for the whole
 // group (the plan uses host staging or NCCL) and the reason names the pair. Ranks sharing a GPU
-// are not checked (their "peer" memory is local). Returns a code only when a rank did not arrive.
-arfuseResult_t proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>& h, int timeoutMs,
-                             std::string* message) {
+// are not checked (their "peer" memory is local). Fails only when a rank did not arrive.
+Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>& h, int timeoutMs) {
   const int n = g->nranks;
   const size_t slice = g->ws.stagingBytes / static_cast<size_t>(n) / 16 * 16;
   const size_t words = std::min<size_t>(4096, slice / 4);
   auto other = [&](int s) { return s != rank && std::memcmp(h[s].uuid, h[rank].uuid, 16) != 0; };
   auto seedOf = [](int writer, int owner) { return static_cast<uint32_t>(writer * 131 + owner + 7) | 0x80000000u; };
   auto cudaText = [](int e) { return cudaGetErrorString(cudaError_t(e)); };
-  Status mine{};
+  Report mine{};
   std::string why;
   cudaSetDevice(g->ranks[rank].device);
   for (int s = 0; s < n && why.empty() && words > 0; ++s) {
@@ -215,11 +222,10 @@ arfuseResult_t proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector
   mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;  // a verdict here, not an init failure
   setText(mine.text, why);
   std::vector<uint8_t> all;
-  arfuseResult_t st = segmentExchange(ia, 3, rank, n, &mine, sizeof mine, timeoutMs, &all, message);
-  if (st != arfuseSuccess) return st;
+  ARFUSE_CHECK(segmentExchange(ia, 3, rank, n, &mine, sizeof mine, timeoutMs, &all));
   arfuseResult_t code;
   std::string first;
-  if (!firstFailure<Status>(all, n, &code, &first)) {
+  if (!firstFailure<Report>(all, n, &code, &first)) {
     // Every store has landed (each writer synchronised before posting): check them.
     unsigned* wrong = nullptr;
     int e = cudaMalloc(&wrong, 2 * sizeof(unsigned));
@@ -250,13 +256,12 @@ arfuseResult_t proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector
   }
   mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;
   setText(mine.text, why);
-  st = segmentExchange(ia, 4, rank, n, &mine, sizeof mine, timeoutMs, &all, message);
-  if (st != arfuseSuccess) return st;
-  if (firstFailure<Status>(all, n, &code, &first)) {  // init/group_builder.cc buildGroup says so
+  ARFUSE_CHECK(segmentExchange(ia, 4, rank, n, &mine, sizeof mine, timeoutMs, &all));
+  if (firstFailure<Report>(all, n, &code, &first)) {  // init/group_builder.cc buildGroup says so
     g->fabric.p2p = false;
     g->fabric.p2pDetail = first;
   }
-  return arfuseSuccess;
+  return Status();
 }
 
 // Every rank resolved the plan limits itself (its ARFUSE_CALIBRATION_FILE, the GPUs it sees): they
@@ -374,30 +379,28 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
 }
 
 // Phase A's checks, the same on every rank: one arfuse version, one host, one config.
-arfuseResult_t checkHellos(const std::vector<Hello>& h, std::string* message) {
+Status checkHellos(const std::vector<Hello>& h) {
   for (size_t s = 0; s < h.size(); ++s) {
     if (h[s].magic != kHelloMagic || h[s].abi != ARFUSE_VERSION_CODE)
-      return *message = strprintf("rank %zu runs another arfuse version (abi %u, this rank %u)", s, h[s].abi,
-                                  ARFUSE_VERSION_CODE),
-             arfuseMismatch;
+      return ARFUSE_FAIL(arfuseMismatch, "rank %zu runs another arfuse version (abi %u, this rank %u)", s, h[s].abi,
+                         ARFUSE_VERSION_CODE);
     if (h[s].hostHash != h[0].hostHash)
-      return *message = strprintf("rank %zu is on another host than rank 0: arfuse groups span one host (use NCCL "
-                                  "across hosts)",
-                                  s),
-             arfuseUnsupported;
-#define SAME(field, label)                                                                                       \
-  if (h[s].field != h[0].field)                                                                                \
-    return *message = strprintf("ranks disagree on the config: rank 0 has %s=%lld, rank %zu has %lld; give every " \
-                                "rank the same arfuseConfig_t and ARFUSE_* environment",                        \
-                                label, (long long)h[0].field, s, (long long)h[s].field),                        \
-           arfuseMismatch;
+      return ARFUSE_FAIL(arfuseUnsupported,
+                         "rank %zu is on another host than rank 0: arfuse groups span one host (use NCCL across hosts)",
+                         s);
+#define SAME(field, label)                                                                                     \
+  if (h[s].field != h[0].field)                                                                              \
+    return ARFUSE_FAIL(arfuseMismatch,                                                                       \
+                       "ranks disagree on the config: rank 0 has %s=%lld, rank %zu has %lld; give every rank the " \
+                       "same arfuseConfig_t and ARFUSE_* environment",                                       \
+                       label, (long long)h[0].field, s, (long long)h[s].field);
     SAME(maxTokens, "maxTokens") SAME(maxHidden, "maxHidden") SAME(dtypeMask, "dtypeMask")
     SAME(forcedAlgo, "algo") SAME(timeoutMs, "timeoutMs") SAME(maxBlocks, "maxBlocks")
     SAME(oneShotMax, "ARFUSE_ONESHOT_MAX_BYTES") SAME(hostOneShotMax, "ARFUSE_HOST_ONESHOT_MAX_BYTES")
     SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES") SAME(deterministic, "deterministic")
 #undef SAME
   }
-  return arfuseSuccess;
+  return Status();
 }
 
 // The facts init/group_plan.h plans from, from every rank's hello.
@@ -421,18 +424,18 @@ GroupFacts factsFromHellos(const std::vector<Hello>& h, const ResolvedConfig& rc
 
 // Maps the group segment (rank 0 made it before phase A), waits (bounded) until it is ready, and
 // sets the group's departure wait.
-arfuseResult_t joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs,
-                           InitArea** iaOut, std::string* message) {
+Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs,
+                   InitArea** iaOut) {
   std::string err;
   if (rank != 0 && !shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err))
-    return *message = "init: " + err, arfuseSystemError;
+    return ARFUSE_FAIL(arfuseSystemError, "init: %s", err.c_str());
   InitArea* ia = *iaOut = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
   if (rank != 0) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
     while (ia->ready.load(std::memory_order_acquire) != kReady) {
       if (std::chrono::steady_clock::now() > deadline)
-        return *message = strprintf("init: %s never became ready (rank 0 failed or died?)", groupName.c_str()),
-               arfusePeerTimeout;
+        return ARFUSE_FAIL(arfusePeerTimeout, "init: %s never became ready (rank 0 failed or died?)",
+                           groupName.c_str());
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
@@ -445,7 +448,7 @@ arfuseResult_t joinSegment(Group* g, int rank, ShmSegment* seg, const std::strin
       while (!ia->departed[s].load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::microseconds(200));
   };
-  return arfuseSuccess;
+  return Status();
 }
 
 // This rank's buffers and their IPC handles (phase B's post); the group area registered with CUDA.
@@ -461,7 +464,9 @@ arfuseResult_t localBuffers(Group* g, int rank, int device, ShmSegment* seg, Wir
     g->sharedDev = static_cast<GroupShared*>(seg->device);
   }
   if (localB == arfuseSuccess) {
-    localB = allocateRank(g, rank, device, &whyB);
+    const Status allocated = allocateRank(g, rank, device);
+    localB = allocated.code();
+    whyB = allocated.message();
     RankResources& rr = g->ranks[rank];
     if (localB == arfuseSuccess) {
       cudaError_t e = cudaIpcGetMemHandle(&w->staging, rr.staging);
@@ -551,8 +556,8 @@ bool mapPeers(Group* g, int rank, const std::vector<Hello>& h, const std::vector
 
 // The host-staged area: rank 0 sizes the segment it reserved, the others open it; everyone
 // registers it with CUDA.
-arfuseResult_t mapHostArea(Group* g, int rank, const std::vector<Hello>& h, ShmSegment* reservedHost,
-                           const std::string& hostName, int timeoutMs, std::string* why) {
+Status mapHostArea(Group* g, int rank, const std::vector<Hello>& h, ShmSegment* reservedHost,
+                   const std::string& hostName, int timeoutMs) {
   bool canMap = true;
   for (size_t s = 0; s < h.size(); ++s) canMap = canMap && h[s].canMapHost;
   if (!canMap) {
@@ -574,43 +579,42 @@ arfuseResult_t mapHostArea(Group* g, int rank, const std::vector<Hello>& h, ShmS
     std::string err;
     const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
                     shmRegister(hseg, &err);
-    if (!ok) return *why = "host-staged area: " + err, arfuseSystemError;
+    if (!ok) return ARFUSE_FAIL(arfuseSystemError, "host-staged area: %s", err.c_str());
     layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
     g->hostArenaBytes = bytes;
   }
-  return arfuseSuccess;
+  return Status();
 }
 
 // Phase F: NCCL, when every rank has its own GPU; if any rank failed, every rank drops it.
-arfuseResult_t initNccl(Group* g, InitArea* ia, int rank, const ncclUniqueId& id, int timeoutMs, const LogContext& ctx,
-                        std::string* message) {
+Status initNccl(Group* g, InitArea* ia, int rank, const ncclUniqueId& id, int timeoutMs, const LogContext& ctx) {
   std::vector<uint8_t> all;
-  Status sd{};
+  Report sd{};
   ncclComm_t nc = nullptr;
   const ncclResult_t nr = ncclCommInitRank(&nc, g->nranks, id, rank);
   if (nr != ncclSuccess) {
     sd.status = arfuseNcclError;
     setText(sd.text, strprintf("ncclCommInitRank: %s", ncclGetErrorString(nr)));
   }
-  const arfuseResult_t st = segmentExchange(ia, 5, rank, g->nranks, &sd, sizeof sd, timeoutMs, &all, message);
-  if (st != arfuseSuccess) {
+  Status st = segmentExchange(ia, 5, rank, g->nranks, &sd, sizeof sd, timeoutMs, &all);
+  if (!st.ok()) {
     if (nc) ncclCommAbort(nc);
-    return st;
+    return st.through(__FILE__, __LINE__);
   }
   arfuseResult_t ncclCode;
   std::string ncclWhy;
-  if (firstFailure<Status>(all, g->nranks, &ncclCode, &ncclWhy)) {
+  if (firstFailure<Report>(all, g->nranks, &ncclCode, &ncclWhy)) {
     if (nc) ncclCommAbort(nc);
     g->fabric.nccl = false;
     g->fabric.ncclDetail = ncclWhy;
     ARFUSE_LOG(kLogWarn, ctx, "path=nccl", "disabled: %s", ncclWhy.c_str());
     if (g->policy.forcedAlgo == arfuseAlgoNccl)
-      return *message = "config: algo=nccl is unavailable: " + ncclWhy, arfuseNcclError;
+      return ARFUSE_FAIL(arfuseNcclError, "config: algo=nccl is unavailable: %s", ncclWhy.c_str());
   } else {
     g->fabric.nccl = true;
     g->ranks[rank].nccl = nc;
   }
-  return arfuseSuccess;
+  return Status();
 }
 
 // Multi-process groups: this process holds one rank; its peers' buffers are CUDA IPC views, the
@@ -630,13 +634,13 @@ class IpcTransport : public Transport {
   explicit IpcTransport(Where w) : w_(std::move(w)), h_(*w_.hellos) {}
 
   // Phase B's post, part 1; a failure is posted by connect(), not returned, so the others learn it.
-  arfuseResult_t allocate(Group* g, std::string*) override {
+  Status allocate(Group* g) override {
     localB_ = localBuffers(g, w_.rank, w_.device, w_.seg, &mine_, &whyB_);
-    return arfuseSuccess;
+    return Status();
   }
 
   // Phases B (handles, reach, NCCL id, resolved limits) and C (every peer's buffers mapped).
-  arfuseResult_t connect(Group* g, std::string* message) override {
+  Status connect(Group* g) override {
     const int nranks = g->nranks, rank = w_.rank;
     Fabric& f = g->fabric;
     localReach(nranks, rank, w_.device, w_.count, h_, &mine_);
@@ -655,9 +659,8 @@ class IpcTransport : public Transport {
     mine_.status = localB_;
     setText(mine_.text, whyB_);
     std::vector<uint8_t> all;
-    arfuseResult_t st = segmentExchange(w_.ia, 1, rank, nranks, &mine_, sizeof mine_, w_.timeoutMs, &all, message);
-    if (st != arfuseSuccess) return st;
-    if (firstFailure<Wire>(all, nranks, &st, message)) return st;
+    ARFUSE_CHECK(segmentExchange(w_.ia, 1, rank, nranks, &mine_, sizeof mine_, w_.timeoutMs, &all));
+    ARFUSE_CHECK(postedFailure<Wire>(all, nranks));
     ws_.resize(nranks);
     std::memcpy(ws_.data(), all.data(), all.size());
     agreeOnPolicy(ws_, w_.configured, w_.ctx, &g->policy);
@@ -669,41 +672,39 @@ class IpcTransport : public Transport {
           f.p2pDetail = ws_[s].reachWhy[0] ? ws_[s].reachWhy : strprintf("rank %d cannot reach rank %d", s, t);
           break;
         }
-    Status sc{};
+    Report sc{};
     std::string whyC;
     if (f.p2p && !mapPeers(g, rank, h_, ws_, &whyC)) sc.status = arfuseCudaError;
     setText(sc.text, whyC);
-    st = segmentExchange(w_.ia, 2, rank, nranks, &sc, sizeof sc, w_.timeoutMs, &all, message);
-    if (st != arfuseSuccess) return st;
-    if (firstFailure<Status>(all, nranks, &st, message)) return st;
-    return arfuseSuccess;
+    ARFUSE_CHECK(segmentExchange(w_.ia, 2, rank, nranks, &sc, sizeof sc, w_.timeoutMs, &all));
+    ARFUSE_CHECK(postedFailure<Report>(all, nranks));
+    return Status();
   }
 
   // Phases D, E.
-  arfuseResult_t prove(Group* g, std::string* message) override {
-    return proveIpcPeers(g, w_.ia, w_.rank, h_, w_.timeoutMs, message);
-  }
+  Status prove(Group* g) override { return proveIpcPeers(g, w_.ia, w_.rank, h_, w_.timeoutMs); }
 
   // Phase F.
-  arfuseResult_t nccl(Group* g, std::string* message) override {
-    return initNccl(g, w_.ia, w_.rank, ws_[0].ncclId, w_.timeoutMs, w_.ctx, message);
-  }
+  Status nccl(Group* g) override { return initNccl(g, w_.ia, w_.rank, ws_[0].ncclId, w_.timeoutMs, w_.ctx); }
 
   // Phase G; then every rank has mapped both segments and rank 0 removes their names.
-  arfuseResult_t hostArea(Group* g, bool needed, std::string* message) override {
-    Status sh{};
+  Status hostArea(Group* g, bool needed) override {
+    Report sh{};
     std::string whyH;
-    if (needed) sh.status = mapHostArea(g, w_.rank, h_, w_.reservedHost, w_.hostName, w_.timeoutMs, &whyH);
+    if (needed) {
+      const Status mapped = mapHostArea(g, w_.rank, h_, w_.reservedHost, w_.hostName, w_.timeoutMs);
+      sh.status = mapped.code();
+      whyH = mapped.message();
+    }
     setText(sh.text, whyH);
     std::vector<uint8_t> all;
-    arfuseResult_t st = segmentExchange(w_.ia, 6, w_.rank, g->nranks, &sh, sizeof sh, w_.timeoutMs, &all, message);
-    if (st != arfuseSuccess) return st;
-    if (firstFailure<Status>(all, g->nranks, &st, message)) return st;
+    ARFUSE_CHECK(segmentExchange(w_.ia, 6, w_.rank, g->nranks, &sh, sizeof sh, w_.timeoutMs, &all));
+    ARFUSE_CHECK(postedFailure<Report>(all, g->nranks));
     if (w_.rank == 0) {
       shmUnlink(w_.groupName);
       shmUnlink(w_.hostName);
     }
-    return arfuseSuccess;
+    return Status();
   }
 
  private:
@@ -737,7 +738,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   std::vector<Hello> h(nranks);
   std::memcpy(h.data(), all.data(), all.size());
   if (firstFailure<Hello>(all, nranks, &st, message)) return st;
-  st = checkHellos(h, message);
+  st = checkHellos(h).into(message);
   if (st != arfuseSuccess) return st;
   const int timeoutMs = std::max(30000, rc.timeoutMs);
 
@@ -748,7 +749,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   ctx.arch = h[rank].arch;
   GroupFacts facts = factsFromHellos(h, rc);
   Group* g = nullptr;
-  st = makeGroup(&facts, ctx, &g, message);
+  st = makeGroup(&facts, ctx, &g).into(message);
   if (st != arfuseSuccess) return st;
   if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
     freeGroup(g);
@@ -773,14 +774,14 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     delete reservedHost;
   });
   InitArea* ia = nullptr;
-  st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia, message);
+  st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia).into(message);
   if (st != arfuseSuccess) return fail(st);
 
   // ---- phases B-G (init/group_builder.h buildGroup over this process's transport) -------------------
   IpcTransport::Where where{rank, device, count, timeoutMs, &h, seg, reservedHost, groupName, hostName, ia, ctx,
                             rc.policy};
   IpcTransport transport(where);
-  st = buildGroup(g, &transport, ctx, message);
+  st = buildGroup(g, &transport, ctx).into(message);
   if (st != arfuseSuccess) return fail(st);
 
   g->ranks[rank].arch = h[rank].arch;

@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "common/params.h"
-#include "init/cuda_try.h"
+#include "init/cuda_check.h"
 #include "topo/probe.h"
 
 namespace arfuse {
@@ -32,13 +32,13 @@ const topo::Topology* reportedTopology(std::string* why) {
 
 }  // namespace
 
-arfuseResult_t makeGroup(GroupFacts* facts, const LogContext& ctx, Group** out, std::string* message) {
+Status makeGroup(GroupFacts* facts, const LogContext& ctx, Group** out) {
   facts->pdl = paramPdl();
   facts->explicitEnv = explicitLimitsFromEnv();
   facts->calibrationFile = paramCalibrationFile();
   if (groupNeedsTopology(*facts)) facts->topology = reportedTopology(&facts->topologyError);
   GroupPlan p = planGroup(*facts);
-  if (p.status != arfuseSuccess) return *message = p.error, p.status;
+  if (p.status != arfuseSuccess) return ARFUSE_FAIL(p.status, "%s", p.error.c_str());
   for (const PolicyNote& n : p.notes) ARFUSE_LOG(n.level, ctx, "", "%s", n.text.c_str());
   Group* g = new Group();
   g->multiProcess = facts->multiProcess;
@@ -52,37 +52,36 @@ arfuseResult_t makeGroup(GroupFacts* facts, const LogContext& ctx, Group** out, 
   g->ncclPlanned = p.ncclPlanned;
   g->ranks.resize(g->nranks);
   *out = g;
-  return arfuseSuccess;
+  return Status();
 }
 
-arfuseResult_t buildGroup(Group* g, Transport* t, const LogContext& ctx, std::string* message) {
+Status buildGroup(Group* g, Transport* t, const LogContext& ctx) {
   Fabric& f = g->fabric;
   auto forced = [&](ForcedCheck which) {
-    *message = forcedPathUnavailable(g->policy, f, which);
-    return message->empty() ? arfuseSuccess : arfuseUnsupported;
+    const std::string why = forcedPathUnavailable(g->policy, f, which);
+    return why.empty() ? Status() : ARFUSE_FAIL(arfuseUnsupported, "%s", why.c_str());
   };
   auto p2pOff = [&] {
     f.lowLatencyMaxBytes = 0;
     ARFUSE_LOG(kLogWarn, ctx, "path=lowlatency,oneshot,twoshot", "disabled: %s -> fallback=hoststaged,nccl",
                f.p2pDetail.c_str());
   };
-  arfuseResult_t st = t->allocate(g, message);
-  if (st == arfuseSuccess) st = t->connect(g, message);
-  if (st != arfuseSuccess) return st;
+  ARFUSE_CHECK(t->allocate(g));
+  ARFUSE_CHECK(t->connect(g));
   if (!f.p2p && g->nranks > 1) p2pOff();
-  if ((st = forced(ForcedCheck::kPeerAccess)) != arfuseSuccess) return st;
+  ARFUSE_CHECK(forced(ForcedCheck::kPeerAccess));
   if (f.p2p && g->nranks > 1) {
-    if ((st = t->prove(g, message)) != arfuseSuccess) return st;
+    ARFUSE_CHECK(t->prove(g));
     if (!f.p2p) p2pOff();
-    if ((st = forced(ForcedCheck::kPeerAccess)) != arfuseSuccess) return st;
+    ARFUSE_CHECK(forced(ForcedCheck::kPeerAccess));
   }
-  if (g->ncclPlanned && (st = t->nccl(g, message)) != arfuseSuccess) return st;
-  if ((st = forced(ForcedCheck::kNccl)) != arfuseSuccess) return st;
+  if (g->ncclPlanned) ARFUSE_CHECK(t->nccl(g));
+  ARFUSE_CHECK(forced(ForcedCheck::kNccl));
   // Host staging: needed when peers cannot reach each other, or asked for. With NCCL available it
   // serves messages up to the policy's host-staged limit (NCCL beyond), so the area stays small;
   // without NCCL, or when forced, it must carry the largest message.
   const bool needed = needsHostArea(g->nranks, f, g->policy, &f.hostStagedDetail);
-  if ((st = t->hostArea(g, needed, message)) != arfuseSuccess) return st;
+  ARFUSE_CHECK(t->hostArea(g, needed));
   if (needed && !f.hostStaged) ARFUSE_LOG(kLogWarn, ctx, "path=hoststaged", "disabled: %s", f.hostStagedDetail.c_str());
   return forced(ForcedCheck::kHostStaged);
 }
@@ -91,24 +90,24 @@ void sizeWorkspace(Group* g, long long hostMessageBytes) {
   sizeWorkspaceFor(g->limits, g->policy.deterministic, hostMessageBytes, &g->fabric, &g->ws);
 }
 
-arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message) {
+Status allocateRank(Group* g, int r, int device) {
   RankResources& rr = g->ranks[r];
   rr.device = device;
-  CUDA_TRY(cudaSetDevice(rr.device));
-  CUDA_TRY(cudaMalloc(&rr.staging, g->ws.stagingBytes));
-  CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&rr.control), sizeof(ControlBlock)));
-  CUDA_TRY(cudaMemset(rr.control, 0, sizeof(ControlBlock)));  // epochs 0, no abort, every flag 0
+  ARFUSE_CUDA_CHECK(cudaSetDevice(rr.device));
+  ARFUSE_CUDA_CHECK(cudaMalloc(&rr.staging, g->ws.stagingBytes));
+  ARFUSE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&rr.control), sizeof(ControlBlock)));
+  ARFUSE_CUDA_CHECK(cudaMemset(rr.control, 0, sizeof(ControlBlock)));  // epochs 0, no abort, every flag 0
   if (g->ws.llBytes) {
-    CUDA_TRY(cudaMalloc(&rr.ll, g->ws.llBytes));
-    CUDA_TRY(cudaMemset(rr.ll, 0, g->ws.llBytes));  // flag 0 never matches a call
+    ARFUSE_CUDA_CHECK(cudaMalloc(&rr.ll, g->ws.llBytes));
+    ARFUSE_CUDA_CHECK(cudaMemset(rr.ll, 0, g->ws.llBytes));  // flag 0 never matches a call
     g->peers.ll[r] = rr.ll;
   }
-  if (g->ws.ncclBytes && !g->fabric.virtualRanks) CUDA_TRY(cudaMalloc(&rr.ncclSum, g->ws.ncclBytes));
-  CUDA_TRY(cudaStreamCreateWithFlags(&rr.aux, cudaStreamNonBlocking));
+  if (g->ws.ncclBytes && !g->fabric.virtualRanks) ARFUSE_CUDA_CHECK(cudaMalloc(&rr.ncclSum, g->ws.ncclBytes));
+  ARFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&rr.aux, cudaStreamNonBlocking));
   g->peers.staging[r] = rr.staging;
   g->peers.control[r] = rr.control;
-  CUDA_TRY(cudaDeviceSynchronize());
-  return arfuseSuccess;
+  ARFUSE_CUDA_CHECK(cudaDeviceSynchronize());
+  return Status();
 }
 
 size_t hostArenaBytes(int nranks, size_t slotBytes) {

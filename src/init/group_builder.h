@@ -21,21 +21,21 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/status.h"
 #include "init/group_plan.h"
 
 namespace arfuse {
 
 // Fills what the environment and this process contribute to `facts` (ARFUSE_PDL, the explicit
 // limits, ARFUSE_CALIBRATION_FILE, the reported topology when the policy needs it: probed once per
-// process), plans the group and creates it. `ctx` labels the policy's log lines. On failure returns
-// the code with *message and no group.
-arfuseResult_t makeGroup(GroupFacts* facts, const LogContext& ctx, Group** out, std::string* message);
+// process), plans the group and creates it. `ctx` labels the policy's log lines. No group on failure.
+Status makeGroup(GroupFacts* facts, const LogContext& ctx, Group** out);
 
 // Sizes g->ws from the limits and the fabric (the host part from hostMessageBytes, 0 before the
 // host area is decided), and tells the fabric the per-CTA region sizes the plan checks.
 void sizeWorkspace(Group* g, long long hostMessageBytes);
 // Rank r's device buffers on `device` (staging, control, low-latency, the NCCL sum) and aux stream.
-arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message);
+Status allocateRank(Group* g, int r, int device);
 size_t hostArenaBytes(int nranks, size_t slotBytes);
 long long hostMessageBytesFor(const Group& g);  // largest message the host area of this group carries
 // Bytes of the host area for messages up to `messageBytes`.
@@ -47,27 +47,27 @@ void layoutHostArena(Group* g, char* devBase, long long messageBytes);  // sets 
 // devices, a pinned host area, ncclCommInitAll. Multi-process (comm/multiprocess.cc): cudaMalloc
 // for the local rank, CUDA IPC handles and views through the group's shared-memory segment, a
 // shared-memory host area, ncclCommInitRank; each step ends with an exchange so that every rank
-// decides from the same bytes. Each step returns a code only for a failure init cannot survive;
+// decides from the same bytes. Each step fails (a Status) only when init cannot survive it;
 // a path that does not work is recorded in the fabric (p2p / nccl / hostStaged and their details).
 class Transport {
  public:
   virtual ~Transport() = default;
   // The group area (GroupShared) and the buffers of this process's ranks.
-  virtual arfuseResult_t allocate(Group* g, std::string* message) = 0;
+  virtual Status allocate(Group* g) = 0;
   // Peer access between the ranks (fabric.p2p, p2pDetail) and, with it, every peer's buffers (g->peers).
-  virtual arfuseResult_t connect(Group* g, std::string* message) = 0;
+  virtual Status connect(Group* g) = 0;
   // Called with peer access: proves it with seeded stores and loads; a failure turns fabric.p2p off.
-  virtual arfuseResult_t prove(Group* g, std::string* message) = 0;
+  virtual Status prove(Group* g) = 0;
   // NCCL, when the plan tries it (g->ncclPlanned): fabric.nccl, or ncclDetail.
-  virtual arfuseResult_t nccl(Group* g, std::string* message) = 0;
+  virtual Status nccl(Group* g) = 0;
   // The host exchange area, when `needed` (fabric.hostStaged, or hostStagedDetail); called either way.
-  virtual arfuseResult_t hostArea(Group* g, bool needed, std::string* message) = 0;
+  virtual Status hostArea(Group* g, bool needed) = 0;
 };
 
 // The init sequence of both paths over a planned group (makeGroup): allocate, connect, prove, NCCL,
 // the host area if needed (sized with what NCCL turned out to be), with one WARN line per path that
 // turned out unavailable and the forced-path checks after each step.
-arfuseResult_t buildGroup(Group* g, Transport* t, const LogContext& ctx, std::string* message);
+Status buildGroup(Group* g, Transport* t, const LogContext& ctx);
 
 // The communicator of local rank `rank` on `device`: registered, and the group's init line logged.
 arfuseComm* publishRank(Group* g, int rank, int device, int arch);
