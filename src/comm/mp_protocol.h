@@ -36,8 +36,8 @@ struct Hello {
   char text[kTextBytes];
   uint8_t uuid[16];
   uint64_t hostHash;
-  uint64_t cookie;  // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
-  int64_t pid;      // not an identity (see cookie); kept for post-mortems of the exchanged bytes
+  uint64_t cookie;     // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
+  int64_t pid;         // not an identity (see cookie); kept for post-mortems of the exchanged bytes
   char groupName[32];  // rank 0: the segments it created (shmRandomName)
   char hostName[32];
   int32_t arch, smCount, canMapHost;
@@ -55,7 +55,7 @@ struct Wire {
   char reachWhy[96];         // why not, for the first rank it cannot reach
   cudaIpcMemHandle_t staging, control, ll;
   uint64_t stagingPtr, controlPtr, llPtr;  // raw, for a rank of the same process (same cookie)
-  ncclUniqueId ncclId;                      // rank 0
+  ncclUniqueId ncclId;                     // rank 0
   // The plan limits this rank resolved (policy/resolve.h: its calibration file, its view of the
   // fabric): every rank must use the same ones, or their plans, and so their calls, could diverge.
   int64_t oneShotMax, hostOneShotMax, hostStagedMax, lowLatencyMax, ncclAbove;
@@ -77,9 +77,7 @@ struct InitArea {
 constexpr size_t kSharedBytes = (sizeof(GroupShared) + 4095) / 4096 * 4096;
 constexpr size_t kSegmentBytes = kSharedBytes + sizeof(InitArea);
 
-inline void setText(char* dst, const std::string& s) {
-  std::snprintf(dst, kTextBytes, "%s", s.c_str());
-}
+inline void setText(char* dst, const std::string& s) { std::snprintf(dst, kTextBytes, "%s", s.c_str()); }
 
 // Posts this rank's blob for `phase` (1..kPhases-1) and waits, bounded by timeoutMs, for every
 // rank's; *all gets the nranks blobs in rank order. Fails naming the ranks that did not arrive.

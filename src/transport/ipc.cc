@@ -69,9 +69,10 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
     int e = launchProofStore(g->peers.staging[s] + rank * slice, words, seedOf(rank, s));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
-      why = strprintf("peer access from rank %d to rank %d's GPU (IPC mapping) is advertised but a store through it "
-                      "failed: %s",
-                      rank, s, cudaText(e));
+      why = strprintf(
+          "peer access from rank %d to rank %d's GPU (IPC mapping) is advertised but a store through it "
+          "failed: %s",
+          rank, s, cudaText(e));
   }
   cudaGetLastError();
   mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;  // a verdict here, not an init failure
@@ -95,15 +96,14 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
         why = strprintf("peer access between ranks %d and %d (IPC mapping) is advertised but checking it failed: %s",
                         rank, s, cudaText(e));
       } else if (count[0] || count[1]) {
-        why = strprintf("peer access between ranks %d and %d (IPC mapping) is advertised but %s (%u and %u of %zu "
-                        "words wrong): ACS or an IOMMU likely",
-                        count[0] ? s : rank, count[0] ? rank : s,
-                        count[0] ? "a peer store did not land" : "a peer load returned wrong data", count[0], count[1],
-                        words);
+        why = strprintf(
+            "peer access between ranks %d and %d (IPC mapping) is advertised but %s (%u and %u of %zu "
+            "words wrong): ACS or an IOMMU likely",
+            count[0] ? s : rank, count[0] ? rank : s,
+            count[0] ? "a peer store did not land" : "a peer load returned wrong data", count[0], count[1], words);
       }
     }
-    if (e != cudaSuccess && why.empty())
-      why = strprintf("rank %d could not check peer access: %s", rank, cudaText(e));
+    if (e != cudaSuccess && why.empty()) why = strprintf("rank %d could not check peer access: %s", rank, cudaText(e));
     if (wrong) cudaFree(wrong);
     cudaGetLastError();
   } else {
@@ -211,8 +211,8 @@ void localReach(int nranks, int rank, int device, int count, const std::vector<H
       if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) {
         w->reach[s] = 1;
       } else if (!w->reachWhy[0]) {
-        std::snprintf(w->reachWhy, sizeof w->reachWhy, "cudaDeviceEnablePeerAccess(%d -> %d): %s", device,
-                      ordinalOf[s], cudaGetErrorString(e));
+        std::snprintf(w->reachWhy, sizeof w->reachWhy, "cudaDeviceEnablePeerAccess(%d -> %d): %s", device, ordinalOf[s],
+                      cudaGetErrorString(e));
       }
       cudaGetLastError();
     }

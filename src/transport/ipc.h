@@ -18,9 +18,9 @@
 namespace arfuse {
 
 struct IpcWhere {
-  int rank, device, count, timeoutMs;  // count: CUDA devices this process sees
+  int rank, device, count, timeoutMs;    // count: CUDA devices this process sees
   const std::vector<mp::Hello>* hellos;  // phase A, every rank's
-  ShmSegment *seg, *reservedHost;      // the group segment (mapped), rank 0's reserved host-staged one
+  ShmSegment *seg, *reservedHost;        // the group segment (mapped), rank 0's reserved host-staged one
   std::string groupName, hostName;
   mp::InitArea* ia;
   LogContext ctx;

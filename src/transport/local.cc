@@ -63,8 +63,8 @@ Status allocateHostArena(Group* g, const std::vector<int>& unique, long long mes
     }
   }
   const size_t bytes = hostAreaBytesFor(*g, messageBytes);
-  cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->hostArena), bytes,
-                                 cudaHostAllocMapped | cudaHostAllocPortable);
+  cudaError_t ce =
+      cudaHostAlloc(reinterpret_cast<void**>(&g->hostArena), bytes, cudaHostAllocMapped | cudaHostAllocPortable);
   if (ce != cudaSuccess) {
     cudaGetLastError();
     g->hostArena = nullptr;
@@ -128,10 +128,11 @@ Status proveP2p(Group* g) {
       }
       if (wrongStore || wrongLoad) {
         f.p2p = false;
-        f.p2pDetail = strprintf("peer access from device %d to device %d is advertised but %s (%u and %u of %zu words "
-                                "wrong): ACS or an IOMMU likely",
-                                a, b, wrongStore ? "a peer store did not land" : "a peer load returned wrong data",
-                                wrongStore, wrongLoad, words);
+        f.p2pDetail = strprintf(
+            "peer access from device %d to device %d is advertised but %s (%u and %u of %zu words "
+            "wrong): ACS or an IOMMU likely",
+            a, b, wrongStore ? "a peer store did not land" : "a peer load returned wrong data", wrongStore, wrongLoad,
+            words);
         return Status();
       }
     }
@@ -143,8 +144,7 @@ Status proveP2p(Group* g) {
 // (the same device for virtual ranks, a peer device with peer access enabled otherwise: UVA).
 class InProcessTransport : public Transport {
  public:
-  InProcessTransport(const int* devices, std::vector<int> unique)
-      : devices_(devices), unique_(std::move(unique)) {}
+  InProcessTransport(const int* devices, std::vector<int> unique) : devices_(devices), unique_(std::move(unique)) {}
 
   Status allocate(Group* g) override {
     const cudaError_t ce = cudaHostAlloc(reinterpret_cast<void**>(&g->shared), sizeof(GroupShared),

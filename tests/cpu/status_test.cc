@@ -1,9 +1,9 @@
 // core/status.h: one error currency inside the library, with a file:line trail like NCCL's NCCLCHECK.
+#include "core/status.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "core/status.h"
 
 namespace arfuse {
 namespace {
