@@ -45,6 +45,7 @@ struct Group {
   GroupShared* sharedDev = nullptr;  // the same memory as kernels address it
   bool multiProcess = false;  // created by arfuseCommInitRank*: one local rank, peers in other processes
   bool flight = true;         // kernels stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
+  bool ncclPlanned = false;   // init/group_plan.h: every rank has its own GPU, so NCCL is tried
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
   std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
@@ -93,19 +94,9 @@ bool commIsLive(const arfuseComm* c);
 void commRegister(arfuseComm* c);
 void commUnregister(arfuseComm* c);
 
-// Building blocks shared by in-process (comm.cc) and multi-process (multiprocess.cc) creation.
-// Sizes g->ws from the limits, nranks and fabric.maxBlocks (the host part from hostMessageBytes, 0
-// before the host area is decided), and tells the fabric the per-CTA region sizes the plan checks.
-void sizeWorkspace(Group* g, long long hostMessageBytes);
-arfuseResult_t allocateRank(Group* g, int r, int device, std::string* message);  // staging, control, ll, aux
-size_t hostArenaBytes(int nranks, size_t slotBytes);
-long long hostMessageBytesFor(const Group& g);  // largest message the host area of this group carries
-void layoutHostArena(Group* g, char* devBase, long long messageBytes);  // sets g->host, fabric.hostStaged*
 // Copies local rank r's device flight recorder into g.shared->flight[r] (bounded: gives up after
 // `waitMs` if the device does not answer, e.g. a hung kernel); false (and the mirror untouched) then.
 bool refreshFlight(const Group& g, int r, int waitMs = 500);
-// Group-wide kernel facts from the ranks' architectures: clusters (sm_90+ everywhere), PDL.
-void setArchFacts(Group* g, int minArch);
 void freeGroup(Group* g);
 void startWatching(Group* g);  // ARFUSE_WATCHDOG_MS / ARFUSE_DUMP_ON_SIGNAL: register with the watchdog
 

@@ -9,15 +9,25 @@
 //      + the exchange area of the later phases) and reserves the host-staged one, under independent
 //      random names, so that no other local user can take a name between its publication and its
 //      creation (shm.h); its hello carries both names, and the others map the group segment.
+//      From the facts every rank makes the init decisions of init/group_plan.h (CTA caps, the
+//      policy with ARFUSE_CALIBRATION_FILE and the fabric defaults, workspace sizes), as an
+//      in-process group does.
 //   B  (through the segment): CUDA IPC handles of each rank's staging/control/low-latency buffers,
-//      each rank's view of peer access to every other rank's GPU, rank 0's NCCL id. The group has
-//      peer access if every rank can reach every other GPU (or shares it). Without it (or when
-//      forced) rank 0 creates the host-staged area, which everyone maps and registers with CUDA.
-//   C  (segment): every rank reports whether it mapped everything; any failure fails every rank
-//      with that rank's message. Rank 0 then unlinks the segment names: the memory lives while
-//      mapped, so a process that dies later leaves nothing in /dev/shm.
-//   D  (segment): NCCL, when every rank has its own GPU: ncclCommInitRank, then every rank reports;
+//      each rank's view of peer access to every other rank's GPU, rank 0's NCCL id, the plan limits
+//      each rank resolved (any difference: every rank uses the configured ones). The group has
+//      peer access if every rank can reach every other GPU (or shares it).
+//   C  (segment): every rank reports whether it mapped every peer's buffers; any failure fails
+//      every rank with that rank's message.
+//   D, E (segment, with peer access): the mappings are proven with seeded stores and loads
+//      (proveIpcPeers); a failure turns peer access off for every rank.
+//   F  (segment): NCCL, when every rank has its own GPU: ncclCommInitRank, then every rank reports;
 //      if any failed, every rank drops NCCL (the plan then says why).
+//   G  (segment): without peer access (or when forced) rank 0 sizes the host-staged area (smaller
+//      when NCCL takes the large messages), which everyone maps and registers with CUDA; every rank
+//      reports. Rank 0 then unlinks the segment names: the memory lives while mapped, so a process
+//      that dies later leaves nothing in /dev/shm.
+// B-G are init/group_builder.h's sequence (buildGroup) over IpcTransport, the same sequence and
+// decisions as an in-process group's.
 // Every wait is bounded by the init timeout and names the ranks that did not arrive.
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -38,66 +48,16 @@
 #include "comm/shm.h"
 #include "common/params.h"
 #include "algos/launch.h"
+#include "core/status.h"
+#include "init/group_builder.h"
+#include "comm/mp_protocol.h"
+#include "topo/probe_map.h"
+#include "transport/ipc.h"
 
 namespace arfuse {
 namespace {
 
-constexpr uint32_t kHelloMagic = 0xA2F0B007u;
-constexpr int kTextBytes = 240;
-constexpr int kPhases = 4;  // B = 1, C = 2, D = 3 through the segment (A goes through the rendezvous)
-constexpr size_t kSlotBytes = 1024;
-constexpr uint32_t kReady = 0x5EADu;
-
-struct Hello {
-  uint32_t magic;
-  uint32_t abi;
-  int32_t nranks;
-  int32_t rank;
-  int32_t status;  // arfuseResult_t of this rank's local checks
-  char text[kTextBytes];
-  uint8_t uuid[16];
-  uint64_t hostHash;
-  uint64_t cookie;  // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
-  int64_t pid;      // not an identity (see cookie); kept for post-mortems of the exchanged bytes
-  char groupName[32];  // rank 0: the segments it created (shmRandomName)
-  char hostName[32];
-  int32_t arch, smCount, canMapHost;
-  int32_t resLowLatency, resNarrow, resWide, resClusters[kMaxChunks + 1];  // algos/launch.h Residency
-  int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;
-  uint32_t dtypeMask;
-  int64_t oneShotMax, hostOneShotMax, hostStagedMax;
-  int32_t deterministic;
-};
-
-struct Wire {
-  int32_t status;
-  char text[kTextBytes];
-  uint8_t reach[kMaxRanks];  // 1: this rank can load/store rank s's memory (peer access, or the same GPU)
-  char reachWhy[96];         // why not, for the first rank it cannot reach
-  cudaIpcMemHandle_t staging, control, ll;
-  uint64_t stagingPtr, controlPtr, llPtr;  // raw, for a rank of the same process (same cookie)
-  ncclUniqueId ncclId;                      // rank 0
-};
-static_assert(sizeof(Wire) <= kSlotBytes, "Wire must fit a slot");
-
-struct Status {
-  int32_t status;
-  char text[kTextBytes];
-};
-
-struct InitArea {
-  std::atomic<uint32_t> ready;
-  std::atomic<uint32_t> phase[kMaxRanks];
-  std::atomic<uint32_t> departed[kMaxRanks];
-  alignas(64) char slots[kPhases][kMaxRanks][kSlotBytes];
-};
-
-constexpr size_t kSharedBytes = (sizeof(GroupShared) + 4095) / 4096 * 4096;
-constexpr size_t kSegmentBytes = kSharedBytes + sizeof(InitArea);
-
-void setText(char* dst, const std::string& s) {
-  std::snprintf(dst, kTextBytes, "%s", s.c_str());
-}
+using namespace mp;  // NOLINT: this file is the protocol's other half
 
 uint64_t hostHash() {
   char name[256] = {};
@@ -108,12 +68,6 @@ uint64_t hostHash() {
   for (const std::string& s : {std::string(name), boot})
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
-}
-
-std::string uuidText(const uint8_t* u) {
-  std::string s = "GPU-";
-  for (int i = 0; i < 16; ++i) s += strprintf("%02x%s", u[i], (i == 3 || i == 5 || i == 7 || i == 9) ? "-" : "");
-  return s;
 }
 
 // Rank 0's segments until the group owns them: released (and their names removed) on every early
@@ -135,54 +89,14 @@ bool segmentNameOk(const char* name) {
   return n.size() < 32 && n.rfind("/arfuse-", 0) == 0 && n.find('/', 1) == std::string::npos;
 }
 
-// Posts this rank's blob for `phase` and waits (bounded) for every rank's.
-arfuseResult_t segmentExchange(InitArea* ia, int phase, int rank, int nranks, const void* mine, size_t bytes,
-                               int timeoutMs, std::vector<uint8_t>* all, std::string* message) {
-  std::memcpy(ia->slots[phase][rank], mine, bytes);
-  ia->phase[rank].store(static_cast<uint32_t>(phase), std::memory_order_release);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-  for (int spins = 0;; ++spins) {
-    std::string missing;
-    for (int s = 0; s < nranks; ++s)
-      if (ia->phase[s].load(std::memory_order_acquire) < static_cast<uint32_t>(phase))
-        missing += (missing.empty() ? "" : ",") + std::to_string(s);
-    if (missing.empty()) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      *message = strprintf("init phase %c: rank(s) %s did not arrive within %d ms (did they fail or die? see their "
-                           "logs)",
-                           'A' + phase, missing.c_str(), timeoutMs);
-      return arfusePeerTimeout;
-    }
-    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  all->resize(static_cast<size_t>(nranks) * bytes);
-  for (int s = 0; s < nranks; ++s) std::memcpy(all->data() + s * bytes, ia->slots[phase][s], bytes);
-  return arfuseSuccess;
-}
-
-// The first failure among the ranks' posted statuses, as every rank will report it.
-template <typename T>
-bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* code, std::string* message) {
-  for (int s = 0; s < nranks; ++s) {
-    const T* t = reinterpret_cast<const T*>(all.data() + s * sizeof(T));
-    if (t->status != arfuseSuccess) {
-      *code = arfuseResult_t(t->status);
-      *message = strprintf("rank %d: %.*s", s, kTextBytes, t->text);
-      return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
-arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
-                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message) {
-  {
-    const std::string bad = checkRankArgs(nranks, rank);  // before anything is indexed by rank
-    if (!bad.empty()) return *message = bad, arfuseInvalidArgument;
-  }
-  // ---- local checks; a failure is posted, not returned, so the others learn it -----------------
+// This rank's hello: its facts and resolved config, or the first local failure (posted, not
+// returned, so that the other ranks learn it). Rank 0 also creates the group segment and reserves
+// the host-staged one here, before any other process learns their names.
+Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config, bool haveComm, ResolvedConfig* rcOut,
+                 int* countOut, SegmentsBeforeGroup* earlyOut) {
+  ResolvedConfig& rc = *rcOut;
+  int& count = *countOut;
+  SegmentsBeforeGroup& early = *earlyOut;
   Hello me{};
   me.magic = kHelloMagic;
   me.abi = ARFUSE_VERSION_CODE;
@@ -191,7 +105,6 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   me.pid = getpid();
   me.hostHash = hostHash();
   me.cookie = processCookie();
-  ResolvedConfig rc;
   std::string why;
   arfuseResult_t local = arfuseSuccess;
   auto localFail = [&](arfuseResult_t code, const std::string& text) {
@@ -200,12 +113,11 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
       why = text;
     }
   };
-  if (!comm) localFail(arfuseInvalidArgument, "comm is NULL: pass the address of an arfuseComm_t");
+  if (!haveComm) localFail(arfuseInvalidArgument, "comm is NULL: pass the address of an arfuseComm_t");
   {
     std::string m;
     if (resolveConfig(config, nranks, &rc, &m) != arfuseSuccess) localFail(arfuseInvalidArgument, m);
   }
-  int count = 0;
   const cudaError_t countError = cudaGetDeviceCount(&count);
   if (countError != cudaSuccess || count == 0) {
     cudaGetLastError();
@@ -244,7 +156,6 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   me.hostOneShotMax = rc.policy.hostOneShotMaxBytes;
   me.hostStagedMax = rc.policy.hostStagedMaxBytes;
   me.deterministic = rc.policy.deterministic ? 1 : 0;
-  SegmentsBeforeGroup early;
   if (rank == 0 && local == arfuseSuccess) {
     std::string err;
     const std::string gname = shmRandomName("g"), hname = shmRandomName("h");
@@ -261,6 +172,94 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   }
   me.status = local;
   setText(me.text, why);
+  return me;
+}
+
+// Phase A's checks, the same on every rank: one arfuse version, one host, one config.
+Status checkHellos(const std::vector<Hello>& h) {
+  for (size_t s = 0; s < h.size(); ++s) {
+    if (h[s].magic != kHelloMagic || h[s].abi != ARFUSE_VERSION_CODE)
+      return ARFUSE_FAIL(arfuseMismatch, "rank %zu runs another arfuse version (abi %u, this rank %u)", s, h[s].abi,
+                         ARFUSE_VERSION_CODE);
+    if (h[s].hostHash != h[0].hostHash)
+      return ARFUSE_FAIL(arfuseUnsupported,
+                         "rank %zu is on another host than rank 0: arfuse groups span one host (use NCCL across hosts)",
+                         s);
+#define SAME(field, label)                                                                                     \
+  if (h[s].field != h[0].field)                                                                              \
+    return ARFUSE_FAIL(arfuseMismatch,                                                                       \
+                       "ranks disagree on the config: rank 0 has %s=%lld, rank %zu has %lld; give every rank the " \
+                       "same arfuseConfig_t and ARFUSE_* environment",                                       \
+                       label, (long long)h[0].field, s, (long long)h[s].field);
+    SAME(maxTokens, "maxTokens") SAME(maxHidden, "maxHidden") SAME(dtypeMask, "dtypeMask")
+    SAME(forcedAlgo, "algo") SAME(timeoutMs, "timeoutMs") SAME(maxBlocks, "maxBlocks")
+    SAME(oneShotMax, "ARFUSE_ONESHOT_MAX_BYTES") SAME(hostOneShotMax, "ARFUSE_HOST_ONESHOT_MAX_BYTES")
+    SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES") SAME(deterministic, "deterministic")
+#undef SAME
+  }
+  return Status();
+}
+
+// The facts init/group_plan.h plans from, from every rank's hello.
+GroupFacts factsFromHellos(const std::vector<Hello>& h, const ResolvedConfig& rc) {
+  GroupFacts facts;
+  facts.multiProcess = true;
+  facts.config = rc;
+  facts.ranks.resize(h.size());
+  for (size_t s = 0; s < h.size(); ++s) {
+    RankFacts& rf = facts.ranks[s];
+    rf.uuid = topo::formatGpuUuid(h[s].uuid);
+    rf.arch = h[s].arch;
+    rf.sms = h[s].smCount;
+    rf.lowLatency = h[s].resLowLatency;
+    rf.narrow = h[s].resNarrow;
+    rf.wide = h[s].resWide;
+    for (int c = 0; c <= kMaxChunks; ++c) rf.clusters[c] = h[s].resClusters[c];
+  }
+  return facts;
+}
+
+// Maps the group segment (rank 0 made it before phase A), waits (bounded) until it is ready, and
+// sets the group's departure wait.
+Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs,
+                   InitArea** iaOut) {
+  std::string err;
+  if (rank != 0 && !shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err))
+    return ARFUSE_FAIL(arfuseSystemError, "init: %s", err.c_str());
+  InitArea* ia = *iaOut = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
+  if (rank != 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (ia->ready.load(std::memory_order_acquire) != kReady) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return ARFUSE_FAIL(arfusePeerTimeout, "init: %s never became ready (rank 0 failed or died?)",
+                           groupName.c_str());
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  const int nranks = g->nranks;
+  g->depart = [ia, nranks, timeoutMs](int r) {
+    // Destroy waits (bounded) until every rank has left its last call, so no peer still reads our memory.
+    ia->departed[r].store(1, std::memory_order_release);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(timeoutMs, 5000));
+    for (int s = 0; s < nranks; ++s)
+      while (!ia->departed[s].load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  return Status();
+}
+
+}  // namespace
+
+arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
+                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message) {
+  {
+    const std::string bad = checkRankArgs(nranks, rank);  // before anything is indexed by rank
+    if (!bad.empty()) return *message = bad, arfuseInvalidArgument;
+  }
+  ResolvedConfig rc;
+  int count = 0;
+  SegmentsBeforeGroup early;
+  const Hello me = localHello(nranks, rank, device, config, comm != nullptr, &rc, &count, &early);
 
   // ---- phase A ------------------------------------------------------------------------------------
   std::vector<uint8_t> all;
@@ -271,78 +270,21 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   std::vector<Hello> h(nranks);
   std::memcpy(h.data(), all.data(), all.size());
   if (firstFailure<Hello>(all, nranks, &st, message)) return st;
-  for (int s = 0; s < nranks; ++s) {
-    if (h[s].magic != kHelloMagic || h[s].abi != ARFUSE_VERSION_CODE)
-      return *message = strprintf("rank %d runs another arfuse version (abi %u, this rank %u)", s, h[s].abi,
-                                  ARFUSE_VERSION_CODE),
-             arfuseMismatch;
-    if (h[s].hostHash != h[0].hostHash)
-      return *message = strprintf("rank %d is on another host than rank 0: arfuse groups span one host (use NCCL "
-                                  "across hosts)",
-                                  s),
-             arfuseUnsupported;
-#define SAME(field, label)                                                                                       \
-  if (h[s].field != h[0].field)                                                                                \
-    return *message = strprintf("ranks disagree on the config: rank 0 has %s=%lld, rank %d has %lld; give every " \
-                                "rank the same arfuseConfig_t and ARFUSE_* environment",                        \
-                                label, (long long)h[0].field, s, (long long)h[s].field),                        \
-           arfuseMismatch;
-    SAME(maxTokens, "maxTokens") SAME(maxHidden, "maxHidden") SAME(dtypeMask, "dtypeMask")
-    SAME(forcedAlgo, "algo") SAME(timeoutMs, "timeoutMs") SAME(maxBlocks, "maxBlocks")
-    SAME(oneShotMax, "ARFUSE_ONESHOT_MAX_BYTES") SAME(hostOneShotMax, "ARFUSE_HOST_ONESHOT_MAX_BYTES")
-    SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES") SAME(deterministic, "deterministic")
-#undef SAME
-  }
+  st = checkHellos(h).into(message);
+  if (st != arfuseSuccess) return st;
   const int timeoutMs = std::max(30000, rc.timeoutMs);
 
   // ---- the group, from the same bytes on every rank -----------------------------------------------
-  Group* g = new Group();
-  g->multiProcess = true;
-  g->nranks = nranks;
-  g->limits = rc.limits;
-  g->policy = rc.policy;
-  g->flight = paramFlightRecorder();
-  g->timeoutNs = static_cast<uint64_t>(rc.timeoutMs) * 1000000ull;
-  g->ranks.resize(nranks);
-  Fabric& f = g->fabric;
-  f.nranks = nranks;
-  int smCount = 1 << 30;
-  bool distinct = true;
-  std::vector<DeviceResidency> residency;  // one entry per rank (ranks on one GPU each count it)
-  for (int s = 0; s < nranks; ++s) {
-    int same = 0;
-    for (int t = 0; t < nranks; ++t) same += std::memcmp(h[s].uuid, h[t].uuid, 16) == 0;
-    if (same > 1) distinct = false;
-    DeviceResidency dr;
-    dr.sms = h[s].smCount;
-    dr.ranks = same;
-    dr.lowLatency = h[s].resLowLatency;
-    dr.narrow = h[s].resNarrow;
-    dr.wide = h[s].resWide;
-    for (int c = 0; c <= kMaxChunks; ++c) dr.clusters[c] = h[s].resClusters[c];
-    residency.push_back(dr);
-    smCount = std::min(smCount, h[s].smCount);
-  }
-  f.virtualRanks = !distinct;
-  f.smCount = smCount;
-  {
-    std::string why;
-    if (!setBlockCaps(residency, rc.maxBlocks, &f, &why)) {
-      delete g;
-      return *message = why, arfuseUnsupported;
-    }
-  }
-  int minArch = h[0].arch;
-  for (int s = 1; s < nranks; ++s) minArch = std::min(minArch, static_cast<int>(h[s].arch));
-  setArchFacts(g, minArch);
-  sizeWorkspace(g, 0);  // staging and low-latency buffers; the host part once the host area is decided
-  const bool ncclPlanned = nranks > 1 && distinct;
-  f.nccl = ncclPlanned;  // until phase D says otherwise (sizes the host area)
-  if (!ncclPlanned)
-    f.ncclDetail = nranks == 1 ? "a single rank needs no NCCL"
-                               : "NCCL needs one GPU per rank; ranks of this group share a GPU";
+  LogContext ctx;
+  ctx.rank = rank;
+  ctx.device = device;
+  ctx.arch = h[rank].arch;
+  GroupFacts facts = factsFromHellos(h, rc);
+  Group* g = nullptr;
+  st = makeGroup(&facts, ctx, &g).into(message);
+  if (st != arfuseSuccess) return st;
   if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
-    delete g;
+    freeGroup(g);
     return *message = "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
                       "arfuse release?",
            arfuseMismatch;
@@ -355,8 +297,6 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     freeGroup(g);
     return code;
   };
-
-  // ---- the group segment (rank 0 made it before phase A) ---------------------------------------------
   ShmSegment* seg = early.group.release();
   ShmSegment* reservedHost = early.host.release();
   g->cleanups.push_back([seg, reservedHost] {
@@ -365,257 +305,19 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     delete seg;
     delete reservedHost;
   });
-  std::string err;
-  if (rank != 0 && !shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err))
-    return *message = "init: " + err, fail(arfuseSystemError);
-  auto* ia = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
-  if (rank != 0) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-    while (ia->ready.load(std::memory_order_acquire) != kReady) {
-      if (std::chrono::steady_clock::now() > deadline)
-        return *message = strprintf("init: %s never became ready (rank 0 failed or died?)", groupName.c_str()),
-               fail(arfusePeerTimeout);
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
-  g->depart = [ia, nranks, timeoutMs](int r) {
-    // Destroy waits (bounded) until every rank has left its last call, so no peer still reads our memory.
-    ia->departed[r].store(1, std::memory_order_release);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(timeoutMs, 5000));
-    for (int s = 0; s < nranks; ++s)
-      while (!ia->departed[s].load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-  };
-
-  // ---- phase B: this rank's buffers and view of peer access -----------------------------------------
-  Wire w{};
-  arfuseResult_t localB = arfuseSuccess;
-  std::string whyB;
-  if (!shmRegister(seg, &err)) {
-    localB = arfuseCudaError;
-    whyB = err;
-  } else {
-    g->shared = static_cast<GroupShared*>(seg->host);
-    g->sharedDev = static_cast<GroupShared*>(seg->device);
-  }
-  if (localB == arfuseSuccess) {
-    localB = allocateRank(g, rank, device, &whyB);
-    RankResources& rr = g->ranks[rank];
-    if (localB == arfuseSuccess) {
-      cudaError_t e = cudaIpcGetMemHandle(&w.staging, rr.staging);
-      if (e == cudaSuccess) e = cudaIpcGetMemHandle(&w.control, rr.control);
-      if (e == cudaSuccess && rr.ll) e = cudaIpcGetMemHandle(&w.ll, rr.ll);
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        localB = arfuseCudaError;
-        whyB = strprintf("cudaIpcGetMemHandle: %s", cudaGetErrorString(e));
-      }
-      w.stagingPtr = reinterpret_cast<uint64_t>(rr.staging);
-      w.controlPtr = reinterpret_cast<uint64_t>(rr.control);
-      w.llPtr = reinterpret_cast<uint64_t>(rr.ll);
-    }
-  }
-  // Peer access from this process's GPU to each rank's GPU, found by UUID among the GPUs this
-  // process sees (CUDA_VISIBLE_DEVICES may hide some).
-  std::vector<int> ordinalOf(nranks, -1);
-  for (int d = 0; d < count; ++d) {
-    cudaDeviceProp p;
-    if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
-    for (int s = 0; s < nranks; ++s)
-      if (std::memcmp(p.uuid.bytes, h[s].uuid, 16) == 0) ordinalOf[s] = d;
-  }
-  cudaGetLastError();
-  for (int s = 0; s < nranks; ++s) {
-    if (std::memcmp(h[s].uuid, h[rank].uuid, 16) == 0) {
-      w.reach[s] = 1;
-      continue;
-    }
-    int can = 0;
-    if (ordinalOf[s] < 0) {
-      if (!w.reachWhy[0])
-        std::snprintf(w.reachWhy, sizeof w.reachWhy, "rank %d's GPU is not visible to rank %d (CUDA_VISIBLE_DEVICES?)",
-                      s, rank);
-    } else if (cudaDeviceCanAccessPeer(&can, device, ordinalOf[s]) != cudaSuccess || !can) {
-      if (!w.reachWhy[0])
-        std::snprintf(w.reachWhy, sizeof w.reachWhy, "cudaDeviceCanAccessPeer(%d, %d) = 0 (ranks %d, %d)", device,
-                      ordinalOf[s], rank, s);
-    } else {
-      const cudaError_t e = cudaDeviceEnablePeerAccess(ordinalOf[s], 0);
-      if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) {
-        w.reach[s] = 1;
-      } else if (!w.reachWhy[0]) {
-        std::snprintf(w.reachWhy, sizeof w.reachWhy, "cudaDeviceEnablePeerAccess(%d -> %d): %s", device,
-                      ordinalOf[s], cudaGetErrorString(e));
-      }
-      cudaGetLastError();
-    }
-  }
-  if (rank == 0 && ncclPlanned && localB == arfuseSuccess) {
-    const ncclResult_t nr = ncclGetUniqueId(&w.ncclId);
-    if (nr != ncclSuccess) {
-      localB = arfuseNcclError;
-      whyB = strprintf("ncclGetUniqueId: %s", ncclGetErrorString(nr));
-    }
-  }
-  w.status = localB;
-  setText(w.text, whyB);
-  st = segmentExchange(ia, 1, rank, nranks, &w, sizeof w, timeoutMs, &all, message);
+  InitArea* ia = nullptr;
+  st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia).into(message);
   if (st != arfuseSuccess) return fail(st);
-  if (firstFailure<Wire>(all, nranks, &st, message)) return fail(st);
-  std::vector<Wire> ws(nranks);
-  std::memcpy(ws.data(), all.data(), all.size());
 
-  f.p2p = true;
-  for (int s = 0; s < nranks && f.p2p; ++s)
-    for (int t = 0; t < nranks; ++t)
-      if (!ws[s].reach[t]) {
-        f.p2p = false;
-        f.p2pDetail = ws[s].reachWhy[0] ? ws[s].reachWhy : strprintf("rank %d cannot reach rank %d", s, t);
-        break;
-      }
-  if (!f.p2p) f.lowLatencyMaxBytes = 0;
-  const int forced = rc.policy.forcedAlgo;
-  if ((forced == arfuseAlgoOneShot || forced == arfuseAlgoTwoShot || forced == arfuseAlgoLowLatency) && !f.p2p)
-    return *message = strprintf("config: algo=%s (forced by %s) needs peer access: %s",
-                                arfuseAlgoName(arfuseAlgo_t(forced)), rc.policy.forcedBy.c_str(), f.p2pDetail.c_str()),
-           fail(arfuseUnsupported);
-  if (forced == arfuseAlgoNccl && !ncclPlanned)
-    return *message = strprintf("config: algo=nccl (forced by %s) is unavailable: %s", rc.policy.forcedBy.c_str(),
-                                f.ncclDetail.c_str()),
-           fail(arfuseUnsupported);
-
-  // ---- map the peers' buffers, and the host area when needed ----------------------------------------
-  Status sc{};
-  std::string whyC;
-  arfuseResult_t localC = arfuseSuccess;
-  if (f.p2p) {
-    for (int s = 0; s < nranks && localC == arfuseSuccess; ++s) {
-      if (s == rank) continue;
-      auto open = [&](const cudaIpcMemHandle_t& hnd, uint64_t raw, char** out) {
-        if (sameProcess(h[s].hostHash, h[s].cookie, h[rank].hostHash, h[rank].cookie)) {  // its pointers are ours
-          *out = reinterpret_cast<char*>(raw);
-          return true;
-        }
-        void* p = nullptr;
-        const cudaError_t e = cudaIpcOpenMemHandle(&p, hnd, cudaIpcMemLazyEnablePeerAccess);
-        if (e != cudaSuccess) {
-          cudaGetLastError();
-          whyC = strprintf("cudaIpcOpenMemHandle(rank %d's buffer): %s", s, cudaGetErrorString(e));
-          return false;
-        }
-        g->cleanups.push_back([p] { cudaIpcCloseMemHandle(p); });
-        *out = static_cast<char*>(p);
-        return true;
-      };
-      char *staging = nullptr, *control = nullptr, *ll = nullptr;
-      if (!open(ws[s].staging, ws[s].stagingPtr, &staging) || !open(ws[s].control, ws[s].controlPtr, &control) ||
-          (g->ws.llBytes && !open(ws[s].ll, ws[s].llPtr, &ll))) {
-        localC = arfuseCudaError;
-        break;
-      }
-      g->peers.staging[s] = staging;
-      g->peers.control[s] = reinterpret_cast<ControlBlock*>(control);
-      g->peers.ll[s] = ll;
-    }
-  }
-  const bool needHost = nranks > 1 && (!f.p2p || forced == arfuseAlgoHostStaged);
-  if (needHost && localC == arfuseSuccess) {
-    bool canMap = true;
-    for (int s = 0; s < nranks; ++s) canMap = canMap && h[s].canMapHost;
-    if (!canMap) {
-      f.hostStagedDetail = "a GPU of the group cannot map host memory";
-    } else {
-      const long long messageBytes = hostMessageBytesFor(*g);
-      const size_t bytes =
-          hostArenaBytes(nranks, workspaceFor(g->limits, f, messageBytes, g->policy.deterministic).hostSlotBytes);
-      auto* hseg = new ShmSegment();
-      g->cleanups.push_back([hseg] {
-        shmRelease(hseg);
-        delete hseg;
-      });
-      // Rank 0 sizes the segment it reserved before phase A; posix_fallocate makes a full /dev/shm
-      // an error here, with the size and the fix, instead of a SIGBUS at the first touch.
-      if (rank == 0) {
-        *hseg = *reservedHost;
-        reservedHost->fd = -1;
-      }
-      const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
-                      shmRegister(hseg, &err);
-      if (!ok) {
-        localC = arfuseSystemError;
-        whyC = "host-staged area: " + err;
-      } else {
-        layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
-        g->hostArenaBytes = bytes;
-      }
-    }
-  } else if (!needHost) {
-    f.hostStagedDetail = nranks == 1 ? "a single rank needs no exchange"
-                                     : "peer access works, so no host exchange area is allocated (force "
-                                       "algo=hoststaged to get one)";
-  }
-  if (forced == arfuseAlgoHostStaged && localC == arfuseSuccess && !f.hostStaged)
-    return *message = strprintf("config: algo=hoststaged is unavailable: %s", f.hostStagedDetail.c_str()),
-           fail(arfuseUnsupported);
-
-  // ---- phase C: everyone mapped everything ----------------------------------------------------------
-  sc.status = localC;
-  setText(sc.text, whyC);
-  st = segmentExchange(ia, 2, rank, nranks, &sc, sizeof sc, timeoutMs, &all, message);
+  // ---- phases B-G (init/group_builder.h buildGroup over this process's transport) -------------------
+  const IpcWhere where{rank, device, count, timeoutMs, &h, seg, reservedHost, groupName, hostName, ia, ctx, rc.policy};
+  st = buildGroup(g, makeIpcTransport(where).get(), ctx).into(message);
   if (st != arfuseSuccess) return fail(st);
-  if (firstFailure<Status>(all, nranks, &st, message)) return fail(st);
-  if (rank == 0) {  // every rank has mapped both segments: the names can go
-    shmUnlink(groupName);
-    shmUnlink(hostName);
-  }
-
-  // ---- phase D: NCCL --------------------------------------------------------------------------------
-  if (ncclPlanned) {
-    Status sd{};
-    ncclComm_t nc = nullptr;
-    const ncclResult_t nr = ncclCommInitRank(&nc, nranks, ws[0].ncclId, rank);
-    if (nr != ncclSuccess) {
-      sd.status = arfuseNcclError;
-      setText(sd.text, strprintf("ncclCommInitRank: %s", ncclGetErrorString(nr)));
-    }
-    st = segmentExchange(ia, 3, rank, nranks, &sd, sizeof sd, timeoutMs, &all, message);
-    if (st != arfuseSuccess) {
-      if (nc) ncclCommAbort(nc);
-      return fail(st);
-    }
-    arfuseResult_t ncclCode;
-    std::string ncclWhy;
-    if (firstFailure<Status>(all, nranks, &ncclCode, &ncclWhy)) {
-      if (nc) ncclCommAbort(nc);
-      f.nccl = false;
-      f.ncclDetail = ncclWhy;
-      LogContext ctx;
-      ctx.rank = rank;
-      ctx.device = device;
-      ctx.arch = h[rank].arch;
-      ARFUSE_LOG(kLogWarn, ctx, "path=nccl", "disabled: %s", ncclWhy.c_str());
-      if (forced == arfuseAlgoNccl) return *message = "config: algo=nccl is unavailable: " + ncclWhy, fail(arfuseNcclError);
-    } else {
-      g->ranks[rank].nccl = nc;
-    }
-  }
 
   g->ranks[rank].arch = h[rank].arch;
   startWatching(g);
   g->live = 1;
-  arfuseComm* c = new arfuseComm();
-  c->group = g;
-  c->rank = rank;
-  c->device = device;
-  c->arch = h[rank].arch;
-  commRegister(c);
-  *comm = c;
-  ARFUSE_LOG(kLogInfo, c->logContext(), "",
-             "init: rank %d of %d (multi-process%s), staging %zu B, low-latency %zu B, maxBlocks %d, clusters %s, "
-             "pdl %s, p2p %s, nccl %s, host area %zu B",
-             rank, nranks, f.virtualRanks ? ", GPUs shared" : "", g->ws.stagingBytes, g->ws.llBytes, f.maxBlocks,
-             f.clusters ? "yes" : "no", f.pdl ? "yes" : "no", f.p2p ? "yes" : "no",
-             f.nccl ? "yes" : "no", g->hostArenaBytes);
+  *comm = publishRank(g, rank, device, h[rank].arch);
   return arfuseSuccess;
 }
 

@@ -11,6 +11,7 @@
 
 #include "arfuse/arfuse.h"
 #include "diag/log.h"
+#include "policy/defaults.h"
 
 extern char** environ;
 
@@ -46,16 +47,17 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_CHECK_POINTERS", "bool", "1",
      "Check with cudaPointerGetAttributes that every pointer is device memory of the communicator's GPU before "
      "launch (about a microsecond per pointer on the host; 0 skips it)."},
-    {"ARFUSE_ONESHOT_MAX_BYTES", "int", "524288",
+    {"ARFUSE_ONESHOT_MAX_BYTES", "int", ARFUSE_DEFAULT_TEXT(ARFUSE_DEFAULT_ONESHOT_MAX_BYTES),
      "Auto plan: use one-shot while message bytes x (nranks - 1) stays at or under this; two-shot above. "
-     "Unset, an in-process group whose GPUs NVML reports joined by NVLink pair by pair uses 2097152 (measured "
-     "on 4 x H200, docs/perf.md); a calibration file replaces both.",
+     "Unset, a group whose GPUs NVML reports joined by NVLink pair by pair uses 2097152 (measured on 4 x H200, "
+     "docs/perf.md) and a group whose ranks all share one GPU 4194304, in-process or one process per rank; a "
+     "calibration file replaces these.",
      0, 1ll << 40},
-    {"ARFUSE_HOST_ONESHOT_MAX_BYTES", "int", "131072",
+    {"ARFUSE_HOST_ONESHOT_MAX_BYTES", "int", ARFUSE_DEFAULT_TEXT(ARFUSE_DEFAULT_HOST_ONESHOT_MAX_BYTES),
      "Host-staged path: use its one-shot variant while message bytes x (nranks - 1) stays at or under this; "
      "two-shot above (two ranks always use one-shot).",
      0, 1ll << 40},
-    {"ARFUSE_HOST_STAGED_MAX_BYTES", "int", "1048576",
+    {"ARFUSE_HOST_STAGED_MAX_BYTES", "int", ARFUSE_DEFAULT_TEXT(ARFUSE_DEFAULT_HOST_STAGED_MAX_BYTES),
      "Auto plan without peer access: use the host-staged path for messages up to this many bytes per rank, NCCL "
      "above (when NCCL is available); also sizes the pinned host area in that case.",
      16, 1ll << 40},

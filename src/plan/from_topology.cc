@@ -25,7 +25,7 @@ bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices
     smCount = std::min(smCount, std::max(1, t.gpus[d].smCount));
     minCc = std::min(minCc, t.gpus[d].ccMajor * 10 + t.gpus[d].ccMinor);
   }
-  // sm_90 and newer split small rows over clusters and launch with PDL (comm.cc setArchFacts); a
+  // sm_90 and newer split small rows over clusters and launch with PDL (init/group_plan.cc planGroup); a
   // topology without compute capabilities (0) is planned without.
   f.clusters = minCc >= 90;
   f.pdl = f.clusters;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "policy/defaults.h"
 
 namespace arfuse {
 
@@ -48,13 +49,13 @@ struct Limits {
 struct PlanPolicy {
   int forcedAlgo = arfuseAlgoAuto;  // arfuseAlgo_t
   std::string forcedBy;             // "config", "ARFUSE_ALGO"
-  long long oneShotMaxBytes = 512 * 1024;
+  long long oneShotMaxBytes = ARFUSE_DEFAULT_ONESHOT_MAX_BYTES;
   // Host-staged path: one-shot while bytes x (n-1) stays under this (each rank reads every peer's
   // rows over its own PCIe link), two-shot beyond.
-  long long hostOneShotMaxBytes = 128 * 1024;
+  long long hostOneShotMaxBytes = ARFUSE_DEFAULT_HOST_ONESHOT_MAX_BYTES;
   // Without peer access, messages above this go to NCCL when NCCL is available (its pipelined ring
   // through host memory is the safer choice for bulk transfers until calibration says otherwise).
-  long long hostStagedMaxBytes = 1024 * 1024;
+  long long hostStagedMaxBytes = ARFUSE_DEFAULT_HOST_STAGED_MAX_BYTES;
   // Set from a matching calibration file (src/plan/calibration.h); the defaults leave the plan as
   // it is without one.
   // Auto plan: the low-latency path only while bytes <= this (the fabric's buffer limit still

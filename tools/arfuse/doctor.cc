@@ -23,6 +23,7 @@
 #include "doctor_checks.h"
 #include "harness/harness.h"
 #include "plan/calibration.h"
+#include "policy/resolve.h"
 #include "topo/probe.h"
 
 namespace arfuse {
@@ -229,12 +230,15 @@ int doctor(const std::vector<std::string>& args) {
 
   r.calibrationFile = paramCalibrationFile();
   if (!r.calibrationFile.empty() && r.haveTopology && !r.devices.empty() && a.topologyPath.empty()) {
-    std::vector<std::string> uuids;
-    for (int d : r.devices) uuids.push_back(r.topology.gpus[d].uuid);
-    PlanPolicy p;
-    r.calibrationApplies =
-        loadCalibrationPolicy(r.calibrationFile, uuids, topo::calibrationFingerprint(r.topology, r.devices),
-                              static_cast<int>(r.devices.size()), &p, &r.calibrationWhy);
+    // The library's own resolution (policy/resolve.h), for a group on every GPU doctor looked at.
+    PolicyInputs in;
+    for (int d : r.devices) in.uuids.push_back(r.topology.gpus[d].uuid);
+    in.topology = &r.topology;
+    in.calibrationFile = r.calibrationFile;
+    in.explicitEnv = explicitLimitsFromEnv();
+    const ResolvedPolicy rp = resolvePolicy(in);
+    r.calibrationApplies = rp.calibrationApplies;
+    r.calibrationWhy = rp.calibrationWhy;
   }
 
   r.shm = checkup::scanShm();

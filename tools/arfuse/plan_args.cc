@@ -1,6 +1,7 @@
 #include "plan_args.h"
 
 #include "args.h"
+#include "comm/config.h"
 #include "common/params.h"
 
 namespace arfuse {
@@ -88,6 +89,39 @@ bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::str
     return *error = "--no-p2p with --virtual: ranks on one GPU always reach each other's memory; drop one", false;
   *out = a;
   return true;
+}
+
+}  // namespace cli
+}  // namespace arfuse
+
+namespace arfuse {
+namespace cli {
+
+ResolvedPolicy planPolicy(const PlanArgs& a, const topo::Topology& t, const std::vector<int>& devices,
+                          const ExplicitLimits& explicitEnv, const std::string& calibrationFile) {
+  topo::Topology named = t;
+  for (topo::Gpu& g : named.gpus)
+    if (g.uuid.empty()) g.uuid = "GPU-assumed-" + std::to_string(g.index);
+  PolicyInputs in;
+  // As arfuseCommInitAll with a default config: the environment over the built-in defaults.
+  ResolvedConfig rc;
+  std::string ignored;
+  if (resolveConfig(nullptr, static_cast<int>(devices.size()), &rc, &ignored) == arfuseSuccess) {
+    in.configured = rc.policy;
+  } else {  // ARFUSE_ALGO=local for several ranks (init would refuse it): the environment's limits still hold
+    in.configured.oneShotMaxBytes = paramOneShotMaxBytes();
+    in.configured.hostOneShotMaxBytes = paramHostOneShotMaxBytes();
+    in.configured.hostStagedMaxBytes = paramHostStagedMaxBytes();
+  }
+  if (a.algo != arfuseAlgoAuto) {
+    in.configured.forcedAlgo = a.algo;
+    in.configured.forcedBy = "--algo";
+  }
+  in.explicitEnv = explicitEnv;
+  for (int d : devices) in.uuids.push_back(d >= 0 && d < named.size() ? named.gpus[d].uuid : "");
+  in.topology = &named;
+  in.calibrationFile = calibrationFile;
+  return resolvePolicy(in);
 }
 
 }  // namespace cli

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "policy/resolve.h"
+
 #include "arfuse/arfuse.h"
 
 namespace arfuse {
@@ -29,6 +31,13 @@ struct PlanArgs {
 // False with *error naming the argument and what it wants (exit 2).
 bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::string* error);
 const char* planUsage();
+
+// The policy `arfuse plan` plans with for ranks on `devices` of `t`, resolved exactly as the library
+// resolves a group's (policy/resolve.h: the environment, ARFUSE_CALIBRATION_FILE, the fabric's
+// built-in limits), then --algo, which wins over ARFUSE_ALGO. GPUs of `t` without a UUID (an
+// assumed machine) get a placeholder one per index.
+ResolvedPolicy planPolicy(const PlanArgs& a, const topo::Topology& t, const std::vector<int>& devices,
+                          const ExplicitLimits& explicitEnv, const std::string& calibrationFile);
 
 }  // namespace cli
 }  // namespace arfuse

@@ -49,15 +49,6 @@ int plan(const std::vector<std::string>& args) {
     std::printf("%s", planUsage());
     return kExitOk;
   }
-  PlanPolicy policy;
-  policy.oneShotMaxBytes = paramOneShotMaxBytes();
-  policy.hostOneShotMaxBytes = paramHostOneShotMaxBytes();
-  policy.hostStagedMaxBytes = paramHostStagedMaxBytes();
-  if (a.algo != arfuseAlgoAuto) {
-    policy.forcedAlgo = a.algo;
-    policy.forcedBy = "--algo";
-  }
-
   Limits limits;
   limits.maxTokens = 1 << 20;
   limits.maxHidden = 1 << 20;
@@ -97,6 +88,9 @@ int plan(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (assumed && a.noP2p) f.p2pDetail = "--no-p2p given";
+  const ExplicitLimits explicitEnv = explicitLimitsFromEnv();
+  const ResolvedPolicy resolved = planPolicy(a, t, devices, explicitEnv, paramCalibrationFile());
+  const PlanPolicy& policy = resolved.policy;
   // As arfuseCommInitAll does: forcing host staging allocates the host exchange area even where peer
   // access works.
   if (policy.forcedAlgo == arfuseAlgoHostStaged && f.nranks > 1 && !f.hostStaged) {
@@ -104,11 +98,6 @@ int plan(const std::vector<std::string>& args) {
     f.hostStagedCapacity = 1ll << 40;  // sized from the caller's limits at init
     f.hostStagedDetail.clear();
   }
-  bool oneShotFromEnv = false;  // as the library does at init: an explicit setting wins
-  for (const ParamValue& v : paramValues())
-    oneShotFromEnv |= v.fromEnvironment && std::string(v.spec->name) == "ARFUSE_ONESHOT_MAX_BYTES";
-  if (!oneShotFromEnv) applyFabricDefaults(t, devices, &policy);
-
   if (assumed) {
     std::string gpus = a.virtualRanks ? "1 GPU holding " + std::to_string(a.ranks) + " virtual ranks"
                                       : std::to_string(a.ranks) + (a.ranks == 1 ? " GPU" : " GPUs, one rank each");
@@ -127,8 +116,12 @@ int plan(const std::vector<std::string>& args) {
               f.virtualRanks ? " (virtual)" : "", f.p2p ? "yes" : ("no: " + f.p2pDetail).c_str(), f.maxBlocks,
               f.lowLatencyMaxBytes > 0 ? bytesText(f.lowLatencyMaxBytes).c_str() : "none",
               bytesText(policy.oneShotMaxBytes).c_str(),
-              policy.builtinOrigin.empty() ? (oneShotFromEnv ? "ARFUSE_ONESHOT_MAX_BYTES" : "built-in default")
-                                           : policy.builtinOrigin.c_str());
+              !policy.calibratedFrom.empty()  ? policy.calibratedFrom.c_str()
+              : !policy.builtinOrigin.empty() ? policy.builtinOrigin.c_str()
+              : explicitEnv.oneShot           ? "ARFUSE_ONESHOT_MAX_BYTES"
+                                              : "built-in default");
+  for (const PolicyNote& n : resolved.notes) std::printf("policy: %s\n", n.text.c_str());
+  if (!resolved.notes.empty()) std::printf("\n");
 
   std::printf("%-7s %-10s %-10s %-7s %-7s %s\n", "tokens", "bytes", "algo", "blocks", "threads", "reason");
   int rc = kExitOk;

@@ -1,0 +1,11 @@
+// The built-in limits of the auto plan, written once: PlanPolicy's initialisers (plan/plan.h) and
+// the ARFUSE_* registry's defaults (common/params.cc, which prints them and generates the docs'
+// table) both come from here. Plain macros so that the registry can spell them as text.
+#pragma once
+
+#define ARFUSE_DEFAULT_ONESHOT_MAX_BYTES 524288       // 512 KiB of peer bytes (message x (n - 1))
+#define ARFUSE_DEFAULT_HOST_ONESHOT_MAX_BYTES 131072  // 128 KiB of peer bytes, host-staged path
+#define ARFUSE_DEFAULT_HOST_STAGED_MAX_BYTES 1048576  // 1 MiB per rank: host-staged below, NCCL above
+
+#define ARFUSE_DEFAULT_TEXT_(x) #x
+#define ARFUSE_DEFAULT_TEXT(x) ARFUSE_DEFAULT_TEXT_(x)

@@ -1,0 +1,54 @@
+// core/status.h: one error currency inside the library, with a file:line trail like NCCL's NCCLCHECK.
+#include "core/status.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace arfuse {
+namespace {
+
+int raisedAt = 0, passedAt = 0, outerAt = 0;
+
+Status inner(bool fail) {
+  raisedAt = __LINE__ + 1;
+  if (fail) return ARFUSE_FAIL(arfuseUnsupported, "device %d cannot map host memory", 3);
+  return Status();
+}
+
+Status middle(bool fail) {
+  passedAt = __LINE__ + 1;
+  ARFUSE_CHECK(inner(fail));
+  return Status();
+}
+
+Status outer(bool fail) {
+  outerAt = __LINE__ + 1;
+  ARFUSE_CHECK(middle(fail));
+  return Status();
+}
+
+TEST(Status, FailureKeepsCodeAndMessageAndGathersTheTrail) {
+  const Status s = outer(true);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), arfuseUnsupported);
+  EXPECT_EQ(s.message(), "device 3 cannot map host memory");
+  const std::string f = "status_test.cc:";
+  EXPECT_EQ(s.trail(), f + std::to_string(raisedAt) + " <- " + f + std::to_string(passedAt) + " <- " + f +
+                           std::to_string(outerAt));
+}
+
+TEST(Status, SuccessHasNoTrailAndLeavesTheMessageAlone) {
+  const Status s = outer(false);
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(s.code(), arfuseSuccess);
+  EXPECT_TRUE(s.trail().empty());
+  std::string message = "untouched";
+  EXPECT_EQ(s.into(&message), arfuseSuccess);
+  EXPECT_EQ(message, "untouched");
+  EXPECT_EQ(outer(true).into(&message), arfuseUnsupported);
+  EXPECT_EQ(message, "device 3 cannot map host memory");
+}
+
+}  // namespace
+}  // namespace arfuse
