@@ -84,7 +84,7 @@ __device__ __forceinline__ uint4 roundSum(float* acc, const uint4* residual, boo
 
 // Residual add is done (packed); norm the tile's row and store both outputs of this tile.
 // normOut / residualOut / the weight point at the tile's first vector.
-template <typename T, int kVecs>
+template <typename T, int kVecs, bool kOneLoad = false>
 __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs>& w, uint4* normOut,
                                        uint4* residualOut, int chunk, int chunks, int chunkVecs, int nvec,
                                        float invHidden, float eps, RowScratch* sm) {
@@ -105,7 +105,7 @@ __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], co
       q[i] = vectorSquares<E>(r);
     }
   }
-  const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs>(q, chunk, chunks, chunkVecs, nvec, sm), invHidden, eps));
+  const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, chunk, chunks, chunkVecs, nvec, sm), invHidden, eps));
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
@@ -293,7 +293,7 @@ __device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOu
 
 // Extended epilogue of one whole row (chunks == 1): residual_out / norm_out as requested, then the
 // quantised outputs (extendedPass2). `failed` must be uniform across the CTA.
-template <typename T, int kVecs>
+template <typename T, int kVecs, bool kOneLoad = false>
 __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], bool failed, const uint4* weight,
                                          uint4* normOut, uint4* residualOut, int nvec, int hidden, float invHidden,
                                          float eps, const EpiArgs& e, int row, RowScratch* sm) {
@@ -314,7 +314,7 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
       if (e.writeResidual) residualOut[v] = packed[i];
     }
   }
-  const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs>(q, 0, 1, nvec, nvec, sm), invHidden, eps));
+  const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, 0, 1, nvec, nvec, sm), invHidden, eps));
   extendedPass2<T, kVecs>(packed, inv, weight, e.writeNorm ? normOut : nullptr, nvec, hidden, e, row);
 }
 
