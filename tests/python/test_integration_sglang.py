@@ -258,6 +258,10 @@ def engine_worker(world, paths, backend):
     x, residual, weight = seeded(world.rank, 2, HIDDEN, torch.bfloat16, seed=7)
     norm = RMSNorm(HIDDEN, eps=1e-6).to(device=device, dtype=torch.bfloat16)
     norm.weight.data.copy_(weight.to(device))
+    if backend == "arfuse":
+        # SGLang's CUDA forward needs sgl_kernel, which this test does not bring: its native forward
+        # stands in. The trap is in the caller (it normalises the un-reduced input), not in the kernel.
+        norm._forward_method = norm.forward_native
     trap = norm.forward_with_allreduce_fusion(x.to(device), residual.to(device))[1]
     fc.flashinfer_allreduce_residual_rmsnorm = saved
     out["trap_residual"] = _pack(trap)

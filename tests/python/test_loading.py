@@ -248,3 +248,29 @@ def test_env_lists_arfuse_variables(monkeypatch):
     assert e["ARFUSE_TIMEOUT_MS"] == "1234"
     assert e["ARFUSE_LIBRARY_PATH"] == os.environ["ARFUSE_LIBRARY_PATH"]
     assert all(k.startswith("ARFUSE_") for k in e)
+
+
+def test_the_package_environment_names_are_known_to_the_library(lib):
+    """Every ARFUSE_* name the Python package, its build and its tests read is one the library knows
+    (its own parameter or one it lists as read elsewhere): otherwise every engine that sets
+    ARFUSE_SGLANG=1 gets a WARN 'is not an arfuse variable' in its log. A misspelt name still gets it."""
+    header_macros = set(re.findall(r"#define\s+(ARFUSE_[A-Z0-9_]+)", HEADER.read_text()))
+    names = set()
+    for folder in ("python", "tests/python", "scripts", "bench", "examples"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".sh", ".toml") and path.is_file():
+                names |= set(re.findall(r"[\"'](ARFUSE_[A-Z0-9_]+)[\"']", path.read_text(errors="replace")))
+    names -= header_macros
+    # CMake options the build backend passes as -D definitions (python/pyproject.toml), not variables.
+    names -= set(re.findall(r"option\((ARFUSE_[A-Z0-9_]+)", (ROOT / "CMakeLists.txt").read_text()))
+    names.discard("ARFUSE_SGLANGG")  # the control below
+    names = {n for n in names if not n.startswith("ARFUSE_TEST_")}  # reserved for tests by the library
+    assert "ARFUSE_SGLANG" in names and "ARFUSE_VLLM_MAX_TOKENS" in names, sorted(names)
+    keep = {"ARFUSE_LIBRARY_PATH", "ARFUSE_LIBRARY"}  # set already: where the library is
+    env = {n: "1" for n in names - keep}
+    env["ARFUSE_SGLANGG"] = "1"  # a misspelling: the control
+    # Any logged failure makes the library read (and check) the environment.
+    r = run_python("from arfuse import _lib\n_lib.lib().arfuseConfigInit(None)\n", env_update=env)
+    assert "ARFUSE_SGLANGG is not an arfuse variable" in r.stderr, r.stderr[-2000:]
+    unknown = sorted(n for n in names if f"{n} is not an arfuse variable" in r.stderr)
+    assert not unknown, f"add these to kReadElsewhere in src/common/params.cc (or make them parameters): {unknown}"

@@ -314,7 +314,9 @@ class Fusion:
             return NOT_OURS
         hidden = int(x.shape[-1])
         tokens = int(x.numel() // hidden) if hidden else 0
-        if _servable(x, residual, weight):
+        # Above the decode size the communicator was made for, arfuse is not asked (the library would
+        # refuse the shape with an ERROR line in the server's log): the engine's all-reduce serves it.
+        if 0 < tokens <= b.max_tokens and _servable(x, residual, weight):
             choice = get_backend().choose(b.comm, tokens, hidden, x.dtype)
             if choice.path == "arfuse":
                 count(self.engine, group_name, "arfuse")
