@@ -126,14 +126,15 @@ typedef enum { arfuseBfloat16 = 0, arfuseFloat16 = 1, arfuseFloat32 = 2, arfuseN
 
 /* Dtype set bits for arfuseConfig_t.dtypeMask. */
 #define ARFUSE_DTYPE_BIT(dt) (1u << (unsigned)(dt))
-#define ARFUSE_DTYPE_ALL (ARFUSE_DTYPE_BIT(arfuseBfloat16) | ARFUSE_DTYPE_BIT(arfuseFloat16) | ARFUSE_DTYPE_BIT(arfuseFloat32))
+#define ARFUSE_DTYPE_ALL \
+  (ARFUSE_DTYPE_BIT(arfuseBfloat16) | ARFUSE_DTYPE_BIT(arfuseFloat16) | ARFUSE_DTYPE_BIT(arfuseFloat32))
 
 typedef enum {
-  arfuseAlgoAuto = 0,    /* the plan picks (see arfuseCommQueryPlan) */
-  arfuseAlgoOneShot = 1, /* every rank pulls every peer's rows; one barrier */
-  arfuseAlgoTwoShot = 2, /* reduce-scatter by column slices, then gather; two barriers */
-  arfuseAlgoNccl = 3,    /* ncclAllReduce + arfuse's fused add+RMSNorm kernel (distinct devices only) */
-  arfuseAlgoLocal = 4,   /* nranks == 1: no communication (reported by plans; may be forced only at nranks 1) */
+  arfuseAlgoAuto = 0,       /* the plan picks (see arfuseCommQueryPlan) */
+  arfuseAlgoOneShot = 1,    /* every rank pulls every peer's rows; one barrier */
+  arfuseAlgoTwoShot = 2,    /* reduce-scatter by column slices, then gather; two barriers */
+  arfuseAlgoNccl = 3,       /* ncclAllReduce + arfuse's fused add+RMSNorm kernel (distinct devices only) */
+  arfuseAlgoLocal = 4,      /* nranks == 1: no communication (reported by plans; may be forced only at nranks 1) */
   arfuseAlgoLowLatency = 5, /* small messages: each rank pushes its rows into every peer's buffer with the
                                readiness flag inside every 8-byte word; no separate barrier, one one-way trip */
   arfuseAlgoHostStaged = 6, /* no peer access needed: ranks exchange through pinned host memory mapped into every
@@ -153,18 +154,18 @@ typedef enum { arfuseOpAllReduce = 0, arfuseOpAllReduceAddRmsNorm = 1 } arfuseOp
  * overridden by the environment (ARFUSE_ALGO, ARFUSE_TIMEOUT_MS, ...); a field set explicitly wins
  * over the environment. Precedence: config struct > environment > default. */
 typedef struct {
-  size_t size;         /* sizeof(arfuseConfig_t) of the caller; set by the initializer */
-  unsigned int magic;  /* ARFUSE_CONFIG_MAGIC */
-  unsigned int version; /* ARFUSE_VERSION_CODE the caller was compiled against */
-  int maxTokens;       /* largest token count of any call; sizes the workspace. Default 2048 (-1 = default) */
-  int maxHidden;       /* largest hidden size of any call; default 16384 (-1 = default) */
+  size_t size;            /* sizeof(arfuseConfig_t) of the caller; set by the initializer */
+  unsigned int magic;     /* ARFUSE_CONFIG_MAGIC */
+  unsigned int version;   /* ARFUSE_VERSION_CODE the caller was compiled against */
+  int maxTokens;          /* largest token count of any call; sizes the workspace. Default 2048 (-1 = default) */
+  int maxHidden;          /* largest hidden size of any call; default 16384 (-1 = default) */
   unsigned int dtypeMask; /* dtypes that will be used (ARFUSE_DTYPE_BIT); sizes the workspace. Default all */
-  int algo;            /* arfuseAlgo_t to force, or -1 = default (environment ARFUSE_ALGO, else auto) */
-  int timeoutMs;       /* device-side wait bound in ms; -1 = default (ARFUSE_TIMEOUT_MS, else 10000) */
-  int maxBlocks;       /* cap on blocks per rank per call; -1 = default (derived from the device) */
-  int deterministic;   /* 1: batch-invariant outputs on every path (see "Numerics" below); 0: off;
-                          -1 = default (ARFUSE_DETERMINISTIC, else 0). Must be equal on every rank. */
-  int reserved;        /* 0; keeps the struct free of padding (it is compared and copied as bytes) */
+  int algo;               /* arfuseAlgo_t to force, or -1 = default (environment ARFUSE_ALGO, else auto) */
+  int timeoutMs;          /* device-side wait bound in ms; -1 = default (ARFUSE_TIMEOUT_MS, else 10000) */
+  int maxBlocks;          /* cap on blocks per rank per call; -1 = default (derived from the device) */
+  int deterministic;      /* 1: batch-invariant outputs on every path (see "Numerics" below); 0: off;
+                             -1 = default (ARFUSE_DETERMINISTIC, else 0). Must be equal on every rank. */
+  int reserved;           /* 0; keeps the struct free of padding (it is compared and copied as bytes) */
 } arfuseConfig_t;
 
 #define ARFUSE_CONFIG_INITIALIZER \
@@ -178,9 +179,9 @@ ARFUSE_API arfuseResult_t arfuseConfigInit(arfuseConfig_t* config);
 /* ------------------------------------------------------------------------------------------- */
 ARFUSE_API const char* arfuseGetErrorString(arfuseResult_t result); /* never NULL */
 ARFUSE_API const char* arfuseGetErrorName(arfuseResult_t result);   /* "arfuseInvalidArgument", never NULL */
-ARFUSE_API arfuseResult_t arfuseGetVersion(int* version);          /* ARFUSE_VERSION_CODE of the library */
-ARFUSE_API const char* arfuseGetBuildInfo(void); /* "arfuse 0.1.0 cuda 13.0 nccl 2.28.9 archs 80;86;..." */
-ARFUSE_API const char* arfuseAlgoName(arfuseAlgo_t algo);     /* "oneshot", ...; "unknown" if out of range */
+ARFUSE_API arfuseResult_t arfuseGetVersion(int* version);           /* ARFUSE_VERSION_CODE of the library */
+ARFUSE_API const char* arfuseGetBuildInfo(void);          /* "arfuse 0.1.0 cuda 13.0 nccl 2.28.9 archs 80;86;..." */
+ARFUSE_API const char* arfuseAlgoName(arfuseAlgo_t algo); /* "oneshot", ...; "unknown" if out of range */
 ARFUSE_API const char* arfuseDataTypeName(arfuseDataType_t dtype); /* "bf16", "fp16", "fp32" */
 /* The last error text set on this host thread by a call that had no valid communicator. */
 ARFUSE_API const char* arfuseGetLastError(void);
@@ -282,10 +283,11 @@ ARFUSE_API arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* pat
 /* Plans                                                                                         */
 /* ------------------------------------------------------------------------------------------- */
 typedef struct {
-  arfuseAlgo_t algo;  /* what a call with these arguments will run */
-  int blocks;         /* grid size per rank */
-  int threads;        /* block size */
-  char reason[256];   /* one line: why, e.g. "lowlatency: 14336 B <= 65536 B: rows pushed with readiness in every word, ..." */
+  arfuseAlgo_t algo; /* what a call with these arguments will run */
+  int blocks;        /* grid size per rank */
+  int threads;       /* block size */
+  char reason[256];  /* one line: why, e.g. "lowlatency: 14336 B <= 65536 B: rows pushed with readiness in every word,
+                        ..." */
 } arfusePlan_t;
 
 /* Answers "what will this call do and why" without launching anything. The same decision code
@@ -338,34 +340,36 @@ ARFUSE_API arfuseResult_t arfuseAllReduceAddRmsNorm(const void* x, const void* r
 /* ---- Extended epilogue: optional outputs, Gemma weights, first layer, FP8 / NVFP4 ---------------- */
 typedef enum {
   arfuseQuantNone = 0,
-  arfuseQuantFp8Static = 1,   /* FP8 E4M3, q = e4m3(n * (1 / s)), s = *scaleIn (fp32, device memory: graph-safe) */
-  arfuseQuantFp8PerToken = 2, /* FP8 E4M3 with a scale per row: s = max(absmax(n) / 448, tiny) -> scaleOut[row] (fp32) */
-  arfuseQuantNvfp4 = 3,       /* NVFP4: E2M1 in blocks of 16 elements, an E4M3 scale per block (scaleOut), global fp32
-                                 scale g = *scaleIn (device memory); see docs/quantization.md for the formulas */
+  arfuseQuantFp8Static = 1, /* FP8 E4M3, q = e4m3(n * (1 / s)), s = *scaleIn (fp32, device memory: graph-safe) */
+  arfuseQuantFp8PerToken =
+      2,                /* FP8 E4M3 with a scale per row: s = max(absmax(n) / 448, tiny) -> scaleOut[row] (fp32) */
+  arfuseQuantNvfp4 = 3, /* NVFP4: E2M1 in blocks of 16 elements, an E4M3 scale per block (scaleOut), global fp32
+                           scale g = *scaleIn (device memory); see docs/quantization.md for the formulas */
   arfuseNumQuants = 4
 } arfuseQuant_t;
 
 typedef enum {
-  arfuseScaleLinear = 0,        /* NVFP4 block scales as [tokens][hidden / 16] */
-  arfuseScaleSwizzled128x4 = 1  /* the 128x4 tiles Blackwell block-scaled GEMMs read: [ceil(tokens/128)][ceil(hidden/64)][32][4][4]
-                                   (padding entries are written as zero: a GEMM reads them) */
+  arfuseScaleLinear = 0, /* NVFP4 block scales as [tokens][hidden / 16] */
+  arfuseScaleSwizzled128x4 =
+      1 /* the 128x4 tiles Blackwell block-scaled GEMMs read: [ceil(tokens/128)][ceil(hidden/64)][32][4][4]
+           (padding entries are written as zero: a GEMM reads them) */
 } arfuseScaleLayout_t;
 
 #define ARFUSE_EPILOGUE_MAGIC 0xAF0E9100u
 /* What the fused call writes. Start from ARFUSE_EPILOGUE_INITIALIZER. n below is the normalised
  * value rounded to the call's dtype (what an unfused engine would store as norm_out). */
 typedef struct {
-  size_t size;              /* sizeof(arfuseEpilogue_t) of the caller */
-  unsigned int magic;       /* ARFUSE_EPILOGUE_MAGIC */
-  const void* residualIn;   /* [tokens, hidden] dtype, or NULL: first layer (residual_out = the sum) */
-  void* residualOut;        /* [tokens, hidden] dtype, or NULL: not written. May equal residualIn */
-  void* normOut;            /* [tokens, hidden] dtype, or NULL: not written. May equal x */
-  int weightPlusOne;        /* 0: n = r * rsqrt(..) * w; 1: * (1 + w) (Gemma, Qwen3.5 style) */
-  int quant;                /* arfuseQuant_t */
-  void* quantOut;           /* FP8: [tokens, hidden] bytes; NVFP4: [tokens, hidden / 2] bytes (element 2i in the low nibble) */
-  void* scaleOut;           /* FP8 per token: float[tokens]; NVFP4: the E4M3 block scales in scaleLayout */
-  const float* scaleIn;     /* FP8 static: the scale; NVFP4: the global scale; device memory */
-  int scaleLayout;          /* arfuseScaleLayout_t (NVFP4) */
+  size_t size;            /* sizeof(arfuseEpilogue_t) of the caller */
+  unsigned int magic;     /* ARFUSE_EPILOGUE_MAGIC */
+  const void* residualIn; /* [tokens, hidden] dtype, or NULL: first layer (residual_out = the sum) */
+  void* residualOut;      /* [tokens, hidden] dtype, or NULL: not written. May equal residualIn */
+  void* normOut;          /* [tokens, hidden] dtype, or NULL: not written. May equal x */
+  int weightPlusOne;      /* 0: n = r * rsqrt(..) * w; 1: * (1 + w) (Gemma, Qwen3.5 style) */
+  int quant;              /* arfuseQuant_t */
+  void* quantOut; /* FP8: [tokens, hidden] bytes; NVFP4: [tokens, hidden / 2] bytes (element 2i in the low nibble) */
+  void* scaleOut; /* FP8 per token: float[tokens]; NVFP4: the E4M3 block scales in scaleLayout */
+  const float* scaleIn; /* FP8 static: the scale; NVFP4: the global scale; device memory */
+  int scaleLayout;      /* arfuseScaleLayout_t (NVFP4) */
 } arfuseEpilogue_t;
 
 #define ARFUSE_EPILOGUE_INITIALIZER \

@@ -12,13 +12,13 @@
 #include "api/enqueue.h"
 #include "api/replica_check.h"
 #include "api/streams.h"
-#include "common/no_device.h"
 #include "api/validate.h"
-#include "bootstrap/bootstrap.h"
-#include "diag/dump.h"
 #include "arfuse/arfuse.h"
+#include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
+#include "common/no_device.h"
 #include "common/params.h"
+#include "diag/dump.h"
 
 #ifndef ARFUSE_BUILD_ARCHS
 #define ARFUSE_BUILD_ARCHS "unknown"
@@ -90,10 +90,14 @@ std::string checkPointers(const std::vector<BufferArg>& bufs, int device) {
 
 arfuseResult_t fromBootstrap(bootstrap::Result r) {
   switch (r) {
-    case bootstrap::Result::kInvalidArgument: return arfuseInvalidArgument;
-    case bootstrap::Result::kMismatch: return arfuseMismatch;
-    case bootstrap::Result::kTimeout: return arfusePeerTimeout;
-    default: return arfuseSystemError;
+    case bootstrap::Result::kInvalidArgument:
+      return arfuseInvalidArgument;
+    case bootstrap::Result::kMismatch:
+      return arfuseMismatch;
+    case bootstrap::Result::kTimeout:
+      return arfusePeerTimeout;
+    default:
+      return arfuseSystemError;
   }
 }
 
@@ -132,10 +136,11 @@ std::string checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t str
     if (q == comm->rank || g.ranks[q].device != comm->device) continue;
     const std::string why = streamConflict(mine, g.lastStream[q]);
     if (!why.empty())
-      return strprintf("rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
-                       "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
-                       "rank its own stream, created with cudaStreamNonBlocking",
-                       comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
+      return strprintf(
+          "rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
+          "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
+          "rank its own stream, created with cudaStreamNonBlocking",
+          comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
   }
   g.lastStream[comm->rank] = mine;
   return "";
@@ -159,9 +164,9 @@ arfuseResult_t badEnum(arfuseComm_t handle, const char* func, const std::string&
   return fail(c, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg,
               strprintf("op=%s", func + 6));
 }
-#define CHECK_ENUM(handle, func, check) \
-  do {                                  \
-    const std::string m_ = (check);     \
+#define CHECK_ENUM(handle, func, check)                \
+  do {                                                 \
+    const std::string m_ = (check);                    \
     if (!m_.empty()) return badEnum(handle, func, m_); \
   } while (0)
 
@@ -175,7 +180,8 @@ struct CallArgs {
   void* residualOut;  // AllReduce: out
   int tokens, hidden;
   arfuseDataType_t dtype;
-  const arfuseEpilogue_t* epi = nullptr;  // arfuseAllReduceEpilogue: what to write (residualIn/normOut/residualOut above unused)
+  const arfuseEpilogue_t* epi =
+      nullptr;  // arfuseAllReduceEpilogue: what to write (residualIn/normOut/residualOut above unused)
 };
 
 arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t stream, const char* func) {
@@ -201,7 +207,8 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
 
   PlanRequest req{c.op, c.tokens, c.hidden, c.dtype, c.epi != nullptr};
   Plan plan = makePlan(g.fabric, g.limits, g.policy, req);
-  if (plan.status != arfuseSuccess) return fail(comm, plan.status, __FILE__, __LINE__, std::string(func) + ": " + plan.reason, fields);
+  if (plan.status != arfuseSuccess)
+    return fail(comm, plan.status, __FILE__, __LINE__, std::string(func) + ": " + plan.reason, fields);
 
   const size_t bytes = static_cast<size_t>(c.tokens) * c.hidden * dtypeSize(c.dtype);
   std::vector<BufferArg> bufs;
@@ -211,7 +218,8 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
     bufs = {{"x", c.x, bytes}, {"weight", c.weight, c.hidden * dtypeSize(c.dtype)}};
     msg = checkEpilogue(c.epi, c.tokens, c.hidden, dtypeSize(c.dtype), &ext, &bufs, &aliases);
     if (msg.empty()) msg = checkEps(c.eps);
-    if (!msg.empty()) return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
+    if (!msg.empty())
+      return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
   } else if (c.op == arfuseOpAllReduce) {
     bufs = {{"in", c.x, bytes}, {"out", c.residualOut, bytes}};
     aliases = {{"out", "in"}};
@@ -223,12 +231,15 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
             {"residual_out", c.residualOut, bytes}};
     aliases = {{"residual_out", "residual_in"}, {"norm_out", "x"}};
     msg = checkEps(c.eps);
-    if (!msg.empty()) return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
+    if (!msg.empty())
+      return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
   }
   msg = checkBuffers(bufs, aliases);
-  if (!msg.empty()) return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
+  if (!msg.empty())
+    return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
   msg = checkPointers(bufs, comm->device);
-  if (!msg.empty()) return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
+  if (!msg.empty())
+    return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
 
   msg = checkSharedStream(g, comm, stream, plan.algo);
   if (!msg.empty()) return fail(comm, arfuseInvalidUsage, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
@@ -248,8 +259,8 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   pc.extended = extended;
   pc.twoShotVariant = plan.twoShotVariant;
   pc.launch = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
-  pc.fields = fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype),
-                                 arfuseAlgoName(plan.algo));
+  pc.fields =
+      fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype), arfuseAlgoName(plan.algo));
   if (fused && replicaCheckEnabled()) {
     pc.check = true;
     pc.checkShape = ReplicaShape{c.tokens, c.hidden, c.dtype, residualIn != nullptr};
@@ -263,8 +274,8 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
         pc.copyDst = c.residualOut;
         pc.copyBytes = bytes;
       }
-      pc.la = LocalArgs{c.x, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps,
-                        1.0f / c.hidden, 1, 0, {}, ext};
+      pc.la = LocalArgs{c.x,   residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
+                        c.eps, 1.0f / c.hidden, 1,        0,       {},          ext};
       break;
     case arfuseAlgoNccl:
       pc.sendBuf = c.x;
@@ -279,16 +290,16 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       // the rank's stream, in groups too (api/group_schedule.h).
       pc.recvBuf = g.ranks[comm->rank].ncclSum;
       pc.gather = g.policy.deterministic;
-      pc.la = LocalArgs{pc.recvBuf, residualIn, c.weight, normOut, residualOut, c.tokens, c.hidden, c.eps,
-                        1.0f / c.hidden, 1, 0, {}, ext};
+      pc.la = LocalArgs{pc.recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
+                        c.eps,      1.0f / c.hidden, 1,        0,       {},          ext};
       if (pc.gather) {
         pc.la.sources = g.nranks;
         pc.la.sourceStride = pc.count;
       }
       if (!fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
         pc.la.residualOut = c.residualOut;
-        pc.launch.blocks = std::max(1, std::min(4 * g.fabric.smCount,
-                                                static_cast<int>((pc.count / dtypeVecElems(c.dtype) + 255) / 256)));
+        pc.launch.blocks = std::max(
+            1, std::min(4 * g.fabric.smCount, static_cast<int>((pc.count / dtypeVecElems(c.dtype) + 255) / 256)));
         pc.launch.threads = 256;
       }
       break;
@@ -410,8 +421,7 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
 }
 
 arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, int rank, int device,
-                                               const arfuseConfig_t* config, arfuseAllGatherFn_t allGather,
-                                               void* ctx) {
+                                               const arfuseConfig_t* config, arfuseAllGatherFn_t allGather, void* ctx) {
   if (!allGather)
     return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
                 "arfuseCommInitRankWithAllGather: allGather is NULL: pass the framework's all-gather callback");
@@ -419,7 +429,8 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
   if (!bad.empty())
     return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, "arfuseCommInitRankWithAllGather: " + bad);
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
-    const bootstrap::Result r = bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
+    const bootstrap::Result r =
+        bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
   std::string msg;
@@ -439,14 +450,14 @@ arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
   return arfuseSuccess;
 }
 
-#define COMM_GETTER(fn, type, expr)                                        \
-  arfuseResult_t fn(arfuseComm_t comm, type* out) {                        \
-    arfuseResult_t st = arfuseSuccess;                                     \
-    arfuseComm* c = liveComm(comm, #fn, &st);                              \
-    if (!c) return st;                                                     \
+#define COMM_GETTER(fn, type, expr)                                           \
+  arfuseResult_t fn(arfuseComm_t comm, type* out) {                           \
+    arfuseResult_t st = arfuseSuccess;                                        \
+    arfuseComm* c = liveComm(comm, #fn, &st);                                 \
+    if (!c) return st;                                                        \
     if (!out) FAIL(c, arfuseInvalidArgument, #fn ": output pointer is NULL"); \
-    *out = (expr);                                                         \
-    return arfuseSuccess;                                                  \
+    *out = (expr);                                                            \
+    return arfuseSuccess;                                                     \
   }
 COMM_GETTER(arfuseCommRank, int, c->rank)
 COMM_GETTER(arfuseCommCount, int, c->group->nranks)
@@ -484,8 +495,7 @@ arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path) {
   in.shared = g.shared;
   in.lastError = c->lastError;
   std::string err;
-  if (!writeDump(formatDump(in), path, &err))
-    FAIL(c, arfuseSystemError, "arfuseCommDumpState: %s", err.c_str());
+  if (!writeDump(formatDump(in), path, &err)) FAIL(c, arfuseSystemError, "arfuseCommDumpState: %s", err.c_str());
   return arfuseSuccess;
 }
 
@@ -526,7 +536,8 @@ arfuseResult_t arfuseAllReduceAddRmsNorm(const void* x, const void* residual_in,
 }
 
 arfuseResult_t arfuseAllReduceEpilogue(const void* x, const void* weight, float eps, const arfuseEpilogue_t* epilogue,
-                                       int tokens, int hidden, arfuseDataType_t dtype, arfuseComm_t comm, void* stream) {
+                                       int tokens, int hidden, arfuseDataType_t dtype, arfuseComm_t comm,
+                                       void* stream) {
   CHECK_ENUM(comm, "arfuseAllReduceEpilogue", checkDtypeArg(rawEnum(dtype)));
   CallArgs c{arfuseOpAllReduceAddRmsNorm, x, nullptr, weight, eps, nullptr, nullptr, tokens, hidden, dtype, nullptr};
   if (!epilogue)
@@ -545,7 +556,8 @@ arfuseResult_t arfuseAddRmsNorm(const void* x, const void* residual_in, const vo
   limits.maxTokens = 1 << 30;
   limits.maxHidden = 1 << 30;
   Plan p = validateShape(limits, PlanRequest{arfuseOpAllReduceAddRmsNorm, tokens, hidden, dtype});
-  if (p.status != arfuseSuccess) return fail(nullptr, p.status, __FILE__, __LINE__, std::string(func) + ": " + p.reason);
+  if (p.status != arfuseSuccess)
+    return fail(nullptr, p.status, __FILE__, __LINE__, std::string(func) + ": " + p.reason);
   std::string msg = checkEps(eps);
   if (!msg.empty()) return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg);
   const size_t bytes = static_cast<size_t>(tokens) * hidden * dtypeSize(dtype);

@@ -4,9 +4,9 @@
 
 #include <vector>
 
+#include "algos/launch.h"
 #include "api/group_schedule.h"
 #include "api/replica_check.h"
-#include "algos/launch.h"
 
 namespace arfuse {
 namespace {

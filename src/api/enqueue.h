@@ -7,10 +7,10 @@
 
 #include <string>
 
+#include "algos/launch.h"
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
-#include "algos/launch.h"
 #include "device/args.h"
 
 namespace arfuse {

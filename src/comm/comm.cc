@@ -8,7 +8,6 @@
 // Peer pointers are plain device pointers: the same device (virtual ranks) or a peer device with
 // peer access enabled (UVA). Memory is freed when the last rank of the group is destroyed, so a
 // peer still finishing its last call never reads freed memory.
-#include "common/no_device.h"
 #include "comm/comm.h"
 
 #include <cuda_runtime.h>
@@ -20,15 +19,16 @@
 #include <mutex>
 #include <thread>
 
+#include "algos/launch.h"
 #include "comm/config.h"
 #include "comm/handles.h"
+#include "common/no_device.h"
 #include "common/params.h"
 #include "diag/records.h"
 #include "diag/watchdog.h"
-#include "algos/launch.h"
 #include "init/group_builder.h"
-#include "transport/local.h"
 #include "topo/probe_map.h"
+#include "transport/local.h"
 
 namespace arfuse {
 namespace {
@@ -40,7 +40,6 @@ struct DeviceGuard {
     if (saved >= 0) cudaSetDevice(saved);
   }
 };
-
 
 }  // namespace
 
@@ -70,8 +69,8 @@ bool refreshFlight(const Group& g, int r, int waitMs) {
   int saved = -1;
   cudaGetDevice(&saved);
   if (saved != rr.device) cudaSetDevice(rr.device);
-  bool ok = cudaMemcpyAsync(&g.shared->flight[r], &rr.control->state.flight, sizeof(FlightRing),
-                            cudaMemcpyDeviceToHost, rr.aux) == cudaSuccess;
+  bool ok = cudaMemcpyAsync(&g.shared->flight[r], &rr.control->state.flight, sizeof(FlightRing), cudaMemcpyDeviceToHost,
+                            rr.aux) == cudaSuccess;
   if (ok) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
     cudaError_t q;
@@ -131,7 +130,8 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
   if (!comms) return *message = "comms is NULL: pass an array of nranks arfuseComm_t", arfuseInvalidArgument;
   if (nranks < 1 || nranks > kMaxRanks)
     return *message = strprintf("nranks=%d: must be 1..%d", nranks, kMaxRanks), arfuseInvalidArgument;
-  if (!devices) return *message = "devices is NULL: pass an array of nranks CUDA device ordinals", arfuseInvalidArgument;
+  if (!devices)
+    return *message = "devices is NULL: pass an array of nranks CUDA device ordinals", arfuseInvalidArgument;
   ResolvedConfig rc;
   arfuseResult_t st = resolveConfig(config, nranks, &rc, message);
   if (st != arfuseSuccess) return st;
@@ -165,9 +165,10 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     }
     const Residency res = measureResidency();
     if (!res.ok()) {
-      *message = strprintf("device %d (sm_%d%d): the arfuse kernels cannot run on it (occupancy query failed: %s); "
-                           "was the library built for this architecture? see `arfuse version`",
-                           d, prop.major, prop.minor, cudaGetErrorString(cudaGetLastError()));
+      *message = strprintf(
+          "device %d (sm_%d%d): the arfuse kernels cannot run on it (occupancy query failed: %s); "
+          "was the library built for this architecture? see `arfuse version`",
+          d, prop.major, prop.minor, cudaGetErrorString(cudaGetLastError()));
       return arfuseUnsupported;
     }
     for (int r = 0; r < nranks; ++r) {
@@ -210,8 +211,8 @@ arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message) {
     DeviceGuard guard;
     // Wait for this rank's outstanding calls: peers may still be reading our staging until then.
     if (cudaSetDevice(comm->device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-      *message = strprintf("waiting for device %d before destroy: %s", comm->device,
-                           cudaGetErrorString(cudaGetLastError()));
+      *message =
+          strprintf("waiting for device %d before destroy: %s", comm->device, cudaGetErrorString(cudaGetLastError()));
       st = arfuseCudaError;
     }
   }
@@ -239,8 +240,7 @@ void propagateAbortToDevices(const Group& g) {
   if (saved >= 0) cudaSetDevice(saved);
 }
 
-arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields,
-                               bool* firstReport) {
+arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields, bool* firstReport) {
   if (firstReport) *firstReport = true;
   if (!readAbort(*g.shared)) return arfuseSuccess;
   propagateAbortToDevices(g);

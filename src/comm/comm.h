@@ -12,9 +12,9 @@
 
 #include "api/streams.h"
 #include "arfuse/arfuse.h"
+#include "device/args.h"
 #include "diag/log.h"
 #include "diag/watchdog.h"
-#include "device/args.h"
 #include "plan/plan.h"
 
 namespace arfuse {
@@ -26,12 +26,12 @@ struct Group;
 struct RankResources {
   int device = -1;  // -1: not a rank of this process (multi-process groups)
   int arch = 0;
-  char* staging = nullptr;           // Workspace::stagingBytes (per-CTA regions; the NCCL path's sum)
-  ControlBlock* control = nullptr;   // device/args.h, zeroed at init
-  char* ll = nullptr;                // Workspace::llBytes
-  char* ncclSum = nullptr;           // Workspace::ncclBytes (groups that may use NCCL: one GPU per rank)
+  char* staging = nullptr;          // Workspace::stagingBytes (per-CTA regions; the NCCL path's sum)
+  ControlBlock* control = nullptr;  // device/args.h, zeroed at init
+  char* ll = nullptr;               // Workspace::llBytes
+  char* ncclSum = nullptr;          // Workspace::ncclBytes (groups that may use NCCL: one GPU per rank)
   ncclComm_t nccl = nullptr;
-  cudaStream_t aux = nullptr;        // this rank's own stream for host copies (flight recorder), never a caller's
+  cudaStream_t aux = nullptr;  // this rank's own stream for host copies (flight recorder), never a caller's
 };
 
 struct Group {
@@ -43,9 +43,9 @@ struct Group {
   Workspace ws;                      // per-rank buffer sizes (plan/plan.h workspaceFor)
   GroupShared* shared = nullptr;     // host-mapped group area, host view
   GroupShared* sharedDev = nullptr;  // the same memory as kernels address it
-  bool multiProcess = false;  // created by arfuseCommInitRank*: one local rank, peers in other processes
-  bool flight = true;         // kernels stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
-  bool ncclPlanned = false;   // init/group_plan.h: every rank has its own GPU, so NCCL is tried
+  bool multiProcess = false;         // created by arfuseCommInitRank*: one local rank, peers in other processes
+  bool flight = true;                // kernels stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
+  bool ncclPlanned = false;          // init/group_plan.h: every rank has its own GPU, so NCCL is tried
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
   std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
@@ -59,7 +59,7 @@ struct Group {
   // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
   std::mutex apiMu;
   std::shared_ptr<void> replicaCheck;
-  std::atomic<int> hostError{0};  // arfuseResult_t, 0: none
+  std::atomic<int> hostError{0};                    // arfuseResult_t, 0: none
   mutable std::atomic<bool> deviceAbortSet{false};  // the host copied the abort into the local ranks' device words
   std::string hostErrorText, hostErrorFields;
   // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
@@ -103,8 +103,8 @@ void startWatching(Group* g);  // ARFUSE_WATCHDOG_MS / ARFUSE_DUMP_ON_SIGNAL: re
 // Multi-process creation (multiprocess.cc): one rank of this process. `exchangeA` all-gathers a
 // fixed-size blob across the ranks (arfuse's rendezvous or the caller's callback); later phases use
 // the group's shared-memory segment.
-using Exchange = std::function<arfuseResult_t(const void* mine, size_t bytes, std::vector<uint8_t>* all,
-                                              std::string* message)>;
+using Exchange =
+    std::function<arfuseResult_t(const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message)>;
 arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
                                       const Exchange& exchangeA, arfuseComm_t* comm, std::string* message);
 

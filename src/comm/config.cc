@@ -42,9 +42,10 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
     return bad(strprintf("maxHidden=%d: must be a positive multiple of 8, or -1", c.maxHidden));
   r.limits.maxHidden = c.maxHidden == -1 ? 16384 : c.maxHidden;
   if (c.dtypeMask == 0 || (c.dtypeMask & ~ARFUSE_DTYPE_ALL))
-    return bad(strprintf("dtypeMask=0x%x: must be a non-empty combination of ARFUSE_DTYPE_BIT(arfuseBfloat16 / "
-                         "arfuseFloat16 / arfuseFloat32)",
-                         c.dtypeMask));
+    return bad(
+        strprintf("dtypeMask=0x%x: must be a non-empty combination of ARFUSE_DTYPE_BIT(arfuseBfloat16 / "
+                  "arfuseFloat16 / arfuseFloat32)",
+                  c.dtypeMask));
   r.limits.dtypeMask = c.dtypeMask;
   int largest = 0;
   for (int d = 0; d < arfuseNumDataTypes; ++d)

@@ -12,7 +12,7 @@ struct ResolvedConfig {
   Limits limits;
   PlanPolicy policy;
   int timeoutMs = 10000;
-  int maxBlocks = -1;  // -1: derive from the device
+  int maxBlocks = -1;       // -1: derive from the device
   size_t messageBytes = 0;  // largest message of any enabled dtype (workspaceMessageBytes): one staging parity
 };
 

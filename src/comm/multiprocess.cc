@@ -40,17 +40,17 @@
 #include <fstream>
 #include <thread>
 
-#include "common/no_device.h"
+#include "algos/launch.h"
+#include "api/validate.h"
 #include "comm/comm.h"
 #include "comm/config.h"
+#include "comm/mp_protocol.h"
 #include "comm/process_cookie.h"
-#include "api/validate.h"
 #include "comm/shm.h"
+#include "common/no_device.h"
 #include "common/params.h"
-#include "algos/launch.h"
 #include "core/status.h"
 #include "init/group_builder.h"
-#include "comm/mp_protocol.h"
 #include "topo/probe_map.h"
 #include "transport/ipc.h"
 
@@ -123,8 +123,8 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
     cudaGetLastError();
     localFail(arfuseNoDevice, noDeviceMessage(countError, cudaGetErrorString(countError), " to this process"));
   } else if (device < 0 || device >= count) {
-    localFail(arfuseInvalidArgument, strprintf("device=%d: only devices 0..%d are visible to this process", device,
-                                               count - 1));
+    localFail(arfuseInvalidArgument,
+              strprintf("device=%d: only devices 0..%d are visible to this process", device, count - 1));
   }
   if (local == arfuseSuccess) {
     cudaDeviceProp prop;
@@ -185,16 +185,24 @@ Status checkHellos(const std::vector<Hello>& h) {
       return ARFUSE_FAIL(arfuseUnsupported,
                          "rank %zu is on another host than rank 0: arfuse groups span one host (use NCCL across hosts)",
                          s);
-#define SAME(field, label)                                                                                     \
-  if (h[s].field != h[0].field)                                                                              \
-    return ARFUSE_FAIL(arfuseMismatch,                                                                       \
-                       "ranks disagree on the config: rank 0 has %s=%lld, rank %zu has %lld; give every rank the " \
-                       "same arfuseConfig_t and ARFUSE_* environment",                                       \
-                       label, (long long)h[0].field, s, (long long)h[s].field);
-    SAME(maxTokens, "maxTokens") SAME(maxHidden, "maxHidden") SAME(dtypeMask, "dtypeMask")
-    SAME(forcedAlgo, "algo") SAME(timeoutMs, "timeoutMs") SAME(maxBlocks, "maxBlocks")
-    SAME(oneShotMax, "ARFUSE_ONESHOT_MAX_BYTES") SAME(hostOneShotMax, "ARFUSE_HOST_ONESHOT_MAX_BYTES")
-    SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES") SAME(deterministic, "deterministic")
+#define SAME(field, label)                                                                                           \
+  do {                                                                                                               \
+    if (h[s].field != h[0].field)                                                                                    \
+      return ARFUSE_FAIL(arfuseMismatch,                                                                             \
+                         "ranks disagree on the config: rank 0 has %s=%lld, rank %zu has %lld; give every rank the " \
+                         "same arfuseConfig_t and ARFUSE_* environment",                                             \
+                         label, (long long)h[0].field, s, (long long)h[s].field);                                    \
+  } while (0)
+    SAME(maxTokens, "maxTokens");
+    SAME(maxHidden, "maxHidden");
+    SAME(dtypeMask, "dtypeMask");
+    SAME(forcedAlgo, "algo");
+    SAME(timeoutMs, "timeoutMs");
+    SAME(maxBlocks, "maxBlocks");
+    SAME(oneShotMax, "ARFUSE_ONESHOT_MAX_BYTES");
+    SAME(hostOneShotMax, "ARFUSE_HOST_ONESHOT_MAX_BYTES");
+    SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES");
+    SAME(deterministic, "deterministic");
 #undef SAME
   }
   return Status();
@@ -221,8 +229,7 @@ GroupFacts factsFromHellos(const std::vector<Hello>& h, const ResolvedConfig& rc
 
 // Maps the group segment (rank 0 made it before phase A), waits (bounded) until it is ready, and
 // sets the group's departure wait.
-Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs,
-                   InitArea** iaOut) {
+Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs, InitArea** iaOut) {
   std::string err;
   if (rank != 0 && !shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err))
     return ARFUSE_FAIL(arfuseSystemError, "init: %s", err.c_str());
@@ -285,8 +292,9 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   if (st != arfuseSuccess) return st;
   if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
     freeGroup(g);
-    return *message = "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
-                      "arfuse release?",
+    return *message =
+               "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
+               "arfuse release?",
            arfuseMismatch;
   }
   const std::string groupName(h[0].groupName, strnlen(h[0].groupName, 32));

@@ -1,16 +1,16 @@
 // Names and texts of the public enums. Host-only, so the CPU-tested pieces can use them too.
-#include "common/enum_arg.h"  // rawEnum: a C caller may pass any int for an enum
 #include "arfuse/arfuse.h"
+#include "common/enum_arg.h"  // rawEnum: a C caller may pass any int for an enum
 
 using arfuse::rawEnum;
 
 extern "C" {
 
 const char* arfuseGetErrorName(arfuseResult_t r) {
-  static const char* names[] = {"arfuseSuccess",       "arfuseInvalidArgument", "arfuseInvalidUsage",
-                                "arfuseUnsupported",   "arfuseCudaError",       "arfuseNcclError",
-                                "arfuseSystemError",   "arfuseInternalError",   "arfusePeerTimeout",
-                                "arfuseNoDevice",      "arfuseMismatch"};
+  static const char* names[] = {"arfuseSuccess",     "arfuseInvalidArgument", "arfuseInvalidUsage",
+                                "arfuseUnsupported", "arfuseCudaError",       "arfuseNcclError",
+                                "arfuseSystemError", "arfuseInternalError",   "arfusePeerTimeout",
+                                "arfuseNoDevice",    "arfuseMismatch"};
   const int v = rawEnum(r);
   return (v >= 0 && v < arfuseNumResults) ? names[v] : "arfuseUnknownResult";
 }

@@ -104,19 +104,19 @@ const std::vector<ParamSpec> kSpecs = {
 
 // ARFUSE_* names read by other parts of arfuse, not by the library: not typos.
 const char* const kReadElsewhere[] = {
-    "ARFUSE_LIBRARY_PATH",      // the Python package: where libarfuse.so is
-    "ARFUSE_LIBRARY",           // its older name
-    "ARFUSE_SGLANG",            // arfuse.integrations.sglang: the plugin's switch
-    "ARFUSE_SGLANG_MAX_TOKENS", // ... and its decode size
-    "ARFUSE_VLLM",              // arfuse.integrations.vllm: the pass's switch
-    "ARFUSE_VLLM_MAX_TOKENS",   // ... and its decode size
-    "ARFUSE_PURE_PYTHON",       // pip install ./python without building the library
-    "ARFUSE_CUDA_MAJOR",        // ... the CUDA major the wheel is built for
-    "ARFUSE_ARCH",              // ... the GPU architectures it builds (also a CMake variable)
-    "ARFUSE_SGLANG_SITE",       // tests/python: where SGLang's modules are
-    "ARFUSE_VLLM_TEST",         // tests/python: the opt-in vLLM pattern test
-    "ARFUSE_ENGINE_WHEELS",     // scripts/fetch_engine_wheels.sh
-    "ARFUSE_QUANT_EXHAUSTIVE",  // tests/cpu/quant_test.cc: every fp32 input
+    "ARFUSE_LIBRARY_PATH",       // the Python package: where libarfuse.so is
+    "ARFUSE_LIBRARY",            // its older name
+    "ARFUSE_SGLANG",             // arfuse.integrations.sglang: the plugin's switch
+    "ARFUSE_SGLANG_MAX_TOKENS",  // ... and its decode size
+    "ARFUSE_VLLM",               // arfuse.integrations.vllm: the pass's switch
+    "ARFUSE_VLLM_MAX_TOKENS",    // ... and its decode size
+    "ARFUSE_PURE_PYTHON",        // pip install ./python without building the library
+    "ARFUSE_CUDA_MAJOR",         // ... the CUDA major the wheel is built for
+    "ARFUSE_ARCH",               // ... the GPU architectures it builds (also a CMake variable)
+    "ARFUSE_SGLANG_SITE",        // tests/python: where SGLang's modules are
+    "ARFUSE_VLLM_TEST",          // tests/python: the opt-in vLLM pattern test
+    "ARFUSE_ENGINE_WHEELS",      // scripts/fetch_engine_wheels.sh
+    "ARFUSE_QUANT_EXHAUSTIVE",   // tests/cpu/quant_test.cc: every fp32 input
 };
 
 int parseLevel(const std::string& v) {

@@ -85,14 +85,14 @@ constexpr size_t kHostFlagBytes = sizeof(FlagSlot) * kMaxCtas * kMaxRanks;
 // instantiations, so the plain ones are unchanged.
 constexpr int kQuantNone = 0, kQuantFp8Static = 1, kQuantFp8PerToken = 2, kQuantNvfp4 = 3;
 struct EpiArgs {
-  int enabled;           // 1: an arfuseAllReduceEpilogue call (the kExt kernels)
-  int weightPlusOne;     // norm * (1 + w) instead of norm * w
-  int quant;             // kQuant*
-  int scaleLayout;       // 0 linear, 1 swizzled 128x4 (NVFP4 block scales)
-  int firstLayer;        // no residual_in: residual_out = the sum
-  int writeResidual;     // residual_out requested
-  int writeNorm;         // norm_out requested
-  int tokens;            // rows of the call (NVFP4 swizzled scales: the padding rows)
+  int enabled;        // 1: an arfuseAllReduceEpilogue call (the kExt kernels)
+  int weightPlusOne;  // norm * (1 + w) instead of norm * w
+  int quant;          // kQuant*
+  int scaleLayout;    // 0 linear, 1 swizzled 128x4 (NVFP4 block scales)
+  int firstLayer;     // no residual_in: residual_out = the sum
+  int writeResidual;  // residual_out requested
+  int writeNorm;      // norm_out requested
+  int tokens;         // rows of the call (NVFP4 swizzled scales: the padding rows)
   int pad;
   unsigned char* quantOut;  // fp8: [tokens][hidden]; nvfp4: [tokens][hidden / 2]
   void* scaleOut;           // per-token fp8: float[tokens]; nvfp4: e4m3 block scales
@@ -137,7 +137,7 @@ struct KernelArgs {
   int hidden;
   float eps;
   float invHidden;  // 1.0f / hidden, computed on the host (a device division would call a slow path)
-  EpiArgs ext;  // kExt kernels only (residualIn, normOut, residualOut may then be null)
+  EpiArgs ext;      // kExt kernels only (residualIn, normOut, residualOut may then be null)
 };
 
 // Arguments of the single-GPU add+RMSNorm kernel (also the epilogue of the NCCL path).

@@ -85,9 +85,9 @@ __device__ __forceinline__ uint4 roundSum(float* acc, const uint4* residual, boo
 // Residual add is done (packed); norm the tile's row and store both outputs of this tile.
 // normOut / residualOut / the weight point at the tile's first vector.
 template <typename T, int kVecs, bool kOneLoad = false>
-__device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs>& w, uint4* normOut,
-                                       uint4* residualOut, int chunk, int chunks, int chunkVecs, int nvec,
-                                       float invHidden, float eps, RowScratch* sm) {
+__device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs>& w,
+                                                uint4* normOut, uint4* residualOut, int chunk, int chunks,
+                                                int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm) {
   constexpr int E = Vec<T>::kElems;
   // residual_out leaves before the row reduction when the reduction is CTA-local, so its stores
   // overlap the reduction (5 % at 4096 x 7168 bf16, 0.24 us at one token, H200). A split row's
@@ -105,7 +105,8 @@ __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], co
       q[i] = vectorSquares<E>(r);
     }
   }
-  const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, chunk, chunks, chunkVecs, nvec, sm), invHidden, eps));
+  const float inv =
+      rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, chunk, chunks, chunkVecs, nvec, sm), invHidden, eps));
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
@@ -153,8 +154,8 @@ __device__ inline float blockMax(float v) {
 // A 16-element block spans 16 / E consecutive vectors, which belong to consecutive lanes of one warp
 // (v = threadIdx.x + i * blockDim.x, blockDim a multiple of 32), so its max is a 1- or 2-step shuffle.
 template <typename T, int kVecs>
-__device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], float inv, const uint4* weight, uint4* normOut,
-                                     int nvec, int hidden, const EpiArgs& e, int row) {
+__device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], float inv, const uint4* weight,
+                                              uint4* normOut, int nvec, int hidden, const EpiArgs& e, int row) {
   constexpr int E = Vec<T>::kElems;
   constexpr int kGroup = 16 / E;  // vectors per NVFP4 block
   auto normValues = [&](int i, int v, float* n) {
@@ -265,13 +266,12 @@ __device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], floa
   }
 }
 
-
 // The extended epilogue's NaN outputs for one row (a failed or refused call): FP8 bytes 0x7F (E4M3
 // NaN), NVFP4 data 0 with every block scale 0x7F (NaN once dequantised), per-token scale NaN,
 // residual_out / norm_out NaN where requested. Whole rows only (the extended kernels never split rows).
 template <typename T>
-__device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOut, int nvec, int hidden, const EpiArgs& e,
-                                      int row) {
+__device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOut, int nvec, int hidden,
+                                               const EpiArgs& e, int row) {
   constexpr int E = Vec<T>::kElems;
   for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
     if (e.writeResidual) residualOut[v] = nanVec<T>();
@@ -280,7 +280,8 @@ __device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOu
   if (e.quant == kQuantFp8Static || e.quant == kQuantFp8PerToken) {
     unsigned char* q = e.quantOut + static_cast<size_t>(row) * hidden;
     for (int k = threadIdx.x; k < hidden; k += blockDim.x) q[k] = 0x7F;
-    if (e.quant == kQuantFp8PerToken && threadIdx.x == 0) static_cast<float*>(e.scaleOut)[row] = __int_as_float(0x7FC00000);
+    if (e.quant == kQuantFp8PerToken && threadIdx.x == 0)
+      static_cast<float*>(e.scaleOut)[row] = __int_as_float(0x7FC00000);
   } else if (e.quant == kQuantNvfp4) {
     unsigned char* q = e.quantOut + static_cast<size_t>(row) * (hidden / 2);
     for (int k = threadIdx.x; k < hidden / 2; k += blockDim.x) q[k] = 0;
@@ -295,8 +296,9 @@ __device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOu
 // quantised outputs (extendedPass2). `failed` must be uniform across the CTA.
 template <typename T, int kVecs, bool kOneLoad = false>
 __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], bool failed, const uint4* weight,
-                                         uint4* normOut, uint4* residualOut, int nvec, int hidden, float invHidden,
-                                         float eps, const EpiArgs& e, int row, RowScratch* sm) {
+                                                  uint4* normOut, uint4* residualOut, int nvec, int hidden,
+                                                  float invHidden, float eps, const EpiArgs& e, int row,
+                                                  RowScratch* sm) {
   constexpr int E = Vec<T>::kElems;
   if (failed) {
     extendedNanRow<T>(normOut, residualOut, nvec, hidden, e, row);
@@ -323,16 +325,16 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
 // of the tile did not arrive (CTA-uniform; only the extended epilogue reads it, the others already
 // hold NaN in `packed`). residual_out may alias x: each vector is written by the thread that read it.
 template <typename T, bool kFused, int kVecs, bool kExt>
-__device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor& tc, int j, const uint4 (&packed)[kVecs],
-                                           bool failed, const WeightCache<kVecs>& w, RowScratch* sm) {
+__device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor& tc, int j,
+                                           const uint4 (&packed)[kVecs], bool failed, const WeightCache<kVecs>& w,
+                                           RowScratch* sm) {
   const int V = tc.chunkVecs;
   const size_t base = tc.at(j, 0);
   if constexpr (kExt) {
     const size_t rowBase = static_cast<size_t>(tc.row(j)) * tc.nvec;
-    finishExtendedRow<T, kVecs>(packed, failed, reinterpret_cast<const uint4*>(a.weight),
-                                reinterpret_cast<uint4*>(a.normOut) + rowBase,
-                                reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext,
-                                tc.row(j), sm);
+    finishExtendedRow<T, kVecs>(
+        packed, failed, reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + rowBase,
+        reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext, tc.row(j), sm);
   } else if constexpr (kFused) {
     finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
                               reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks, V, tc.nvec,

@@ -81,9 +81,7 @@ struct Spin {
 
 // ---- flags --------------------------------------------------------------------------------------
 // Low-latency flag of an epoch: 1..2^32-1, never 0 (buffers start zeroed).
-__device__ __forceinline__ uint32_t llFlag(uint64_t epoch) {
-  return static_cast<uint32_t>(epoch % 0xFFFFFFFFull) + 1u;
-}
+__device__ __forceinline__ uint32_t llFlag(uint64_t epoch) { return static_cast<uint32_t>(epoch % 0xFFFFFFFFull) + 1u; }
 // Barrier counter of (epoch, phase 0/1): increasing within and across calls of one CTA index;
 // compared modulo 2^32.
 __device__ __forceinline__ uint32_t barrierCounter(uint64_t epoch, int phase) {
@@ -114,8 +112,8 @@ __device__ __forceinline__ int judgeBarrierSlot(uint64_t w0, uint64_t w1, uint32
 }
 
 // Waits (bounded) for peer's flag slot to reach `want`; a different descriptor is a mismatch.
-__device__ __forceinline__ bool waitBarrierSlot(const KernelArgs& a, const FlagSlot* slot, uint32_t want, int peer, int phase,
-                                       uint64_t epoch) {
+__device__ __forceinline__ bool waitBarrierSlot(const KernelArgs& a, const FlagSlot* slot, uint32_t want, int peer,
+                                                int phase, uint64_t epoch) {
   Spin spin;
   for (;;) {
     uint64_t w0, w1;
@@ -172,8 +170,8 @@ __device__ __forceinline__ CallState enterCall(const KernelArgs& a) {
     // access. (Without peer access, a peer's abort reaches this call through its waits, which poll
     // the host-mapped word; a call whose waits all succeed has valid outputs either way.)
     const uint32_t aborted = loadVolatileU32(&a.state->abort);
-    const uint64_t old =
-        atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->cta[blockIdx.x]), static_cast<unsigned long long>(kCtaEnter));
+    const uint64_t old = atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->cta[blockIdx.x]),
+                                   static_cast<unsigned long long>(kCtaEnter));
     const uint64_t epoch = old & kEpochMask;
     uint32_t status = kFlightOk;
     if ((old >> kEpochBits) != 0) {

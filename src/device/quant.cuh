@@ -35,7 +35,8 @@ __device__ __forceinline__ uint32_t cvtE2m1x2(float lo, float hi) {
   asm("{ .reg .b8 q; cvt.rn.satfinite.e2m1x2.f32 q, %1, %2; cvt.u32.u8 %0, q; }" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 #else
-  return static_cast<uint32_t>(quant::fp32ToE2m1Sat(lo) & 0xF) | static_cast<uint32_t>(quant::fp32ToE2m1Sat(hi) & 0xF) << 4;
+  return static_cast<uint32_t>(quant::fp32ToE2m1Sat(lo) & 0xF) | static_cast<uint32_t>(quant::fp32ToE2m1Sat(hi) & 0xF)
+                                                                     << 4;
 #endif
 }
 

@@ -34,8 +34,8 @@ struct RowScratch {
 // SM instead of two, 256 x 7168 tokens 5.72 -> 7.00 us on the H200), and a CTA-local row's shared
 // memory answers fast enough that one load at a time costs little. Same order, same bits.
 template <int kVecs, bool kOneLoad = false>
-__device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], int chunk, int chunks, int chunkVecs, int nvec,
-                                            RowScratch* sm) {
+__device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], int chunk, int chunks, int chunkVecs,
+                                                     int nvec, RowScratch* sm) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {

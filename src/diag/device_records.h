@@ -42,8 +42,8 @@ inline int descTokens(CallDesc d) { return static_cast<int>(d.w1); }
 // error (the error path only: no call that succeeds touches host memory).
 struct ErrorRecord {
   int valid;
-  int code;   // kErr*
-  int peer;   // the rank waited for / whose descriptor differs; -1 for kErrConcurrent
+  int code;  // kErr*
+  int peer;  // the rank waited for / whose descriptor differs; -1 for kErrConcurrent
   int block;
   int phase;  // 0/1 barrier phase, 2 low-latency data, 3 descriptor exchange, 4 call entry
   int pad;

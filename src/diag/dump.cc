@@ -29,8 +29,9 @@ std::string compactCallDesc(CallDesc d) {
   std::string path = callDescPath(d);
   const std::string variant = callDescVariant(d);
   if (!variant.empty()) path += "." + variant;
-  return strprintf("%s/%s/%dx%d/%s", callOpName(descOp(d)), arfuseDataTypeName(static_cast<arfuseDataType_t>(descDtype(d))),
-                   descTokens(d), descHidden(d), path.c_str());
+  return strprintf("%s/%s/%dx%d/%s", callOpName(descOp(d)),
+                   arfuseDataTypeName(static_cast<arfuseDataType_t>(descDtype(d))), descTokens(d), descHidden(d),
+                   path.c_str());
 }
 
 std::string formatDump(const DumpInput& in) {
@@ -46,7 +47,8 @@ std::string formatDump(const DumpInput& in) {
       if (f.call == 0 || static_cast<int>((f.call - 1) % kFlightEntries) != i) continue;
       entries.push_back(f);
     }
-    std::sort(entries.begin(), entries.end(), [](const FlightEntry& a, const FlightEntry& b) { return a.call < b.call; });
+    std::sort(entries.begin(), entries.end(),
+              [](const FlightEntry& a, const FlightEntry& b) { return a.call < b.call; });
     haveRecord = readErrorRecord(*in.shared, in.rank, &rec);
     aborted = readAbort(*in.shared);
   }
@@ -66,7 +68,8 @@ std::string formatDump(const DumpInput& in) {
     out += strprintf(" tokens=%d hidden=%d", descTokens(d), descHidden(d));
     // ok: block 0 finished with valid outputs; failed: a wait failed, outputs NaN; refused: the group
     // was already aborted, nothing sent, outputs NaN.
-    if (f.endNs) out += f.status == kFlightFailed ? " status=failed" : f.status == kFlightRefused ? " status=refused" : "";
+    if (f.endNs)
+      out += f.status == kFlightFailed ? " status=failed" : f.status == kFlightRefused ? " status=refused" : "";
     const std::string variant = callDescVariant(d);
     if (!variant.empty()) out += " variant=" + variant;
     out += "\n";

@@ -2,10 +2,9 @@
 // `arfuse triage` reads (docs/triage.md, "arfuse flight recorder"):
 //
 //   arfuse-flight-recorder v1 rank=0 dev=0 nranks=4 arch=sm_90 timeout_s=0.300 abort=1 entries=3
-//   entry=0 epoch=15 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 path=oneshot start_ns=.. end_ns=.. tokens=1 hidden=7168
-//   entry=1 epoch=16 ...
-//   entry=2 epoch=17 ... end_ns=pending tokens=1 hidden=7168
-//   arfuse-error-record rank=0 peer=2 block=5 epoch=17 phase=0 code=peer_timeout mine=AllReduceAddRmsNorm/bf16/1x7168/oneshot
+//   entry=0 epoch=15 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 path=oneshot start_ns=.. end_ns=.. tokens=1
+//   hidden=7168 entry=1 epoch=16 ... entry=2 epoch=17 ... end_ns=pending tokens=1 hidden=7168 arfuse-error-record
+//   rank=0 peer=2 block=5 epoch=17 phase=0 code=peer_timeout mine=AllReduceAddRmsNorm/bf16/1x7168/oneshot
 //   arfuse-dump-note rank=0 error: rank 0 waited 0.300 s for rank 2 ...; next: ...
 //   arfuse-dump-note rank=0 last_error: <the communicator's last error text>
 //

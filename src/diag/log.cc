@@ -1,14 +1,14 @@
 #include "diag/log.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
-
-#include <errno.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "common/params.h"
 

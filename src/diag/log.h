@@ -36,4 +36,5 @@ std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 
 }  // namespace arfuse
 
-#define ARFUSE_LOG(level, ctx, fields, ...) ::arfuse::logLine(level, ctx, fields, __FILE__, __LINE__, ::arfuse::strprintf(__VA_ARGS__))
+#define ARFUSE_LOG(level, ctx, fields, ...) \
+  ::arfuse::logLine(level, ctx, fields, __FILE__, __LINE__, ::arfuse::strprintf(__VA_ARGS__))

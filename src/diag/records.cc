@@ -84,16 +84,16 @@ std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutN
     }
     case kErrMismatch: {
       // The path is named only when it is what differs: the shapes are what users get wrong.
-      const bool pathDiffers =
-          descAlgo(e.mine) != descAlgo(e.theirs) || descVariant(e.mine) != descVariant(e.theirs);
+      const bool pathDiffers = descAlgo(e.mine) != descAlgo(e.theirs) || descVariant(e.mine) != descVariant(e.theirs);
       return strprintf("divergent call at call %llu: rank %d made %s, rank %d made %s", call, who,
                        describeCallDesc(e.mine, pathDiffers).c_str(), e.peer,
                        describeCallDesc(e.theirs, pathDiffers).c_str());
     }
     case kErrConcurrent:
-      return strprintf("two calls of rank %d ran at the same time (call %llu): a communicator must be used from one "
-                       "stream at a time",
-                       who, call);
+      return strprintf(
+          "two calls of rank %d ran at the same time (call %llu): a communicator must be used from one "
+          "stream at a time",
+          who, call);
     default:
       return strprintf("rank %d recorded error code %d at call %llu (peer %d, block %d, phase %d)", who, e.code, call,
                        e.peer, e.block, e.phase);
@@ -118,8 +118,9 @@ std::string nextStepFor(int code) {
 }
 
 std::string errorRecordFields(const ErrorRecord& e) {
-  std::string s = strprintf("code=%s call=%llu", arfuseGetErrorName(static_cast<arfuseResult_t>(resultForRecordCode(e.code))),
-                            static_cast<unsigned long long>(e.call));
+  std::string s =
+      strprintf("code=%s call=%llu", arfuseGetErrorName(static_cast<arfuseResult_t>(resultForRecordCode(e.code))),
+                static_cast<unsigned long long>(e.call));
   if (!callDescEmpty(e.mine))
     s += strprintf(" op=%s bytes=%lld dtype=%s path=%s", callOpName(descOp(e.mine)), callDescBytes(e.mine),
                    arfuseDataTypeName(static_cast<arfuseDataType_t>(descDtype(e.mine))), callDescPath(e.mine));

@@ -105,7 +105,8 @@ class Reader {
 
   bool integer(const std::string& path, const json::Value& v, long long lo, long long hi, long long* out) {
     if (!want(path, v, json::Value::Kind::kNumber, "an integer")) return false;
-    if (v.text.find_first_of(".eE") != std::string::npos) return fail(path, v.pos, "expected an integer, got " + v.text);
+    if (v.text.find_first_of(".eE") != std::string::npos)
+      return fail(path, v.pos, "expected an integer, got " + v.text);
     long long x = 0;
     auto r = std::from_chars(v.text.data(), v.text.data() + v.text.size(), x);
     if (r.ec != std::errc() || r.ptr != v.text.data() + v.text.size() || x < lo || x > hi)
@@ -323,7 +324,8 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
   }
   if (fingerprint != c.fingerprint) {
     *why = label + " does not apply: the fabric changed since it was measured (fingerprint " + c.fingerprint +
-           " then, " + fingerprint + " now: a link or P2P status differs, or this process sees them differently, "
+           " then, " + fingerprint +
+           " now: a link or P2P status differs, or this process sees them differently, "
            "e.g. without NVML); re-run `arfuse doctor --calibrate`";
     return false;
   }
@@ -366,7 +368,7 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
     // Fastest up to its own largest size: the buffer limit decides, not the calibration.
     p.lowLatencyMaxBytes = crossOf("lowlatency") == largestOf["lowlatency"] ? -1 : crossOf("lowlatency");
     said.push_back("lowlatency " + (p.lowLatencyMaxBytes < 0 ? std::string("up to its buffer limit")
-                                                               : "<= " + bytesText(p.lowLatencyMaxBytes)));
+                                                             : "<= " + bytesText(p.lowLatencyMaxBytes)));
   }
   if (measured("oneshot")) {
     const long long up = crossOf("oneshot");
@@ -403,7 +405,8 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
     }
   }
   if (said.empty()) {
-    *why = label + " does not apply: its " + std::to_string(nranks) + "-rank group measured no path the plan has a "
+    *why = label + " does not apply: its " + std::to_string(nranks) +
+           "-rank group measured no path the plan has a "
            "limit for";
     return false;
   }
@@ -411,9 +414,8 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
   *policy = p;
   std::string s;
   for (size_t i = 0; i < said.size(); ++i) s += (i ? ", " : "") + said[i];
-  *why = label + " applies (" + std::to_string(nranks) + (virtualRanks ? " virtual" : "") + " ranks, " +
-         c.fingerprint + ", measured " + c.created + " at hidden " + std::to_string(c.hidden) + " " + c.dtype +
-         "): " + s;
+  *why = label + " applies (" + std::to_string(nranks) + (virtualRanks ? " virtual" : "") + " ranks, " + c.fingerprint +
+         ", measured " + c.created + " at hidden " + std::to_string(c.hidden) + " " + c.dtype + "): " + s;
   return true;
 }
 

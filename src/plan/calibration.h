@@ -26,7 +26,7 @@ constexpr const char* kCalibrationSchema = "arfuse-calibration/1";
 
 // One timed, checked measurement: a path at one message size.
 struct CalibrationPoint {
-  std::string algo;     // "lowlatency", "oneshot", "twoshot", "hoststaged", "nccl"
+  std::string algo;  // "lowlatency", "oneshot", "twoshot", "hoststaged", "nccl"
   int tokens = 0;
   long long bytes = 0;  // message bytes per rank: tokens x hidden x dtype size
   double us = 0;        // per call: median over CUDA-graph replays of the slowest rank
@@ -42,13 +42,13 @@ struct CalibrationGroup {
 };
 
 struct Calibration {
-  std::string created;             // "2026-11-30T10:00:00Z"
-  std::string arfuse;              // arfuseGetBuildInfo() of the measuring build
+  std::string created;  // "2026-11-30T10:00:00Z"
+  std::string arfuse;   // arfuseGetBuildInfo() of the measuring build
   std::string hostname;
-  std::vector<std::string> gpus;   // distinct UUIDs of the measured GPUs, sorted
-  std::string fingerprint;         // topo::calibrationFingerprint of those GPUs
-  int hidden = 0;                  // of the measured calls
-  std::string dtype;               // "bf16", "fp16", "fp32"
+  std::vector<std::string> gpus;         // distinct UUIDs of the measured GPUs, sorted
+  std::string fingerprint;               // topo::calibrationFingerprint of those GPUs
+  int hidden = 0;                        // of the measured calls
+  std::string dtype;                     // "bf16", "fp16", "fp32"
   std::vector<CalibrationGroup> groups;  // one per rank count
 };
 

@@ -61,9 +61,10 @@ Plan validateShape(const Limits& limits, const PlanRequest& req) {
   if (req.hidden < 8 || req.hidden % 8 != 0)
     return failure(arfuseInvalidArgument, strprintf("hidden=%d: must be a positive multiple of 8", req.hidden));
   if (req.hidden > maxSupportedHidden(req.dtype))
-    return failure(arfuseUnsupported, strprintf("hidden=%d with dtype %s: the largest supported hidden size is %d "
-                                                "(one row must fit one thread block's registers)",
-                                                req.hidden, arfuseDataTypeName(req.dtype), maxSupportedHidden(req.dtype)));
+    return failure(arfuseUnsupported,
+                   strprintf("hidden=%d with dtype %s: the largest supported hidden size is %d "
+                             "(one row must fit one thread block's registers)",
+                             req.hidden, arfuseDataTypeName(req.dtype), maxSupportedHidden(req.dtype)));
   if (req.hidden > limits.maxHidden)
     return failure(arfuseInvalidArgument,
                    strprintf("hidden=%d exceeds this communicator's maxHidden=%d; create it with a larger "
@@ -135,9 +136,10 @@ bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fa
     for (int c = 2; c <= kMaxChunks; c *= 2) clusters[c] = std::min(clusters[c], configCap);
   }
   if (narrow < 1 || ll < 1 || wide < 1) {
-    *why = strprintf("too many ranks share one GPU for one CTA of each to be resident at once (per rank: %d narrow, "
-                     "%d low-latency, %d wide CTAs); use fewer virtual ranks",
-                     narrow, ll, wide);
+    *why = strprintf(
+        "too many ranks share one GPU for one CTA of each to be resident at once (per rank: %d narrow, "
+        "%d low-latency, %d wide CTAs); use fewer virtual ranks",
+        narrow, ll, wide);
     return false;
   }
   f->maxBlocks = narrow;
@@ -158,8 +160,10 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int*
   // groups of the canonical row reduction, every row still gets its own CTAs, and that many CTAs in
   // clusters fit the GPU at once. Wide tiles (> 512 vectors) are never split.
   int c = 1;
-  while (f.clusters && !r.extended && c < std::min(kMaxChunks, maxChunks) && nvec / c > 256 && nvec % (kGroupVecs * 2 * c) == 0 &&
-         static_cast<long long>(r.tokens) * 2 * c <= std::min(maxCtas, f.clusterCtas[2 * c] < 0 ? maxCtas : f.clusterCtas[2 * c]))
+  while (f.clusters && !r.extended && c < std::min(kMaxChunks, maxChunks) && nvec / c > 256 &&
+         nvec % (kGroupVecs * 2 * c) == 0 &&
+         static_cast<long long>(r.tokens) * 2 * c <=
+             std::min(maxCtas, f.clusterCtas[2 * c] < 0 ? maxCtas : f.clusterCtas[2 * c]))
     c *= 2;
   if (nvec / c > 512) c = 1;
   geo->chunks = c;
@@ -187,20 +191,20 @@ Workspace workspaceFor(const Limits& limits, const Fabric& f, long long hostMess
                       std::min(f.maxBlocks, wide));
 }
 
-Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
-                       bool deterministic, int fewestCtas) {
+Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes, bool deterministic,
+                       int fewestCtas) {
   Workspace w;
   w.elemBytes = (limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) ? 4 : 2;
   w.maxRowBytes = static_cast<size_t>(limits.maxHidden) * w.elemBytes;
   const size_t ctas = static_cast<size_t>(std::max(1, std::min(maxBlocks, kMaxCtas)));
-  const size_t fewest =
-      fewestCtas > 0 ? std::min(ctas, static_cast<size_t>(fewestCtas)) : ctas;
+  const size_t fewest = fewestCtas > 0 ? std::min(ctas, static_cast<size_t>(fewestCtas)) : ctas;
   // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, CTAs of its class)).
   const size_t rowsPerCta = (static_cast<size_t>(limits.maxTokens) + fewest - 1) / fewest;
   w.stagingRegionBytes = (rowsPerCta * w.maxRowBytes + 255) / 256 * 256;
   w.stagingBytes = ctas * 2 * w.stagingRegionBytes;
   if (nranks > 1)
-    w.ncclBytes = static_cast<size_t>(deterministic ? nranks : 1) * static_cast<size_t>(limits.maxTokens) * w.maxRowBytes;
+    w.ncclBytes =
+        static_cast<size_t>(deterministic ? nranks : 1) * static_cast<size_t>(limits.maxTokens) * w.maxRowBytes;
   w.llBytes = nranks > 1 ? static_cast<size_t>(kLlMaxCtas) * 2 * nranks * kLlRegionBytes : 0;
   if (hostMessageBytes > 0) {
     // Messages up to hostMessageBytes: a CTA holds at most ceil(tokens / ctas) whole rows, i.e. at
@@ -325,8 +329,8 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       {
         std::string why;
         if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks))
-          return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s): %s; use auto", forcedBy,
-                                                      why.c_str()));
+          return failure(arfuseUnsupported,
+                         strprintf("algo=hoststaged (forced by %s): %s; use auto", forcedBy, why.c_str()));
       }
       chooseHostVariant(f, policy, bytes, &p);
       p.reason = strprintf("hoststaged (%s variant): forced by %s (%lld B, %d ranks)",
@@ -334,22 +338,22 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       return p;
     case arfuseAlgoNccl:
       if (!f.nccl)
-        return failure(arfuseUnsupported,
-                       strprintf("algo=nccl (forced by %s) is unavailable: %s", forcedBy,
-                                 why(f.ncclDetail, kNoNcclWhy).c_str()));
+        return failure(arfuseUnsupported, strprintf("algo=nccl (forced by %s) is unavailable: %s", forcedBy,
+                                                    why(f.ncclDetail, kNoNcclWhy).c_str()));
       p.algo = arfuseAlgoNccl;
       p.reason = strprintf("nccl: forced by %s (%lld B, %d ranks%s)", forcedBy, bytes, f.nranks,
                            policy.deterministic ? ", deterministic: all-gather + rank-order fp32 sum" : "");
       planLocal(f, req, &p);
       return p;
     default:
-      return failure(arfuseInvalidArgument, strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
-                                                      "lowlatency, oneshot, twoshot, hoststaged or nccl",
-                                                      policy.forcedAlgo, forcedBy, f.nranks));
+      return failure(arfuseInvalidArgument,
+                     strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
+                               "lowlatency, oneshot, twoshot, hoststaged or nccl",
+                               policy.forcedAlgo, forcedBy, f.nranks));
   }
 
   const bool calibrated = !policy.calibratedFrom.empty();
-  const char* origin = calibrated                        ? policy.calibratedFrom.c_str()
+  const char* origin = calibrated                      ? policy.calibratedFrom.c_str()
                        : !policy.builtinOrigin.empty() ? policy.builtinOrigin.c_str()
                                                        : "built-in default, not calibrated";
   if (!f.p2p) {
@@ -367,15 +371,17 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       return p;
     }
     if (!f.nccl)
-      return failure(arfuseUnsupported, strprintf("no path: peer access is missing (%s), NCCL is unavailable (%s) "
-                                                  "and host staging is unavailable (%s)",
-                                                  why(f.p2pDetail, kNoP2pWhy).c_str(), why(f.ncclDetail, kNoNcclWhy).c_str(),
-                                                  why(f.hostStagedDetail, kNoHostWhy).c_str()));
+      return failure(arfuseUnsupported,
+                     strprintf("no path: peer access is missing (%s), NCCL is unavailable (%s) "
+                               "and host staging is unavailable (%s)",
+                               why(f.p2pDetail, kNoP2pWhy).c_str(), why(f.ncclDetail, kNoNcclWhy).c_str(),
+                               why(f.hostStagedDetail, kNoHostWhy).c_str()));
     p.algo = arfuseAlgoNccl;
     planLocal(f, req, &p);
     if (f.hostStaged)
-      p.reason = strprintf("nccl: no peer access between ranks (%s); %lld B > host-staged limit %s (%s)",
-                           why(f.p2pDetail, kNoP2pWhy).c_str(), bytes, limitText(policy.hostStagedMaxBytes).c_str(), origin);
+      p.reason =
+          strprintf("nccl: no peer access between ranks (%s); %lld B > host-staged limit %s (%s)",
+                    why(f.p2pDetail, kNoP2pWhy).c_str(), bytes, limitText(policy.hostStagedMaxBytes).c_str(), origin);
     else
       p.reason = strprintf("nccl: no peer access between ranks (%s); host staging unavailable (%s)",
                            why(f.p2pDetail, kNoP2pWhy).c_str(), why(f.hostStagedDetail, kNoHostWhy).c_str());
@@ -391,9 +397,10 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   std::string llWhy;
   if (bytes <= llMax && lowLatencyFits(f, req, llMax, bytes, &llWhy, policy.maxChunks)) {
     p.algo = arfuseAlgoLowLatency;
-    p.reason = strprintf("lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
-                         "barrier",
-                         bytes, llMax, llCapped ? strprintf(" (%s)", origin).c_str() : "");
+    p.reason = strprintf(
+        "lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
+        "barrier",
+        bytes, llMax, llCapped ? strprintf(" (%s)", origin).c_str() : "");
   } else if (f.nccl && policy.ncclAboveBytes >= 0 && bytes > policy.ncclAboveBytes) {
     p.algo = arfuseAlgoNccl;
     p.reason = strprintf("nccl: %lld B > %lld B, above which NCCL measured faster than every arfuse path (%s)", bytes,

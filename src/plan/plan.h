@@ -28,13 +28,13 @@ struct Fabric {
   int maxBlocksLowLatency = -1;
   int maxBlocksWide = -1;
   int clusterCtas[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
-  int smCount = 1;            // smallest SM count in the group (local kernel grid)
+  int smCount = 1;                   // smallest SM count in the group (local kernel grid)
   long long lowLatencyMaxBytes = 0;  // largest message the low-latency buffer carries (0: no such buffer)
   bool hostStaged = false;           // the group has a host-memory exchange area every rank can map
   long long hostStagedCapacity = 0;  // largest message (bytes per rank) that area holds
   std::string hostStagedDetail;      // why not, when !hostStaged
-  bool clusters = false;  // every rank's GPU launches thread-block clusters (sm_90+): rows may be split
-  bool pdl = false;       // kernels use programmatic dependent launch (sm_90+, ARFUSE_PDL)
+  bool clusters = false;             // every rank's GPU launches thread-block clusters (sm_90+): rows may be split
+  bool pdl = false;                  // kernels use programmatic dependent launch (sm_90+, ARFUSE_PDL)
   // Bytes of one CTA's region of one parity (Workspace below); 0 = no such buffer.
   long long stagingRegionBytes = 0;
   long long hostRegionBytes = 0;

@@ -62,8 +62,10 @@ bool Library::open(const std::string& path) {
   resolve(lib_, "nvmlDeviceGetNvLinkState", &nvlinkState_);
   resolve(lib_, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &nvlinkRemotePci_);
   resolve(lib_, "nvmlDeviceGetNvLinkRemoteDeviceType", &nvlinkRemoteType_);
-  const char* missing = !init_fn_ ? "nvmlInit_v2" : !shutdown_ ? "nvmlShutdown" : !byBusId_ ? "nvmlDeviceGetHandleByPciBusId_v2"
-                                                                                             : nullptr;
+  const char* missing = !init_fn_    ? "nvmlInit_v2"
+                        : !shutdown_ ? "nvmlShutdown"
+                        : !byBusId_  ? "nvmlDeviceGetHandleByPciBusId_v2"
+                                     : nullptr;
   if (missing) {
     error_ = path + " lacks " + missing + " (NVML too old)";
     dlclose(lib_);

@@ -19,21 +19,21 @@ namespace arfuse {
 namespace topo {
 
 struct ProbeOptions {
-  bool measure = true;                          // run the measured probes (kernels); false: reported facts only
+  bool measure = true;  // run the measured probes (kernels); false: reported facts only
   std::string nvmlLibrary = "libnvidia-ml.so.1";
-  double timeoutSeconds = 5.0;                  // bound on every probe kernel; past it the probe stops measuring
-  size_t checkBytes = 256 << 10;                // buffer of the peer load / store check
-  size_t bandwidthBytes = 16 << 20;             // per pair and pass
+  double timeoutSeconds = 5.0;       // bound on every probe kernel; past it the probe stops measuring
+  size_t checkBytes = 256 << 10;     // buffer of the peer load / store check
+  size_t bandwidthBytes = 16 << 20;  // per pair and pass
   int bandwidthPasses = 4;
-  int latencyRounds = 2000;                     // ping-pong rounds (the first 10 % are warm-up)
-  size_t hostBytes = 64 << 20;                  // pinned host buffer of the host bandwidth probe
+  int latencyRounds = 2000;     // ping-pong rounds (the first 10 % are warm-up)
+  size_t hostBytes = 64 << 20;  // pinned host buffer of the host bandwidth probe
 };
 
 struct ProbeResult {
-  bool ok = false;                 // `topology` holds every visible GPU
-  std::string error;               // why not: no GPU visible, a CUDA call failed
-  int cudaDriverVersion = 0;       // cudaDriverGetVersion: the newest CUDA the driver supports (0: no driver)
-  int cudaRuntimeVersion = 0;      // cudaRuntimeGetVersion
+  bool ok = false;             // `topology` holds every visible GPU
+  std::string error;           // why not: no GPU visible, a CUDA call failed
+  int cudaDriverVersion = 0;   // cudaDriverGetVersion: the newest CUDA the driver supports (0: no driver)
+  int cudaRuntimeVersion = 0;  // cudaRuntimeGetVersion
   bool nvmlLoaded = false;
   std::string nvmlError;           // why NVML's facts are missing ("" when loaded)
   bool measured = false;           // the measured probes ran to the end

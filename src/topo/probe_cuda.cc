@@ -26,9 +26,7 @@ std::optional<int> sysfsNumaNode(const std::string& busId) {
   return parseNumaNode(ss.str());
 }
 
-std::string cudaText(const char* what, cudaError_t e) {
-  return std::string(what) + ": " + cudaGetErrorString(e);
-}
+std::string cudaText(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
 
 }  // namespace
 
@@ -92,7 +90,8 @@ ProbeResult probeTopology(const ProbeOptions& opt) {
   t.driverVersion = machine.driverVersion;
   t.cudaRuntimeVersion = machine.cudaRuntimeVersion;
   t.nvmlVersion = machine.nvmlVersion;
-  if (!r.nvmlLoaded) t.notes.push_back("NVML unavailable (" + r.nvmlError + "): NVLink, PCIe level and P2P status unknown");
+  if (!r.nvmlLoaded)
+    t.notes.push_back("NVML unavailable (" + r.nvmlError + "): NVLink, PCIe level and P2P status unknown");
 
   std::vector<std::string> busIds(n);
   std::vector<NvlinkEnds> ends(n);
@@ -148,7 +147,8 @@ ProbeResult probeTopology(const ProbeOptions& opt) {
       e = cudaDeviceCanAccessPeer(&can, i, j);
       if (e != cudaSuccess) {
         cudaGetLastError();
-        t.notes.push_back(cudaText(("cudaDeviceCanAccessPeer(" + std::to_string(i) + ", " + std::to_string(j) + ")").c_str(), e));
+        t.notes.push_back(
+            cudaText(("cudaDeviceCanAccessPeer(" + std::to_string(i) + ", " + std::to_string(j) + ")").c_str(), e));
         can = 0;
       }
       l.canAccessPeer = can != 0;

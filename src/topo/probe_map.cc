@@ -87,7 +87,8 @@ std::string formatGpuUuid(const unsigned char b[16]) {
 
 std::string cudaVersionText(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
-std::vector<std::vector<int>> nvlinkMatrix(const std::vector<std::string>& busIds, const std::vector<NvlinkEnds>& ends) {
+std::vector<std::vector<int>> nvlinkMatrix(const std::vector<std::string>& busIds,
+                                           const std::vector<NvlinkEnds>& ends) {
   const size_t n = busIds.size();
   std::vector<std::vector<int>> m(n, std::vector<int>(n, 0));
   for (size_t i = 0; i < n && i < ends.size(); ++i) {

@@ -83,8 +83,8 @@ __global__ void storeKernel(uint4* dst, size_t n4, uint32_t salt) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const uint32_t k = static_cast<uint32_t>(4 * i);
-    dst[i] = make_uint4(patternWord(salt, k), patternWord(salt, k + 1), patternWord(salt, k + 2),
-                        patternWord(salt, k + 3));
+    dst[i] =
+        make_uint4(patternWord(salt, k), patternWord(salt, k + 1), patternWord(salt, k + 2), patternWord(salt, k + 3));
   }
   __threadfence_system();
 }
@@ -96,9 +96,9 @@ struct BwArgs {
   int passes;
   int blocksPerPeer;
   int write;
-  const uint32_t* go;           // pinned host flag: start when non-zero
-  unsigned long long* stamps;   // [block][start, end]
-  uint32_t* sink;               // [block * threads]: keeps the loads alive
+  const uint32_t* go;          // pinned host flag: start when non-zero
+  unsigned long long* stamps;  // [block][start, end]
+  uint32_t* sink;              // [block * threads]: keeps the loads alive
   unsigned long long timeoutNs;
   uint32_t* timedOut;
 };
@@ -209,12 +209,12 @@ std::string str(cudaError_t e) { return cudaGetErrorString(e); }
 // touched again, since the device may never answer).
 struct Resources {
   struct PerGpu {
-    uint32_t* checkSrc = nullptr;   // pattern of this GPU, read by peers
-    uint32_t* checkDst = nullptr;   // this GPU's copy of a peer's pattern
-    uint32_t* inbox = nullptr;      // [peer][checkBytes]: what peers store here
-    uint4* bwSrc = nullptr;         // read by peers
-    uint4* bwDst = nullptr;         // [peer][bandwidthBytes]: written by peers
-    uint32_t* flags = nullptr;      // [peer][32 words]: ping-pong flags written by peers
+    uint32_t* checkSrc = nullptr;  // pattern of this GPU, read by peers
+    uint32_t* checkDst = nullptr;  // this GPU's copy of a peer's pattern
+    uint32_t* inbox = nullptr;     // [peer][checkBytes]: what peers store here
+    uint4* bwSrc = nullptr;        // read by peers
+    uint4* bwDst = nullptr;        // [peer][bandwidthBytes]: written by peers
+    uint32_t* flags = nullptr;     // [peer][32 words]: ping-pong flags written by peers
     unsigned long long* stamps = nullptr;
     uint32_t* sink = nullptr;
     uint32_t* timedOut = nullptr;
@@ -223,9 +223,9 @@ struct Resources {
     std::vector<int> peersEnabled;
   };
   std::vector<PerGpu> gpu;
-  uint32_t* hostGo = nullptr;       // pinned, mapped
-  uint32_t* hostFlags = nullptr;    // pinned, mapped: 64 words
-  uint4* hostBuf = nullptr;         // pinned, mapped
+  uint32_t* hostGo = nullptr;     // pinned, mapped
+  uint32_t* hostFlags = nullptr;  // pinned, mapped: 64 words
+  uint4* hostBuf = nullptr;       // pinned, mapped
   // The same three as the GPUs address them (equal to the host pointers under UVA, asked anyway).
   uint32_t* hostGoDev = nullptr;
   uint32_t* hostFlagsDev = nullptr;
@@ -388,7 +388,7 @@ bool Prober::checkPairs() {
       // Load: i copies j's pattern into its own memory.
       if (!check(cudaMemsetAsync(gi.checkDst, 0, opt_.checkBytes, gi.stream), "cudaMemset")) return false;
       copyKernel<<<32, 256, 0, gi.stream>>>(reinterpret_cast<const uint4*>(gj.checkSrc),
-                                             reinterpret_cast<uint4*>(gi.checkDst), opt_.checkBytes / 16);
+                                            reinterpret_cast<uint4*>(gi.checkDst), opt_.checkBytes / 16);
       if (!check(cudaGetLastError(), "peer load " + pair + " launch") || !wait(i, "peer load " + pair)) {
         m.peerLoad = false;  // a load that faults or never completes failed, whatever else it broke
         return false;
@@ -610,8 +610,8 @@ bool Prober::run() {
   int prev = 0;
   cudaGetDevice(&prev);
   bool ok = allocate() && hostProbes();
-  if (ok && n_ > 1) ok = checkPairs() && concurrentBandwidth(false) && concurrentBandwidth(true) && soloReads() &&
-                         latencies();
+  if (ok && n_ > 1)
+    ok = checkPairs() && concurrentBandwidth(false) && concurrentBandwidth(true) && soloReads() && latencies();
   if (!res_.hung) cudaSetDevice(prev);
   char desc[320];
   std::snprintf(desc, sizeof desc,

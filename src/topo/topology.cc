@@ -126,8 +126,7 @@ bool operator==(const Link& a, const Link& b) {
 bool operator==(const Topology& a, const Topology& b) {
   return a.source == b.source && a.hostname == b.hostname && a.driverVersion == b.driverVersion &&
          a.cudaRuntimeVersion == b.cudaRuntimeVersion && a.ncclVersion == b.ncclVersion &&
-         a.nvmlVersion == b.nvmlVersion && a.notes == b.notes &&
-         a.gpus == b.gpus && a.links == b.links;
+         a.nvmlVersion == b.nvmlVersion && a.notes == b.notes && a.gpus == b.gpus && a.links == b.links;
 }
 
 namespace {
@@ -350,7 +349,8 @@ std::string pairProblem(const Topology& t, int a, int b, const IslandOptions& op
     if (l.measured.soloReadGBps && nominal && *l.measured.soloReadGBps < opt.minFractionOfLink * *nominal) {
       return pairName(a, b) + ": a peer read " + std::to_string(from) + "->" + std::to_string(to) + " alone reaches " +
              fmt1(*l.measured.soloReadGBps) + " GB/s, under " + fmt1(opt.minFractionOfLink * 100) + "% of the " +
-             fmt1(*nominal) + " GB/s its link (" + linkLabel(l) + ") allows: traffic is likely routed through system "
+             fmt1(*nominal) + " GB/s its link (" + linkLabel(l) +
+             ") allows: traffic is likely routed through system "
              "memory";
     }
   }

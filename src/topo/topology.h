@@ -49,9 +49,9 @@ enum class P2pStatus {
 // What a probe measured between one GPU and pinned host memory: the costs of the host-staged path,
 // which exchanges through host memory mapped into every GPU. Every field optional.
 struct HostMeasured {
-  std::optional<double> readGBps;        // a kernel reading pinned host memory, GB/s (1e9 B/s)
-  std::optional<double> writeGBps;       // a kernel writing pinned host memory, GB/s
-  std::optional<double> flagRoundTripUs; // ping-pong between two blocks through a flag pair in pinned host memory, us
+  std::optional<double> readGBps;         // a kernel reading pinned host memory, GB/s (1e9 B/s)
+  std::optional<double> writeGBps;        // a kernel writing pinned host memory, GB/s
+  std::optional<double> flagRoundTripUs;  // ping-pong between two blocks through a flag pair in pinned host memory, us
 
   bool any() const { return readGBps || writeGBps || flagRoundTripUs; }
 };

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "bench_args.h"
+
+#include <gtest/gtest.h>
 
 namespace arfuse {
 namespace cli {
@@ -20,8 +20,8 @@ TEST(BenchArgs, Defaults) {
 TEST(BenchArgs, NcclTestsVocabulary) {
   BenchArgs a;
   std::string err;
-  ASSERT_TRUE(parseBenchArgs({"-b", "14K", "-e", "1M", "-f", "4", "--hidden", "7168", "-n", "5", "-w", "0", "-c",
-                              "0", "-J", "/tmp/x.json", "--algo", "twoshot", "--ranks", "4"},
+  ASSERT_TRUE(parseBenchArgs({"-b", "14K", "-e", "1M", "-f", "4",           "--hidden", "7168",    "-n",      "5",
+                              "-w", "0",   "-c", "0",  "-J", "/tmp/x.json", "--algo",   "twoshot", "--ranks", "4"},
                              &a, &err))
       << err;
   // 14 KiB = one 7168-wide bf16 row; x4 steps: 1, 4, 16, 64 rows.
@@ -57,9 +57,9 @@ TEST(BenchArgs, ModelPresetsAndVerifyPass) {
 
 TEST(BenchArgs, ErrorsNameTheArgument) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"--tokens", "1,x"}, "--tokens"},  {{"--hidden", "100"}, "--hidden 100"}, {{"--dtype", "int8"}, "--dtype"},
-      {{"--algo", "ring"}, "--algo ring"}, {{"-b", "1K"}, "-b and -e"},        {{"-G", "0"}, "-G 0"},
-      {{"--ranks", "99"}, "--ranks 99"},   {{"--frobnicate"}, "--frobnicate"},  {{"-n"}, "-n needs a value"},
+      {{"--tokens", "1,x"}, "--tokens"},   {{"--hidden", "100"}, "--hidden 100"}, {{"--dtype", "int8"}, "--dtype"},
+      {{"--algo", "ring"}, "--algo ring"}, {{"-b", "1K"}, "-b and -e"},           {{"-G", "0"}, "-G 0"},
+      {{"--ranks", "99"}, "--ranks 99"},   {{"--frobnicate"}, "--frobnicate"},    {{"-n"}, "-n needs a value"},
       {{"--op", "x"}, "--op x"},
   };
   for (const auto& c : bad) {
@@ -140,8 +140,8 @@ TEST(BenchArgs, Epilogues) {
   EXPECT_FALSE(a.epilogueTable());
   ASSERT_TRUE(parseBenchArgs({"--epilogue", "none"}, &a, &err)) << err;
   EXPECT_FALSE(a.epilogueTable());  // exactly today's bench
-  ASSERT_TRUE(parseBenchArgs({"--op", "addrmsnorm", "--epilogue", "none,plain,first,plusone,fp8,fp8-token,nvfp4,nvfp4-swizzled"},
-                             &a, &err))
+  ASSERT_TRUE(parseBenchArgs(
+      {"--op", "addrmsnorm", "--epilogue", "none,plain,first,plusone,fp8,fp8-token,nvfp4,nvfp4-swizzled"}, &a, &err))
       << err;
   EXPECT_EQ(a.epilogues.size(), 8u);
   EXPECT_TRUE(a.epilogueTable());
@@ -151,7 +151,8 @@ TEST(BenchArgs, Epilogues) {
 
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"--epilogue", "fp4"},
-       "--epilogue: 'fp4' is not an epilogue; use a comma list of none, plain, first, plusone, fp8, fp8-token, nvfp4 or "
+       "--epilogue: 'fp4' is not an epilogue; use a comma list of none, plain, first, plusone, fp8, fp8-token, nvfp4 "
+       "or "
        "nvfp4-swizzled"},
       {{"--epilogue", "fp8,,nvfp4"}, "--epilogue: '' is not an epilogue"},
       {{"--epilogue"}, "--epilogue needs a value"},

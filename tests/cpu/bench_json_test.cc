@@ -1,7 +1,8 @@
 // The schema of `arfuse bench -J` (arfuse-bench/3), which scripts/perf_table.py and docs rely on.
+#include "bench_json.h"
+
 #include <gtest/gtest.h>
 
-#include "bench_json.h"
 #include "nccl_sweep.h"
 #include "topo/json.h"
 
@@ -46,11 +47,12 @@ TEST(BenchJson, CarriesTheEnvironmentAndEveryRow) {
   bad.role = "arfuse";
   bad.error = "arfuseUnsupported: \"quoted\"\nsecond line";
   const std::string j = benchJson(a, env(), {ok, bad});
-  for (const char* key : {"\"schema\": \"arfuse-bench/4\"", "\"arfuse\": \"arfuse 0.1.0", "\"date\": \"2026-11-29T17:00:00Z\"",
-                          "\"command\": \"arfuse bench --tokens 1,16 -J x.json\"", "\"gpu\": \"NVIDIA H200 (sm_90)\"",
-                          "\"driver\": \"580.159.04\"", "\"cuda_runtime\": 13000", "\"nccl\": 22809", "\"op\": \"fused\"",
-                          "\"dtype\": \"bf16\"", "\"hidden\": 7168", "\"ranks\": 2", "\"virtual_ranks\": false",
-                          "\"calls_per_graph\": 20", "\"verify_pass\": false", "\"results\": ["})
+  for (const char* key :
+       {"\"schema\": \"arfuse-bench/4\"", "\"arfuse\": \"arfuse 0.1.0", "\"date\": \"2026-11-29T17:00:00Z\"",
+        "\"command\": \"arfuse bench --tokens 1,16 -J x.json\"", "\"gpu\": \"NVIDIA H200 (sm_90)\"",
+        "\"driver\": \"580.159.04\"", "\"cuda_runtime\": 13000", "\"nccl\": 22809", "\"op\": \"fused\"",
+        "\"dtype\": \"bf16\"", "\"hidden\": 7168", "\"ranks\": 2", "\"virtual_ranks\": false",
+        "\"calls_per_graph\": 20", "\"verify_pass\": false", "\"results\": ["})
     EXPECT_TRUE(has(j, key)) << key << "\n" << j;
   EXPECT_TRUE(has(j, "\"median_us\": 6.62, \"min_us\": 6.6, \"max_us\": 6.7")) << j;
   EXPECT_TRUE(has(j, "\"ratio\": 0.62")) << j;
@@ -143,9 +145,9 @@ TEST(BenchJson, NcclSweepMembers) {
   ASSERT_TRUE(topo::json::parse(j, &doc, &err)) << err << "\n" << j;
   EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/4");
   // Every arfuse-bench/1 and /2 member is still there, and /3's epilogue list.
-  for (const char* key : {"arfuse", "date", "command", "gpu", "driver", "cuda_runtime", "nccl", "op", "dtype", "hidden",
-                          "ranks", "virtual_ranks", "calls_per_graph", "iters", "verify_pass", "warmup", "results",
-                          "nccl_env", "epilogues"})
+  for (const char* key :
+       {"arfuse", "date", "command", "gpu", "driver", "cuda_runtime", "nccl", "op", "dtype", "hidden", "ranks",
+        "virtual_ranks", "calls_per_graph", "iters", "verify_pass", "warmup", "results", "nccl_env", "epilogues"})
     EXPECT_NE(member(doc, key), nullptr) << key;
   EXPECT_EQ(member(doc, "results")->items.size(), 2u);
   const topo::json::Value* nccl = member(doc, "nccl_env");
@@ -230,7 +232,8 @@ TEST(BenchJson, VerifyPassAndSingleGpuFields) {
 TEST(BenchJson, EpilogueListAndRows) {
   BenchArgs a;
   std::string err;
-  ASSERT_TRUE(parseBenchArgs({"--op", "addrmsnorm", "--epilogue", "none,fp8,nvfp4-swizzled", "--tokens", "1"}, &a, &err))
+  ASSERT_TRUE(
+      parseBenchArgs({"--op", "addrmsnorm", "--epilogue", "none,fp8,nvfp4-swizzled", "--tokens", "1"}, &a, &err))
       << err;
   BenchEnv e = env();
   e.nranks = 1;

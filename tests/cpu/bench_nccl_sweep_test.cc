@@ -470,7 +470,8 @@ TEST(BenchProcsRanks, RealRanksWithoutAGpuReportEveryRowAndDoNotWait) {
     c.argv = {ARFUSE_CLI_PATH, "bench"};
     for (const std::string& s : procsChildArgs(a, r, dir)) c.argv.push_back(s);
     c.env = env;
-    ranks[r] = std::thread([c, r, &outcome, dir] { outcome[r] = runChild(c, dir + "/rank" + std::to_string(r) + ".log", 200); });
+    ranks[r] = std::thread(
+        [c, r, &outcome, dir] { outcome[r] = runChild(c, dir + "/rank" + std::to_string(r) + ".log", 200); });
   }
   for (std::thread& t : ranks) t.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

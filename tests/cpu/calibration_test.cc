@@ -1,12 +1,13 @@
 // Calibration files: crossovers from measurements, the JSON form, matching a group (UUIDs,
 // fingerprint, rank count), and the plan's decisions and reasons under a calibrated policy.
+#include "plan/calibration.h"
+
 #include <gtest/gtest.h>
 
 #include <climits>
 #include <cstdio>
 #include <fstream>
 
-#include "plan/calibration.h"
 #include "plan/from_topology.h"
 #include "plan/plan.h"
 #include "topo/topology.h"
@@ -141,16 +142,16 @@ TEST(Calibration, MatchesOnlyItsOwnGpusFabricAndRankCount) {
   std::string why;
   // Other GPUs: the first four of the machine.
   const std::vector<int> four = {0, 1, 2, 3};
-  EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, four), topo::calibrationFingerprint(t, four), 4, "calibration c.json",
-                                     &p, &why));
+  EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, four), topo::calibrationFingerprint(t, four), 4,
+                                     "calibration c.json", &p, &why));
   EXPECT_NE(why.find("calibration c.json does not apply: it was measured on GPUs [GPU-"), std::string::npos) << why;
   // Same GPUs, changed fabric.
   topo::Topology changed = t;
   changed.link(2, 5).measured.peerStore = false;  // measured facts do not change the key...
   EXPECT_EQ(topo::calibrationFingerprint(changed, devs), c.fingerprint);
   changed.link(2, 5).canAccessPeer = false;  // ...reported ones do
-  EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, devs), topo::calibrationFingerprint(changed, devs), 8, "cal", &p,
-                                     &why));
+  EXPECT_FALSE(
+      policyFromCalibration(c, uuidsOf(t, devs), topo::calibrationFingerprint(changed, devs), 8, "cal", &p, &why));
   EXPECT_NE(why.find("the fabric changed since it was measured (fingerprint " + c.fingerprint), std::string::npos)
       << why;
   EXPECT_NE(why.find("re-run `arfuse doctor --calibrate`"), std::string::npos) << why;
@@ -158,8 +159,9 @@ TEST(Calibration, MatchesOnlyItsOwnGpusFabricAndRankCount) {
   std::vector<int> sixteen = devs;
   sixteen.insert(sixteen.end(), devs.begin(), devs.end());
   EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, sixteen), c.fingerprint, 16, "cal", &p, &why));
-  EXPECT_EQ(why, "cal does not apply: it has no measurement for 16 ranks (it has 8); run `arfuse doctor --calibrate "
-                 "--ranks 16`");
+  EXPECT_EQ(why,
+            "cal does not apply: it has no measurement for 16 ranks (it has 8); run `arfuse doctor --calibrate "
+            "--ranks 16`");
   EXPECT_TRUE(p.calibratedFrom.empty());
   EXPECT_EQ(p.oneShotMaxBytes, orig.oneShotMaxBytes);  // untouched on every failure
   // Rank order does not matter.
@@ -173,12 +175,12 @@ TEST(Calibration, PolicyFromMeasuredCrossovers) {
   PlanPolicy p;
   p.forcedBy = "kept";
   std::string why;
-  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "calibration /etc/arfuse/cal.json", &p,
-                                    &why))
+  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "calibration /etc/arfuse/cal.json",
+                                    &p, &why))
       << why;
-  EXPECT_EQ(p.lowLatencyMaxBytes, -1);                  // fastest up to its largest size: the buffer limit decides
-  EXPECT_EQ(p.oneShotMaxBytes, 16 * kRow * 7);          // fastest up to 16 tokens, in bytes x peers
-  EXPECT_EQ(p.ncclAboveBytes, 1024 * kRow);             // NCCL won the largest size; two-shot won up to 1024
+  EXPECT_EQ(p.lowLatencyMaxBytes, -1);          // fastest up to its largest size: the buffer limit decides
+  EXPECT_EQ(p.oneShotMaxBytes, 16 * kRow * 7);  // fastest up to 16 tokens, in bytes x peers
+  EXPECT_EQ(p.ncclAboveBytes, 1024 * kRow);     // NCCL won the largest size; two-shot won up to 1024
   EXPECT_EQ(p.hostStagedMaxBytes, PlanPolicy{}.hostStagedMaxBytes);  // host-staged not measured: unchanged
   EXPECT_EQ(p.calibratedFrom, "calibration /etc/arfuse/cal.json");
   EXPECT_EQ(p.forcedBy, "kept");
@@ -199,16 +201,18 @@ TEST(Calibration, PolicyFromMeasuredCrossovers) {
   EXPECT_EQ(plan(4).algo, arfuseAlgoLowLatency);
   Plan p16 = plan(16);
   EXPECT_EQ(p16.algo, arfuseAlgoOneShot) << p16.reason;
-  EXPECT_EQ(p16.reason, "oneshot: 229376 B x 7 peers = 1605632 B <= one-shot limit 1605632 B (calibration "
-                        "/etc/arfuse/cal.json)");
+  EXPECT_EQ(p16.reason,
+            "oneshot: 229376 B x 7 peers = 1605632 B <= one-shot limit 1605632 B (calibration "
+            "/etc/arfuse/cal.json)");
   Plan p32 = plan(32);
   EXPECT_EQ(p32.algo, arfuseAlgoTwoShot) << p32.reason;
   EXPECT_NE(p32.reason.find("> one-shot limit 1605632 B (calibration /etc/arfuse/cal.json)"), std::string::npos);
   EXPECT_EQ(plan(1024).algo, arfuseAlgoTwoShot);
   Plan p2048 = plan(2048);
   EXPECT_EQ(p2048.algo, arfuseAlgoNccl) << p2048.reason;
-  EXPECT_EQ(p2048.reason, "nccl: 29360128 B > 14680064 B, above which NCCL measured faster than every arfuse path "
-                          "(calibration /etc/arfuse/cal.json)");
+  EXPECT_EQ(p2048.reason,
+            "nccl: 29360128 B > 14680064 B, above which NCCL measured faster than every arfuse path "
+            "(calibration /etc/arfuse/cal.json)");
   // Without the calibration the same machine keeps the built-in rules and says so.
   Plan def = makePlan(f, Limits{}, PlanPolicy{}, PlanRequest{arfuseOpAllReduceAddRmsNorm, 2048, 7168, arfuseBfloat16});
   EXPECT_EQ(def.algo, arfuseAlgoTwoShot);
@@ -248,8 +252,9 @@ TEST(Calibration, TwoRanksAndALowLatencyCap) {
   r.tokens = 2;
   Plan a = makePlan(f, Limits{}, p, r);
   EXPECT_EQ(a.algo, arfuseAlgoLowLatency);
-  EXPECT_EQ(a.reason, "lowlatency: 28672 B <= 28672 B (cal): rows pushed with readiness in every word, no separate "
-                      "barrier");
+  EXPECT_EQ(a.reason,
+            "lowlatency: 28672 B <= 28672 B (cal): rows pushed with readiness in every word, no separate "
+            "barrier");
   r.tokens = 3;
   Plan b = makePlan(f, Limits{}, p, r);
   EXPECT_EQ(b.algo, arfuseAlgoOneShot);
@@ -297,8 +302,11 @@ TEST(Calibration, LoadFromFile) {
   const Calibration c = eightRanks(t);
   PlanPolicy p;
   std::string why;
-  EXPECT_FALSE(loadCalibrationPolicy("/nonexistent/arfuse-cal.json", uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why));
-  EXPECT_EQ(why, "calibration /nonexistent/arfuse-cal.json does not apply: /nonexistent/arfuse-cal.json: cannot open: No such file "
+  EXPECT_FALSE(
+      loadCalibrationPolicy("/nonexistent/arfuse-cal.json", uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why));
+  EXPECT_EQ(why,
+            "calibration /nonexistent/arfuse-cal.json does not apply: /nonexistent/arfuse-cal.json: cannot open: No "
+            "such file "
             "or directory");
   const std::string path = ::testing::TempDir() + "arfuse_calibration_test.json";
   {

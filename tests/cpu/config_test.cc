@@ -1,9 +1,10 @@
+#include "comm/config.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <set>
 
-#include "comm/config.h"
 #include "common/params.h"
 
 namespace arfuse {

@@ -75,17 +75,22 @@ TEST(DiagDump, WrappedRingOldestFirstWithPendingCallAndRecord) {
   EXPECT_EQ(l[1],
             "entry=0 epoch=7 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 path=oneshot start_ns=1000063000 "
             "end_ns=1000070100 tokens=1 hidden=7168");
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(l[1 + i].rfind("entry=" + std::to_string(i) + " epoch=" + std::to_string(7 + i) + " ", 0), 0u) << l[1 + i];
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(l[1 + i].rfind("entry=" + std::to_string(i) + " epoch=" + std::to_string(7 + i) + " ", 0), 0u)
+        << l[1 + i];
   EXPECT_EQ(l[64],
             "entry=63 epoch=70 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 path=oneshot start_ns=1000630000 "
             "end_ns=pending tokens=1 hidden=7168");
-  EXPECT_EQ(l[65], "arfuse-error-record rank=0 peer=2 block=5 epoch=70 phase=0 code=peer_timeout "
-                   "mine=AllReduceAddRmsNorm/bf16/1x7168/oneshot");
-  EXPECT_EQ(l[66], "arfuse-dump-note rank=0 error: rank 0 waited 0.300 s for rank 2 at call 70 (block 5, phase 0) in "
-                   "AllReduceAddRmsNorm bf16 tokens=1 hidden=7168 (14336 B, path oneshot); the group is aborted; next: " +
-                       nextStepFor(kErrPeerTimeout));
+  EXPECT_EQ(l[65],
+            "arfuse-error-record rank=0 peer=2 block=5 epoch=70 phase=0 code=peer_timeout "
+            "mine=AllReduceAddRmsNorm/bf16/1x7168/oneshot");
+  EXPECT_EQ(l[66],
+            "arfuse-dump-note rank=0 error: rank 0 waited 0.300 s for rank 2 at call 70 (block 5, phase 0) in "
+            "AllReduceAddRmsNorm bf16 tokens=1 hidden=7168 (14336 B, path oneshot); the group is aborted; next: " +
+                nextStepFor(kErrPeerTimeout));
   // The last error is kept on one line.
-  EXPECT_EQ(l[67], "arfuse-dump-note rank=0 last_error: arfusePeerTimeout: rank 0 waited 0.300 s for rank 2 at call 70");
+  EXPECT_EQ(l[67],
+            "arfuse-dump-note rank=0 last_error: arfusePeerTimeout: rank 0 waited 0.300 s for rank 2 at call 70");
 }
 
 TEST(DiagDump, EmptySlotsMisplacedSlotsAndHostStagedVariant) {
@@ -98,10 +103,12 @@ TEST(DiagDump, EmptySlotsMisplacedSlotsAndHostStagedVariant) {
   const std::vector<std::string> l = lines(formatDump(input(s.get(), 1, 2)));
   ASSERT_EQ(l.size(), 3u);
   EXPECT_EQ(l[0], "arfuse-flight-recorder v1 rank=1 dev=1 nranks=2 arch=sm_90 timeout_s=0.300 abort=0 entries=2");
-  EXPECT_EQ(l[1], "entry=0 epoch=1 op=AllReduce bytes=8192 dtype=fp32 path=hoststaged start_ns=500 end_ns=900 tokens=2 "
-                  "hidden=1024 variant=twoshot");
-  EXPECT_EQ(l[2], "entry=1 epoch=2 op=AllReduce bytes=8192 dtype=fp32 path=hoststaged start_ns=1000 end_ns=pending "
-                  "tokens=2 hidden=1024 variant=twoshot");
+  EXPECT_EQ(l[1],
+            "entry=0 epoch=1 op=AllReduce bytes=8192 dtype=fp32 path=hoststaged start_ns=500 end_ns=900 tokens=2 "
+            "hidden=1024 variant=twoshot");
+  EXPECT_EQ(l[2],
+            "entry=1 epoch=2 op=AllReduce bytes=8192 dtype=fp32 path=hoststaged start_ns=1000 end_ns=pending "
+            "tokens=2 hidden=1024 variant=twoshot");
   // No group area: the header alone.
   DumpInput none = input(nullptr, 0, 2);
   none.arch = 0;

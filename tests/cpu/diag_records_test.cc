@@ -19,7 +19,8 @@ TEST(DiagRecords, CallDescriptorsDecode) {
   EXPECT_STREQ(callOpName(arfuseOpAllReduce), "AllReduce");
   EXPECT_STREQ(callOpName(7), "unknown");
   EXPECT_EQ(callDescBytes(d), 3LL * 7168 * 2);
-  EXPECT_EQ(callDescBytes(makeCallDesc(arfuseOpAllReduce, arfuseFloat32, arfuseAlgoTwoShot, 0, 5, 4096)), 5LL * 4096 * 4);
+  EXPECT_EQ(callDescBytes(makeCallDesc(arfuseOpAllReduce, arfuseFloat32, arfuseAlgoTwoShot, 0, 5, 4096)),
+            5LL * 4096 * 4);
   EXPECT_EQ(callDescBytes(makeCallDesc(arfuseOpAllReduce, 9, arfuseAlgoTwoShot, 0, 5, 4096)), 0);
   EXPECT_STREQ(callDescPath(d), "oneshot");
   EXPECT_STREQ(callDescVariant(d), "");
@@ -57,15 +58,16 @@ TEST(DiagRecords, MismatchSentenceDecodesBothDescriptors) {
             "divergent call at call 311: rank 0 made AllReduceAddRmsNorm bf16 tokens=1 hidden=7168 (14336 B), rank 2 "
             "made AllReduce bf16 tokens=2 hidden=7168 (28672 B)");
   // Same shapes, different paths (e.g. ARFUSE_ALGO set on one rank only): the paths are named.
-  const ErrorRecord p = rec(kErrMismatch, 1, 9, fusedDesc(4, 4096, arfuseAlgoOneShot),
-                            fusedDesc(4, 4096, arfuseAlgoHostStaged, 1), 0, 3);
+  const ErrorRecord p =
+      rec(kErrMismatch, 1, 9, fusedDesc(4, 4096, arfuseAlgoOneShot), fusedDesc(4, 4096, arfuseAlgoHostStaged, 1), 0, 3);
   EXPECT_EQ(describeErrorRecord(p, 3, 0),
             "divergent call at call 9: rank 3 made AllReduceAddRmsNorm bf16 tokens=4 hidden=4096 (32768 B, path "
             "oneshot), rank 1 made AllReduceAddRmsNorm bf16 tokens=4 hidden=4096 (32768 B, path hoststaged two-shot)");
   EXPECT_EQ(resultForRecordCode(kErrMismatch), arfuseMismatch);
   EXPECT_EQ(resultForRecordCode(kErrMismatch), 10);
-  EXPECT_EQ(errorRecordFields(e), "code=arfuseMismatch call=311 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 "
-                                  "path=oneshot peer=2");
+  EXPECT_EQ(errorRecordFields(e),
+            "code=arfuseMismatch call=311 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 "
+            "path=oneshot peer=2");
   EXPECT_NE(nextStepFor(kErrMismatch).find("make every rank issue the same calls"), std::string::npos);
 }
 
@@ -75,8 +77,9 @@ TEST(DiagRecords, ConcurrentSentenceSaysOneStreamAtATime) {
             "two calls of rank 1 ran at the same time (call 9): a communicator must be used from one stream at a time");
   EXPECT_EQ(resultForRecordCode(kErrConcurrent), arfuseInvalidUsage);
   EXPECT_EQ(resultForRecordCode(kErrConcurrent), 2);
-  EXPECT_EQ(errorRecordFields(e), "code=arfuseInvalidUsage call=9 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 "
-                                  "path=oneshot");
+  EXPECT_EQ(errorRecordFields(e),
+            "code=arfuseInvalidUsage call=9 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 "
+            "path=oneshot");
   EXPECT_NE(nextStepFor(kErrConcurrent).find("one stream"), std::string::npos);
 }
 
@@ -114,8 +117,8 @@ TEST(DiagRecords, EachErrorIsClaimedOncePerGroupArea) {
   const ErrorRecord e = rec(kErrPeerTimeout, 2, 17, fusedDesc());
   EXPECT_TRUE(claimErrorReport(a.get(), 0, e));
   EXPECT_FALSE(claimErrorReport(a.get(), 0, e));
-  EXPECT_TRUE(claimErrorReport(a.get(), 1, e));   // another rank
-  EXPECT_TRUE(claimErrorReport(b.get(), 0, e));   // another group
+  EXPECT_TRUE(claimErrorReport(a.get(), 1, e));  // another rank
+  EXPECT_TRUE(claimErrorReport(b.get(), 0, e));  // another group
   const ErrorRecord later = rec(kErrPeerTimeout, 2, 18, fusedDesc());
   EXPECT_TRUE(claimErrorReport(a.get(), 0, later));  // another error
   forgetErrorReports(a.get());

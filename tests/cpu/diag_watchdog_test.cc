@@ -155,8 +155,8 @@ TEST_F(Watchdog, RecordedErrorPrintsOneCanonicalErrorLine) {
   // The aborted call is explained by the error: no stall warning for it.
   EXPECT_TRUE(sink.lines(kLogWarn).empty());
   // The full canonical line parses as triage expects.
-  const std::string line = formatLogLine(kLogError, errors[0].ctx, errors[0].fields, errors[0].file.c_str(), 1,
-                                         errors[0].message);
+  const std::string line =
+      formatLogLine(kLogError, errors[0].ctx, errors[0].fields, errors[0].file.c_str(), 1, errors[0].message);
   EXPECT_EQ(line.rfind("arfuse ERROR rank=1 dev=5 sm_90 code=arfusePeerTimeout call=5 ", 0), 0u) << line;
 }
 
@@ -165,8 +165,8 @@ TEST_F(Watchdog, EachErrorOfEachRankOnce) {
   ASSERT_TRUE(watchdogRegister(&g, polling(5)));
   record(g.shared.get(), 0, kErrMismatch, 1, 311, fusedDesc(1, 7168),
          makeCallDesc(arfuseOpAllReduce, arfuseBfloat16, arfuseAlgoOneShot, 0, 2, 7168), 0, 3);
-  record(g.shared.get(), 1, kErrMismatch, 0, 311, makeCallDesc(arfuseOpAllReduce, arfuseBfloat16, arfuseAlgoOneShot, 0, 2, 7168),
-         fusedDesc(1, 7168), 0, 3);
+  record(g.shared.get(), 1, kErrMismatch, 0, 311,
+         makeCallDesc(arfuseOpAllReduce, arfuseBfloat16, arfuseAlgoOneShot, 0, 2, 7168), fusedDesc(1, 7168), 0, 3);
   ASSERT_TRUE(sink.waitFor([](const std::vector<Line>& ls, const auto&) { return count(ls, kLogError) >= 2; }));
   std::this_thread::sleep_for(60ms);
   watchdogUnregister(&g);
@@ -199,7 +199,7 @@ TEST_F(Watchdog, ErrorAlreadyReportedByTheLibraryIsNotRepeated) {
 }
 
 TEST_F(Watchdog, StalledCallWarnsOnceNamingRankCallAndOp) {
-  FakeGroup g(10000000ull);  // 10 ms timeout: the 100 ms floor is the threshold
+  FakeGroup g(10000000ull);                  // 10 ms timeout: the 100 ms floor is the threshold
   stampRun(g.shared.get(), 0, 1, 3, true);   // call 3 of rank 0 never finishes
   stampRun(g.shared.get(), 1, 1, 3, false);  // rank 1 is idle
   const auto t0 = std::chrono::steady_clock::now();
@@ -335,8 +335,8 @@ TEST_F(Watchdog, HandlerChainedAfterOursSurvivesARestart) {
         FakeGroup b;
         watchdogRegister(&b, o);
         raise(SIGUSR1);
-        const bool dumped = local.waitFor([](const auto&, const std::vector<std::string>& d) { return !d.empty(); },
-                                          3000ms);
+        const bool dumped =
+            local.waitFor([](const auto&, const std::vector<std::string>& d) { return !d.empty(); }, 3000ms);
         watchdogUnregister(&b);
         watchdogSetSink(nullptr);
         std::fprintf(stderr, "dumped=%d chain_calls=%d\n", dumped ? 1 : 0, gChainCalls);

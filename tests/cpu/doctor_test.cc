@@ -1,8 +1,7 @@
 // `arfuse doctor` without a GPU: argument parsing, the checks judged on recorded machines and
 // synthetic environments, the JSON form, and the CLI's exit codes.
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -82,9 +81,9 @@ TEST(DoctorArgs, ParsesEveryOption) {
   EXPECT_EQ(a.saveTopology, "t.json");
 
   Args c;
-  ASSERT_TRUE(parseArgs({"--calibrate", "--ranks", "2,4,8", "--quick", "-n", "5", "--calls", "7", "-w", "0", "--out",
-                         "/tmp/c.json"},
-                        &c, &err))
+  ASSERT_TRUE(parseArgs(
+      {"--calibrate", "--ranks", "2,4,8", "--quick", "-n", "5", "--calls", "7", "-w", "0", "--out", "/tmp/c.json"}, &c,
+      &err))
       << err;
   EXPECT_TRUE(c.calibrate);
   EXPECT_EQ(c.ranks, (std::vector<int>{2, 4, 8}));
@@ -116,7 +115,8 @@ TEST(DoctorArgs, ErrorsNameTheArgument) {
   EXPECT_EQ(error({"--dtype", "int8"}), "--dtype int8: expected bf16, fp16 or fp32");
   EXPECT_EQ(error({"--tokens", "1,,2"}), "--tokens 1,,2: expected a comma-separated list of positive integers");
   EXPECT_EQ(error({"-n", "0"}), "-n 0: expected an integer >= 1");
-  EXPECT_EQ(error({"--calibrate", "--topology", "x.json"}), "--calibrate measures this machine; it cannot use --topology");
+  EXPECT_EQ(error({"--calibrate", "--topology", "x.json"}),
+            "--calibrate measures this machine; it cannot use --topology");
 }
 
 TEST(DoctorChecks, BuildArchitectures) {
@@ -131,8 +131,9 @@ TEST(DoctorChecks, BuildArchitectures) {
   EXPECT_EQ(archSupport(89, {80, 86}, &text), Status::kOk);  // sm_86 code runs on 8.9
   EXPECT_EQ(text, "native code (sm_80)");
   EXPECT_EQ(archSupport(120, {90}, &text), Status::kWarn);  // the failure mode of SM120 builds in the field
-  EXPECT_EQ(text, "no native code; runs only if the driver JIT-compiles sm_90 PTX (slow first start, never tested on "
-                  "this GPU)");
+  EXPECT_EQ(text,
+            "no native code; runs only if the driver JIT-compiles sm_90 PTX (slow first start, never tested on "
+            "this GPU)");
   EXPECT_EQ(archSupport(80, {90, 120}, &text), Status::kFail);
   EXPECT_EQ(text, "no code this GPU can run: the arfuse kernels would fail to launch");
   EXPECT_EQ(archSupport(86, {89}, &text), Status::kFail);
@@ -144,8 +145,9 @@ TEST(DoctorChecks, NoGpuIsAFailWithAFix) {
   r.env.cudaDriverVersion = 0;
   r.env.nvmlLoaded = false;
   r.env.nvmlError = "libnvidia-ml.so.1: cannot open shared object file: No such file or directory";
-  r.env.deviceError = "no CUDA device is visible (cudaGetDeviceCount: CUDA driver version is insufficient for CUDA "
-                      "runtime version)";
+  r.env.deviceError =
+      "no CUDA device is visible (cudaGetDeviceCount: CUDA driver version is insufficient for CUDA "
+      "runtime version)";
   r.selftestSkipped = "no GPU is visible";
   const auto checks = runChecks(r);
   const Check* gpu = find(checks, "gpu", Status::kFail);
@@ -182,13 +184,15 @@ TEST(DoctorChecks, FailedPeerStoreNamesThePairAndTheFallback) {
   const auto checks = runChecks(r);
   const Check* c = find(checks, "p2p", Status::kFail);
   ASSERT_NE(c, nullptr) << dump(checks);
-  EXPECT_EQ(c->message, "P2P advertised but peer store failed between GPU 2 and 5 (peer store 2->5): ACS or IOMMU "
-                        "likely; arfuse will use the host-staged path for groups that include both");
+  EXPECT_EQ(c->message,
+            "P2P advertised but peer store failed between GPU 2 and 5 (peer store 2->5): ACS or IOMMU "
+            "likely; arfuse will use the host-staged path for groups that include both");
   EXPECT_NE(c->fix.find("disable ACS"), std::string::npos);
   const Check* isl = find(checks, "islands", Status::kWarn);
   ASSERT_NE(isl, nullptr) << dump(checks);
-  EXPECT_EQ(isl->message, "the GPUs form 2 islands: [0 1 2 3] [4 5 6 7]; a TP group that spans islands runs at the "
-                          "pace of the links between them");
+  EXPECT_EQ(isl->message,
+            "the GPUs form 2 islands: [0 1 2 3] [4 5 6 7]; a TP group that spans islands runs at the "
+            "pace of the links between them");
   EXPECT_NE(find(checks, "multicast", Status::kOk), nullptr);  // PCIe only
   EXPECT_NE(find(checks, "arch", Status::kOk), nullptr) << dump(checks);
   EXPECT_EQ(exitCode(checks), 1);
@@ -199,9 +203,10 @@ TEST(DoctorChecks, NoP2pIsAWarningNotAFailure) {
   const auto checks = runChecks(r);
   const Check* c = find(checks, "p2p", Status::kWarn);
   ASSERT_NE(c, nullptr) << dump(checks);
-  EXPECT_EQ(c->message, "no peer access between 1 of 1 GPU pairs (cudaDeviceCanAccessPeer = 0: 0-1 NVML "
-                        "not_supported): groups that include such a pair use the host-staged path, NCCL for "
-                        "large messages");
+  EXPECT_EQ(c->message,
+            "no peer access between 1 of 1 GPU pairs (cudaDeviceCanAccessPeer = 0: 0-1 NVML "
+            "not_supported): groups that include such a pair use the host-staged path, NCCL for "
+            "large messages");
   EXPECT_EQ(find(checks, "islands", Status::kWarn), nullptr);  // singletons: the p2p line already says it
   EXPECT_EQ(exitCode(checks), 0) << dump(checks);
 
@@ -223,8 +228,9 @@ TEST(DoctorChecks, NvSwitchWithoutMeasurementsAndMulticast) {
   EXPECT_NE(mc->fix.find("export NCCL_NVLS_ENABLE=0"), std::string::npos);
   const Check* p = find(checks, "p2p", Status::kWarn);
   ASSERT_NE(p, nullptr) << dump(checks);
-  EXPECT_EQ(p->message, "P2P is reported but not proven: P2P among all 8 devices as reported (peer load and store "
-                        "measured on 0 of 56 ordered pairs)");
+  EXPECT_EQ(p->message,
+            "P2P is reported but not proven: P2P among all 8 devices as reported (peer load and store "
+            "measured on 0 of 56 ordered pairs)");
   EXPECT_NE(find(checks, "islands", Status::kOk), nullptr);
   EXPECT_EQ(exitCode(checks), 0);
 
@@ -254,9 +260,10 @@ TEST(DoctorChecks, SystemMemoryDetour) {
   const auto checks = runChecks(r);
   const Check* c = find(checks, "p2p", Status::kFail);
   ASSERT_NE(c, nullptr) << dump(checks);
-  EXPECT_EQ(c->message, "peer traffic between GPU 1 and 3 does not run at link speed: a peer read 1->3 alone reaches "
-                        "3.1 GB/s, under 10.0% of the 63.0 GB/s its link (PIX) allows: traffic is likely routed "
-                        "through system memory; arfuse treats the pair as without P2P (host-staged path)");
+  EXPECT_EQ(c->message,
+            "peer traffic between GPU 1 and 3 does not run at link speed: a peer read 1->3 alone reaches "
+            "3.1 GB/s, under 10.0% of the 63.0 GB/s its link (PIX) allows: traffic is likely routed "
+            "through system memory; arfuse treats the pair as without P2P (host-staged path)");
 }
 
 TEST(DoctorChecks, OneGpuHostMemoryAndSelftest) {
@@ -275,12 +282,14 @@ TEST(DoctorChecks, OneGpuHostMemoryAndSelftest) {
             "one GPU: no pairs to probe; the multi-rank paths run as virtual ranks on it");
   const Check* host = find(checks, "host", Status::kOk);
   ASSERT_NE(host, nullptr) << dump(checks);
-  EXPECT_EQ(host->message, "pinned host memory (host-staged path): GPU 0 read 50.0 GB/s, write 47.0 GB/s, flag round "
-                           "trip 1.6 us");
+  EXPECT_EQ(host->message,
+            "pinned host memory (host-staged path): GPU 0 read 50.0 GB/s, write 47.0 GB/s, flag round "
+            "trip 1.6 us");
   const Check* bad = find(checks, "selftest", Status::kFail);
   ASSERT_NE(bad, nullptr) << dump(checks);
-  EXPECT_EQ(bad->message, "hoststaged failed 1 of 4 cases on 2 VIRTUAL ranks on GPU 0: tokens=64: norm_out error "
-                          "3.1e-01 > 1.0e-02");
+  EXPECT_EQ(bad->message,
+            "hoststaged failed 1 of 4 cases on 2 VIRTUAL ranks on GPU 0: tokens=64: norm_out error "
+            "3.1e-01 > 1.0e-02");
   const Check* good = find(checks, "selftest", Status::kOk);
   ASSERT_NE(good, nullptr);
   EXPECT_EQ(good->message, "passed on 2 VIRTUAL ranks on GPU 0: lowlatency 3/3, oneshot 4/4; not eligible: nccl");
@@ -303,11 +312,13 @@ TEST(DoctorChecks, OneGpuHostMemoryAndSelftest) {
 
 TEST(DoctorChecks, ParamsCalibrationAndProbeProblems) {
   Report r = probed("h200_1x.json");
-  r.env.params.push_back({"ARFUSE_TIMEOUT_MS", "10000", "default", "ARFUSE_TIMEOUT_MS=abc ignored: expected a positive integer"});
+  r.env.params.push_back(
+      {"ARFUSE_TIMEOUT_MS", "10000", "default", "ARFUSE_TIMEOUT_MS=abc ignored: expected a positive integer"});
   r.calibrationFile = "/etc/arfuse/cal.json";
   r.calibrationWhy = "calibration /etc/arfuse/cal.json does not apply: it has no measurement for 2 ranks (it has 4)";
-  r.probeNotes = {"measurement stopped: peer load 0->1 on GPU 0 did not finish within 6 s (a peer access that never "
-                  "completes); the GPU may need a reset"};
+  r.probeNotes = {
+      "measurement stopped: peer load 0->1 on GPU 0 did not finish within 6 s (a peer access that never "
+      "completes); the GPU may need a reset"};
   const auto checks = runChecks(r);
   const Check* p = find(checks, "params", Status::kWarn);
   ASSERT_NE(p, nullptr) << dump(checks);
@@ -359,8 +370,8 @@ TEST(DoctorJson, IsValidJsonWithEverySection) {
   std::vector<std::string> keys;
   for (const auto& m : v.members) keys.push_back(m.key);
   EXPECT_EQ(keys, (std::vector<std::string>{"schema", "exit", "environment", "topology_source", "topology",
-                                             "probe_notes", "group", "selftest", "selftest_skipped", "plan",
-                                             "plan_error", "calibration", "checks"}));
+                                            "probe_notes", "group", "selftest", "selftest_skipped", "plan",
+                                            "plan_error", "calibration", "checks"}));
   EXPECT_EQ(v.members[0].value.text, "arfuse-doctor/1");
   EXPECT_EQ(v.members[1].value.text, "1");
   // The embedded topology is the arfuse-topology/1 document itself.
@@ -426,10 +437,11 @@ TEST(DoctorCli, UsageErrorsExitTwo) {
 }
 
 TEST(DoctorCli, RecordedMachineWithABrokenPair) {
-  const CliRun r = runCli("doctor --topology " + std::string(ARFUSE_SOURCE_DIR) +
-                       "/tests/topo/fixtures/rtxpro6000_8x_2socket.json");
+  const CliRun r =
+      runCli("doctor --topology " + std::string(ARFUSE_SOURCE_DIR) + "/tests/topo/fixtures/rtxpro6000_8x_2socket.json");
   EXPECT_EQ(r.rc, 1) << r.out;
-  EXPECT_NE(r.out.find("FAIL  p2p          P2P advertised but peer store failed between GPU 2 and 5"), std::string::npos)
+  EXPECT_NE(r.out.find("FAIL  p2p          P2P advertised but peer store failed between GPU 2 and 5"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("Link       GPU0   GPU1"), std::string::npos) << r.out;  // the topology matrix
   EXPECT_NE(r.out.find("Self-test and plan table: skipped (--topology describes another machine)"), std::string::npos)

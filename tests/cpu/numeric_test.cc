@@ -1,7 +1,7 @@
 // The host conversions that the GPU tests' references rely on.
-#include <gtest/gtest.h>
-
 #include "harness/numeric.h"
+
+#include <gtest/gtest.h>
 
 namespace arfuse {
 namespace {

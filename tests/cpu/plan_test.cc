@@ -1,7 +1,8 @@
+#include "plan/plan.h"
+
 #include <gtest/gtest.h>
 
 #include "device/args.h"
-#include "plan/plan.h"
 
 namespace arfuse {
 namespace {
@@ -81,7 +82,7 @@ TEST(Plan, NoP2PUsesHostStagingUpToItsLimitThenNccl) {
   f.p2pDetail = "cudaDeviceCanAccessPeer(0, 3) = 0";
   f.hostStaged = true;
   f.hostStagedCapacity = 4 << 20;
-  PlanPolicy pol;  // host one-shot up to 128 KiB read per rank, host staging up to 1 MiB
+  PlanPolicy pol;                               // host one-shot up to 128 KiB read per rank, host staging up to 1 MiB
   Plan p = makePlan(f, Limits{}, pol, req(1));  // 14336 B x 7 peers = 100352 B: one-shot
   EXPECT_EQ(p.algo, arfuseAlgoHostStaged) << p.reason;
   EXPECT_FALSE(p.twoShotVariant);
@@ -147,39 +148,39 @@ TEST(Plan, ForcedAlgorithmsAndTheirRefusals) {
 
 TEST(Plan, GeometryIsBoundedAndPure) {
   for (int n : {2, 3, 5, 8, 16}) {
-   for (bool clusters : {false, true}) {
-    Fabric f = nvlink8();
-    f.nranks = n;
-    f.maxBlocks = 132 / n;
-    f.clusters = clusters;
-    for (int tokens : {1, 3, 16, 255, 1024, 2048}) {
-      for (int hidden : {128, 4096, 5120, 7168, 8192, 16384}) {
-        for (int dt = 0; dt < 3; ++dt) {
-          Plan a = makePlan(f, Limits{}, PlanPolicy{}, req(tokens, hidden, arfuseDataType_t(dt)));
-          Plan b = makePlan(f, Limits{}, PlanPolicy{}, req(tokens, hidden, arfuseDataType_t(dt)));
-          ASSERT_EQ(a.status, arfuseSuccess) << a.reason;
-          EXPECT_EQ(a.blocks, b.blocks);
-          EXPECT_EQ(a.threads, b.threads);
-          EXPECT_EQ(a.geo.chunks, b.geo.chunks);
-          EXPECT_EQ(a.geo.vecs, b.geo.vecs);
-          EXPECT_LE(a.blocks, f.maxBlocks);
-          EXPECT_LE(a.geo.slots, tokens);
-          EXPECT_EQ(a.blocks, a.geo.slots * a.geo.chunks);
-          EXPECT_GE(a.blocks, 1);
-          EXPECT_EQ(a.threads % 32, 0);
-          EXPECT_LE(a.threads, a.algo == arfuseAlgoLowLatency ? 256 : 512);
-          const int nvec = hidden / dtypeVecElems(arfuseDataType_t(dt));
-          EXPECT_EQ(a.geo.chunkVecs * a.geo.chunks, nvec);
-          if (a.geo.chunks > 1) {
-            EXPECT_TRUE(clusters) << "rows are split only over clusters";
-            EXPECT_EQ(a.geo.chunkVecs % 8, 0) << "a chunk is whole groups of the canonical reduction";
+    for (bool clusters : {false, true}) {
+      Fabric f = nvlink8();
+      f.nranks = n;
+      f.maxBlocks = 132 / n;
+      f.clusters = clusters;
+      for (int tokens : {1, 3, 16, 255, 1024, 2048}) {
+        for (int hidden : {128, 4096, 5120, 7168, 8192, 16384}) {
+          for (int dt = 0; dt < 3; ++dt) {
+            Plan a = makePlan(f, Limits{}, PlanPolicy{}, req(tokens, hidden, arfuseDataType_t(dt)));
+            Plan b = makePlan(f, Limits{}, PlanPolicy{}, req(tokens, hidden, arfuseDataType_t(dt)));
+            ASSERT_EQ(a.status, arfuseSuccess) << a.reason;
+            EXPECT_EQ(a.blocks, b.blocks);
+            EXPECT_EQ(a.threads, b.threads);
+            EXPECT_EQ(a.geo.chunks, b.geo.chunks);
+            EXPECT_EQ(a.geo.vecs, b.geo.vecs);
+            EXPECT_LE(a.blocks, f.maxBlocks);
+            EXPECT_LE(a.geo.slots, tokens);
+            EXPECT_EQ(a.blocks, a.geo.slots * a.geo.chunks);
+            EXPECT_GE(a.blocks, 1);
+            EXPECT_EQ(a.threads % 32, 0);
+            EXPECT_LE(a.threads, a.algo == arfuseAlgoLowLatency ? 256 : 512);
+            const int nvec = hidden / dtypeVecElems(arfuseDataType_t(dt));
+            EXPECT_EQ(a.geo.chunkVecs * a.geo.chunks, nvec);
+            if (a.geo.chunks > 1) {
+              EXPECT_TRUE(clusters) << "rows are split only over clusters";
+              EXPECT_EQ(a.geo.chunkVecs % 8, 0) << "a chunk is whole groups of the canonical reduction";
+            }
+            EXPECT_GE(a.geo.vecs * a.threads, a.geo.chunkVecs) << "the instantiation covers the tile";
+            EXPECT_LE(a.geo.vecs, 8) << "row must fit the register cache";
           }
-          EXPECT_GE(a.geo.vecs * a.threads, a.geo.chunkVecs) << "the instantiation covers the tile";
-          EXPECT_LE(a.geo.vecs, 8) << "row must fit the register cache";
         }
       }
     }
-   }
   }
 }
 

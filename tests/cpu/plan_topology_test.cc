@@ -34,27 +34,34 @@ TEST(PlanOnTopology, RecordedMachines) {
       {"h200_2x_nvlink", {}, true, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoOneShot, "lowlatency"},
       // Recorded on a real 4 x H200 VM (every pair NV18, peer load/store measured on all 12 pairs).
       {"h200_4x_recorded", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot, "lowlatency"},
-      {"rtxpro6000_4x_switch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
-       "lowlatency"},
-      {"rtxpro6000_8x_2switch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
-       "lowlatency"},
+      {"rtxpro6000_4x_switch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot, "lowlatency"},
+      {"rtxpro6000_8x_2switch", {}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot, "lowlatency"},
       // A failed peer store (2 -> 5) makes the whole group fall back, and the reason names the pair.
       // Host staging serves it up to the host-staged limit (64 x 7168 x 2 B = 896 KiB), NCCL beyond.
-      {"rtxpro6000_8x_2socket", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
+      {"rtxpro6000_8x_2socket",
+       {},
+       false,
+       arfuseAlgoHostStaged,
+       arfuseAlgoHostStaged,
+       arfuseAlgoNccl,
        "devices 2 and 5"},
       // ...but one socket's four GPUs still have working peer access.
-      {"rtxpro6000_8x_2socket", {0, 1, 2, 3}, true, arfuseAlgoLowLatency, arfuseAlgoTwoShot, arfuseAlgoTwoShot,
+      {"rtxpro6000_8x_2socket",
+       {0, 1, 2, 3},
+       true,
+       arfuseAlgoLowLatency,
+       arfuseAlgoTwoShot,
+       arfuseAlgoTwoShot,
        "lowlatency"},
-      {"rtx5090_2x_nop2p", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
-       "no peer access"},
-      {"l40s_8x_noswitch", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl,
-       "no peer access"},
+      {"rtx5090_2x_nop2p", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl, "no peer access"},
+      {"l40s_8x_noswitch", {}, false, arfuseAlgoHostStaged, arfuseAlgoHostStaged, arfuseAlgoNccl, "no peer access"},
   };
   for (const Expect& c : cases) {
     const topo::Topology t = load(c.fixture);
     Fabric f;
     std::string err;
-    ASSERT_TRUE(fabricFromTopology(t, c.devices.empty() ? allDevices(t) : c.devices, true, &f, &err)) << c.fixture << err;
+    ASSERT_TRUE(fabricFromTopology(t, c.devices.empty() ? allDevices(t) : c.devices, true, &f, &err))
+        << c.fixture << err;
     EXPECT_EQ(f.p2p, c.p2p) << c.fixture << ": " << f.p2pDetail;
     const Plan p1 = planFor(f, 1), p64 = planFor(f, 64), p1024 = planFor(f, 1024);
     EXPECT_EQ(p1.algo, c.at1) << c.fixture << ": " << p1.reason;
@@ -91,8 +98,8 @@ TEST(PlanOnTopology, VirtualRanksAndBadDevices) {
 TEST(PlanOnTopology, NvlinkRaisesTheBuiltInOneShotLimit) {
   EXPECT_TRUE(allPairsNvlink(load("h200_4x_recorded"), {0, 1, 2, 3}));
   EXPECT_TRUE(allPairsNvlink(load("h200_8x_nvswitch"), allDevices(load("h200_8x_nvswitch"))));
-  EXPECT_TRUE(allPairsNvlink(load("h200_2x_nvlink"), {0, 0, 1}));   // virtual ranks on NVLinked GPUs
-  EXPECT_FALSE(allPairsNvlink(load("h200_2x_nvlink"), {0, 0}));     // one GPU: no pair
+  EXPECT_TRUE(allPairsNvlink(load("h200_2x_nvlink"), {0, 0, 1}));  // virtual ranks on NVLinked GPUs
+  EXPECT_FALSE(allPairsNvlink(load("h200_2x_nvlink"), {0, 0}));    // one GPU: no pair
   EXPECT_FALSE(allPairsNvlink(load("rtxpro6000_4x_switch"), {0, 1, 2, 3}));
   EXPECT_FALSE(allPairsNvlink(load("l40s_8x_noswitch"), {0, 1}));
 

@@ -1,11 +1,10 @@
+#include "api/validate.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-
 #include <vector>
-
-#include "api/validate.h"
 
 namespace arfuse {
 namespace {
@@ -52,7 +51,8 @@ TEST(Validate, EpilogueOptionsAndTheirErrors) {
   EXPECT_NE(checkEpilogue(&e, 4, 64, 2, &out, &bufs, &aliases).find("no output requested"), std::string::npos);
   arfuseEpilogue_t bad = e;
   bad.magic = 0;
-  EXPECT_NE(checkEpilogue(&bad, 4, 64, 2, &out, &bufs, &aliases).find("ARFUSE_EPILOGUE_INITIALIZER"), std::string::npos);
+  EXPECT_NE(checkEpilogue(&bad, 4, 64, 2, &out, &bufs, &aliases).find("ARFUSE_EPILOGUE_INITIALIZER"),
+            std::string::npos);
   bad = e;
   bad.quant = 9;
   EXPECT_NE(checkEpilogue(&bad, 4, 64, 2, &out, &bufs, &aliases).find("epilogue.quant=9"), std::string::npos);
@@ -94,7 +94,6 @@ TEST(Validate, EpilogueOptionsAndTheirErrors) {
   EXPECT_EQ(nvfp4ScaleBytes(arfuseScaleLinear, 37, 4144), 37u * 259);
   EXPECT_EQ(nvfp4ScaleBytes(arfuseScaleSwizzled128x4, 37, 4144), 128u * 260);
 }
-
 
 TEST(Validate, ScalePointersGetTheOverlapChecksOfEveryBuffer) {
   alignas(16) static char pool[1 << 16];
@@ -166,8 +165,9 @@ TEST(Validate, EnumArgumentsAreConvertedAtTheBoundary) {
 TEST(Validate, RankArguments) {
   EXPECT_EQ(checkRankArgs(16, 15), "");
   EXPECT_EQ(checkRankArgs(1, 0), "");
-  EXPECT_EQ(checkRankArgs(17, 0), "nranks=17: must be 1..16 (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not "
-                                  "supported");
+  EXPECT_EQ(checkRankArgs(17, 0),
+            "nranks=17: must be 1..16 (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not "
+            "supported");
   EXPECT_NE(checkRankArgs(0, 0).find("nranks=0"), std::string::npos);
   EXPECT_EQ(checkRankArgs(4, 4), "rank=4: must be 0..3 for nranks=4 (each process passes its own, distinct rank)");
   EXPECT_NE(checkRankArgs(4, -1).find("rank=-1"), std::string::npos);

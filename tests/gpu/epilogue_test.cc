@@ -4,9 +4,8 @@
 // CPU reference of the format (src/quant/reference.h) applied to the kernel's own norm_out (the
 // norm itself is checked against fp64 like every other test); outputs are bitwise equal across
 // ranks; residual_out is exact against the fp32 rank-order sum.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
@@ -40,7 +39,7 @@ struct Dev {
 };
 
 struct Case {
-  int algo;  // forced path (-1 auto, arfuseAlgoLocal for one rank)
+  int algo;   // forced path (-1 auto, arfuseAlgoLocal for one rank)
   int ranks;  // ranks on GPU 0 (virtual), or one per GPU when distinct
   bool distinct;
   arfuseDataType_t dtype;
@@ -52,9 +51,8 @@ struct Case {
 
 std::string name(const Case& c) {
   return std::string(c.algo < 0 ? "auto" : arfuseAlgoName(arfuseAlgo_t(c.algo))) + " n=" + std::to_string(c.ranks) +
-         (c.distinct ? " GPUs" : " virtual") +
-         " " + arfuseDataTypeName(c.dtype) + " " + std::to_string(c.tokens) + "x" + std::to_string(c.hidden) +
-         " quant=" + std::to_string(c.quant) + " layout=" + std::to_string(c.layout) +
+         (c.distinct ? " GPUs" : " virtual") + " " + arfuseDataTypeName(c.dtype) + " " + std::to_string(c.tokens) +
+         "x" + std::to_string(c.hidden) + " quant=" + std::to_string(c.quant) + " layout=" + std::to_string(c.layout) +
          (c.firstLayer ? " first-layer" : "") + (c.plusOne ? " 1+w" : "");
 }
 
@@ -92,8 +90,8 @@ std::vector<uint8_t> runCase(const Case& c) {
   std::vector<std::unique_ptr<Dev>> x, rin, wt, rout, nout, qout, sout, scaleIn;
   const size_t qBytes = c.quant == arfuseQuantNvfp4 ? count / 2 : count;
   const size_t sBytes = c.quant == arfuseQuantFp8PerToken ? c.tokens * sizeof(float)
-                        : c.quant == arfuseQuantNvfp4 ? quant::sfBytes(c.layout, c.tokens, c.hidden / 16)
-                                                      : 16;
+                        : c.quant == arfuseQuantNvfp4     ? quant::sfBytes(c.layout, c.tokens, c.hidden / 16)
+                                                          : 16;
   std::vector<cudaStream_t> streams(n);
   for (int r = 0; r < n; ++r) {
     const int d = devs[r];
@@ -163,7 +161,8 @@ std::vector<uint8_t> runCase(const Case& c) {
   // arfuse's own paths sum in fp32 in rank order, so residual_out is exact; NCCL rounds its partial
   // sums to the dtype on the way (its order is its own), so there it is held to the dtype's tolerance.
   arfusePlan_t plan;
-  EXPECT_EQ(arfuseCommQueryPlan(comms[0], arfuseOpAllReduceAddRmsNorm, c.tokens, c.hidden, c.dtype, &plan), arfuseSuccess);
+  EXPECT_EQ(arfuseCommQueryPlan(comms[0], arfuseOpAllReduceAddRmsNorm, c.tokens, c.hidden, c.dtype, &plan),
+            arfuseSuccess);
   const bool exactSum = plan.algo != arfuseAlgoNccl;
   if (c.writeResidual) {
     size_t wrongR = 0;

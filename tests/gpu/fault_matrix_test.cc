@@ -6,9 +6,8 @@
 // recorder shows the failed and refused calls; and a re-created group computes correctly.
 // In gpu_test (Gpu_*) the ranks are virtual, on GPU 0; in multigpu_test (Gpu2_*) rank r runs on GPU
 // r % (number of GPUs).
-#include <gtest/gtest.h>
-
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -235,7 +234,8 @@ TEST_P(MATRIX_SUITE, SkippedReplayThenEveryLaterCallFailsFast) {
   const double waited = secondsSince(t0);
   EXPECT_GE(waited, 0.29);
   EXPECT_LT(waited, 0.3 + 0.5) << "timeout + one poll interval (and scheduling slack)";
-  EXPECT_EQ(g.countNot(0, 4, /*nan=*/true), 0) << "the failed call's outputs must all be NaN (" << pathName(algo) << ")";
+  EXPECT_EQ(g.countNot(0, 4, /*nan=*/true), 0)
+      << "the failed call's outputs must all be NaN (" << pathName(algo) << ")";
   std::string text;
   EXPECT_EQ(g.asyncError(0, &text), arfusePeerTimeout) << text;
   EXPECT_NE(text.find("for rank 1"), std::string::npos) << text;

@@ -1,9 +1,8 @@
 // Fault injection: divergent calls, a late rank, two streams at once, a skipped call with timing,
 // and a soak of a million graph-replayed calls. In gpu_test (Gpu_*) the ranks are virtual, on GPU 0;
 // in multigpu_test (Gpu2_*) rank r runs on GPU r % (number of GPUs). Requirement in the name.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>

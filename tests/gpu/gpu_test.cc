@@ -1,8 +1,7 @@
 // Every protocol on one GPU through virtual ranks (several ranks sharing GPU 0), against an fp64
 // reference, with bitwise equality across ranks. Requirement in the name: Gpu_*.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
@@ -115,8 +114,8 @@ TEST_P(Gpu_VirtualRanks, ChangingShapesBackToBack) {
     s.dtype = arfuseFloat16;
     s.hidden = 2048;
     s.seed = 500 + round;
-    CaseResult r = w.runSequence(s, algo == arfuseAlgoLowLatency ? std::vector<int>{1, 16, 3, 9}
-                                                                 : std::vector<int>{1, 1024, 3, 200});
+    CaseResult r = w.runSequence(
+        s, algo == arfuseAlgoLowLatency ? std::vector<int>{1, 16, 3, 9} : std::vector<int>{1, 1024, 3, 200});
     ASSERT_TRUE(r.ok) << describe(n, algo, s) << ": " << r.error;
   }
 }

@@ -4,9 +4,8 @@
 // bitwise on every rank, against an fp64 reference too. The single-GPU kernel (arfuseAddRmsNorm)
 // is checked the same way across token counts. In multigpu_test the NCCL path joins in with
 // arfuseConfig_t.deterministic = 1.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
@@ -108,8 +107,8 @@ Result run(const Inputs& in, int algo, int first, int tokens, bool deterministic
   arfuseGroupStart();
   bool ok = true;
   for (int r = 0; r < n; ++r)
-    ok = ok && arfuseAllReduceAddRmsNorm(x[r], res[r], w[r], kEps, norm[r], ro[r], tokens, h, arfuseBfloat16,
-                                         comms[r], st[r]) == arfuseSuccess;
+    ok = ok && arfuseAllReduceAddRmsNorm(x[r], res[r], w[r], kEps, norm[r], ro[r], tokens, h, arfuseBfloat16, comms[r],
+                                         st[r]) == arfuseSuccess;
   ok = arfuseGroupEnd() == arfuseSuccess && ok;
   out.norm.resize(n);
   out.res.resize(n);
@@ -186,8 +185,8 @@ TEST_P(INVARIANCE_SUITE, RowBitsIgnorePathGeometryAndTokens) {
       const int first = (tokens * 13) % (kRows - tokens + 1);  // rows at other positions of the call too
       const Result got = run(in, algo, first, tokens, algo == arfuseAlgoNccl);
       if (!got.ran) {
-        EXPECT_TRUE(algo == arfuseAlgoLowLatency) << arfuseAlgoName(arfuseAlgo_t(algo)) << " tokens=" << tokens << ": "
-                                                  << got.why;
+        EXPECT_TRUE(algo == arfuseAlgoLowLatency)
+            << arfuseAlgoName(arfuseAlgo_t(algo)) << " tokens=" << tokens << ": " << got.why;
         continue;  // low-latency refuses calls beyond its size: the reason is the plan's
       }
       for (int r = 0; r < wd.n; ++r) {
@@ -195,7 +194,8 @@ TEST_P(INVARIANCE_SUITE, RowBitsIgnorePathGeometryAndTokens) {
         EXPECT_EQ(0, std::memcmp(got.norm[r].data(), ref.norm[0].data() + at, len * 2))
             << arfuseAlgoName(arfuseAlgo_t(algo)) << " tokens=" << tokens << " rank " << r << ": norm_out bits differ";
         EXPECT_EQ(0, std::memcmp(got.res[r].data(), ref.res[0].data() + at, len * 2))
-            << arfuseAlgoName(arfuseAlgo_t(algo)) << " tokens=" << tokens << " rank " << r << ": residual_out bits differ";
+            << arfuseAlgoName(arfuseAlgo_t(algo)) << " tokens=" << tokens << " rank " << r
+            << ": residual_out bits differ";
       }
       ++compared;
     }

@@ -38,8 +38,8 @@ TEST_P(Gpu2_DistinctGpus, MatrixAgainstFp64) {
       for (int tokens : {1, 3, 16, 64, 255, 1024}) {
         for (int variant = 0; variant < 3; ++variant) {
           if (variant > 0 && tokens > 255) continue;
-          if (algo == arfuseAlgoLowLatency && static_cast<long long>(tokens) * hidden * (dt == arfuseFloat32 ? 4 : 2) >
-                                                  64 * 1024)
+          if (algo == arfuseAlgoLowLatency &&
+              static_cast<long long>(tokens) * hidden * (dt == arfuseFloat32 ? 4 : 2) > 64 * 1024)
             continue;
           CaseSpec s;
           s.dtype = dt;
@@ -57,7 +57,8 @@ TEST_P(Gpu2_DistinctGpus, MatrixAgainstFp64) {
       }
     }
   }
-  std::printf("[ info ] %d GPUs %s: %d cases passed\n", w.nranks(), algo < 0 ? "auto" : arfuseAlgoName(arfuseAlgo_t(algo)), cases);
+  std::printf("[ info ] %d GPUs %s: %d cases passed\n", w.nranks(),
+              algo < 0 ? "auto" : arfuseAlgoName(arfuseAlgo_t(algo)), cases);
 }
 
 TEST_P(Gpu2_DistinctGpus, BackToBackAndGraphs) {
@@ -184,8 +185,8 @@ void checkChain(Chain& ch, const std::vector<Step>& steps, const std::string& la
     }
     const Host res = ch.t[0][s.res]->download();
     ASSERT_EQ(res, ch.t[1][s.res]->download()) << label << " step " << k << ": residual_in replicas differ";
-    const fusedcheck::FusedRef ref = fusedcheck::fusedReference(xs, res, ch.weight, kGroupTokens, kGroupHidden,
-                                                                kGroupEps);
+    const fusedcheck::FusedRef ref =
+        fusedcheck::fusedReference(xs, res, ch.weight, kGroupTokens, kGroupHidden, kGroupEps);
     EXPECT_LT(fusedcheck::relErr(ref.residual, out0), fusedcheck::kBf16Tolerance) << label << " step " << k;
     EXPECT_LT(fusedcheck::relErr(ref.norm, ch.t[0][s.norm]->download()), fusedcheck::kBf16Tolerance)
         << label << " step " << k;
@@ -202,12 +203,12 @@ TEST(Gpu2_Groups, SeveralChainedCallsPerRankOfMixedPathsInOneGroup) {
   // Tensors: 0 weight; 1 x0; 2 residual0; then per step k >= 0 its norm 3+2k and residual 4+2k;
   // 15, 16 fresh x for steps 3 and 4; 17 the plain all-reduce's output.
   const std::vector<Step> steps = {
-      {&nccl, true, 1, 2, 3, 4},     // NCCL
-      {&ll, true, 3, 4, 5, 6},       // low-latency, reads step 0's outputs
-      {&nccl, true, 5, 6, 7, 8},     // NCCL after an arfuse-path call
-      {&one, true, 15, 8, 9, 10},    // one-shot, fresh x, step 2's residual
-      {&nccl, true, 16, 10, 11, 12}, // NCCL
-      {&nccl, true, 11, 12, 13, 14}, // NCCL right after NCCL, reading its outputs
+      {&nccl, true, 1, 2, 3, 4},       // NCCL
+      {&ll, true, 3, 4, 5, 6},         // low-latency, reads step 0's outputs
+      {&nccl, true, 5, 6, 7, 8},       // NCCL after an arfuse-path call
+      {&one, true, 15, 8, 9, 10},      // one-shot, fresh x, step 2's residual
+      {&nccl, true, 16, 10, 11, 12},   // NCCL
+      {&nccl, true, 11, 12, 13, 14},   // NCCL right after NCCL, reading its outputs
       {&nccl, false, 13, -1, -1, 17},  // plain NCCL all-reduce of step 5's norm
   };
   for (int order = 0; order < 2; ++order) {  // 0: for each rank, every call; 1: for each call, every rank

@@ -1,9 +1,10 @@
 // The probe's pure mappings (NVML levels and statuses, bus ids, UUIDs, NVLink counts through
 // NVSwitches) and its behaviour where NVML or the GPU is missing: a reported condition, never a crash.
+#include "topo/probe.h"
+
 #include <gtest/gtest.h>
 
 #include "topo/nvml.h"
-#include "topo/probe.h"
 #include "topo/probe_map.h"
 
 namespace arfuse {

@@ -47,8 +47,9 @@ TEST(TopoMeasured, NewFieldsRoundTrip) {
   t.link(0, 1).measured.soloReadGBps = 25.1;
   const std::string js = toJson(t);
   EXPECT_TRUE(has(js, "\"nvml_version\": \"12.575.57.08\",\n")) << js;
-  EXPECT_TRUE(has(js, "\"pcie_gen\": 4, \"pcie_width\": 16, \"measured\": {\"host_read_gbps\": 24.5, "
-                      "\"host_write_gbps\": 22.25, \"host_flag_rtt_us\": 1.6}}"))
+  EXPECT_TRUE(has(js,
+                  "\"pcie_gen\": 4, \"pcie_width\": 16, \"measured\": {\"host_read_gbps\": 24.5, "
+                  "\"host_write_gbps\": 22.25, \"host_flag_rtt_us\": 1.6}}"))
       << js;
   EXPECT_TRUE(has(js, "\"measured\": {\"host_flag_rtt_us\": 2}}")) << js;
   EXPECT_TRUE(has(js, "\"solo_read_gbps\": 25.1}")) << js;
@@ -103,8 +104,9 @@ TEST(TopoMeasured, OneGpuFixture) {
   const std::string d = describe(t);
   EXPECT_TRUE(has(d, "NVML 13.580.159.04\n")) << d;
   EXPECT_TRUE(has(d, ", PCIe Gen5 x16\n")) << d;
-  EXPECT_TRUE(has(d, "Pinned host memory, per GPU alone (what the host-staged path uses)\n"
-                     "GPU0    read 50.0 GB/s, write 47.0 GB/s, flag round trip 1.6 us\n"))
+  EXPECT_TRUE(has(d,
+                  "Pinned host memory, per GPU alone (what the host-staged path uses)\n"
+                  "GPU0    read 50.0 GB/s, write 47.0 GB/s, flag round trip 1.6 us\n"))
       << d;
   EXPECT_TRUE(has(d, "One GPU: no pairs, so no link, P2P or peer measurements.\n")) << d;
   EXPECT_FALSE(has(d, "Legend")) << d;
@@ -164,8 +166,9 @@ TEST(TopoMeasured, SoloReadMatrixInDescribe) {
   t.link(0, 1).measured.soloReadGBps = 24.0;
   t.link(1, 0).measured.soloReadGBps = 23.5;
   const std::string d = describe(t);
-  EXPECT_TRUE(has(d, "Peer read GB/s, one pair at a time (row pulls from column)\n"
-                     "Solo       GPU0   GPU1\nGPU0          X   24.0\nGPU1       23.5      X\n"))
+  EXPECT_TRUE(has(d,
+                  "Peer read GB/s, one pair at a time (row pulls from column)\n"
+                  "Solo       GPU0   GPU1\nGPU0          X   24.0\nGPU1       23.5      X\n"))
       << d;
   EXPECT_FALSE(has(d, "Pinned host memory")) << d;
 }
@@ -188,9 +191,9 @@ TEST(TopoCalibrationKey, IndependentOfOrderNumberingAndMeasurements) {
   Topology t = load("rtxpro6000_8x_2switch");
   const std::string k = calibrationFingerprint(t, {0, 1, 2, 3});
   EXPECT_EQ(k.rfind("fab1-", 0), 0u);
-  EXPECT_EQ(calibrationFingerprint(t, {3, 1, 0, 2}), k);         // rank order
-  EXPECT_EQ(calibrationFingerprint(t, {0, 0, 1, 1, 2, 3}), k);   // virtual ranks
-  EXPECT_NE(calibrationFingerprint(t, {0, 1, 2, 4}), k);         // other GPUs
+  EXPECT_EQ(calibrationFingerprint(t, {3, 1, 0, 2}), k);        // rank order
+  EXPECT_EQ(calibrationFingerprint(t, {0, 0, 1, 1, 2, 3}), k);  // virtual ranks
+  EXPECT_NE(calibrationFingerprint(t, {0, 1, 2, 4}), k);        // other GPUs
   EXPECT_NE(calibrationFingerprint(t, {0, 1, 2}), k);
   // The same four GPUs seen under other ordinals (CUDA_VISIBLE_DEVICES=3,2,1,0): same key.
   Topology r = subTopology(t, {3, 2, 1, 0});

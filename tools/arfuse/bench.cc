@@ -22,11 +22,11 @@
 #include "arfuse/arfuse.h"
 #include "bench_args.h"
 #include "bench_json.h"
+#include "bench_run.h"
 #include "cli.h"
 #include "harness/epilogue.h"
 #include "harness/harness.h"
 #include "harness/ranks.h"
-#include "bench_run.h"
 #include "nccl_sweep.h"
 #include "topo/probe.h"
 
@@ -70,8 +70,9 @@ BenchTiming fromHarness(const harness::Timing& t) {
 // counted in it), kept as it is so that earlier results stay comparable.
 int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copyPeak) {
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
-  std::printf("# each call of a graph works on one of `sets` input sets, enough to exceed twice the L2 where the "
-              "graph's calls allow (JSON: rotation)\n");
+  std::printf(
+      "# each call of a graph works on one of `sets` input sets, enough to exceed twice the L2 where the "
+      "graph's calls allow (JSON: rotation)\n");
   std::printf("%8s %12s %10s %10s %10s %10s %10s %9s %5s %7s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps",
               "copy_us", "copy_GBps", "peak_pct", "of_copy", "sets", "#wrong");
   int maxTokens = 1;
@@ -101,7 +102,8 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
       spec.direct = false;
     }
     const harness::Timing tn = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
-    const harness::Timing tc = harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup);  // same bytes
+    const harness::Timing tc =
+        harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup);  // same bytes
     norm.t = fromHarness(tn);
     copy.t = fromHarness(tc);
     norm.sets = tn.sets;
@@ -134,9 +136,10 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
 // first (#wrong): none against fp64, the others with harness/epilogue.h's check.
 int benchSingleGpuEpilogues(const BenchArgs& a, std::vector<Row>* rows, double copyPeak) {
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
-  std::printf("# epilogues: bytes_moved = x + residual_in + weight + residual_out + norm_out + quant + scales "
-              "(what the call reads and writes);\n# the copy moves exactly those bytes; quantised variants write "
-              "residual_out + quant_out + scales, no norm_out\n");
+  std::printf(
+      "# epilogues: bytes_moved = x + residual_in + weight + residual_out + norm_out + quant + scales "
+      "(what the call reads and writes);\n# the copy moves exactly those bytes; quantised variants write "
+      "residual_out + quant_out + scales, no norm_out\n");
   std::printf("%14s %8s %12s %10s %10s %10s %10s %10s %9s %7s\n", "epilogue", "tokens", "bytes_moved", "norm_us",
               "norm_GBps", "copy_us", "copy_GBps", "peak_pct", "of_copy", "#wrong");
   int maxTokens = 1;
@@ -157,7 +160,8 @@ int benchSingleGpuEpilogues(const BenchArgs& a, std::vector<Row>* rows, double c
       spec.epilogue = epi;
       spec.seed = 77 + i;
       const double moved = static_cast<double>(harness::epilogueBytes(epi, tokens, a.hidden, esize).total());
-      const size_t copyBytes = (static_cast<size_t>(moved / 2) + 15) / 16 * 16;  // the copy kernel moves 16-byte vectors
+      const size_t copyBytes =
+          (static_cast<size_t>(moved / 2) + 15) / 16 * 16;  // the copy kernel moves 16-byte vectors
       Row norm, copy;
       norm.tokens = copy.tokens = tokens;
       norm.bytes = copy.bytes = static_cast<long long>(moved);
@@ -295,8 +299,8 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   const arfuseOp_t op = a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
   std::vector<int> algos = a.algos;
   if (algos.empty())  // the baselines too on virtual ranks: their rows say why they cannot run there
-    algos = {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged,
-             arfuseAlgoNccl, kAlgoNcclSymm};
+    algos = {arfuseAlgoAuto,       arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot,
+             arfuseAlgoHostStaged, arfuseAlgoNccl,       kAlgoNcclSymm};
   int maxTokens = 1;
   for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
   const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
@@ -305,8 +309,7 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   const bool table = a.epilogueTable() && op == arfuseOpAllReduceAddRmsNorm;
   std::vector<std::vector<Row>> perAlgo;
   int total = 0;
-  for (int algo : algos)
-    total += static_cast<int>((algo >= arfuseAlgoNccl ? 1 : a.epilogues.size()) * a.tokens.size());
+  for (int algo : algos) total += static_cast<int>((algo >= arfuseAlgoNccl ? 1 : a.epilogues.size()) * a.tokens.size());
   int done = 0;
   for (int algo : algos) {
     if (algo == kAlgoNcclSymm) {
@@ -322,8 +325,8 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
       for (size_t i = 0; i < a.tokens.size(); ++i) {
         progress(++done, total,
                  std::string(arfuseAlgoName(arfuseAlgo_t(algo))) +
-                     (table ? std::string(" ") + harness::epilogueName(epi) : std::string()) + " tokens=" +
-                     std::to_string(a.tokens[i]));
+                     (table ? std::string(" ") + harness::epilogueName(epi) : std::string()) +
+                     " tokens=" + std::to_string(a.tokens[i]));
         Row r;
         r.tokens = a.tokens[i];
         r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
@@ -440,8 +443,8 @@ int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
     if (base && mine.passMs > 0 && base->passMs > 0) mine.ratio = mine.passMs / base->passMs;
     std::printf("%8d %12lld %12s %12.3f %12s %9s %7d%s%s\n", mine.tokens, mine.bytes, mine.algo.c_str(), mine.passMs,
                 base && base->passMs > 0 ? std::to_string(base->passMs).substr(0, 6).c_str() : "-",
-                mine.ratio > 0 ? std::to_string(mine.ratio).substr(0, 5).c_str() : "-", mine.wrong + (base ? base->wrong : 0),
-                mine.error.empty() ? "" : "  ", mine.error.c_str());
+                mine.ratio > 0 ? std::to_string(mine.ratio).substr(0, 5).c_str() : "-",
+                mine.wrong + (base ? base->wrong : 0), mine.error.empty() ? "" : "  ", mine.error.c_str());
     rows->push_back(mine);
     if (base) rows->push_back(*base);
   }
@@ -490,8 +493,8 @@ int benchSweepChild(const BenchArgs& a) {
     std::unique_ptr<harness::World> world;
     if (ndev >= nranks) world.reset(new harness::World(devices, maxTokens, a.hidden, arfuseAlgoNccl));
     const std::string notHere = world ? world->error()
-                                      : std::to_string(nranks) + " ranks need " + std::to_string(nranks) +
-                                            " GPUs; " + std::to_string(ndev) + " visible";
+                                      : std::to_string(nranks) + " ranks need " + std::to_string(nranks) + " GPUs; " +
+                                            std::to_string(ndev) + " visible";
     for (size_t i = 0; i < a.tokens.size(); ++i) {
       Row r;
       r.tokens = a.tokens[i];
@@ -551,8 +554,10 @@ int runNcclSweep(const BenchArgs& a, int nranks, const std::vector<Row>& rows, N
 
   std::string inherited;
   for (const auto& kv : sweep->inherited) inherited += " " + kv.first + "=" + kv.second;
-  std::printf("# NCCL sweep: the baseline (NCCL all-reduce + arfuse's add+RMSNorm kernel) once per setting, each in a "
-              "fresh process bounded to %d s\n", sweep->timeoutS);
+  std::printf(
+      "# NCCL sweep: the baseline (NCCL all-reduce + arfuse's add+RMSNorm kernel) once per setting, each in a "
+      "fresh process bounded to %d s\n",
+      sweep->timeoutS);
   std::printf("# children inherit your NCCL environment:%s; only the swept variables change%s\n",
               inherited.empty() ? " (none set)" : inherited.c_str(),
               hasDebug ? "" : "; NCCL_DEBUG=WARN added so that a refused setting carries NCCL's reason");
@@ -580,8 +585,8 @@ int runNcclSweep(const BenchArgs& a, int nranks, const std::vector<Row>& rows, N
     SweepSetting s;
     s.setting = settings[k];
     fillSetting(&s, sweep->tokens, sweep->bytes, readFile(json), o, readFile(log), a.ncclSweepTimeoutS);
-    std::printf("# [%zu/%zu] %s: %s in %.1f s%s%s\n", k + 1, settings.size(), s.setting.label.c_str(),
-                s.status.c_str(), o.seconds, s.error.empty() ? "" : ": ", s.error.c_str());
+    std::printf("# [%zu/%zu] %s: %s in %.1f s%s%s\n", k + 1, settings.size(), s.setting.label.c_str(), s.status.c_str(),
+                o.seconds, s.error.empty() ? "" : ": ", s.error.c_str());
     std::fflush(stdout);
     for (const SweepPoint& p : s.points) wrong += p.wrong;
     if (s.status == "ok") {
@@ -614,11 +619,14 @@ std::string proxyLine(int nranks, bool processes) {
 
 void printCollectiveTable(const std::vector<Row>& rows, bool table, const std::string& header) {
   const bool proxy = header.compare(0, 7, "# PROXY") == 0;
-  std::printf("%s\n# vs_best: time over the fastest correct baseline at that size (nccl, nccl-symm), named in the "
-              "JSON's ratio_to\n", header.c_str());
+  std::printf(
+      "%s\n# vs_best: time over the fastest correct baseline at that size (nccl, nccl-symm), named in the "
+      "JSON's ratio_to\n",
+      header.c_str());
   if (table)
-    std::printf("# epilogues: quantised variants write residual_out + quant_out + scales, no norm_out; bytes = one "
-                "rank's message;\n# the nccl baselines are unfused and have no epilogue (their rows say none)\n");
+    std::printf(
+        "# epilogues: quantised variants write residual_out + quant_out + scales, no norm_out; bytes = one "
+        "rank's message;\n# the nccl baselines are unfused and have no epilogue (their rows say none)\n");
   if (table) std::printf("%14s ", "epilogue");
   std::printf("%8s %12s %9s %9s %10s %10s %10s %10s %10s %9s %7s\n", "tokens", "bytes", "algo", "role",
               proxy ? "proxy_us" : "time_us", "min_us", "max_us", "algbw", "busbw", "vs_best", "#wrong");
@@ -630,7 +638,8 @@ void printCollectiveTable(const std::vector<Row>& rows, bool table, const std::s
                   r.ratio > 0 ? std::to_string(r.ratio).substr(0, 5).c_str() : "-", r.wrong,
                   r.error.empty() ? "" : "  ", r.error.c_str(), r.note.empty() ? "" : "  note: ", r.note.c_str());
     else
-      std::printf("%8d %12lld %9s %9s  error: %s\n", r.tokens, r.bytes, r.algo.c_str(), r.role.c_str(), r.error.c_str());
+      std::printf("%8d %12lld %9s %9s  error: %s\n", r.tokens, r.bytes, r.algo.c_str(), r.role.c_str(),
+                  r.error.c_str());
     if (r.symmetric == 1 && !r.kernels.empty())
       std::printf("%8s NCCL symmetric kernels ran: %s\n", "", r.kernels[0].c_str());
   }
@@ -651,18 +660,19 @@ int bench(const std::vector<std::string>& args) {
   if (a.procRank >= 0) return benchProcChild(a);
   const int ndev = harness::deviceCount();
   if (ndev == 0) {
-    std::printf("arfuse bench: no CUDA device is visible, so there is nothing to time here.\n"
-                "  Run it on a machine with an NVIDIA GPU; `arfuse plan` explains choices without one.\n");
-    if (a.ncclSweep)
-      std::printf("  --nccl-sweep also needs NCCL, which needs one GPU per rank: 2 or more GPUs.\n");
+    std::printf(
+        "arfuse bench: no CUDA device is visible, so there is nothing to time here.\n"
+        "  Run it on a machine with an NVIDIA GPU; `arfuse plan` explains choices without one.\n");
+    if (a.ncclSweep) std::printf("  --nccl-sweep also needs NCCL, which needs one GPU per rank: 2 or more GPUs.\n");
     return kExitNoDevice;
   }
   if (a.ncclSweep && ndev < 2) {
-    std::printf("arfuse bench --nccl-sweep: this machine has 1 GPU (%s); NCCL needs one GPU per rank, so the NCCL\n"
-                "  baseline cannot run here and there is nothing to sweep. Run it where 2 or more GPUs are\n"
-                "  visible; without --nccl-sweep, `arfuse bench` runs arfuse's paths on virtual ranks here\n"
-                "  (correctness only, not performance).\n",
-                harness::deviceName(0).c_str());
+    std::printf(
+        "arfuse bench --nccl-sweep: this machine has 1 GPU (%s); NCCL needs one GPU per rank, so the NCCL\n"
+        "  baseline cannot run here and there is nothing to sweep. Run it where 2 or more GPUs are\n"
+        "  visible; without --nccl-sweep, `arfuse bench` runs arfuse's paths on virtual ranks here\n"
+        "  (correctness only, not performance).\n",
+        harness::deviceName(0).c_str());
     return kExitNoDevice;
   }
   std::vector<Row> rows;
@@ -672,8 +682,8 @@ int bench(const std::vector<std::string>& args) {
   bool virtualRanks = false;
   const std::string gpu = harness::deviceName(0);
   BenchEnv procsEnv;
-  std::printf("# %s on %d x %s, %s, hidden %d\n", arfuseGetBuildInfo(), ndev, gpu.c_str(),
-              arfuseDataTypeName(a.dtype), a.hidden);
+  std::printf("# %s on %d x %s, %s, hidden %d\n", arfuseGetBuildInfo(), ndev, gpu.c_str(), arfuseDataTypeName(a.dtype),
+              a.hidden);
   if (a.op == "addrmsnorm") {
     rc = benchSingleGpu(a, &rows, &copyPeak);
   } else if (a.procs) {
@@ -683,11 +693,14 @@ int bench(const std::vector<std::string>& args) {
     nranks = a.ranks > 0 ? a.ranks : (ndev >= 2 && !a.virtualRanks ? ndev : 2);
     virtualRanks = a.virtualRanks || ndev < nranks;
     if (virtualRanks && ndev > 1 && !a.virtualRanks) {
-      std::fprintf(stderr, "arfuse bench: --ranks %d but only %d GPUs; use --ranks <= %d (or one GPU for virtual "
-                           "ranks)\n", nranks, ndev, ndev);
+      std::fprintf(stderr,
+                   "arfuse bench: --ranks %d but only %d GPUs; use --ranks <= %d (or one GPU for virtual "
+                   "ranks)\n",
+                   nranks, ndev, ndev);
       return kExitUsage;
     }
-    rc = a.verifyPass ? benchVerifyPass(a, nranks, virtualRanks, &rows) : benchCollective(a, nranks, virtualRanks, &rows);
+    rc = a.verifyPass ? benchVerifyPass(a, nranks, virtualRanks, &rows)
+                      : benchCollective(a, nranks, virtualRanks, &rows);
   }
   int wrong = 0;
   for (const Row& r : rows) wrong += r.wrong;

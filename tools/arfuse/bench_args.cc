@@ -14,9 +14,12 @@ bool toInt(const std::string& s, long long lo, long long hi, long long* v) {
   char* end = nullptr;
   long long x = std::strtoll(s.c_str(), &end, 10);
   long long mult = 1;
-  if (*end == 'K' || *end == 'k') mult = 1024, ++end;
-  else if (*end == 'M' || *end == 'm') mult = 1024 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') mult = 1024LL * 1024 * 1024, ++end;
+  if (*end == 'K' || *end == 'k')
+    mult = 1024, ++end;
+  else if (*end == 'M' || *end == 'm')
+    mult = 1024 * 1024, ++end;
+  else if (*end == 'G' || *end == 'g')
+    mult = 1024LL * 1024 * 1024, ++end;
   if (*end != '\0') return false;
   x *= mult;
   if (x < lo || x > hi) return false;
@@ -33,9 +36,7 @@ const ModelPreset kModels[] = {
 
 }  // namespace
 
-const char* algoName(int algo) {
-  return algo == kAlgoNcclSymm ? "nccl-symm" : arfuseAlgoName(arfuseAlgo_t(algo));
-}
+const char* algoName(int algo) { return algo == kAlgoNcclSymm ? "nccl-symm" : arfuseAlgoName(arfuseAlgo_t(algo)); }
 
 namespace {
 
@@ -88,7 +89,8 @@ const char* benchUsage() {
          "                                   the runs of one machine, and bench/peers.py's, in one table)\n"
          "  --epilogue LIST                  comma list of epilogues to time (--op fused and addrmsnorm;\n"
          "                                   default none):\n"
-         "                                     none            arfuseAllReduceAddRmsNorm / arfuseAddRmsNorm (today's table)\n"
+         "                                     none            arfuseAllReduceAddRmsNorm / arfuseAddRmsNorm (today's "
+         "table)\n"
          "                                     plain           the same work through arfuseAllReduceEpilogue\n"
          "                                     first           first layer: no residual_in\n"
          "                                     plusone         (1 + w) weights (Gemma, Qwen3.5)\n"
@@ -211,7 +213,8 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
           const std::string item = v.substr(p, c == std::string::npos ? std::string::npos : c - p);
           int algo = 0;
           if (!parseAlgo(item, &algo)) {
-            *error = "--algo " + item + ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
+            *error = "--algo " + item +
+                     ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
                      "nccl-symm, or all";
             return false;
           }
@@ -263,8 +266,9 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
     } else if (k == "-G") {
       if (!value(&v)) return false;
       if (v == "0") {
-        *error = "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the "
-                 "host); give -G N (N >= 1 replays) or leave -G out";
+        *error =
+            "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the "
+            "host); give -G N (N >= 1 replays) or leave -G out";
         return false;
       }
       if (!toInt(v, 1, 1000000, &x)) {
@@ -347,14 +351,21 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
   }
   if (a.procs || a.procRank >= 0) {
     std::string why;
-    if (a.procRank >= 0 && (!a.procs || a.procDir.empty())) why = "--proc-rank (internal) needs --procs and --proc-dir";
-    else if (a.procRank >= a.procs) why = "--proc-rank " + std::to_string(a.procRank) + " must be below --procs";
-    else if (a.op == "addrmsnorm") why = "--op addrmsnorm is one GPU, one process; drop --procs";
-    else if (a.ranks && a.ranks != a.procs) why = "--ranks " + std::to_string(a.ranks) + " and --procs " +
-                                                   std::to_string(a.procs) + " disagree (one process per rank)";
-    else if (a.verifyPass) why = "--verify-pass runs in process only for now; drop --procs";
-    else if (a.epilogueTable()) why = "--epilogue runs in process only for now; drop --procs";
-    else if (a.ncclSweep || !a.ncclSweepChild.empty()) why = "--nccl-sweep runs in process; drop --procs";
+    if (a.procRank >= 0 && (!a.procs || a.procDir.empty()))
+      why = "--proc-rank (internal) needs --procs and --proc-dir";
+    else if (a.procRank >= a.procs)
+      why = "--proc-rank " + std::to_string(a.procRank) + " must be below --procs";
+    else if (a.op == "addrmsnorm")
+      why = "--op addrmsnorm is one GPU, one process; drop --procs";
+    else if (a.ranks && a.ranks != a.procs)
+      why = "--ranks " + std::to_string(a.ranks) + " and --procs " + std::to_string(a.procs) +
+            " disagree (one process per rank)";
+    else if (a.verifyPass)
+      why = "--verify-pass runs in process only for now; drop --procs";
+    else if (a.epilogueTable())
+      why = "--epilogue runs in process only for now; drop --procs";
+    else if (a.ncclSweep || !a.ncclSweepChild.empty())
+      why = "--nccl-sweep runs in process; drop --procs";
     if (!why.empty()) {
       *error = "--procs: " + why;
       return false;
@@ -379,14 +390,18 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
   }
   if (a.epilogueTable()) {
     std::string why;
-    if (a.op == "allreduce") why = "applies to --op fused and addrmsnorm (all-reduce has no epilogue)";
-    else if (a.verifyPass) why = "--verify-pass times arfuseAllReduceAddRmsNorm only; drop --epilogue";
-    else if (a.ncclSweep) why = "--nccl-sweep re-runs the baseline, which has no epilogue; drop --epilogue";
-    else if (!a.ncclSweepChild.empty()) why = "a sweep child times the baseline only";
+    if (a.op == "allreduce")
+      why = "applies to --op fused and addrmsnorm (all-reduce has no epilogue)";
+    else if (a.verifyPass)
+      why = "--verify-pass times arfuseAllReduceAddRmsNorm only; drop --epilogue";
+    else if (a.ncclSweep)
+      why = "--nccl-sweep re-runs the baseline, which has no epilogue; drop --epilogue";
+    else if (!a.ncclSweepChild.empty())
+      why = "a sweep child times the baseline only";
     for (int e : a.epilogues)
       if (why.empty() && harness::epilogueForm(e).nvfp4() && a.hidden % 16)
-        why = std::string(harness::epilogueName(e)) + " needs --hidden a multiple of 16 (NVFP4 blocks of 16); --hidden " +
-              std::to_string(a.hidden);
+        why = std::string(harness::epilogueName(e)) +
+              " needs --hidden a multiple of 16 (NVFP4 blocks of 16); --hidden " + std::to_string(a.hidden);
     if (!why.empty()) {
       *error = "--epilogue: " + why;
       return false;
@@ -394,10 +409,14 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
   }
   if (a.ncclSweep) {
     std::string why;
-    if (a.op == "addrmsnorm") why = "--op addrmsnorm has no NCCL baseline; use --op fused or allreduce";
-    else if (a.virtualRanks) why = "NCCL needs one GPU per rank; drop --virtual";
-    else if (a.ranks == 1) why = "NCCL needs at least 2 ranks; use --ranks 2 or more";
-    else if (!a.ncclSweepChild.empty()) why = "--nccl-sweep-child is a sweep's child and cannot sweep itself";
+    if (a.op == "addrmsnorm")
+      why = "--op addrmsnorm has no NCCL baseline; use --op fused or allreduce";
+    else if (a.virtualRanks)
+      why = "NCCL needs one GPU per rank; drop --virtual";
+    else if (a.ranks == 1)
+      why = "NCCL needs at least 2 ranks; use --ranks 2 or more";
+    else if (!a.ncclSweepChild.empty())
+      why = "--nccl-sweep-child is a sweep's child and cannot sweep itself";
     if (!why.empty()) {
       *error = "--nccl-sweep: " + why;
       return false;

@@ -38,19 +38,19 @@ struct BenchArgs {
   // fewer GPUs than N every process shares GPU 0 (a proxy, like virtual ranks). 0: in process.
   int procs = 0;
   int procsTimeoutS = kDefaultProcsTimeoutS;
-  int procRank = -1;    // internal: this process is rank R of a --procs run
-  std::string procDir;  // internal: where the --procs run's ranks meet (ids, results)
+  int procRank = -1;                 // internal: this process is rank R of a --procs run
+  std::string procDir;               // internal: where the --procs run's ranks meet (ids, results)
   std::vector<std::string> rawArgs;  // the arguments as given (a --procs child gets them again)
-  bool virtualRanks = false;  // force every rank onto GPU 0
-  std::string model;         // preset name, "" when none
-  int layers = 0;            // from --model or --layers; needed by --verify-pass
-  bool verifyPass = false;   // time 2 x layers fused calls in one graph, against the baseline
+  bool virtualRanks = false;         // force every rank onto GPU 0
+  std::string model;                 // preset name, "" when none
+  int layers = 0;                    // from --model or --layers; needed by --verify-pass
+  bool verifyPass = false;           // time 2 x layers fused calls in one graph, against the baseline
   // --nccl-sweep[=SPEC]: re-run the NCCL baseline once per NCCL setting, each in a fresh process
   // (nccl_sweep.h has the SPEC grammar).
   bool ncclSweep = false;
   std::string ncclSweepSpec = kDefaultNcclSweepSpec;
   int ncclSweepTimeoutS = kDefaultNcclSweepTimeoutS;  // bound on each child, seconds
-  std::string ncclSweepChild;   // internal: this process is a sweep child; time the baseline, JSON here
+  std::string ncclSweepChild;  // internal: this process is a sweep child; time the baseline, JSON here
   // --epilogue LIST: harness::EpilogueKind values, in the order given. {none} (the default) is
   // today's bench: arfuseAllReduceAddRmsNorm / arfuseAddRmsNorm and today's table.
   std::vector<int> epilogues = {harness::kEpilogueNone};

@@ -21,10 +21,12 @@ bool isProxy(const BenchEnv& env) { return env.virtualRanks || env.sharedGpu; }
 
 std::string proxyReason(const BenchEnv& env) {
   if (env.sharedGpu)
-    return std::to_string(env.procs) + " processes share one GPU (time-sliced): a proxy for correctness and the "
+    return std::to_string(env.procs) +
+           " processes share one GPU (time-sliced): a proxy for correctness and the "
            "kernels' own cost, not a performance figure";
   if (env.virtualRanks)
-    return std::to_string(env.nranks) + " virtual ranks on one GPU: a proxy for the kernels' own cost (no fabric "
+    return std::to_string(env.nranks) +
+           " virtual ranks on one GPU: a proxy for the kernels' own cost (no fabric "
            "between them), not a performance figure";
   return "";
 }
@@ -67,8 +69,7 @@ void classifyNcclKernels(Row* row) {
                 " (NCCL_DEBUG=INFO says why; they need NCCL 2.27+, one NVLink domain and cuMem)";
 }
 
-std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector<Row>& rows,
-                      const NcclSweep* sweep) {
+std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector<Row>& rows, const NcclSweep* sweep) {
   std::ostringstream os;
   os << "{\n  \"schema\": \"arfuse-bench/4\",\n";
   os << "  \"arfuse\": \"" << jsonEscape(env.arfuse) << "\",\n";
@@ -94,16 +95,19 @@ std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector
   if (a.layers) os << "  \"layers\": " << a.layers << ",\n";
   os << "  \"verify_pass\": " << (a.verifyPass ? "true" : "false") << ",\n";
   os << "  \"epilogues\": [";
-  for (size_t i = 0; i < a.epilogues.size(); ++i) os << (i ? ", " : "") << "\"" << harness::epilogueName(a.epilogues[i]) << "\"";
+  for (size_t i = 0; i < a.epilogues.size(); ++i)
+    os << (i ? ", " : "") << "\"" << harness::epilogueName(a.epilogues[i]) << "\"";
   os << "],\n";
   os << "  \"warmup\": " << a.warmup << ",\n";
-  if (env.copyPeakGBps > 0) os << "  \"copy_peak_GBps\": " << env.copyPeakGBps << ",\n  \"copy_reference\": \"sm-copy-kernel\",\n";
+  if (env.copyPeakGBps > 0)
+    os << "  \"copy_peak_GBps\": " << env.copyPeakGBps << ",\n  \"copy_reference\": \"sm-copy-kernel\",\n";
   if (sweep) os << sweepJsonMembers(*sweep);
   os << "  \"results\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     os << (i ? ",\n" : "\n") << "    {\"tokens\": " << r.tokens << ", \"bytes\": " << r.bytes << ", \"algo\": \""
-       << jsonEscape(r.algo) << "\", \"role\": \"" << r.role << "\", \"epilogue\": \"" << jsonEscape(r.epilogue) << "\"";
+       << jsonEscape(r.algo) << "\", \"role\": \"" << r.role << "\", \"epilogue\": \"" << jsonEscape(r.epilogue)
+       << "\"";
     if (r.t.ok) {
       os << ", \"median_us\": " << r.t.medianUs << ", \"min_us\": " << r.t.minUs << ", \"max_us\": " << r.t.maxUs
          << ", \"algbw_GBps\": " << r.algbw << ", \"busbw_GBps\": " << r.busbw;

@@ -38,14 +38,14 @@ struct Row {
   int tokens = 0;
   long long bytes = 0;
   std::string algo;
-  std::string role;  // "arfuse", "baseline", "addrmsnorm", "copy", "verify-pass", "baseline-pass"
+  std::string role;               // "arfuse", "baseline", "addrmsnorm", "copy", "verify-pass", "baseline-pass"
   std::string epilogue = "none";  // harness::epilogueName of what the row timed (copy: whose bytes it copied)
   BenchTiming t;
   double algbw = 0, busbw = 0, ratio = 0;
   std::string ratioTo;  // the baseline "ratio" divides by (the best one at this size)
   int wrong = 0;
   std::string error;
-  std::string note;  // e.g. why NCCL did not run its symmetric kernels
+  std::string note;                  // e.g. why NCCL did not run its symmetric kernels
   std::vector<std::string> kernels;  // nccl-symm: the kernel nodes of the captured graph
   int symmetric = -1;                // nccl-symm: 1 when NCCL's symmetric kernels ran, 0 when not; -1: n/a
   int sets = 0;                      // rotation: input sets, and their bytes together
@@ -61,11 +61,11 @@ struct BenchEnv {
   int nccl = 0;
   int nranks = 1;
   bool virtualRanks = false;
-  double copyPeakGBps = 0;  // single-GPU runs
+  double copyPeakGBps = 0;                                   // single-GPU runs
   std::vector<std::pair<std::string, std::string>> ncclEnv;  // the user's NCCL_* variables, sorted
-  std::string mode = "in-process";  // or "procs"
-  int procs = 0;                    // --procs N
-  bool sharedGpu = false;           // --procs with every process on GPU 0
+  std::string mode = "in-process";                           // or "procs"
+  int procs = 0;                                             // --procs N
+  bool sharedGpu = false;                                    // --procs with every process on GPU 0
   long long l2Bytes = 0;
 };
 
@@ -78,7 +78,8 @@ std::string proxyReason(const BenchEnv& env);
 void ratiosToBestBaseline(std::vector<Row>* rows);
 
 // NCCL's symmetric-memory kernels are named ncclSymk* (2.28) / ncclSym* (2.27); its classic ones
-// ncclDevKernel_* (names as the driver gives them: demangled, or mangled where that failed). Sets row->symmetric and, when they did not run, row->note saying what ran.
+// ncclDevKernel_* (names as the driver gives them: demangled, or mangled where that failed). Sets row->symmetric and,
+// when they did not run, row->note saying what ran.
 void classifyNcclKernels(Row* row);
 
 struct NcclSweep;

@@ -42,7 +42,6 @@ arfuseDataType_t dtypeOf(const std::string& s) {
 }
 long long dtypeBytes(const std::string& s) { return s == "fp32" ? 4 : 2; }
 
-
 // "arfuseCommInitAll: config: algo=nccl (forced by config) is unavailable: ..." -> the part after the
 // function name, which is what a person needs.
 std::string stripInitPrefix(std::string s) {
@@ -69,9 +68,9 @@ void fillEnvironment(const topo::ProbeResult& pr, checkup::Environment* e) {
   for (const ParamValue& p : paramValues())
     e->params.push_back({p.spec->name, p.value, p.fromEnvironment ? "environment" : "default", p.error});
   e->unknownEnv = paramUnknownNames();
-  for (const char* name : {"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
-                           "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_P2P_DISABLE",
-                           "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"}) {
+  for (const char* name :
+       {"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"}) {
     if (const char* val = std::getenv(name)) e->otherEnv.emplace_back(name, val);
   }
 }
@@ -147,7 +146,8 @@ void runPlanTable(const Args& a, Report* r) {
     row.tokens = t;
     row.bytes = static_cast<long long>(t) * a.hidden * dtypeBytes(a.dtype);
     arfusePlan_t plan;
-    const arfuseResult_t st = arfuseCommQueryPlan(comms[0], arfuseOpAllReduceAddRmsNorm, t, a.hidden, dtypeOf(a.dtype), &plan);
+    const arfuseResult_t st =
+        arfuseCommQueryPlan(comms[0], arfuseOpAllReduceAddRmsNorm, t, a.hidden, dtypeOf(a.dtype), &plan);
     row.ok = st == arfuseSuccess;
     row.algo = row.ok ? arfuseAlgoName(plan.algo) : "";
     row.reason = row.ok ? plan.reason : std::string(arfuseGetErrorName(st)) + ": " + arfuseCommGetLastError(comms[0]);
@@ -256,9 +256,10 @@ int calibrate(const Args& a) {
   const topo::ProbeResult pr = topo::probeTopology(po);
   std::printf("# arfuse doctor --calibrate: %s\n", arfuseGetBuildInfo());
   if (!pr.ok) {
-    std::printf("arfuse doctor --calibrate: %s; nothing to measure here.\n"
-                "  Run it on the machine whose crossovers you want (one GPU is enough: virtual ranks).\n",
-                pr.error.c_str());
+    std::printf(
+        "arfuse doctor --calibrate: %s; nothing to measure here.\n"
+        "  Run it on the machine whose crossovers you want (one GPU is enough: virtual ranks).\n",
+        pr.error.c_str());
     return kExitFailed;
   }
   if (!pr.nvmlLoaded) std::printf("# NVML unavailable (%s): the key holds CUDA's facts only\n", pr.nvmlError.c_str());
@@ -268,8 +269,9 @@ int calibrate(const Args& a) {
   std::vector<int> counts = a.ranks;
   if (counts.empty()) counts = {virtualRanks ? 2 : ndev};
   if (!virtualRanks && counts.size() > 1) {
-    std::fprintf(stderr, "arfuse doctor --calibrate: with real GPUs give one --ranks N (GPUs 0..N-1): a file covers "
-                         "one set of GPUs\n");
+    std::fprintf(stderr,
+                 "arfuse doctor --calibrate: with real GPUs give one --ranks N (GPUs 0..N-1): a file covers "
+                 "one set of GPUs\n");
     return kExitUsage;
   }
   if (!virtualRanks && counts[0] > ndev) {
@@ -298,11 +300,13 @@ int calibrate(const Args& a) {
     CalibrationGroup g;
     g.nranks = n;
     g.virtualRanks = virtualRanks;
-    std::printf("\n# %d ranks, %s; hidden %d %s; %d calls per graph, %d timed replays (+%d warm-up), median of the "
-                "slowest rank\n",
-                n, virtualRanks ? "VIRTUAL on GPU 0 (crossovers of this GPU sharing itself, not of a multi-GPU machine)"
-                                : "one per GPU",
-                a.hidden, a.dtype.c_str(), calls, iters, a.warmup);
+    std::printf(
+        "\n# %d ranks, %s; hidden %d %s; %d calls per graph, %d timed replays (+%d warm-up), median of the "
+        "slowest rank\n",
+        n,
+        virtualRanks ? "VIRTUAL on GPU 0 (crossovers of this GPU sharing itself, not of a multi-GPU machine)"
+                     : "one per GPU",
+        a.hidden, a.dtype.c_str(), calls, iters, a.warmup);
     std::printf("%-11s %7s %11s %10s  %s\n", "algo", "tokens", "bytes", "us", "check");
     for (int algo : kPaths) {
       const std::string name = arfuseAlgoName(arfuseAlgo_t(algo));

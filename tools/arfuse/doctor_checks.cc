@@ -90,26 +90,28 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
   const bool recorded = r.topologySource.rfind("file ", 0) == 0;
   if (recorded) {
     // Judging a machine from its recording: this machine's GPUs and driver are beside the point.
-    out->push_back(make("gpu", Status::kOk, "judging the recorded machine in " + r.topologySource.substr(5) + " (" +
-                                                std::to_string(r.topology.size()) + (r.topology.size() == 1 ? " GPU" : " GPUs") +
-                                                "); this machine has " +
-                                                std::to_string(e.deviceCount) + " visible"));
+    out->push_back(make("gpu", Status::kOk,
+                        "judging the recorded machine in " + r.topologySource.substr(5) + " (" +
+                            std::to_string(r.topology.size()) + (r.topology.size() == 1 ? " GPU" : " GPUs") +
+                            "); this machine has " + std::to_string(e.deviceCount) + " visible"));
   } else if (e.deviceCount == 0) {
     const bool said = e.deviceError.rfind("no CUDA device is visible", 0) == 0;
-    out->push_back(make("gpu", Status::kFail,
-                        said ? e.deviceError
-                             : "no CUDA device is visible" + (e.deviceError.empty() ? std::string() : " (" + e.deviceError + ")"),
-                        "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the driver; `arfuse plan` and `arfuse triage` "
-                        "work without a GPU"));
+    out->push_back(
+        make("gpu", Status::kFail,
+             said ? e.deviceError
+                  : "no CUDA device is visible" + (e.deviceError.empty() ? std::string() : " (" + e.deviceError + ")"),
+             "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the driver; `arfuse plan` and `arfuse triage` "
+             "work without a GPU"));
   } else {
     std::string names;
     if (r.haveTopology && r.topologySource == "probe") {
       std::map<std::string, int> count;
       for (int d = 0; d < r.topology.size(); ++d) ++count[gpuName(r.topology, d)];
-      for (const auto& kv : count) names += (names.empty() ? ": " : ", ") + std::to_string(kv.second) + " x " + kv.first;
+      for (const auto& kv : count)
+        names += (names.empty() ? ": " : ", ") + std::to_string(kv.second) + " x " + kv.first;
     }
-    out->push_back(make("gpu", Status::kOk, std::to_string(e.deviceCount) + " GPU" + (e.deviceCount == 1 ? "" : "s") +
-                                                 " visible" + names));
+    out->push_back(make("gpu", Status::kOk,
+                        std::to_string(e.deviceCount) + " GPU" + (e.deviceCount == 1 ? "" : "s") + " visible" + names));
   }
   if (e.cudaDriverVersion == 0 && recorded) {
     // nothing to say about a driver that is not there
@@ -130,9 +132,11 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
   }
   if (recorded) {
     bool nvmlFacts = r.topology.nvmlVersion.has_value();
-    for (const topo::Link& l : r.topology.links) nvmlFacts |= l.pcie != topo::PcieLink::kUnknown || l.nvlinks.has_value();
+    for (const topo::Link& l : r.topology.links)
+      nvmlFacts |= l.pcie != topo::PcieLink::kUnknown || l.nvlinks.has_value();
     if (nvmlFacts) {
-      out->push_back(make("nvml", Status::kOk, "the recording carries NVML's facts (PCIe levels, NVLinks, P2P status)"));
+      out->push_back(
+          make("nvml", Status::kOk, "the recording carries NVML's facts (PCIe levels, NVLinks, P2P status)"));
     } else {
       out->push_back(make("nvml", Status::kWarn,
                           "the recording has no NVML facts: NVLink counts, PCIe levels and NVML's P2P status are "
@@ -140,11 +144,13 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
                           "record the machine again with NVML available (`arfuse doctor --save-topology FILE`)"));
     }
   } else if (e.nvmlLoaded) {
-    out->push_back(make("nvml", Status::kOk, "NVML " + (e.nvmlVersion.empty() ? std::string("?") : e.nvmlVersion) + " loaded"));
+    out->push_back(
+        make("nvml", Status::kOk, "NVML " + (e.nvmlVersion.empty() ? std::string("?") : e.nvmlVersion) + " loaded"));
   } else {
     out->push_back(make("nvml", Status::kWarn,
-                        "NVML unavailable (" + e.nvmlError + "): NVLink counts, PCIe levels and NVML's P2P status "
-                        "are unknown; peer access is judged by CUDA and the measured probe alone",
+                        "NVML unavailable (" + e.nvmlError +
+                            "): NVLink counts, PCIe levels and NVML's P2P status "
+                            "are unknown; peer access is judged by CUDA and the measured probe alone",
                         "install the driver's libnvidia-ml.so.1 (in a container: the NVIDIA container toolkit mounts "
                         "it) or add its directory to LD_LIBRARY_PATH"));
   }
@@ -157,8 +163,9 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
                         "built against NCCL " + header + " but NCCL " + e.ncclRuntime + " is loaded",
                         "point LD_LIBRARY_PATH at the NCCL arfuse was built with, or rebuild against the one loaded"));
   } else {
-    out->push_back(make("nccl", Status::kOk, "NCCL " + e.ncclRuntime + " loaded (built against " +
-                                                 (header.empty() ? std::string("?") : header) + ")"));
+    out->push_back(
+        make("nccl", Status::kOk,
+             "NCCL " + e.ncclRuntime + " loaded (built against " + (header.empty() ? std::string("?") : header) + ")"));
   }
   // Build architectures against each distinct GPU.
   const std::vector<int> built = buildArchs(e.buildInfo);
@@ -170,11 +177,14 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
     for (const auto& kv : byCc) {
       std::string text;
       const Status st = archSupport(kv.first, built, &text);
-      const std::string who = "GPU " + std::to_string(kv.second[0]) + (kv.second.size() > 1 ? " (and " + std::to_string(kv.second.size() - 1) + " more)" : "") +
+      const std::string who = "GPU " + std::to_string(kv.second[0]) +
+                              (kv.second.size() > 1 ? " (and " + std::to_string(kv.second.size() - 1) + " more)" : "") +
                               ", sm_" + std::to_string(kv.first);
       out->push_back(make("arch", st, who + ": " + text + " (this build: archs " + archs + ")",
-                          st == Status::kOk ? "" : "rebuild with -DARFUSE_ARCH=" + std::to_string(kv.first) +
-                                                       " or the default build, which has native code for 80;86;89;90;100;120"));
+                          st == Status::kOk
+                              ? ""
+                              : "rebuild with -DARFUSE_ARCH=" + std::to_string(kv.first) +
+                                    " or the default build, which has native code for 80;86;89;90;100;120"));
     }
   }
   int fromEnv = 0;
@@ -186,8 +196,9 @@ void environmentChecks(const Report& r, std::vector<Check>* out) {
   }
   for (const std::string& u : e.unknownEnv)
     out->push_back(make("params", Status::kWarn, u, "fix the name, or unset it (`arfuse env --markdown` lists them)"));
-  out->push_back(make("params", Status::kOk, std::to_string(e.params.size()) + " ARFUSE_* settings, " +
-                                                 std::to_string(fromEnv) + " from the environment"));
+  out->push_back(make(
+      "params", Status::kOk,
+      std::to_string(e.params.size()) + " ARFUSE_* settings, " + std::to_string(fromEnv) + " from the environment"));
 }
 
 // Segments left in /dev/shm by groups whose every process died during init (doctor_shm.h).
@@ -202,16 +213,19 @@ void multicastCheck(const Report& r, std::vector<Check>* out) {
   bool nvlink = false;
   for (const topo::Link& l : r.topology.links) nvlink |= l.nvlinks && *l.nvlinks > 0;
   if (!nvlink) {
-    out->push_back(make("multicast", Status::kOk, "no NVLink between these GPUs: NVLink multicast does not apply "
-                                                  "(arfuse never creates multicast objects)"));
+    out->push_back(make("multicast", Status::kOk,
+                        "no NVLink between these GPUs: NVLink multicast does not apply "
+                        "(arfuse never creates multicast objects)"));
     return;
   }
   const std::string v = envValue(r, "NCCL_NVLS_ENABLE");
   if (v == "0") {
-    out->push_back(make("multicast", Status::kOk, "NVLink present; NVLink multicast is off for NCCL (NCCL_NVLS_ENABLE=0)"));
+    out->push_back(
+        make("multicast", Status::kOk, "NVLink present; NVLink multicast is off for NCCL (NCCL_NVLS_ENABLE=0)"));
   } else {
     out->push_back(make("multicast", Status::kWarn,
-                        "NVLink present and NCCL_NVLS_ENABLE is " + (v.empty() ? std::string("not set") : "'" + v + "'") +
+                        "NVLink present and NCCL_NVLS_ENABLE is " +
+                            (v.empty() ? std::string("not set") : "'" + v + "'") +
                             ": NCCL may set up NVLink multicast (NVLS) for the NCCL path, which needs a working fabric "
                             "manager and can fail or hang where multicast is not provisioned",
                         "export NCCL_NVLS_ENABLE=0 (and TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1 for "
@@ -224,8 +238,9 @@ void topologyChecks(const Report& r, std::vector<Check>* out) {
   const topo::Topology& t = r.topology;
   const int n = t.size();
   if (n == 1) {
-    out->push_back(make("p2p", Status::kOk, "one GPU: no pairs to probe; the multi-rank paths run as virtual ranks "
-                                            "on it"));
+    out->push_back(make("p2p", Status::kOk,
+                        "one GPU: no pairs to probe; the multi-rank paths run as virtual ranks "
+                        "on it"));
   }
   std::vector<std::string> noP2p, disagree;
   bool anyBroken = false;
@@ -261,7 +276,8 @@ void topologyChecks(const Report& r, std::vector<Check>* out) {
         std::string what = failed.size() == 1 ? failed[0].substr(0, failed[0].find(' ', 5)) : "peer access";
         out->push_back(make("p2p", Status::kFail,
                             "P2P advertised but " + what + " failed between GPU " + std::to_string(a) + " and " +
-                                std::to_string(b) + " (" + joinSome(failed) + "): ACS or IOMMU likely; arfuse will use "
+                                std::to_string(b) + " (" + joinSome(failed) +
+                                "): ACS or IOMMU likely; arfuse will use "
                                 "the host-staged path for groups that include both",
                             "disable ACS on the PCIe bridges between them (or boot with iommu=pt; in a VM, enable P2P "
                             "passthrough), then re-run `arfuse doctor`"));
@@ -282,8 +298,9 @@ void topologyChecks(const Report& r, std::vector<Check>* out) {
   if (!noP2p.empty()) {
     out->push_back(make("p2p", Status::kWarn,
                         "no peer access between " + std::to_string(noP2p.size()) + " of " +
-                            std::to_string(n * (n - 1) / 2) + " GPU pairs (cudaDeviceCanAccessPeer = 0: " +
-                            joinSome(noP2p) + "): groups that include such a pair use the host-staged path, NCCL for "
+                            std::to_string(n * (n - 1) / 2) +
+                            " GPU pairs (cudaDeviceCanAccessPeer = 0: " + joinSome(noP2p) +
+                            "): groups that include such a pair use the host-staged path, NCCL for "
                             "large messages",
                         "expected on GeForce cards and across some sockets; for peer access keep each TP group inside "
                         "one island (see Islands)"));
@@ -299,8 +316,7 @@ void topologyChecks(const Report& r, std::vector<Check>* out) {
     if (v.proven) {
       out->push_back(make("p2p", Status::kOk, v.reason));
     } else {
-      out->push_back(make("p2p", Status::kWarn,
-                          "P2P is reported but not proven: " + v.reason,
+      out->push_back(make("p2p", Status::kWarn, "P2P is reported but not proven: " + v.reason,
                           "run `arfuse doctor` on the machine (without --no-measure) so peer loads and stores are "
                           "checked"));
     }
@@ -328,7 +344,8 @@ void topologyChecks(const Report& r, std::vector<Check>* out) {
     std::vector<int> all(n);
     for (int i = 0; i < n; ++i) all[i] = i;
     const topo::AccessHint h = topo::groupAccessHint(t, all);
-    if (h.access != topo::Access::kUnknown) out->push_back(make("bandwidth", Status::kOk, "all pairs at once: " + h.reason));
+    if (h.access != topo::Access::kUnknown)
+      out->push_back(make("bandwidth", Status::kOk, "all pairs at once: " + h.reason));
   }
   // Host memory, what the host-staged path runs on.
   std::vector<std::string> slow, fine;
@@ -370,19 +387,20 @@ void selftestChecks(const Report& r, std::vector<Check>* out) {
     if (!p.eligible) {
       notEligible.push_back(p.algo);
     } else if (p.failed) {
-      out->push_back(make("selftest", Status::kFail,
-                          p.algo + " failed " + std::to_string(p.failed) + " of " + std::to_string(p.failed + p.passed) +
-                              " cases on " + group + ": " + p.why,
-                          "force a path that passed (e.g. ARFUSE_ALGO=" +
-                              std::string(r.virtualRanks ? "oneshot" : "nccl") +
-                              ") and report this with `arfuse doctor --json`"));
+      out->push_back(
+          make("selftest", Status::kFail,
+               p.algo + " failed " + std::to_string(p.failed) + " of " + std::to_string(p.failed + p.passed) +
+                   " cases on " + group + ": " + p.why,
+               "force a path that passed (e.g. ARFUSE_ALGO=" + std::string(r.virtualRanks ? "oneshot" : "nccl") +
+                   ") and report this with `arfuse doctor --json`"));
     } else {
       passed.push_back(p.algo + " " + std::to_string(p.passed) + "/" + std::to_string(p.passed));
     }
   }
   if (!passed.empty())
-    out->push_back(make("selftest", Status::kOk, "passed on " + group + ": " + joinSome(passed, 8) +
-                                                     (notEligible.empty() ? "" : "; not eligible: " + joinSome(notEligible, 8))));
+    out->push_back(make("selftest", Status::kOk,
+                        "passed on " + group + ": " + joinSome(passed, 8) +
+                            (notEligible.empty() ? "" : "; not eligible: " + joinSome(notEligible, 8))));
   else
     out->push_back(make("selftest", Status::kFail, "no path passed on " + group,
                         "see the self-test table above; report it with `arfuse doctor --json`"));
@@ -401,14 +419,17 @@ void selftestChecks(const Report& r, std::vector<Check>* out) {
 
 void calibrationCheck(const Report& r, std::vector<Check>* out) {
   if (r.calibrationFile.empty()) {
-    out->push_back(make("calibration", Status::kOk, "ARFUSE_CALIBRATION_FILE is not set: the plan uses its built-in "
-                                                    "limits (`arfuse doctor --calibrate` measures this machine's)"));
+    out->push_back(make("calibration", Status::kOk,
+                        "ARFUSE_CALIBRATION_FILE is not set: the plan uses its built-in "
+                        "limits (`arfuse doctor --calibrate` measures this machine's)"));
   } else if (r.calibrationApplies) {
     out->push_back(make("calibration", Status::kOk, r.calibrationWhy));
   } else {
-    out->push_back(make("calibration", Status::kWarn, r.calibrationWhy.empty() ? "calibration " + r.calibrationFile + " not checked (no GPU)" : r.calibrationWhy,
-                        "run `arfuse doctor --calibrate --out " + r.calibrationFile +
-                            "` on this machine with the group's rank count, or unset ARFUSE_CALIBRATION_FILE"));
+    out->push_back(
+        make("calibration", Status::kWarn,
+             r.calibrationWhy.empty() ? "calibration " + r.calibrationFile + " not checked (no GPU)" : r.calibrationWhy,
+             "run `arfuse doctor --calibrate --out " + r.calibrationFile +
+                 "` on this machine with the group's rank count, or unset ARFUSE_CALIBRATION_FILE"));
   }
 }
 
@@ -603,11 +624,12 @@ std::string renderText(const Report& r, const std::vector<Check>& checks) {
   o << "arfuse doctor\n\nEnvironment\n";
   o << "  " << pad("build", 12) << e.buildInfo << "\n";
   o << "  " << pad("driver", 12) << (e.driverVersion.empty() ? "?" : e.driverVersion)
-    << (e.cudaDriverVersion ? " (supports CUDA " + cudaText(e.cudaDriverVersion) + ")" : " (no driver answered)") << "\n";
+    << (e.cudaDriverVersion ? " (supports CUDA " + cudaText(e.cudaDriverVersion) + ")" : " (no driver answered)")
+    << "\n";
   o << "  " << pad("runtime", 12) << "CUDA " << cudaText(e.cudaRuntimeVersion) << "\n";
   o << "  " << pad("NCCL", 12) << (e.ncclRuntime.empty() ? "?" : e.ncclRuntime) << " at run time\n";
-  o << "  " << pad("NVML", 12) << (e.nvmlLoaded ? (e.nvmlVersion.empty() ? "loaded" : e.nvmlVersion) : "unavailable: " + e.nvmlError)
-    << "\n";
+  o << "  " << pad("NVML", 12)
+    << (e.nvmlLoaded ? (e.nvmlVersion.empty() ? "loaded" : e.nvmlVersion) : "unavailable: " + e.nvmlError) << "\n";
   o << "  " << pad("GPUs", 12)
     << (e.deviceCount ? std::to_string(e.deviceCount) + " visible"
                       : "NONE VISIBLE" + (e.deviceError.empty() ? std::string() : ": " + e.deviceError))
@@ -646,8 +668,8 @@ std::string renderText(const Report& r, const std::vector<Check>& checks) {
     } else {
       o << "  " << pad("tokens", 8) << pad("bytes", 11) << pad("algo", 12) << "reason\n";
       for (const PlanRow& p : r.plan)
-        o << "  " << pad(std::to_string(p.tokens), 8) << pad(std::to_string(p.bytes), 11) << pad(p.ok ? p.algo : "-", 12)
-          << p.reason << "\n";
+        o << "  " << pad(std::to_string(p.tokens), 8) << pad(std::to_string(p.bytes), 11)
+          << pad(p.ok ? p.algo : "-", 12) << p.reason << "\n";
     }
   } else if (!r.selftestSkipped.empty()) {
     o << "\nSelf-test and plan table: skipped (" << r.selftestSkipped << ")\n";
@@ -738,8 +760,8 @@ std::string renderJson(const Report& r, const std::vector<Check>& checks) {
       const PathResult& p = r.selftest[i];
       o += i ? ",\n    {\"algo\": " : "\n    {\"algo\": ";
       jsonStr(&o, p.algo);
-      o += ", \"eligible\": " + std::string(p.eligible ? "true" : "false") + ", \"passed\": " +
-           std::to_string(p.passed) + ", \"failed\": " + std::to_string(p.failed) + ", \"why\": ";
+      o += ", \"eligible\": " + std::string(p.eligible ? "true" : "false") +
+           ", \"passed\": " + std::to_string(p.passed) + ", \"failed\": " + std::to_string(p.failed) + ", \"why\": ";
       jsonStr(&o, p.why);
       o += "}";
     }
@@ -751,8 +773,8 @@ std::string renderJson(const Report& r, const std::vector<Check>& checks) {
   for (size_t i = 0; i < r.plan.size(); ++i) {
     const PlanRow& p = r.plan[i];
     o += i ? ",\n    {\"tokens\": " : "\n    {\"tokens\": ";
-    o += std::to_string(p.tokens) + ", \"bytes\": " + std::to_string(p.bytes) + ", \"ok\": " + (p.ok ? "true" : "false") +
-         ", \"algo\": ";
+    o += std::to_string(p.tokens) + ", \"bytes\": " + std::to_string(p.bytes) +
+         ", \"ok\": " + (p.ok ? "true" : "false") + ", \"algo\": ";
     jsonStr(&o, p.algo);
     o += ", \"reason\": ";
     jsonStr(&o, p.reason);

@@ -18,21 +18,21 @@ struct Args {
   bool help = false;
   bool json = false;
   bool calibrate = false;
-  bool selftest = true;          // --no-selftest: skip the self-test and the plan table
-  bool measure = true;           // --no-measure: reported facts only
-  std::string topologyPath;      // --topology FILE: judge a recorded machine (no GPU work)
-  std::string saveTopology;      // --save-topology FILE: write the probed topology (arfuse-topology/1)
-  std::vector<int> ranks;        // --ranks N[,N...]
-  bool virtualRanks = false;     // --virtual: ranks on GPU 0 even with several GPUs
+  bool selftest = true;       // --no-selftest: skip the self-test and the plan table
+  bool measure = true;        // --no-measure: reported facts only
+  std::string topologyPath;   // --topology FILE: judge a recorded machine (no GPU work)
+  std::string saveTopology;   // --save-topology FILE: write the probed topology (arfuse-topology/1)
+  std::vector<int> ranks;     // --ranks N[,N...]
+  bool virtualRanks = false;  // --virtual: ranks on GPU 0 even with several GPUs
   int hidden = 7168;
-  std::string dtype = "bf16";    // bf16 | fp16 | fp32
-  std::vector<int> tokens;       // --tokens T,T,...: sizes of the plan table and of --calibrate
-  bool quick = false;            // --quick: fewer sizes and iterations (calibrate)
+  std::string dtype = "bf16";                   // bf16 | fp16 | fp32
+  std::vector<int> tokens;                      // --tokens T,T,...: sizes of the plan table and of --calibrate
+  bool quick = false;                           // --quick: fewer sizes and iterations (calibrate)
   std::string out = "arfuse_calibration.json";  // --out FILE (calibrate)
-  int iters = 20;                // -n (calibrate)
-  int calls = 20;                // --calls: calls per CUDA graph (calibrate)
-  int warmup = 3;                // -w (calibrate)
-  bool clean = false;            // --clean: remove the /dev/shm/arfuse-* segments no live process holds
+  int iters = 20;                               // -n (calibrate)
+  int calls = 20;                               // --calls: calls per CUDA graph (calibrate)
+  int warmup = 3;                               // -w (calibrate)
+  bool clean = false;                           // --clean: remove the /dev/shm/arfuse-* segments no live process holds
 };
 
 // False with *error naming the argument (exit 2).
@@ -45,7 +45,7 @@ enum class Status { kOk, kWarn, kFail };
 const char* statusName(Status s);  // "OK", "WARN", "FAIL"
 
 struct Check {
-  std::string name;     // short id: gpu, driver, nvml, arch, p2p, ...
+  std::string name;  // short id: gpu, driver, nvml, arch, p2p, ...
   Status status = Status::kOk;
   std::string message;  // one line: what was found
   std::string fix;      // one line: what to do ("" for OK)
@@ -56,17 +56,17 @@ struct Param {
 };
 
 struct Environment {
-  std::string buildInfo;            // arfuseGetBuildInfo()
-  std::string driverVersion;        // "580.159.04"; "" when unknown
-  int cudaDriverVersion = 0;        // newest CUDA the driver supports (0: no driver)
+  std::string buildInfo;      // arfuseGetBuildInfo()
+  std::string driverVersion;  // "580.159.04"; "" when unknown
+  int cudaDriverVersion = 0;  // newest CUDA the driver supports (0: no driver)
   int cudaRuntimeVersion = 0;
-  std::string ncclRuntime;          // "2.28.9" as loaded; "" when unknown
+  std::string ncclRuntime;  // "2.28.9" as loaded; "" when unknown
   bool nvmlLoaded = false;
   std::string nvmlError;
   std::string nvmlVersion;
   int deviceCount = 0;
-  std::string deviceError;          // why no device is visible
-  std::vector<Param> params;        // every ARFUSE_* setting
+  std::string deviceError;              // why no device is visible
+  std::vector<Param> params;            // every ARFUSE_* setting
   std::vector<std::string> unknownEnv;  // ARFUSE_* names that are not settings (paramUnknownNames: typos)
   std::vector<std::pair<std::string, std::string>> otherEnv;  // NCCL_NVLS_ENABLE, CUDA_VISIBLE_DEVICES, ... (set ones)
 };
@@ -91,22 +91,22 @@ struct Report {
   Environment env;
   bool haveTopology = false;
   topo::Topology topology;
-  std::string topologySource;        // "probe" or "file PATH"
-  bool probeMeasured = false;        // the measured probes ran to the end
+  std::string topologySource;  // "probe" or "file PATH"
+  bool probeMeasured = false;  // the measured probes ran to the end
   std::vector<std::string> probeNotes;
-  std::vector<int> devices;          // the group the self-test and the plan table used, one entry per rank
+  std::vector<int> devices;  // the group the self-test and the plan table used, one entry per rank
   bool virtualRanks = false;
   bool selftestRan = false;
-  std::string selftestSkipped;       // why not, when !selftestRan
+  std::string selftestSkipped;  // why not, when !selftestRan
   std::vector<PathResult> selftest;
   std::vector<PlanRow> plan;
-  std::string planError;             // the group could not be created for the plan table
+  std::string planError;  // the group could not be created for the plan table
   int hidden = 7168;
   std::string dtype = "bf16";
-  std::string calibrationFile;       // ARFUSE_CALIBRATION_FILE, "" when unset
+  std::string calibrationFile;  // ARFUSE_CALIBRATION_FILE, "" when unset
   bool calibrationApplies = false;
-  std::string calibrationWhy;        // loadCalibrationPolicy's line
-  ShmScan shm;                       // /dev/shm/arfuse-*: stale segments of groups killed during init
+  std::string calibrationWhy;  // loadCalibrationPolicy's line
+  ShmScan shm;                 // /dev/shm/arfuse-*: stale segments of groups killed during init
 };
 
 // "... archs 80,86,90" -> {80, 86, 90}.

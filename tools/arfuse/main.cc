@@ -1,22 +1,20 @@
 // The `arfuse` command-line tool: one binary, one subcommand per job.
+#include <nccl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <vector>
-
-#include <nccl.h>
 
 #include "arfuse/arfuse.h"
 #include "cli.h"
 #include "common/params.h"
 #include "harness/harness.h"
 #include "triage.h"
-
-#include <iostream>
 
 namespace arfuse {
 namespace cli {
@@ -38,8 +36,9 @@ void usage(FILE* f) {
 
 int version(const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
-    std::printf("usage: arfuse version\n  The library's build line (version, CUDA, NCCL, architectures), the NCCL loaded at\n"
-                "  run time and the visible devices. No options.\n");
+    std::printf(
+        "usage: arfuse version\n  The library's build line (version, CUDA, NCCL, architectures), the NCCL loaded at\n"
+        "  run time and the visible devices. No options.\n");
     return kExitOk;
   }
   if (!args.empty()) {
@@ -60,9 +59,10 @@ int version(const std::vector<std::string>& args) {
 int env(const std::vector<std::string>& args) {
   const bool markdown = args.size() == 1 && args[0] == "--markdown";
   if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
-    std::printf("usage: arfuse env [--markdown]\n"
-                "  Every ARFUSE_* variable: its value, where it came from (environment or default) and a warning\n"
-                "  when a set value is not valid. --markdown prints the table of docs/environment.md instead.\n");
+    std::printf(
+        "usage: arfuse env [--markdown]\n"
+        "  Every ARFUSE_* variable: its value, where it came from (environment or default) and a warning\n"
+        "  when a set value is not valid. --markdown prints the table of docs/environment.md instead.\n");
     return kExitOk;
   }
   if (!args.empty() && !markdown) {

@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "policy/resolve.h"
-
 #include "arfuse/arfuse.h"
+#include "policy/resolve.h"
 
 namespace arfuse {
 namespace cli {

@@ -6,6 +6,8 @@
 // (bitwise equality). Afterwards the launcher checks that no shared-memory segment was left in
 // /dev/shm. `--kill-rank R` makes rank R die (SIGKILL) right after init: its peers must report a
 // timeout naming it, destroy must return, and nothing may leak.
+#include "procs.h"
+
 #include <cuda_runtime.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -30,7 +32,6 @@
 
 #include "arfuse/arfuse.h"
 #include "cli.h"
-#include "procs.h"
 #include "harness/harness.h"
 #include "harness/numeric.h"
 
@@ -174,10 +175,10 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
     cudaMemset(normOut, 0xFF, n * es);  // poison
     cudaMemset(resOut, 0xFF, n * es);
     cudaDeviceSynchronize();  // cudaMemset runs on the legacy stream, which `stream` does not wait for
-    arfuseResult_t st = c.op == arfuseOpAllReduce
-                            ? arfuseAllReduce(x, resOut, c.tokens, c.hidden, c.dtype, comm, stream)
-                            : arfuseAllReduceAddRmsNorm(x, r, w, 1e-6f, normOut, resOut, c.tokens, c.hidden, c.dtype,
-                                                        comm, stream);
+    arfuseResult_t st =
+        c.op == arfuseOpAllReduce
+            ? arfuseAllReduce(x, resOut, c.tokens, c.hidden, c.dtype, comm, stream)
+            : arfuseAllReduceAddRmsNorm(x, r, w, 1e-6f, normOut, resOut, c.tokens, c.hidden, c.dtype, comm, stream);
     cudaStreamSynchronize(stream);
     arfuseResult_t async = arfuseSuccess;
     arfuseCommGetAsyncError(comm, &async);
@@ -216,8 +217,8 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
       if (!ok) ++failed;
       uint64_t hsh = fnv(gotR.data(), gotR.size());
       if (c.op != arfuseOpAllReduce) hsh = fnv(gotN.data(), gotN.size(), hsh);
-      say("CASE %s algo=%s err_residual=%.3e err_norm=%.3e hash=%016llx %s", c.name, arfuseAlgoName(plan.algo), eR,
-          eN, static_cast<unsigned long long>(hsh), ok ? "PASS" : "FAIL");
+      say("CASE %s algo=%s err_residual=%.3e err_norm=%.3e hash=%016llx %s", c.name, arfuseAlgoName(plan.algo), eR, eN,
+          static_cast<unsigned long long>(hsh), ok ? "PASS" : "FAIL");
     }
     cudaFree(x);
     cudaFree(r);
@@ -228,7 +229,8 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
   }
   const auto td = Clock::now();
   const arfuseResult_t ds = arfuseCommDestroy(comm);
-  say("DESTROY %s in %.2f s", ds == arfuseSuccess ? "ok" : "FAIL", std::chrono::duration<double>(Clock::now() - td).count());
+  say("DESTROY %s in %.2f s", ds == arfuseSuccess ? "ok" : "FAIL",
+      std::chrono::duration<double>(Clock::now() - td).count());
   cudaStreamDestroy(stream);
   return failed || ds != arfuseSuccess ? kExitFailed : kExitOk;
 }
@@ -326,12 +328,18 @@ int selftestProcs(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
-    if (a == "--procs") n = std::atoi(next().c_str());
-    else if (a == "--proc-rank") rank = std::atoi(next().c_str());
-    else if (a == "--proc-dir") dir = next();
-    else if (a == "--kill-rank") killRank = std::atoi(next().c_str());
-    else if (a == "--timeout-ms") timeoutMs = std::atoi(next().c_str());
-    else if (a == "--virtual") forceVirtual = true;
+    if (a == "--procs")
+      n = std::atoi(next().c_str());
+    else if (a == "--proc-rank")
+      rank = std::atoi(next().c_str());
+    else if (a == "--proc-dir")
+      dir = next();
+    else if (a == "--kill-rank")
+      killRank = std::atoi(next().c_str());
+    else if (a == "--timeout-ms")
+      timeoutMs = std::atoi(next().c_str());
+    else if (a == "--virtual")
+      forceVirtual = true;
     else if (a == "--algo") {
       const std::string v = next();
       algo = -2;
@@ -379,8 +387,9 @@ int selftestProcs(const std::vector<std::string>& args) {
   std::vector<std::vector<std::string>> argvs;
   std::vector<std::string> logs;
   for (int r = 0; r < n; ++r) {
-    std::vector<std::string> argv = {"/proc/self/exe", "selftest", "--procs", std::to_string(n), "--proc-rank",
-                                     std::to_string(r), "--proc-dir", dir, "--timeout-ms", std::to_string(timeoutMs)};
+    std::vector<std::string> argv = {
+        "/proc/self/exe",  "selftest",   "--procs", std::to_string(n), "--proc-rank",
+        std::to_string(r), "--proc-dir", dir,       "--timeout-ms",    std::to_string(timeoutMs)};
     if (algo >= 0) argv.insert(argv.end(), {"--algo", arfuseAlgoName(arfuseAlgo_t(algo))});
     if (killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(killRank)});
     if (forceVirtual) argv.push_back("--virtual");
@@ -404,7 +413,8 @@ int selftestProcs(const std::vector<std::string>& args) {
     const bool expectKilled = r == killRank;
     const bool exitOk = expectKilled ? status[r] == 128 + SIGKILL : (killRank >= 0 ? true : status[r] == 0);
     if (!exitOk) {
-      std::printf("rank %d: exit status %d%s\n", r, status[r], status[r] == 124 ? " (killed: did not finish in time)" : "");
+      std::printf("rank %d: exit status %d%s\n", r, status[r],
+                  status[r] == 124 ? " (killed: did not finish in time)" : "");
       ++failures;
     }
   }

@@ -79,19 +79,20 @@ int selftest(const std::vector<std::string>& args) {
   }
   const int ndev = harness::deviceCount();
   if (ndev == 0) {
-    std::printf("arfuse selftest: no CUDA device is visible, so nothing can be tested here.\n"
-                "  Why: %s.\n"
-                "  Run it on a machine with an NVIDIA GPU (one GPU is enough: it then uses virtual ranks).\n"
-                "  Without a GPU, `arfuse plan` and `arfuse triage` still work.\n",
-                noDeviceReason().c_str());
+    std::printf(
+        "arfuse selftest: no CUDA device is visible, so nothing can be tested here.\n"
+        "  Why: %s.\n"
+        "  Run it on a machine with an NVIDIA GPU (one GPU is enough: it then uses virtual ranks).\n"
+        "  Without a GPU, `arfuse plan` and `arfuse triage` still work.\n",
+        noDeviceReason().c_str());
     return kExitNoDevice;
   }
   const bool virtualRanks = forceVirtual || ndev < 2;
   if (rankCounts.empty()) rankCounts = virtualRanks ? std::vector<int>{2, 4, 8} : std::vector<int>{ndev};
-  std::printf("arfuse selftest: %s; %d device(s): %s%s\n", arfuseGetBuildInfo(), ndev,
-              harness::deviceName(0).c_str(), ndev > 1 ? ", ..." : "");
-  std::printf("ranks are %s\n\n", virtualRanks ? "VIRTUAL (several ranks share GPU 0; correctness only)"
-                                               : "real GPUs, one rank per GPU");
+  std::printf("arfuse selftest: %s; %d device(s): %s%s\n", arfuseGetBuildInfo(), ndev, harness::deviceName(0).c_str(),
+              ndev > 1 ? ", ..." : "");
+  std::printf("ranks are %s\n\n",
+              virtualRanks ? "VIRTUAL (several ranks share GPU 0; correctness only)" : "real GPUs, one rank per GPU");
   std::printf("%-6s %-5s %-7s %-7s %-8s %-10s %-11s %-11s %-9s %s\n", "ranks", "dtype", "tokens", "hidden", "op",
               "algo", "err_out", "err_resid", "identical", "result");
 

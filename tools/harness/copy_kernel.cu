@@ -22,7 +22,7 @@ int launchCopy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   if (blocks > static_cast<size_t>(sms) * 8) blocks = static_cast<size_t>(sms) * 8;
   if (blocks == 0) blocks = 1;
   copyKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(static_cast<uint4*>(dst),
-                                                                   static_cast<const uint4*>(src), n);
+                                                                static_cast<const uint4*>(src), n);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -3,9 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <sstream>
 
 #include "harness/epilogue.h"
@@ -50,28 +50,26 @@ struct HostTensor {
   }
 };
 
-std::string cudaText(const char* what, cudaError_t e) {
-  return std::string(what) + ": " + cudaGetErrorString(e);
-}
+std::string cudaText(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
 
-#define H_CUDA(call)                                   \
-  do {                                                 \
-    cudaError_t e_ = (call);                           \
-    if (e_ != cudaSuccess) {                           \
-      cudaGetLastError();                              \
-      res.error = cudaText(#call, e_);                 \
-      return res;                                      \
-    }                                                  \
+#define H_CUDA(call)                   \
+  do {                                 \
+    cudaError_t e_ = (call);           \
+    if (e_ != cudaSuccess) {           \
+      cudaGetLastError();              \
+      res.error = cudaText(#call, e_); \
+      return res;                      \
+    }                                  \
   } while (0)
 
-#define T_CUDA(call)                                                \
-  do {                                                              \
-    cudaError_t e_ = (call);                                        \
-    if (e_ != cudaSuccess) {                                        \
-      cudaGetLastError();                                           \
-      t.error = cudaText(#call, e_);                                \
-      return t;                                                     \
-    }                                                               \
+#define T_CUDA(call)                 \
+  do {                               \
+    cudaError_t e_ = (call);         \
+    if (e_ != cudaSuccess) {         \
+      cudaGetLastError();            \
+      t.error = cudaText(#call, e_); \
+      return t;                      \
+    }                                \
   } while (0)
 
 double relErr(const std::vector<double>& ref, const HostTensor& got) {
@@ -267,18 +265,18 @@ CaseResult World::run(const CaseSpec& spec) {
     void* resOut = spec.inPlace ? b.res[0] : b.res[1];
     if (spec.direct && n == 1 && fused) {
       H_CUDA(cudaSetDevice(devices_[r]));
-      if (arfuseAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens, spec.hidden,
-                           spec.dtype, streams_[r]) != arfuseSuccess) {
+      if (arfuseAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens, spec.hidden, spec.dtype,
+                           streams_[r]) != arfuseSuccess) {
         arfuseGroupEnd();
         res.error = arfuseGetLastError();
         return res;
       }
       continue;
     }
-    arfuseResult_t st = fused ? arfuseAllReduceAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut,
-                                                          spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r])
-                              : arfuseAllReduce(b.x[0], normOut, spec.tokens, spec.hidden, spec.dtype, comms_[r],
-                                                streams_[r]);
+    arfuseResult_t st =
+        fused ? arfuseAllReduceAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens,
+                                          spec.hidden, spec.dtype, comms_[r], streams_[r])
+              : arfuseAllReduce(b.x[0], normOut, spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r]);
     if (st != arfuseSuccess) {
       arfuseGroupEnd();
       res.error = arfuseCommGetLastError(comms_[r]);
@@ -424,7 +422,7 @@ CaseResult World::runEpilogue(const CaseSpec& spec) {
       H_CUDA(cudaMemsetAsync(b.res[1], 0xFF, bytes, s));
       H_CUDA(cudaMemsetAsync(b.norm[1], 0xFF, qBytes ? qBytes : 16, s));
       H_CUDA(cudaMemsetAsync(b.scale[0], 0x5A, sBytes ? sBytes : 16, s));  // the padding must be zeroed
-      H_CUDA(cudaStreamSynchronize(s));  // host buffers are pageable
+      H_CUDA(cudaStreamSynchronize(s));                                    // host buffers are pageable
     }
     arfuseGroupStart();
     for (int r = 0; r < n; ++r) {
@@ -509,7 +507,8 @@ bool World::captureGraphs(const std::function<bool()>& enqueue, std::vector<cuda
   int begun = 0;
   for (; begun < n; ++begun) {
     cudaSetDevice(devices_[begun]);
-    cudaError_t e = cudaStreamBeginCapture(static_cast<cudaStream_t>(streams_[begun]), cudaStreamCaptureModeThreadLocal);
+    cudaError_t e =
+        cudaStreamBeginCapture(static_cast<cudaStream_t>(streams_[begun]), cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {
       *error = cudaText("cudaStreamBeginCapture", e);
       break;
@@ -687,8 +686,8 @@ CaseResult World::chained(const CaseSpec& spec, int calls, int replays, bool gra
     if (!res.ok) {
       std::ostringstream os;
       os << "replay " << rep << " check failed:" << (res.identical ? "" : " outputs differ across ranks;")
-         << (res.allWritten ? "" : " unwritten elements;") << " errResidual=" << res.errResidual
-         << " (tol " << resTol << ") errNorm=" << res.errNorm << " (tol " << tol << ")";
+         << (res.allWritten ? "" : " unwritten elements;") << " errResidual=" << res.errResidual << " (tol " << resTol
+         << ") errNorm=" << res.errNorm << " (tol " << tol << ")";
       res.error = os.str();
     }
   }
@@ -696,7 +695,6 @@ CaseResult World::chained(const CaseSpec& spec, int calls, int replays, bool gra
     if (execs[r]) cudaGraphExecDestroy(execs[r]);
   return res;
 }
-
 
 CaseResult World::runSequence(const CaseSpec& spec, const std::vector<int>& tokens) {
   CaseResult res;
@@ -747,8 +745,8 @@ CaseResult World::runSequence(const CaseSpec& spec, const std::vector<int>& toke
     arfuseGroupStart();
     for (int r = 0; r < n; ++r) {
       RankBuffers& b = *bufs_[r];
-      if (arfuseAllReduceAddRmsNorm(b.x[i], b.res[0], b.weight, spec.eps, b.norm[i], b.x[4 + i], tokens[i],
-                                    spec.hidden, spec.dtype, comms_[r], streams_[r]) != arfuseSuccess) {
+      if (arfuseAllReduceAddRmsNorm(b.x[i], b.res[0], b.weight, spec.eps, b.norm[i], b.x[4 + i], tokens[i], spec.hidden,
+                                    spec.dtype, comms_[r], streams_[r]) != arfuseSuccess) {
         arfuseGroupEnd();
         res.error = arfuseCommGetLastError(comms_[r]);
         return res;

@@ -31,12 +31,12 @@ struct CaseSpec {
 
 struct CaseResult {
   bool ok = false;
-  std::string algo;          // path the plan chose
-  double errNorm = 0;        // ||norm_out - ref|| / ||ref|| (AllReduce: of out)
-  double errResidual = 0;    // same for residual_out
-  bool identical = false;    // outputs bitwise equal on every rank
-  bool allWritten = false;   // no poisoned (NaN) element left
-  std::string error;         // arfuse error text or check failure
+  std::string algo;         // path the plan chose
+  double errNorm = 0;       // ||norm_out - ref|| / ||ref|| (AllReduce: of out)
+  double errResidual = 0;   // same for residual_out
+  bool identical = false;   // outputs bitwise equal on every rank
+  bool allWritten = false;  // no poisoned (NaN) element left
+  std::string error;        // arfuse error text or check failure
 };
 
 struct Timing {
@@ -106,8 +106,8 @@ class World {
 };
 
 // Single GPU: arfuseAddRmsNorm (spec.op ignored) or, when copyBytes > 0, an SM copy kernel moving
-// that many bytes (read + write twice that), timed the same way (graph of `callsPerGraph` launches, warmup + iters replays).
-// Call i of the graph works on input/output set i % sets, sets = rotationSets(bytes of one call, L2)
+// that many bytes (read + write twice that), timed the same way (graph of `callsPerGraph` launches, warmup + iters
+// replays). Call i of the graph works on input/output set i % sets, sets = rotationSets(bytes of one call, L2)
 // (rotation.h), so that bandwidth-bound sizes are served from HBM and not from the previous call's L2.
 // spec.epilogue other than none: arfuseAllReduceEpilogue on a one-rank communicator of `device`
 // (the local path), with that variant's inputs and outputs, timed the same way.

@@ -47,12 +47,12 @@ inline uint16_t floatToFp16(float f) {
   if (std::isnan(f)) return 0x7e00;
   const float a = std::fabs(f);
   if (a >= 65520.f) return sign | 0x7c00;  // rounds to infinity
-  if (a < std::ldexp(1.f, -14)) {            // subnormal: units of 2^-24, round half to even
+  if (a < std::ldexp(1.f, -14)) {          // subnormal: units of 2^-24, round half to even
     const float q = a * std::ldexp(1.f, 24);
     return sign | static_cast<uint16_t>(std::nearbyint(q));
   }
   int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  std::frexp(a, &e);                      // a = m * 2^e, m in [0.5, 1)
   const float q = std::ldexp(a, 11 - e);  // in [1024, 2048)
   uint32_t m = static_cast<uint32_t>(std::nearbyint(q));
   int exp = e - 1 + 15;

@@ -29,14 +29,14 @@ Timing summarise(std::vector<double> perIterMs, int callsPerGraph) {
   return t;
 }
 
-#define T_CUDA(call)                                              \
-  do {                                                            \
-    cudaError_t e_ = (call);                                      \
-    if (e_ != cudaSuccess) {                                      \
-      cudaGetLastError();                                         \
+#define T_CUDA(call)                                                \
+  do {                                                              \
+    cudaError_t e_ = (call);                                        \
+    if (e_ != cudaSuccess) {                                        \
+      cudaGetLastError();                                           \
       t.error = std::string(#call) + ": " + cudaGetErrorString(e_); \
-      return t;                                                   \
-    }                                                             \
+      return t;                                                     \
+    }                                                               \
   } while (0)
 
 void fillRandom(std::vector<uint8_t>& bytes, arfuseDataType_t dtype, uint64_t seed, float lo, float hi) {
@@ -67,7 +67,8 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   const size_t setBytes = copyBytes ? 2 * copyBytes : 3 * bytes + (viaEpilogue ? qBytes + sBytes : 0);
   const int sets = rotationSets(setBytes, l2Bytes(device), callsPerGraph);
   struct Set {
-    void *x = nullptr, *res = nullptr, *norm = nullptr, *src = nullptr, *dst = nullptr, *qout = nullptr, *sout = nullptr;
+    void *x = nullptr, *res = nullptr, *norm = nullptr, *src = nullptr, *dst = nullptr, *qout = nullptr,
+         *sout = nullptr;
   };
   std::vector<Set> set(sets);
   void *w = nullptr, *sin = nullptr;
@@ -152,7 +153,8 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
       e.scaleOut = sBytes ? k.sout : nullptr;
       e.scaleIn = static_cast<const float*>(sin);
       e.scaleLayout = form.layout;
-      if (arfuseAllReduceEpilogue(k.x, w, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comm, s) != arfuseSuccess) {
+      if (arfuseAllReduceEpilogue(k.x, w, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comm, s) !=
+          arfuseSuccess) {
         cudaStreamEndCapture(s, &graph);
         t.error = arfuseCommGetLastError(comm);
         return t;

@@ -74,14 +74,13 @@ __global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(const __grid_con
       }
     }
     if constexpr (kExt) {
-      finishExtendedRow<T, kVecs, /*kOneLoad=*/true>(packed, false, reinterpret_cast<const uint4*>(a.weight),
-                                  reinterpret_cast<uint4*>(a.normOut) + base,
-                                  reinterpret_cast<uint4*>(a.residualOut) + base, nvec, a.hidden, a.invHidden, a.eps, a.ext, row,
-                                  &sm);
+      finishExtendedRow<T, kVecs, /*kOneLoad=*/true>(
+          packed, false, reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + base,
+          reinterpret_cast<uint4*>(a.residualOut) + base, nvec, a.hidden, a.invHidden, a.eps, a.ext, row, &sm);
     } else {
       finishFusedTile<T, kVecs, /*kOneLoad=*/true>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
-                                reinterpret_cast<uint4*>(a.residualOut) + base, 0, 1, nvec, nvec, a.invHidden, a.eps,
-                                &sm);
+                                                   reinterpret_cast<uint4*>(a.residualOut) + base, 0, 1, nvec, nvec,
+                                                   a.invHidden, a.eps, &sm);
     }
   }
 }

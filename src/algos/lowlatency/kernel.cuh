@@ -98,8 +98,8 @@ __device__ __forceinline__ bool wordsCarry(const uint64_t (&w)[4], uint32_t flag
 // at `offset` of their regions, polled 8 peers at a time with every load in flight. False if a wait
 // failed (acc is then meaningless).
 template <typename T>
-__device__ __forceinline__ bool receiveSum(const KernelArgs& a, int parity, uint32_t flag, size_t offset, const uint4& own,
-                                  float* acc, uint64_t epoch) {
+__device__ __forceinline__ bool receiveSum(const KernelArgs& a, int parity, uint32_t flag, size_t offset,
+                                           const uint4& own, float* acc, uint64_t epoch) {
   constexpr int E = Vec<T>::kElems;
 #pragma unroll
   for (int e = 0; e < E; ++e) acc[e] = 0.f;

@@ -12,17 +12,19 @@ struct PickLl {
   static KernelFn get(KernelKind kind, int vecs) {
     switch (kind) {
       case kKindAllReduce:
-        return vecs == 1 ? lowLatencyKernel<T, false, 1>
+        return vecs == 1   ? lowLatencyKernel<T, false, 1>
                : vecs == 2 ? lowLatencyKernel<T, false, 2>
                : vecs == 4 ? lowLatencyKernel<T, false, 4>
                            : nullptr;
       case kKindFused:
-        return vecs == 1 ? lowLatencyKernel<T, true, 1>
+        return vecs == 1   ? lowLatencyKernel<T, true, 1>
                : vecs == 2 ? lowLatencyKernel<T, true, 2>
                : vecs == 4 ? lowLatencyKernel<T, true, 4>
                            : nullptr;
       case kKindExtended:
-        return vecs == 2 ? lowLatencyKernel<T, true, 2, true> : vecs == 4 ? lowLatencyKernel<T, true, 4, true> : nullptr;
+        return vecs == 2   ? lowLatencyKernel<T, true, 2, true>
+               : vecs == 4 ? lowLatencyKernel<T, true, 4, true>
+                           : nullptr;
     }
     return nullptr;
   }

@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
       const int u = threadIdx.x + i * blockDim.x;
       if (u >= V) continue;
       float acc[E];
-      if (ok) sumRanks<X, T>(a, parity, (static_cast<size_t>(j) * V + u) * 16, j == 0 ? own.get(i, u) : x[tc.at(j, u)], acc);
+      if (ok)
+        sumRanks<X, T>(a, parity, (static_cast<size_t>(j) * V + u) * 16, j == 0 ? own.get(i, u) : x[tc.at(j, u)], acc);
       uint4 r;
       if (addResidual) r = j == 0 ? res.get(i, u) : resj.get(i, u);
       packed[i] = roundSum<T>(acc, addResidual ? &r : nullptr, !ok);

@@ -7,5 +7,4 @@ int launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) 
   return BarrierKernels<PeerExchange, false>::launch(l, args, stream);
 }
 
-
 }  // namespace arfuse

@@ -93,8 +93,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
         packed[i] = nanVec<T>();
       } else {
         const int owner = sliceOwner(u, V, n);
-        packed[i] = owner == a.rank ? loadL2(ownCopy + off)
-                                    : X::load(X::region(a, owner, parity) + off * 16);
+        packed[i] = owner == a.rank ? loadL2(ownCopy + off) : X::load(X::region(a, owner, parity) + off * 16);
       }
     }
     finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, w, &sm);

@@ -7,5 +7,4 @@ int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) 
   return BarrierKernels<PeerExchange, true>::launch(l, args, stream);
 }
 
-
 }  // namespace arfuse
