@@ -30,7 +30,8 @@ inline void stamp(GroupShared* s, int rank, uint64_t call, CallDesc d, uint64_t 
 }
 
 // Calls first..last of `rank`, each 7.1 us long, 9 us apart; the last one still running if `pendingLast`.
-inline void stampRun(GroupShared* s, int rank, uint64_t first, uint64_t last, bool pendingLast, CallDesc d = fusedDesc()) {
+inline void stampRun(GroupShared* s, int rank, uint64_t first, uint64_t last, bool pendingLast,
+                     CallDesc d = fusedDesc()) {
   for (uint64_t c = first; c <= last; ++c) {
     const uint64_t start = 1000000000ull + c * 9000;
     stamp(s, rank, c, d, start, (pendingLast && c == last) ? 0 : start + 7100);
