@@ -57,6 +57,21 @@ class FakeBackend:
             return norm.to(x.dtype), res, None
         return None, res, (norm.float() / scale.float()).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
 
+    def epilogue_nvfp4(self, comm: dict, x: Any, residual: Any, weight: Any, eps: float,
+                       global_scale: Any) -> Tuple[Any, Any, Any]:
+        """NVFP4, swizzled scales: arfuse's own torch statement of the kernels' formats (_torch_quant)."""
+        import torch.distributed as dist
+
+        from arfuse import _torch_quant
+
+        s = x.float()
+        dist.all_reduce(s, group=comm["group"])
+        norm, res = reference_add_rmsnorm(s, residual, weight, eps)
+        hidden = x.shape[-1]
+        q, sf = _torch_quant.nvfp4(norm.float().reshape(-1, hidden), global_scale.float(), 1)
+        rows = (x.numel() // hidden + 127) // 128 * 128
+        return res, q, sf.reshape(rows, -1)
+
     def describe(self, comm: dict) -> str:
         return "FAKE cpu"
 

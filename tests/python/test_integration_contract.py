@@ -271,6 +271,13 @@ def test_vllm_fusion_pass_shape(vllm):
     for used in ("vllm.ir.ops.fused_add_rms_norm(", "vllm.ir.ops.rms_norm(", "pm.register_replacement(",
                  "MatcherQuantFP8(kFp8StaticTensorSym)", "enable_fake_mode"):
         assert used in src, used
+    # the NVFP4 patterns arfuse replaces: the kernel op the pass names, swizzled scales only, and the
+    # buffers vLLM's allocator makes (what the replacement op returns in their place)
+    assert "STATIC_FP4_QUANT_OP = torch.ops._C.scaled_fp4_quant.out" in src
+    assert src.count("is_sf_swizzled_layout=True") == 2
+    alloc = ast.unparse(vllm.find("vllm._custom_ops.create_fp4_scale_tensor"))
+    assert "(rounded_m, rounded_n // 4)" in alloc and "torch.int32" in alloc and "round_up(m, 128)" in alloc
+    assert "(m, physical_n // 2)" in ast.unparse(vllm.find("vllm._custom_ops.create_fp4_output_tensors"))
     # SM120 has no size table: the pass disables itself there, which is why arfuse replaces it
     assert "flashinfer_max_size(" in ast.unparse(_child(cls, "__init__"))
     vpass = vllm.source("vllm.compilation.passes.vllm_inductor_pass")

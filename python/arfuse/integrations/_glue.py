@@ -127,6 +127,22 @@ class ArfuseBackend:
                                    want_norm=scale is None)
         return o.norm, o.residual, o.quant
 
+    def epilogue_nvfp4(self, comm: Any, x: Any, residual: Any, weight: Any, eps: float,
+                       global_scale: Any) -> Tuple[Any, Any, Any]:
+        """arfuseAllReduceEpilogue with NVFP4 (global scale `global_scale`, a float32 device tensor of
+        one element) and swizzled 128x4 block scales, no norm written: (residual_out, E2M1 bytes uint8
+        [tokens, hidden / 2], block scales uint8 [roundUp(tokens, 128), roundUp(hidden / 16, 4)])."""
+        import torch
+
+        import arfuse.torch as at
+
+        hidden = int(x.shape[-1])
+        q = torch.empty((int(x.numel() // hidden), hidden // 2), dtype=torch.uint8, device=x.device)
+        o = at.all_reduce_epilogue(comm, x, weight, eps, residual=residual, quant="nvfp4",
+                                   scale=global_scale.reshape(1), scale_layout="swizzled", quant_out=q,
+                                   want_norm=False)
+        return o.residual, o.quant, o.scale
+
     def describe(self, comm: Any) -> str:
         import torch
 
