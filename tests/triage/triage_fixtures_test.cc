@@ -19,6 +19,7 @@
 #include <regex>
 #include <sstream>
 
+#include "expect_files.h"
 #include "triage.h"
 
 namespace {
@@ -39,20 +40,10 @@ void PrintTo(const Expect& e, std::ostream* os) { *os << e.name; }
 
 std::vector<Expect> loadExpects() {
   std::vector<Expect> out;
-  DIR* d = opendir(kDir.c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    std::string f = e->d_name;
-    if (f.size() < 8 || f.substr(f.size() - 7) != ".expect") continue;
+  for (const triage_test::ExpectFile& f : triage_test::readExpectFiles(kDir)) {
     Expect x;
-    x.name = f.substr(0, f.size() - 7);
-    std::ifstream in(kDir + "/" + f);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      size_t eq = line.find(" = ");
-      if (eq == std::string::npos) continue;
-      std::string k = line.substr(0, eq), v = line.substr(eq + 3);
+    x.name = f.name;
+    for (const auto& [k, v] : f.fields) {
       if (k == "inputs") {
         std::istringstream ss(v);
         std::string t;
@@ -76,8 +67,6 @@ std::vector<Expect> loadExpects() {
     if (x.inputs.empty()) x.inputs.push_back(kDir + "/" + x.name + ".log");
     out.push_back(x);
   }
-  closedir(d);
-  std::sort(out.begin(), out.end(), [](const Expect& a, const Expect& b) { return a.name < b.name; });
   return out;
 }
 

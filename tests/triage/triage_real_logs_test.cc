@@ -19,6 +19,7 @@
 #include <map>
 #include <sstream>
 
+#include "expect_files.h"
 #include "triage.h"
 
 namespace {
@@ -40,20 +41,10 @@ void PrintTo(const RealLog& r, std::ostream* os) { *os << r.name; }
 
 std::vector<RealLog> loadReal(const std::string& dir = kReal) {
   std::vector<RealLog> out;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    std::string f = e->d_name;
-    if (f.size() < 8 || f.substr(f.size() - 7) != ".expect") continue;
+  for (const triage_test::ExpectFile& f : triage_test::readExpectFiles(dir)) {
     RealLog x;
-    x.name = f.substr(0, f.size() - 7);
-    std::ifstream in(dir + "/" + f);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      size_t eq = line.find(" = ");
-      if (eq == std::string::npos) continue;
-      std::string k = line.substr(0, eq), v = line.substr(eq + 3);
+    x.name = f.name;
+    for (const auto& [k, v] : f.fields) {
       if (k == "source") x.source = v;
       if (k == "cause") x.cause = v;
       if (k == "verdict") x.verdict = v;
@@ -69,8 +60,6 @@ std::vector<RealLog> loadReal(const std::string& dir = kReal) {
     }
     out.push_back(x);
   }
-  closedir(d);
-  std::sort(out.begin(), out.end(), [](const RealLog& a, const RealLog& b) { return a.name < b.name; });
   return out;
 }
 
