@@ -12,6 +12,7 @@ then arfuse._torch_quant.nvfp4), with fresh random inputs and outputs vLLM's sha
   - dequantised values are within NVFP4's error of the fp64 norm.
 The plain and FP8 ops run too and are checked against the fp64 reference.
 Skipped with the reason without a GPU, torch or the library's multi-process functions."""
+import io
 import os
 
 import pytest
@@ -128,11 +129,16 @@ def vllm_ops_worker(world):
         out["cases"][tokens] = case
     out["counters"] = {"/".join(k): v for k, v in _glue.counters().items()}
     f.destroy()
-    return out
+    # as bytes: tensors through a multiprocessing queue travel as shared-memory file descriptors,
+    # which are gone once this process exits (EOFError in the parent)
+    buf = io.BytesIO()
+    torch.save(out, buf)
+    return buf.getvalue()
 
 
 def test_gpu_vllm_ops_two_processes_one_gpu():
-    results = run_ranks(vllm_ops_worker, 2, (), timeout=600, env={"ARFUSE_TIMEOUT_MS": "20000"})
+    results = [torch.load(io.BytesIO(b)) for b in run_ranks(vllm_ops_worker, 2, (), timeout=600,
+                                                             env={"ARFUSE_TIMEOUT_MS": "20000"})]
     print("seed", results[0]["seed"], "counters", results[0]["counters"])
     g = GLOBAL_SCALE
     for tokens, case in results[0]["cases"].items():
