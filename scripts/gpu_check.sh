@@ -9,7 +9,8 @@
 #   --tests-only  the test suites, selftests, sanitizers and the Python tests; no benchmarks or doctor
 #   --bench-only  benchmarks, doctor and calibration; no test suites (a warm machine's second call)
 #   --proxy       first the virtual-rank proxy table (issue 17): fused, 2/4/8 ranks on GPU 0, every
-#                 forced path at 1/4/16/64 tokens (JSON proxy_tp*.json), and -- when .carry/baseline
+#                 forced path at 1/4/16/64 tokens (JSON proxy_tp*.json), the low-latency two-phase
+#                 variant forced at 1/4/16/32 (proxy_ll2_tp*.json), and -- when .carry/baseline
 #                 holds an older tree (git archive REV | tar -x -C .carry/baseline) -- the same table
 #                 from that tree, built beside this one (baseline_tp*.json): before/after in one run
 #   --smoke       right after the build: selftest --quick, the fault matrix and batch invariance,
@@ -162,6 +163,12 @@ proxy_bench() {  # binary, prefix
 }
 if [ $proxy = 1 ]; then
   proxy_bench "$build/bin/arfuse" proxy
+  # the low-latency two-phase variant forced (ARFUSE_LL_TWO_PHASE=1), to set its auto-plan window
+  for n in 2 4 8; do
+    step "proxy ll2 TP$n" 60 "$OUT/proxy.txt" env ARFUSE_LL_TWO_PHASE=1 "$build/bin/arfuse" bench --op fused \
+      --ranks $n --algo lowlatency,oneshot --tokens 1,4,16,32 --hidden 7168 -n 30 -J "$OUT/proxy_ll2_tp${n}.json"
+    note "proxy ll2 TP$n: rc=$?"
+  done
   if [ -d "$root/.carry/baseline/src" ]; then
     base=$root/build-baseline
     t1=$(date +%s)

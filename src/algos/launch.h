@@ -21,7 +21,8 @@ struct Launch {
   bool pdl = false;  // programmatic dependent launch (sm_90+)
 };
 
-int launchLowLatency(const Launch& l, const KernelArgs& args, cudaStream_t stream);
+// twoPhase: the two-phase variant (push to the vector's owner, then the owner pushes the reduced value).
+int launchLowLatency(const Launch& l, bool twoPhase, const KernelArgs& args, cudaStream_t stream);
 int launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream);
 int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream);
 // Host-staged path: the one-shot or the two-shot kernels over the host exchange.

@@ -60,7 +60,7 @@ arfuseResult_t issueLaunch(const PlannedCall& c) {
           e = launchTwoShot(l, c.ka, c.stream);
           break;
         case arfuseAlgoLowLatency:
-          e = launchLowLatency(l, c.ka, c.stream);
+          e = launchLowLatency(l, c.twoShotVariant, c.ka, c.stream);
           break;
         case arfuseAlgoHostStaged:
           e = launchHostStaged(l, c.twoShotVariant, c.ka, c.stream);

@@ -46,6 +46,8 @@ struct Hello {
   uint32_t dtypeMask;
   int64_t oneShotMax, hostOneShotMax, hostStagedMax;
   int32_t deterministic;
+  int32_t llTwoPhase;
+  int64_t llTwoPhaseMax;
 };
 
 struct Wire {

@@ -156,6 +156,8 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   me.hostOneShotMax = rc.policy.hostOneShotMaxBytes;
   me.hostStagedMax = rc.policy.hostStagedMaxBytes;
   me.deterministic = rc.policy.deterministic ? 1 : 0;
+  me.llTwoPhase = rc.policy.llTwoPhase;
+  me.llTwoPhaseMax = rc.policy.llTwoPhaseMaxBytes;
   if (rank == 0 && local == arfuseSuccess) {
     std::string err;
     const std::string gname = shmRandomName("g"), hname = shmRandomName("h");
@@ -203,6 +205,8 @@ Status checkHellos(const std::vector<Hello>& h) {
     SAME(hostOneShotMax, "ARFUSE_HOST_ONESHOT_MAX_BYTES");
     SAME(hostStagedMax, "ARFUSE_HOST_STAGED_MAX_BYTES");
     SAME(deterministic, "deterministic");
+    SAME(llTwoPhase, "ARFUSE_LL_TWO_PHASE");
+    SAME(llTwoPhaseMax, "ARFUSE_LL_TWO_PHASE_MAX_BYTES");
 #undef SAME
   }
   return Status();

@@ -67,6 +67,16 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_PDL", "bool", "1",
      "On sm_90 and newer, launch the kernels with programmatic dependent launch (a kernel's launch and prologue "
      "overlap the previous kernel's tail, CUDA graphs included); 0 launches them plainly."},
+    {"ARFUSE_LL_TWO_PHASE", "int", "-1",
+     "Tuning: the low-latency path's two-phase variant (each slice of a row pushed to the rank that owns it, "
+     "which pushes the reduced slice back): -1 as the plan decides, 0 never, 1 whenever the low-latency path "
+     "runs a fused or all-reduce call at 2+ ranks whose tiles are at least nranks vectors wide.",
+     -1, 1},
+    {"ARFUSE_LL_TWO_PHASE_MAX_BYTES", "int", ARFUSE_DEFAULT_TEXT(ARFUSE_DEFAULT_LL_TWO_PHASE_MAX_BYTES),
+     "Auto plan, 3+ ranks with peer access: messages above the low-latency limit and up to this many bytes per "
+     "rank take the two-phase low-latency variant (at most 524288, and only where its tiles fit the per-CTA "
+     "regions); 0: the auto plan never picks it.",
+     0, 1ll << 40},
     {"ARFUSE_MAX_CHUNKS", "int", "8",
      "Tuning: the most CTAs one row may be split over (a thread-block cluster, sm_90+): 1, 2, 4 or 8. The plan "
      "splits rows of small calls so that their loads and stores spread over more SMs.",
@@ -306,6 +316,8 @@ int paramMaxChunks() {
   const long long v = valueOf("ARFUSE_MAX_CHUNKS").number;
   return v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1;
 }
+int paramLlTwoPhase() { return static_cast<int>(valueOf("ARFUSE_LL_TWO_PHASE").number); }
+long long paramLlTwoPhaseMaxBytes() { return valueOf("ARFUSE_LL_TWO_PHASE_MAX_BYTES").number; }
 int paramPollSleepNs() { return static_cast<int>(valueOf("ARFUSE_POLL_SLEEP_NS").number); }
 bool paramDeterministic() { return valueOf("ARFUSE_DETERMINISTIC").number != 0; }
 std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR").value; }

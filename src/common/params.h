@@ -50,6 +50,8 @@ long long paramHostStagedMaxBytes();         // ARFUSE_HOST_STAGED_MAX_BYTES
 int paramMaxBlocks();                        // ARFUSE_MAX_BLOCKS (-1: derive)
 bool paramFlightRecorder();                  // ARFUSE_FLIGHT_RECORDER
 bool paramPdl();                             // ARFUSE_PDL
+int paramLlTwoPhase();                       // ARFUSE_LL_TWO_PHASE (-1 plan, 0 never, 1 always)
+long long paramLlTwoPhaseMaxBytes();         // ARFUSE_LL_TWO_PHASE_MAX_BYTES
 int paramMaxChunks();                        // ARFUSE_MAX_CHUNKS (1, 2, 4 or 8)
 int paramPollSleepNs();                      // ARFUSE_POLL_SLEEP_NS (0..10000)
 bool paramDeterministic();                   // ARFUSE_DETERMINISTIC

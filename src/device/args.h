@@ -26,6 +26,9 @@ constexpr int kMaxGroupsPerRow = kMaxVecsPerRow / kGroupVecs;
 // carry per source and call (its flagged region holds twice that: every 4 data bytes travel with a
 // 4-byte flag). One whole row of hidden 8192 bf16 fits, for GPUs that cannot split rows.
 constexpr long long kLowLatencyMaxBytes = 64 * 1024;
+// The two-phase variant pushes 2(n-1)/n of the message instead of (n-1)x: it may carry larger
+// messages, as far as its tiles fit the same per-CTA regions (the plan checks).
+constexpr long long kLlTwoPhaseMaxBytes = 512 * 1024;
 constexpr int kLlMaxCtas = 32;
 constexpr size_t kLlCtaDataBytes = 16 * 1024;
 constexpr size_t kLlRegionBytes = 2 * kLlCtaDataBytes;

@@ -263,6 +263,23 @@ bool lowLatencyFits(const Fabric& f, const PlanRequest& req, long long llMax, lo
   return planGeometry(f, req, arfuseAlgoLowLatency, &probe, why, maxChunks);
 }
 
+// The low-latency two-phase variant for a call the path takes with geometry p->geo: forced on or off
+// by the policy, else above the one-phase limit llMax at 3+ ranks. Never for extended calls, and
+// only when every rank owns at least one vector of a tile (chunkVecs >= nranks).
+bool llTwoPhaseFor(const Fabric& f, const PlanRequest& req, const PlanPolicy& policy, const Plan& p, long long bytes,
+                   long long llMax) {
+  if (req.extended || p.geo.chunkVecs < f.nranks || policy.llTwoPhase == 0) return false;
+  return policy.llTwoPhase == 1 || (f.nranks >= 3 && bytes > llMax);
+}
+
+// The two-phase variant may take messages above the one-phase limit: where it is allowed (the
+// policy does not turn it off, not extended, a low-latency buffer exists) up to this many bytes.
+long long llTwoPhaseCap(const Fabric& f, const PlanRequest& req, const PlanPolicy& policy, bool forced) {
+  if (req.extended || policy.llTwoPhase == 0 || f.lowLatencyMaxBytes <= 0 || !f.p2p) return 0;
+  if (forced) return kLlTwoPhaseMaxBytes;
+  return f.nranks >= 3 ? std::min<long long>(policy.llTwoPhaseMaxBytes, kLlTwoPhaseMaxBytes) : 0;
+}
+
 }  // namespace
 
 Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req) {
@@ -290,10 +307,34 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
       break;
     case arfuseAlgoLowLatency: {
       std::string why;
+      const long long twoPhaseCap = llTwoPhaseCap(f, req, policy, /*forced=*/true);
+      if (f.p2p && bytes > f.lowLatencyMaxBytes && bytes <= twoPhaseCap) {
+        // above the one-phase limit: the two-phase variant, if its tiles fit the regions
+        if (!lowLatencyFits(f, req, twoPhaseCap, bytes, &why, policy.maxChunks))
+          return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use "
+                                                      "auto",
+                                                      forcedBy, why.c_str()));
+        p.algo = arfuseAlgoLowLatency;
+        planGeometry(f, req, p.algo, &p, &why, policy.maxChunks);
+        p.twoShotVariant = p.geo.chunkVecs >= f.nranks;
+        if (!p.twoShotVariant)
+          return failure(arfuseUnsupported,
+                         strprintf("algo=lowlatency (forced by %s): %lld B is above the one-phase "
+                                   "limit %lld B and a tile of %d vectors is too narrow for the "
+                                   "two-phase variant at %d ranks; use auto",
+                                   forcedBy, bytes, f.lowLatencyMaxBytes, p.geo.chunkVecs, f.nranks));
+        p.reason =
+            strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", forcedBy, bytes, f.nranks);
+        return p;
+      }
       if (f.p2p && bytes > f.lowLatencyMaxBytes)
-        return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) carries at most %lld B per rank; "
-                                                    "this call has %lld B (tokens=%d x hidden=%d); use auto",
-                                                    forcedBy, f.lowLatencyMaxBytes, bytes, req.tokens, req.hidden));
+        return failure(
+            arfuseUnsupported,
+            strprintf("algo=lowlatency (forced by %s) carries at most %lld B per rank%s; "
+                      "this call has %lld B (tokens=%d x hidden=%d); use auto",
+                      forcedBy, f.lowLatencyMaxBytes,
+                      twoPhaseCap > 0 ? strprintf(" (%lld B in its two-phase variant)", twoPhaseCap).c_str() : "",
+                      bytes, req.tokens, req.hidden));
       if (f.p2p && !lowLatencyFits(f, req, f.lowLatencyMaxBytes, bytes, &why, policy.maxChunks))
         return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use "
                                                     "auto",
@@ -313,6 +354,14 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
         if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks))
           return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s): %s; use auto", arfuseAlgoName(p.algo),
                                                       forcedBy, why.c_str()));
+      }
+      if (p.algo == arfuseAlgoLowLatency) {
+        p.twoShotVariant = llTwoPhaseFor(f, req, policy, p, bytes, f.lowLatencyMaxBytes);
+        if (p.twoShotVariant) {
+          p.reason =
+              strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", forcedBy, bytes, f.nranks);
+          return p;
+        }
       }
       p.reason = strprintf("%s: forced by %s (%lld B, %d ranks)", arfuseAlgoName(p.algo), forcedBy, bytes, f.nranks);
       return p;
@@ -395,12 +444,21 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   const bool llCapped = policy.lowLatencyMaxBytes >= 0 && policy.lowLatencyMaxBytes < f.lowLatencyMaxBytes;
   const long long llMax = llCapped ? policy.lowLatencyMaxBytes : f.lowLatencyMaxBytes;
   std::string llWhy;
+  const long long twoPhaseCap = llTwoPhaseCap(f, req, policy, /*forced=*/false);
   if (bytes <= llMax && lowLatencyFits(f, req, llMax, bytes, &llWhy, policy.maxChunks)) {
     p.algo = arfuseAlgoLowLatency;
     p.reason = strprintf(
         "lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
         "barrier",
         bytes, llMax, llCapped ? strprintf(" (%s)", origin).c_str() : "");
+  } else if (bytes > llMax && bytes <= twoPhaseCap &&
+             lowLatencyFits(f, req, twoPhaseCap, bytes, &llWhy, policy.maxChunks) &&
+             planGeometry(f, req, arfuseAlgoLowLatency, &p, &llWhy, policy.maxChunks) && p.geo.chunkVecs >= f.nranks) {
+    p.algo = arfuseAlgoLowLatency;
+    p.reason = strprintf(
+        "lowlatency (two-phase variant): %lld B in (%lld, %lld] B at %d ranks: each slice pushed to its owner, "
+        "the owner's sum pushed back, 2(n-1)/n of the message each way",
+        bytes, llMax, twoPhaseCap, f.nranks);
   } else if (f.nccl && policy.ncclAboveBytes >= 0 && bytes > policy.ncclAboveBytes) {
     p.algo = arfuseAlgoNccl;
     p.reason = strprintf("nccl: %lld B > %lld B, above which NCCL measured faster than every arfuse path (%s)", bytes,
@@ -420,7 +478,14 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
                          limitText(policy.oneShotMaxBytes).c_str(), origin);
   }
   std::string why;
-  if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks)) {
+  const bool geometryOk = planGeometry(f, req, p.algo, &p, &why, policy.maxChunks);
+  if (geometryOk && p.algo == arfuseAlgoLowLatency) {
+    const bool two = llTwoPhaseFor(f, req, policy, p, bytes, llMax);
+    if (two && !p.twoShotVariant && bytes <= llMax)
+      p.reason = strprintf("lowlatency (two-phase variant, ARFUSE_LL_TWO_PHASE=1): %lld B, %d ranks", bytes, f.nranks);
+    p.twoShotVariant = two;
+  }
+  if (!geometryOk) {
     // One-shot / two-shot regions hold any call the communicator accepts; reaching this is a bug.
     if (f.nccl) {
       p.algo = arfuseAlgoNccl;

@@ -72,6 +72,11 @@ struct PlanPolicy {
   bool deterministic = false;
   // The most CTAs a row may be split over (ARFUSE_MAX_CHUNKS; 1 = never split).
   int maxChunks = 8;
+  // The low-latency path's two-phase variant (algos/lowlatency/kernel.cuh): -1 as the plan decides
+  // (above the one-phase limit up to llTwoPhaseMaxBytes, 3+ ranks), 0 never, 1 whenever the path
+  // runs a call it can take (ARFUSE_LL_TWO_PHASE).
+  int llTwoPhase = -1;
+  long long llTwoPhaseMaxBytes = ARFUSE_DEFAULT_LL_TWO_PHASE_MAX_BYTES;
   // Without a calibration: what the built-in limits were chosen for, when the fabric chose them
   // (applyFabricDefaults: "built-in NVLink default, not calibrated"); "" names the plain default.
   std::string builtinOrigin;
@@ -100,7 +105,9 @@ struct Plan {
   arfuseAlgo_t algo = arfuseAlgoAuto;
   int blocks = 0;
   int threads = 0;
-  bool twoShotVariant = false;  // hoststaged: the two-shot variant (reduce-scatter, then gather)
+  // hoststaged: the two-shot variant (reduce-scatter, then gather); lowlatency: the two-phase variant
+  // (push to the owner of each slice, then the owner pushes the reduced slice)
+  bool twoShotVariant = false;
   Geometry geo;
   bool pdl = false;    // launch with programmatic dependent launch
   std::string reason;  // why this algorithm, or, on failure, the error message naming the argument

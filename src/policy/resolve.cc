@@ -123,12 +123,14 @@ bool policyNeedsTopology(const PolicyInputs& in) {
 bool sameLimits(const PlanPolicy& a, const PlanPolicy& b) {
   return a.oneShotMaxBytes == b.oneShotMaxBytes && a.hostOneShotMaxBytes == b.hostOneShotMaxBytes &&
          a.hostStagedMaxBytes == b.hostStagedMaxBytes && a.lowLatencyMaxBytes == b.lowLatencyMaxBytes &&
-         a.ncclAboveBytes == b.ncclAboveBytes;
+         a.ncclAboveBytes == b.ncclAboveBytes && a.llTwoPhase == b.llTwoPhase &&
+         a.llTwoPhaseMaxBytes == b.llTwoPhaseMaxBytes;
 }
 
 std::string limitsText(const PlanPolicy& p) {
-  return strprintf("oneshot<=%lld hostoneshot<=%lld hoststaged<=%lld lowlatency<=%lld nccl>%lld", p.oneShotMaxBytes,
-                   p.hostOneShotMaxBytes, p.hostStagedMaxBytes, p.lowLatencyMaxBytes, p.ncclAboveBytes);
+  return strprintf("oneshot<=%lld hostoneshot<=%lld hoststaged<=%lld lowlatency<=%lld nccl>%lld ll2phase=%d<=%lld",
+                   p.oneShotMaxBytes, p.hostOneShotMaxBytes, p.hostStagedMaxBytes, p.lowLatencyMaxBytes,
+                   p.ncclAboveBytes, p.llTwoPhase, p.llTwoPhaseMaxBytes);
 }
 
 }  // namespace arfuse

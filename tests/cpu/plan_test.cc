@@ -33,6 +33,48 @@ TEST(Plan, SingleRankIsLocal) {
   EXPECT_NE(p.reason.find("1 rank"), std::string::npos);
 }
 
+// The two-phase low-latency variant: off in the auto plan by default; with a limit, between the
+// one-phase limit and it at 3+ ranks; forced on at any size the path takes; never for extended calls
+// or tiles narrower than the rank count; part of the plan's reason.
+TEST(Plan, LowLatencyTwoPhaseVariant) {
+  PlanPolicy pol;
+  Plan p = makePlan(nvlink8(), Limits{}, pol, req(16));
+  EXPECT_NE(p.algo, arfuseAlgoLowLatency) << p.reason;  // default: unchanged plan
+
+  pol.llTwoPhaseMaxBytes = 256 * 1024;
+  p = makePlan(nvlink8(), Limits{}, pol, req(16));  // 229376 B
+  ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
+  EXPECT_EQ(p.algo, arfuseAlgoLowLatency) << p.reason;
+  EXPECT_TRUE(p.twoShotVariant);
+  EXPECT_NE(p.reason.find("two-phase variant"), std::string::npos) << p.reason;
+  EXPECT_GE(p.geo.chunkVecs, 8);
+  p = makePlan(nvlink8(), Limits{}, pol, req(4));  // within the one-phase limit: one-phase
+  EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
+  EXPECT_FALSE(p.twoShotVariant);
+  p = makePlan(nvlink8(), Limits{}, pol, req(19));  // 272384 B: above the limit
+  EXPECT_NE(p.algo, arfuseAlgoLowLatency) << p.reason;
+  Fabric two = nvlink8();
+  two.nranks = 2;
+  p = makePlan(two, Limits{}, pol, req(16));  // 2 ranks: the same bytes either way, never auto
+  EXPECT_NE(p.algo, arfuseAlgoLowLatency) << p.reason;
+  PlanRequest ext = req(16);
+  ext.extended = true;
+  p = makePlan(nvlink8(), Limits{}, pol, ext);
+  EXPECT_NE(p.algo, arfuseAlgoLowLatency) << p.reason;
+
+  pol.llTwoPhaseMaxBytes = 0;
+  pol.llTwoPhase = 1;  // forced on: even a one-token call
+  p = makePlan(nvlink8(), Limits{}, pol, req(1));
+  EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
+  EXPECT_TRUE(p.twoShotVariant) << p.reason;
+  EXPECT_NE(p.reason.find("ARFUSE_LL_TWO_PHASE=1"), std::string::npos) << p.reason;
+  p = makePlan(nvlink8(), Limits{}, pol, req(1, 32));  // 4 vectors a row < 8 ranks: one-phase
+  EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
+  EXPECT_FALSE(p.twoShotVariant);
+  p = makePlan(nvlink8(), Limits{}, pol, ext);  // extended: never
+  EXPECT_FALSE(p.twoShotVariant && p.algo == arfuseAlgoLowLatency);
+}
+
 TEST(Plan, TinyLowLatencySmallOneShotLargeTwoShot) {
   Plan tiny = makePlan(nvlink8(), Limits{}, PlanPolicy{}, req(4));
   EXPECT_EQ(tiny.algo, arfuseAlgoLowLatency) << tiny.reason;
@@ -134,10 +176,20 @@ TEST(Plan, ForcedAlgorithmsAndTheirRefusals) {
 
   pol.forcedAlgo = arfuseAlgoLowLatency;
   pol.forcedBy = "config";
+  // above the one-phase limit a forced low-latency call takes the two-phase variant ...
+  p = makePlan(nvlink8(), Limits{}, pol, req(5));
+  EXPECT_EQ(p.status, arfuseSuccess) << p.reason;
+  EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
+  EXPECT_TRUE(p.twoShotVariant);
+  EXPECT_NE(p.reason.find("two-phase variant"), std::string::npos) << p.reason;
+  EXPECT_FALSE(makePlan(nvlink8(), Limits{}, pol, req(4)).twoShotVariant);
+  EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(4)).algo, arfuseAlgoLowLatency);
+  // ... unless the policy turns the variant off: then the one-phase limit refuses it
+  pol.llTwoPhase = 0;
   p = makePlan(nvlink8(), Limits{}, pol, req(5));
   EXPECT_EQ(p.status, arfuseUnsupported);
   EXPECT_NE(p.reason.find("carries at most 65536 B"), std::string::npos) << p.reason;
-  EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(4)).algo, arfuseAlgoLowLatency);
+  pol.llTwoPhase = -1;
 
   Fabric nop2p = nvlink8();
   nop2p.p2p = false;

@@ -23,11 +23,14 @@ const int kTokens[] = {1, 3, 16, 64, 255, 1024};
 
 std::vector<int> onGpu0(int n) { return std::vector<int>(n, 0); }
 
-// The low-latency path carries at most 64 KiB per rank; forced beyond that it is refused (tested in
-// LowLatencyRefusesLargeMessages), so the shared cases skip those shapes for it.
-bool fits(int algo, const CaseSpec& s) {
-  const long long bytes = static_cast<long long>(s.tokens) * s.hidden * (s.dtype == arfuseFloat32 ? 4 : 2);
-  return algo != arfuseAlgoLowLatency || bytes <= 64 * 1024;
+// The low-latency path carries at most 64 KiB per rank in one phase and up to 512 KiB in its
+// two-phase variant where the tiles fit its regions; forced beyond that it is refused (tested in
+// LowLatencyRefusesLargeMessages), so the shared cases skip the shapes the plan refuses for it. Run
+// with ARFUSE_LL_TWO_PHASE=1 (ctest gpu_test_ll_two_phase) every low-latency case is two-phase.
+bool fits(World& w, int algo, const CaseSpec& s) {
+  if (algo != arfuseAlgoLowLatency) return true;
+  arfusePlan_t p;
+  return arfuseCommQueryPlan(w.comm(0), s.op, s.tokens, s.hidden, s.dtype, &p) == arfuseSuccess;
 }
 
 std::string describe(int n, int algo, const CaseSpec& s) {
@@ -60,7 +63,7 @@ TEST_P(Gpu_VirtualRanks, MatrixAgainstFp64) {
           s.inPlace = variant == 1;
           s.op = variant == 2 ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
           if (variant > 0 && tokens > 255) continue;
-          if (!fits(algo, s)) continue;
+          if (!fits(w, algo, s)) continue;
           CaseResult r = w.run(s);
           ++cases;
           ASSERT_TRUE(r.ok) << describe(n, algo, s) << ": " << r.error;
@@ -146,13 +149,24 @@ TEST(Gpu_VirtualRanks, AutoPlanIsWhatRuns) {
   }
 }
 
+// Forced above its one-phase limit the low-latency path runs its two-phase variant (and says so);
+// above what that carries it is refused with the limit named.
 TEST(Gpu_VirtualRanks, LowLatencyRefusesLargeMessages) {
-  World w(onGpu0(2), 64, 4096, arfuseAlgoLowLatency);
+  World w(onGpu0(2), 256, 4096, arfuseAlgoLowLatency, 20000);
   ASSERT_TRUE(w.ok()) << w.error();
   arfusePlan_t p;
-  EXPECT_EQ(arfuseCommQueryPlan(w.comm(0), arfuseOpAllReduceAddRmsNorm, 9, 4096, arfuseBfloat16, &p),
+  ASSERT_EQ(arfuseCommQueryPlan(w.comm(0), arfuseOpAllReduceAddRmsNorm, 9, 4096, arfuseBfloat16, &p), arfuseSuccess);
+  EXPECT_NE(std::string(p.reason).find("two-phase variant"), std::string::npos) << p.reason;
+  CaseSpec s;
+  s.tokens = 9;
+  s.hidden = 4096;
+  s.seed = 41;
+  CaseResult r = w.run(s);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(arfuseCommQueryPlan(w.comm(0), arfuseOpAllReduceAddRmsNorm, 129, 4096, arfuseBfloat16, &p),
             arfuseUnsupported);
-  EXPECT_NE(std::string(arfuseCommGetLastError(w.comm(0))).find("carries at most 65536 B"), std::string::npos);
+  EXPECT_NE(std::string(arfuseCommGetLastError(w.comm(0))).find("carries at most 65536 B"), std::string::npos)
+      << arfuseCommGetLastError(w.comm(0));
 }
 
 // Small calls take the low-latency path and larger ones one-shot/two-shot, interleaved without

@@ -18,6 +18,17 @@
 //      the descriptor of each peer (its own flagged slot) is checked before any output is written;
 //   3. the shared epilogue (device/epilogue.cuh), whose canonical row reduction makes the bits the
 //      same as every other path's.
+// Two-phase variant (kTwoPhase; Plan.twoShotVariant), for messages where pushing the whole message
+// to every peer costs more than a second one-way trip: vector u of a tile is owned by rank
+// u * n / V (contiguous slices of the tile, at least one vector each since V >= n). Phase 1 sends
+// each vector only to its owner; the owner sums it over all ranks in rank order (fp32), adds the
+// residual, rounds once, and phase 2 pushes that rounded value to every peer, which takes it for the
+// vectors it does not own. Each rank sends and receives 2 (n-1)/n of the message instead of (n-1)x.
+// Both phases use the same regions: in region [b][p][s] of rank R, phase 1 (from s) fills the
+// offsets of vectors R owns, phase 2 (from owner s) the offsets of vectors s owns -- disjoint, so
+// one flag per call serves both. The bits equal the one-phase kernel's: the same sum in the same
+// order, the same rounding, the same epilogue. The reuse argument below holds as is: every CTA
+// still waits on data from every peer in every call (phase 1 from all, as an owner).
 // Flags: llFlag(epoch) in 1..2^32-1; a CTA's epochs increase, so a word left from an earlier call of
 // this CTA index carries another flag and is never taken.
 // Reuse: CTA b of a sender writes parity p again at its epoch e+2 only after its epoch e+1 finished,
@@ -154,13 +165,35 @@ __device__ __forceinline__ bool receiveSum(const KernelArgs& a, int parity, uint
   return ok;
 }
 
+// Rank owning vector u of a tile of V vectors in the two-phase variant (contiguous slices).
+__device__ __forceinline__ int ownerOf(int u, int V, int n) { return (u * n) / V; }
+
+// Phase 2 of the two-phase variant: the rounded vector at `offset` that `owner` pushed into this
+// rank's buffer. False if the wait failed.
+__device__ __forceinline__ bool receiveReduced(const KernelArgs& a, int parity, uint32_t flag, size_t offset, int owner,
+                                               uint4* out, uint64_t epoch) {
+  const char* p = region(a, a.rank, parity, owner) + offset;
+  uint64_t w[4];
+  loadVolatile2(p, &w[0], &w[1]);
+  loadVolatile2(p + 512, &w[2], &w[3]);
+  Spin spin;
+  while (!wordsCarry(w, flag)) {
+    if (!spin.keepGoing(a, owner, /*phase=*/2, epoch)) return false;
+    if (a.pollSleepNs && spin.polls > 4) __nanosleep(a.pollSleepNs);
+    loadVolatile2(p, &w[0], &w[1]);
+    loadVolatile2(p + 512, &w[2], &w[3]);
+  }
+  *out = make_uint4(wordPayload(w[0]), wordPayload(w[1]), wordPayload(w[2]), wordPayload(w[3]));
+  return true;
+}
+
 }  // namespace ll
 
 // At most 256 threads (a tile of up to 512 vectors takes 2 per thread): the receive keeps 8 peers'
 // flagged vectors in flight, 64 registers, which the 128-register budget of 512 threads cannot hold.
 constexpr int kLlMaxThreads = 256;
 
-template <typename T, bool kFused, int kVecs, bool kExt = false>
+template <typename T, bool kFused, int kVecs, bool kExt = false, bool kTwoPhase = false>
 __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   __shared__ RowScratch sm;
@@ -200,8 +233,13 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
       if (u >= V) continue;
       const uint4 d = j == 0 ? own[i] : x[tc.at(j, u)];
       const size_t off = ll::vecOffset(V, j, u);
-      for (int p = 0; p < a.nranks; ++p)
-        if (p != a.rank) ll::store(ll::region(a, p, parity, a.rank) + off, d, flag);
+      if constexpr (kTwoPhase) {  // phase 1: to the vector's owner only
+        const int o = ll::ownerOf(u, V, a.nranks);
+        if (o != a.rank) ll::store(ll::region(a, o, parity, a.rank) + off, d, flag);
+      } else {
+        for (int p = 0; p < a.nranks; ++p)
+          if (p != a.rank) ll::store(ll::region(a, p, parity, a.rank) + off, d, flag);
+      }
     }
   }
 
@@ -211,6 +249,14 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
   bool descOk = go, descSettled = !go;
   bool failed = !go;
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);
+  if constexpr (kTwoPhase) {
+    // Settled before any data wait: with divergent calls the slices' owners may differ, and a wait
+    // for a slice nobody sends would end in a timeout instead of the mismatch. The descriptors
+    // travel before the data, so this costs little more than the data wait would.
+    descSettled = true;
+    if (go) descOk = ll::settleDescProbe(a, parity, flag, cs.epoch, probe);
+    failed = failed || !descOk;
+  }
   for (int j = 0; j < tc.tiles; ++j) {
     const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
     ResidualCache<kVecs> res;
@@ -221,12 +267,30 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       const int u = threadIdx.x + i * blockDim.x;
-      if (u >= V) continue;
+      if (u >= V || (kTwoPhase && ll::ownerOf(u, V, a.nranks) != a.rank)) continue;
       float acc[E];
       const uint4 mine = j == 0 ? own[i] : x[tc.at(j, u)];
-      const bool ok = descOk && ll::receiveSum<T>(a, parity, flag, ll::vecOffset(V, j, u), mine, acc, cs.epoch);
+      const size_t off = ll::vecOffset(V, j, u);
+      const bool ok = descOk && ll::receiveSum<T>(a, parity, flag, off, mine, acc, cs.epoch);
       failed = failed || !ok;
       packed[i] = roundSum<T>(acc, addResidual ? &res.r[i] : nullptr, !ok);
+      if constexpr (kTwoPhase) {  // phase 2: the owner pushes the rounded value (NaN if it failed)
+        if (descOk)
+          for (int p = 0; p < a.nranks; ++p)
+            if (p != a.rank) ll::store(ll::region(a, p, parity, a.rank) + off, packed[i], flag);
+      }
+    }
+    if constexpr (kTwoPhase) {  // the vectors other ranks own: their rounded values
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        const int u = threadIdx.x + i * blockDim.x;
+        if (u >= V) continue;
+        const int o = ll::ownerOf(u, V, a.nranks);
+        if (o == a.rank) continue;
+        const bool ok = descOk && ll::receiveReduced(a, parity, flag, ll::vecOffset(V, j, u), o, &packed[i], cs.epoch);
+        failed = failed || !ok;
+        if (!ok) packed[i] = nanVec<T>();
+      }
     }
     if (!descSettled) {  // after the first tile's data: the descriptors came first
       descSettled = true;

@@ -9,7 +9,20 @@ using KernelFn = void (*)(KernelArgs);
 
 template <typename T>
 struct PickLl {
-  static KernelFn get(KernelKind kind, int vecs) {
+  static KernelFn get(KernelKind kind, int vecs, bool twoPhase) {
+    if (twoPhase) {  // fused and all-reduce only (the plan never picks it for extended calls)
+      if (kind == kKindAllReduce)
+        return vecs == 1   ? lowLatencyKernel<T, false, 1, false, true>
+               : vecs == 2 ? lowLatencyKernel<T, false, 2, false, true>
+               : vecs == 4 ? lowLatencyKernel<T, false, 4, false, true>
+                           : nullptr;
+      if (kind == kKindFused)
+        return vecs == 1   ? lowLatencyKernel<T, true, 1, false, true>
+               : vecs == 2 ? lowLatencyKernel<T, true, 2, false, true>
+               : vecs == 4 ? lowLatencyKernel<T, true, 4, false, true>
+                           : nullptr;
+      return nullptr;
+    }
     switch (kind) {
       case kKindAllReduce:
         return vecs == 1   ? lowLatencyKernel<T, false, 1>
@@ -32,21 +45,32 @@ struct PickLl {
 
 template <typename T>
 void resident(Residency* r) {
-  KernelFn const kernels[] = {lowLatencyKernel<T, false, 1>,      lowLatencyKernel<T, false, 2>,
-                              lowLatencyKernel<T, false, 4>,      lowLatencyKernel<T, true, 1>,
-                              lowLatencyKernel<T, true, 2>,       lowLatencyKernel<T, true, 4>,
-                              lowLatencyKernel<T, true, 2, true>, lowLatencyKernel<T, true, 4, true>};
+  KernelFn const kernels[] = {lowLatencyKernel<T, false, 1>,
+                              lowLatencyKernel<T, false, 2>,
+                              lowLatencyKernel<T, false, 4>,
+                              lowLatencyKernel<T, true, 1>,
+                              lowLatencyKernel<T, true, 2>,
+                              lowLatencyKernel<T, true, 4>,
+                              lowLatencyKernel<T, true, 2, true>,
+                              lowLatencyKernel<T, true, 4, true>,
+                              lowLatencyKernel<T, false, 1, false, true>,
+                              lowLatencyKernel<T, false, 2, false, true>,
+                              lowLatencyKernel<T, false, 4, false, true>,
+                              lowLatencyKernel<T, true, 1, false, true>,
+                              lowLatencyKernel<T, true, 2, false, true>,
+                              lowLatencyKernel<T, true, 4, false, true>};
   r->lowLatency = minResident(r->lowLatency, kernels, kLlMaxThreads);
   // Split rows run the 1-vector fused and all-reduce kernels (chunks of at most 256 vectors).
   for (int c = 2; c <= kMaxChunks; c *= 2)
-    for (KernelFn k : {lowLatencyKernel<T, true, 1>, lowLatencyKernel<T, false, 1>})
+    for (KernelFn k : {lowLatencyKernel<T, true, 1>, lowLatencyKernel<T, false, 1>,
+                       lowLatencyKernel<T, true, 1, false, true>, lowLatencyKernel<T, false, 1, false, true>})
       r->clusters[c] = std::min(r->clusters[c], activeClusters(k, c, kLlMaxThreads));
 }
 
 }  // namespace
 
-int launchLowLatency(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-  return launchKernel(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs), l, args, stream);
+int launchLowLatency(const Launch& l, bool twoPhase, const KernelArgs& args, cudaStream_t stream) {
+  return launchKernel(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs, twoPhase), l, args, stream);
 }
 
 void residencyLowLatency(Residency* r) {
