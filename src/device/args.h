@@ -32,6 +32,10 @@ constexpr long long kLlTwoPhaseMaxBytes = 512 * 1024;
 constexpr int kLlMaxCtas = 32;
 constexpr size_t kLlCtaDataBytes = 16 * 1024;
 constexpr size_t kLlRegionBytes = 2 * kLlCtaDataBytes;
+// Bytes one tile of chunkVecs vectors takes in a flagged region: whole 1 KiB groups of 32 vectors
+// (algos/lowlatency/kernel.cuh), so a narrow tile takes more than twice its data. A CTA's tiles
+// must fit kLlRegionBytes (the plan checks these bytes, not the data's).
+constexpr size_t llTileBytes(int chunkVecs) { return static_cast<size_t>((chunkVecs + 31) / 32) * 1024; }
 
 // A 16-byte flag slot: two 8-byte words {counter:32 | payload:32}, the payloads being the two words
 // of the writer's CallDesc. Each 8-byte word is single-copy atomic, so a reader that sees a counter

@@ -119,6 +119,11 @@ long long ctaRegionUse(const Geometry& g, int tokens) {
   return tiles * g.chunkVecs * 16;
 }
 
+long long llRegionUse(const Geometry& g, int tokens) {
+  const long long tiles = (tokens + g.slots - 1) / g.slots;
+  return tiles * static_cast<long long>(llTileBytes(g.chunkVecs));
+}
+
 bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f, std::string* why) {
   int narrow = kMaxCtas, ll = kLlMaxCtas, wide = kMaxCtas;
   int clusters[9] = {0, 0, kMaxCtas, 0, kMaxCtas, 0, 0, 0, kMaxCtas};
@@ -226,11 +231,12 @@ bool planGeometry(const Fabric& f, const PlanRequest& req, arfuseAlgo_t algo, Pl
     *why = strprintf("no %s kernel covers %d vectors per CTA", arfuseAlgoName(algo), p->geo.chunkVecs);
     return false;
   }
-  const long long use = ctaRegionUse(p->geo, req.tokens);
+  long long use = ctaRegionUse(p->geo, req.tokens);
   long long cap = 0;
   switch (algo) {
-    case arfuseAlgoLowLatency:
-      cap = static_cast<long long>(kLlCtaDataBytes);
+    case arfuseAlgoLowLatency:  // flagged bytes: a narrow tile takes whole 1 KiB groups
+      use = llRegionUse(p->geo, req.tokens);
+      cap = static_cast<long long>(kLlRegionBytes);
       break;
     case arfuseAlgoHostStaged:
       cap = f.hostRegionBytes;

@@ -278,6 +278,7 @@ TEST(Plan, LowLatencyRespectsItsRegions) {
   EXPECT_EQ(small.algo, arfuseAlgoLowLatency) << small.reason;
   EXPECT_LE(small.blocks, kLlMaxCtas);
   EXPECT_LE(ctaRegionUse(small.geo, 64), static_cast<long long>(kLlCtaDataBytes));
+  EXPECT_LE(llRegionUse(small.geo, 64), static_cast<long long>(kLlRegionBytes));
   // hidden 16384 fp32 = 64 KiB rows: one row per call fits the low-latency limit but not a CTA region
   // unless split; without clusters it goes to one-shot.
   f.clusters = false;
@@ -289,6 +290,26 @@ TEST(Plan, LowLatencyRespectsItsRegions) {
   Plan refused = makePlan(f, Limits{}, forced, req(1, 16384, arfuseFloat32));
   EXPECT_EQ(refused.status, arfuseUnsupported);
   EXPECT_NE(refused.reason.find("cannot take this call"), std::string::npos) << refused.reason;
+}
+
+// A narrow tile takes whole 1 KiB groups of flagged words (4x its data for 16 vectors): the region
+// check counts those bytes. Counting data bytes let 64 tiles of 16 vectors (16 KiB of data, 64 KiB
+// flagged) into a 32 KiB region, and the writes ran into the next CTA's region (a 20 s peer timeout
+// on the H200 at 8 virtual ranks, hidden 128, 1024 tokens, before this check).
+TEST(Plan, LowLatencyRegionCountsFlaggedBytes) {
+  Fabric f = nvlink8();
+  f.maxBlocksLowLatency = 4;  // few CTAs: many tiles per CTA
+  PlanPolicy forced;
+  forced.forcedAlgo = arfuseAlgoLowLatency;
+  forced.forcedBy = "test";
+  Plan p = makePlan(f, Limits{}, forced, req(256, 128));  // 64 KiB: 64 tiles of 16 vectors per CTA
+  EXPECT_EQ(p.status, arfuseUnsupported) << p.reason;
+  EXPECT_NE(p.reason.find("more than its 32768 B region"), std::string::npos) << p.reason;
+  p = makePlan(f, Limits{}, forced, req(128, 128));  // 32 tiles: exactly one region
+  EXPECT_EQ(p.status, arfuseSuccess) << p.reason;
+  EXPECT_EQ(llRegionUse(p.geo, 128), static_cast<long long>(kLlRegionBytes));
+  Plan a = makePlan(f, Limits{}, PlanPolicy{}, req(256, 128));  // auto: another path, not an overflow
+  EXPECT_NE(a.algo, arfuseAlgoLowLatency) << a.reason;
 }
 
 // The workspace: per-CTA regions that hold any call the limits allow, sized by the largest enabled

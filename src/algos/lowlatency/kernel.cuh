@@ -43,12 +43,9 @@
 namespace arfuse {
 namespace ll {
 
-// Bytes of one tile in a flagged region (whole 1 KiB groups of 32 vectors).
-__host__ __device__ constexpr size_t tileBytes(int chunkVecs) {
-  return static_cast<size_t>((chunkVecs + 31) / 32) * 1024;
-}
+// Offset of vector u of tile j in a flagged region (device/args.h llTileBytes: whole 1 KiB groups).
 __device__ __forceinline__ size_t vecOffset(int chunkVecs, int j, int u) {
-  return static_cast<size_t>(j) * tileBytes(chunkVecs) + static_cast<size_t>(u >> 5) * 1024 + (u & 31) * 16;
+  return static_cast<size_t>(j) * llTileBytes(chunkVecs) + static_cast<size_t>(u >> 5) * 1024 + (u & 31) * 16;
 }
 // Region [this CTA][parity][src] of `owner`'s buffer.
 __device__ __forceinline__ char* region(const KernelArgs& a, int owner, int parity, int src) {
