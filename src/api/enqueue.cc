@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "algos/launch.h"
+#include "algos/registry.h"
 #include "api/group_schedule.h"
 #include "api/replica_check.h"
 
@@ -38,43 +39,21 @@ arfuseResult_t issueLaunch(const PlannedCall& c) {
     const arfuseResult_t st = enqueueReplicaCheck(c.comm, c.checkShape, c.checkResidual, c.checkWeight, c.stream, &msg);
     if (st != arfuseSuccess) return fail(c.comm, st, __FILE__, __LINE__, msg, c.fields);
   }
-  switch (c.algo) {
-    case arfuseAlgoLocal:
-      if (!c.fused) {
-        if (c.copyBytes == 0) return arfuseSuccess;
-        const cudaError_t e = cudaMemcpyAsync(c.copyDst, c.copySrc, c.copyBytes, cudaMemcpyDeviceToDevice, c.stream);
-        if (e != cudaSuccess) FAIL_F(c.comm, arfuseCudaError, c.fields, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
-        return arfuseSuccess;
-      }
-      return launchLocalKernel(c.comm, c.launch, c.la, c.stream);
-    case arfuseAlgoNccl:
-      return launchLocalKernel(c.comm, c.launch, c.la, c.stream);
-    default: {
-      const Launch& l = c.launch;
-      int e = 0;
-      switch (c.algo) {
-        case arfuseAlgoOneShot:
-          e = launchOneShot(l, c.ka, c.stream);
-          break;
-        case arfuseAlgoTwoShot:
-          e = launchTwoShot(l, c.ka, c.stream);
-          break;
-        case arfuseAlgoLowLatency:
-          e = launchLowLatency(l, c.ka, c.stream);
-          break;
-        case arfuseAlgoHostStaged:
-          e = launchHostStaged(l, c.twoShotVariant, c.ka, c.stream);
-          break;
-        default:
-          FAIL_F(c.comm, arfuseInternalError, c.fields, "plan returned algo %d", int(c.algo));
-      }
-      if (e != cudaSuccess)
-        FAIL_F(c.comm, arfuseCudaError, c.fields,
-               "kernel launch (%d x %d threads, %d chunks, %d vectors per thread) failed: %s", l.blocks, l.threads,
-               l.chunks, l.vecs, cudaGetErrorString(cudaError_t(e)));
-      return arfuseSuccess;
-    }
-  }
+  const AlgoEntry* entry = findAlgo(c.algo);
+  if (!entry || !entry->launch) FAIL_F(c.comm, arfuseInternalError, c.fields, "plan returned algo %d", int(c.algo));
+  AlgoLaunch call;
+  call.l = c.launch;
+  call.ka = &c.ka;
+  call.la = &c.la;
+  call.fused = c.fused;
+  call.twoShotVariant = c.twoShotVariant;
+  call.copySrc = c.copySrc;
+  call.copyDst = c.copyDst;
+  call.copyBytes = c.copyBytes;
+  call.stream = c.stream;
+  const Status st = entry->launch(call);
+  if (!st.ok()) return fail(c.comm, st.code(), __FILE__, __LINE__, st.message(), c.fields);
+  return arfuseSuccess;
 }
 
 bool sameStream(const PlannedCall& a, const PlannedCall& b) { return a.device == b.device && a.stream == b.stream; }
