@@ -130,20 +130,16 @@ StreamIdentity identityOf(cudaStream_t stream, int device) {
 // Ranks of one group sharing a GPU whose streams are one stream (or serialise through the legacy
 // default stream) deadlock: each call waits for a peer call queued behind it. Refused before launch.
 Status checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, arfuseAlgo_t algo, const char* func) {
-  if (g.lastStream.empty() || !g.fabric.virtualRanks || algo == arfuseAlgoLocal) return Status();
+  if (!groupChecksStreams(g) || algo == arfuseAlgoLocal) return Status();
   const StreamIdentity mine = identityOf(stream, comm->device);
-  std::lock_guard<std::mutex> lock(g.streamMu);
-  for (int q = 0; q < g.nranks; ++q) {
-    if (q == comm->rank || g.ranks[q].device != comm->device) continue;
-    const std::string why = streamConflict(mine, g.lastStream[q]);
-    if (!why.empty())
-      return ARFUSE_FAIL(arfuseInvalidUsage,
-                         "%s: rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
-                         "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
-                         "rank its own stream, created with cudaStreamNonBlocking",
-                         func, comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
-  }
-  g.lastStream[comm->rank] = mine;
+  std::string why;
+  const int q = recordCallStream(g, comm->rank, comm->device, mine, &why);
+  if (q >= 0)
+    return ARFUSE_FAIL(arfuseInvalidUsage,
+                       "%s: rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
+                       "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
+                       "rank its own stream, created with cudaStreamNonBlocking",
+                       func, comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
   return Status();
 }
 
@@ -223,7 +219,7 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
   void* residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
   pc->sendBuf = c.x;
   pc->count = static_cast<size_t>(c.tokens) * c.hidden;
-  if (!pc->fused && !g.policy.deterministic) {
+  if (!pc->fused && !groupDeterministic(g)) {
     pc->recvBuf = c.residualOut;
     return;
   }
@@ -231,18 +227,18 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
   // caller buffer that is also an input, nor the staging peers read), then the epilogue. One
   // buffer serves every call: each all-reduce is queued behind the previous call's epilogue on
   // the rank's stream, in groups too (api/group_schedule.h).
-  pc->recvBuf = g.ranks[comm->rank].ncclSum;
-  pc->gather = g.policy.deterministic;
+  pc->recvBuf = rankNcclSum(g, comm->rank);
+  pc->gather = groupDeterministic(g);
   pc->la = LocalArgs{pc->recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
                      c.eps,       1.0f / c.hidden, 1,        0,       {},          ext};
   if (pc->gather) {
-    pc->la.sources = g.nranks;
+    pc->la.sources = groupRanks(g);
     pc->la.sourceStride = pc->count;
   }
   if (!pc->fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
     pc->la.residualOut = c.residualOut;
     pc->launch.blocks =
-        std::max(1, std::min(4 * g.fabric.smCount, static_cast<int>((pc->count / dtypeVecElems(c.dtype) + 255) / 256)));
+        std::max(1, std::min(4 * groupSmCount(g), static_cast<int>((pc->count / dtypeVecElems(c.dtype) + 255) / 256)));
     pc->launch.threads = 256;
   }
 }
@@ -251,22 +247,10 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
 void fillKernelArgs(const Group& g, const arfuseComm* comm, const CallArgs& c, const Plan& plan, const EpiArgs& ext,
                     PlannedCall* pc) {
   KernelArgs& ka = pc->ka;
-  ka.peers = g.peers;
-  ka.host = g.host;
-  ka.stagingRegionBytes = g.ws.stagingRegionBytes;
-  ka.hostRegionBytes = g.ws.hostRegionBytes;
-  ka.state = &g.ranks[comm->rank].control->state;
-  ka.shared = g.sharedDev;
-  // Waits poll this rank's device abort word when peers can write it, else the host-mapped one.
-  ka.abortPoll = g.fabric.p2p ? &ka.state->abort : reinterpret_cast<const uint32_t*>(&g.sharedDev->abort);
-  ka.peerAbort = g.fabric.p2p ? 1 : 0;
-  ka.timeoutNs = g.timeoutNs;
-  ka.flight = g.flight ? 1 : 0;
+  fillGroupKernelArgs(g, comm->rank, &ka);
   ka.pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
   ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
   ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
-  ka.rank = comm->rank;
-  ka.nranks = g.nranks;
   ka.x = c.x;
   ka.residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
   ka.weight = c.weight;
@@ -285,7 +269,7 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
                 PlannedCall* pc) {
   Group& g = *comm->group;
   PlanRequest req{c.op, c.tokens, c.hidden, c.dtype, c.epi != nullptr};
-  Plan plan = makePlan(g.fabric, g.limits, g.policy, req);
+  Plan plan = planOn(g, req);
   if (plan.status != arfuseSuccess) return ARFUSE_FAIL(plan.status, "%s: %s", func, plan.reason.c_str());
   EpiArgs ext{};
   ARFUSE_CHECK(checkCallBuffers(c, func, comm->device, &ext));
@@ -521,9 +505,9 @@ arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
     return arfuseSuccess;                                                                         \
   }
 COMM_GETTER(arfuseCommRank, int, c->rank)
-COMM_GETTER(arfuseCommCount, int, c->group->nranks)
+COMM_GETTER(arfuseCommCount, int, groupRanks(*c->group))
 COMM_GETTER(arfuseCommDevice, int, c->device)
-COMM_GETTER(arfuseCommIsVirtual, int, c->group->fabric.virtualRanks ? 1 : 0)
+COMM_GETTER(arfuseCommIsVirtual, int, groupHasVirtualRanks(*c->group) ? 1 : 0)
 
 const char* arfuseCommGetLastError(arfuseComm_t comm) {
   if (!comm || !commIsLive(comm)) return tLastError.c_str();
@@ -544,14 +528,15 @@ arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path) {
   arfuseComm* c = nullptr;
   if (const Status live = liveComm(comm, "arfuseCommDumpState", &c); !live.ok()) return fail(nullptr, live);
   const Group& g = *c->group;
-  if (g.flight) refreshFlight(g, c->rank);  // the kernels stamp device memory; the dump reads the host mirror
+  if (groupFlightRecorder(g))
+    refreshFlight(g, c->rank);  // the kernels stamp device memory; the dump reads the host mirror
   DumpInput in;
   in.rank = c->rank;
   in.device = c->device;
-  in.nranks = g.nranks;
+  in.nranks = groupRanks(g);
   in.arch = c->arch;
-  in.timeoutNs = g.timeoutNs;
-  in.shared = g.shared;
+  in.timeoutNs = groupTimeoutNs(g);
+  in.shared = groupSharedArea(g);
   in.lastError = c->lastError;
   std::string err;
   if (!writeDump(formatDump(in), path, &err))
@@ -566,7 +551,7 @@ arfuseResult_t arfuseCommQueryPlan(arfuseComm_t comm, arfuseOp_t op, int tokens,
   if (!out) return fail(c, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommQueryPlan: plan is NULL"));
   CHECK_ENUM(comm, "arfuseCommQueryPlan", checkOpArg(rawEnum(op)));
   CHECK_ENUM(comm, "arfuseCommQueryPlan", checkDtypeArg(rawEnum(dtype)));
-  Plan p = makePlan(c->group->fabric, c->group->limits, c->group->policy, PlanRequest{op, tokens, hidden, dtype});
+  Plan p = planOn(*c->group, PlanRequest{op, tokens, hidden, dtype});
   if (p.status != arfuseSuccess) return fail(c, ARFUSE_FAIL(p.status, "arfuseCommQueryPlan: %s", p.reason.c_str()));
   out->algo = p.algo;
   out->blocks = p.blocks;

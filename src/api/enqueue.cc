@@ -20,7 +20,7 @@ thread_local int tGroupDepth = 0;
 thread_local std::vector<PlannedCall> tDeferred;
 
 Status issueAllReduce(const PlannedCall& c) {
-  ncclComm_t nc = c.comm->group->ranks[c.comm->rank].nccl;
+  ncclComm_t nc = rankNccl(*c.comm->group, c.comm->rank);
   if (c.gather) {
     const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.stream);
     if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllGather: %s", ncclGetErrorString(nr));
