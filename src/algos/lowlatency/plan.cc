@@ -1,0 +1,132 @@
+// The low-latency path's registry entry: the smallest messages, with peer access, whose tiles fit
+// the per-CTA regions of the low-latency buffer; above its one-phase limit, where the policy allows
+// it, the two-phase variant (Plan.twoShotVariant; algos/lowlatency/kernel.cuh).
+#include <algorithm>
+
+#include "algos/registry.h"
+
+namespace arfuse {
+namespace {
+
+// Small enough, and the tiles fit the per-CTA regions.
+bool fits(const PlanContext& c, long long llMax, std::string* why) {
+  if (c.bytes > llMax) {
+    *why = strprintf("%lld B > %lld B", c.bytes, llMax);
+    return false;
+  }
+  Plan probe;
+  return planning::barrierGeometry(c, arfuseAlgoLowLatency, &probe, why);
+}
+
+// The one-phase limit of the auto plan: the buffer's, or a calibration's below it.
+long long onePhaseMax(const PlanContext& c, bool* capped) {
+  const Fabric& f = c.f;
+  *capped = c.policy.lowLatencyMaxBytes >= 0 && c.policy.lowLatencyMaxBytes < f.lowLatencyMaxBytes;
+  return *capped ? c.policy.lowLatencyMaxBytes : f.lowLatencyMaxBytes;
+}
+
+// Whether the two-phase variant may run this call at all: not for extended calls, not without a
+// low-latency buffer, not when the policy turns it off.
+bool twoPhaseAllowed(const PlanContext& c) {
+  return !c.req.extended && c.policy.llTwoPhase != 0 && c.f.lowLatencyMaxBytes > 0 && c.f.p2p;
+}
+
+// The largest message it may take above the one-phase limit (0: none): forced, what its regions can
+// hold; in the auto plan, at 3+ ranks, the policy's window (0 by default).
+long long twoPhaseCap(const PlanContext& c) {
+  if (!twoPhaseAllowed(c)) return 0;
+  if (c.forced) return kLlTwoPhaseMaxBytes;
+  return c.f.nranks >= 3 ? std::min<long long>(c.policy.llTwoPhaseMaxBytes, kLlTwoPhaseMaxBytes) : 0;
+}
+
+// Whether a call the path takes with geometry p runs the two-phase variant: ARFUSE_LL_TWO_PHASE=1,
+// or above the one-phase limit; only when every rank owns at least one vector of a tile.
+bool twoPhase(const PlanContext& c, const Plan& p, long long onePhaseLimit) {
+  if (!twoPhaseAllowed(c) || p.geo.chunkVecs < c.f.nranks) return false;
+  return c.policy.llTwoPhase == 1 || c.bytes > onePhaseLimit;
+}
+
+// The two-phase variant for a call above the one-phase limit: its tiles fit, and are wide enough.
+bool twoPhaseFits(const PlanContext& c, long long onePhaseLimit, std::string* why) {
+  const long long cap = twoPhaseCap(c);
+  if (c.bytes <= onePhaseLimit || c.bytes > cap) return false;
+  Plan probe;
+  if (!planning::barrierGeometry(c, arfuseAlgoLowLatency, &probe, why)) return false;
+  if (probe.geo.chunkVecs < c.f.nranks) {
+    *why = strprintf("a tile of %d vectors is too narrow for the two-phase variant at %d ranks", probe.geo.chunkVecs,
+                     c.f.nranks);
+    return false;
+  }
+  return true;
+}
+
+Verdict canImplement(const PlanContext& c) {
+  const Fabric& f = c.f;
+  std::string why;
+  if (c.forced) {
+    if (f.p2p && c.bytes > f.lowLatencyMaxBytes) {
+      const long long cap = twoPhaseCap(c);
+      if (c.bytes <= cap) {
+        if (!twoPhaseFits(c, f.lowLatencyMaxBytes, &why))
+          return Verdict::no(strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto",
+                                       c.forcedBy, why.c_str()));
+        return Verdict::yes(strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", c.forcedBy,
+                                      c.bytes, f.nranks));
+      }
+      return Verdict::no(strprintf(
+          "algo=lowlatency (forced by %s) carries at most %lld B per rank%s; "
+          "this call has %lld B (tokens=%d x hidden=%d); use auto",
+          c.forcedBy, f.lowLatencyMaxBytes, cap > 0 ? strprintf(" (%lld B in its two-phase variant)", cap).c_str() : "",
+          c.bytes, c.req.tokens, c.req.hidden));
+    }
+    if (f.p2p && !fits(c, f.lowLatencyMaxBytes, &why))
+      return Verdict::no(
+          strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy, why.c_str()));
+    Verdict v = planning::forcedPeerPath(c, "lowlatency");
+    Plan probe;
+    if (v.ok && planning::barrierGeometry(c, arfuseAlgoLowLatency, &probe, &why) &&
+        twoPhase(c, probe, f.lowLatencyMaxBytes))
+      v.reason =
+          strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", c.forcedBy, c.bytes, f.nranks);
+    return v;
+  }
+  if (!f.p2p) return planning::noPeerAccess(c);
+  bool capped = false;
+  const long long llMax = onePhaseMax(c, &capped);
+  if (!fits(c, llMax, &why)) {
+    std::string twoWhy;
+    if (twoPhaseFits(c, llMax, &twoWhy))
+      return Verdict::yes(strprintf(
+          "lowlatency (two-phase variant): %lld B in (%lld, %lld] B at %d ranks: each slice pushed to its owner, "
+          "the owner's sum pushed back, 2(n-1)/n of the message each way",
+          c.bytes, llMax, twoPhaseCap(c), f.nranks));
+    return Verdict::no(why);
+  }
+  Plan probe;
+  if (c.policy.llTwoPhase == 1 && planning::barrierGeometry(c, arfuseAlgoLowLatency, &probe, &why) &&
+      twoPhase(c, probe, llMax))
+    return Verdict::yes(
+        strprintf("lowlatency (two-phase variant, ARFUSE_LL_TWO_PHASE=1): %lld B, %d ranks", c.bytes, f.nranks));
+  return Verdict::yes(
+      strprintf("lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
+                "barrier",
+                c.bytes, llMax, capped ? strprintf(" (%s)", c.origin).c_str() : ""));
+}
+
+bool geometry(const PlanContext& c, Plan* p, std::string* why) {
+  if (!planning::barrierGeometry(c, arfuseAlgoLowLatency, p, why)) return false;
+  bool capped = false;
+  p->twoShotVariant = twoPhase(c, *p, c.forced ? c.f.lowLatencyMaxBytes : onePhaseMax(c, &capped));
+  return true;
+}
+
+// kLlMaxCtas x 2 parities x nranks sources x kLlRegionBytes per rank (none for one rank).
+void workspace(const WorkspaceInputs& in, Workspace* w) {
+  w->llBytes = in.nranks > 1 ? static_cast<size_t>(kLlMaxCtas) * 2 * in.nranks * kLlRegionBytes : 0;
+}
+
+}  // namespace
+
+AlgoEntry lowLatencyEntry() { return AlgoEntry{arfuseAlgoLowLatency, "lowlatency", canImplement, geometry, workspace}; }
+
+}  // namespace arfuse

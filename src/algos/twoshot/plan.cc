@@ -1,0 +1,24 @@
+// The two-shot path's registry entry: with peer access, every message the paths before it left
+// (the last entry of the auto plan).
+#include "algos/registry.h"
+
+namespace arfuse {
+namespace {
+
+Verdict canImplement(const PlanContext& c) {
+  const Fabric& f = c.f;
+  if (c.forced) return planning::forcedPeerPath(c, "twoshot");
+  if (!f.p2p) return planning::noPeerAccess(c);
+  const long long peerBytes = c.bytes * (f.nranks - 1);
+  return Verdict::yes(strprintf("twoshot: %lld B x %d peers = %lld B > one-shot limit %s (%s)", c.bytes, f.nranks - 1,
+                                peerBytes, planning::limitText(c.policy.oneShotMaxBytes).c_str(), c.origin));
+}
+
+}  // namespace
+
+AlgoEntry twoShotEntry() {
+  return AlgoEntry{arfuseAlgoTwoShot, "twoshot", canImplement, planning::barrierGeometryOf<arfuseAlgoTwoShot>,
+                   planning::stagingWorkspace};
+}
+
+}  // namespace arfuse
