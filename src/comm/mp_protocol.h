@@ -60,7 +60,7 @@ struct Wire {
   ncclUniqueId ncclId;                     // rank 0
   // The plan limits this rank resolved (policy/resolve.h: its calibration file, its view of the
   // fabric): every rank must use the same ones, or their plans, and so their calls, could diverge.
-  int64_t oneShotMax, hostOneShotMax, hostStagedMax, lowLatencyMax, ncclAbove;
+  int64_t oneShotMax, hostOneShotMax, hostStagedMax, lowLatencyMax, ncclAbove, llTwoPhaseMax;
 };
 static_assert(sizeof(Wire) <= kSlotBytes, "Wire must fit a slot");
 

@@ -122,7 +122,7 @@ class Reader {
     if (!o.text("algo", &out->algo)) return false;
     if (algoRank(out->algo) >= static_cast<int>(calibrationAlgos().size()))
       return fail(o.path("algo"), o.get("algo")->pos,
-                  "unknown path \"" + out->algo + "\" (lowlatency, oneshot, twoshot, hoststaged or nccl)");
+                  "unknown path \"" + out->algo + "\" (lowlatency, lowlatency2, oneshot, twoshot, hoststaged or nccl)");
     if (!o.integer("tokens", 1, INT_MAX, &tokens) || !o.integer("bytes", 1, LLONG_MAX, &out->bytes)) return false;
     out->tokens = static_cast<int>(tokens);
     const json::Value* us = o.get("us");
@@ -146,7 +146,7 @@ class Reader {
     for (const json::Member& m : best->members) {
       const std::string mp = o.path("best_up_to_bytes") + "." + m.key;
       if (algoRank(m.key) >= static_cast<int>(calibrationAlgos().size()))
-        return fail(mp, m.keyPos, "unknown path (lowlatency, oneshot, twoshot, hoststaged or nccl)");
+        return fail(mp, m.keyPos, "unknown path (lowlatency, lowlatency2, oneshot, twoshot, hoststaged or nccl)");
       long long b = 0;
       if (!integer(mp, m.value, 1, LLONG_MAX, &b)) return false;
       g->bestUpTo.emplace_back(m.key, b);
@@ -222,7 +222,9 @@ class Reader {
 }  // namespace
 
 const std::vector<std::string>& calibrationAlgos() {
-  static const std::vector<std::string> kAlgos = {"lowlatency", "oneshot", "twoshot", "hoststaged", "nccl"};
+  // lowlatency2: the low-latency path above its one-phase limit, i.e. its two-phase variant
+  static const std::vector<std::string> kAlgos = {"lowlatency", "lowlatency2", "oneshot",
+                                                  "twoshot",    "hoststaged",  "nccl"};
   return kAlgos;
 }
 
@@ -370,6 +372,12 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
     said.push_back("lowlatency " + (p.lowLatencyMaxBytes < 0 ? std::string("up to its buffer limit")
                                                              : "<= " + bytesText(p.lowLatencyMaxBytes)));
   }
+  if (measured("lowlatency2")) {
+    // The two-phase variant's window of the auto plan: up to the largest size where it was fastest.
+    p.llTwoPhaseMaxBytes = crossOf("lowlatency2");
+    said.push_back(p.llTwoPhaseMaxBytes > 0 ? "lowlatency two-phase <= " + bytesText(p.llTwoPhaseMaxBytes)
+                                            : std::string("lowlatency two-phase never the fastest"));
+  }
   if (measured("oneshot")) {
     const long long up = crossOf("oneshot");
     p.oneShotMaxBytes = up == largest ? LLONG_MAX : up * std::max(1, nranks - 1);
@@ -378,7 +386,8 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
   if (measured("nccl")) {
     // The limit applies where peers reach each other, so only the peer paths count against NCCL.
     long long arfuseBest = 0;
-    for (const char* a : {"lowlatency", "oneshot", "twoshot"}) arfuseBest = std::max(arfuseBest, crossOf(a));
+    for (const char* a : {"lowlatency", "lowlatency2", "oneshot", "twoshot"})
+      arfuseBest = std::max(arfuseBest, crossOf(a));
     p.ncclAboveBytes = best.rbegin()->second == "nccl" ? arfuseBest : -1;
     said.push_back(p.ncclAboveBytes < 0 ? std::string("nccl never above the arfuse paths")
                                         : "nccl above " + bytesText(p.ncclAboveBytes));

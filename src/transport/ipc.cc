@@ -59,6 +59,7 @@ void agreeOnPolicy(const std::vector<Wire>& ws, const PlanPolicy& configured, co
     p.hostStagedMaxBytes = w.hostStagedMax;
     p.lowLatencyMaxBytes = w.lowLatencyMax;
     p.ncclAboveBytes = w.ncclAbove;
+    p.llTwoPhaseMaxBytes = w.llTwoPhaseMax;
     return p;
   };
   const PlanPolicy first = limitsOf(ws[0]);
@@ -123,6 +124,7 @@ class IpcTransport : public Transport {
     mine_.hostStagedMax = g->policy.hostStagedMaxBytes;
     mine_.lowLatencyMax = g->policy.lowLatencyMaxBytes;
     mine_.ncclAbove = g->policy.ncclAboveBytes;
+    mine_.llTwoPhaseMax = g->policy.llTwoPhaseMaxBytes;
     mine_.status = localB_;
     setText(mine_.text, whyB_);
     std::vector<uint8_t> all;

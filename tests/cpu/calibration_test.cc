@@ -122,8 +122,8 @@ TEST(Calibration, ReaderIsStrict) {
   EXPECT_EQ(readError(replaced(js, "\"hidden\": 7168", "\"hidden\": 7168, \"hiden\": 1")),
             "hiden at 8:19: unknown field");
   EXPECT_EQ(readError(replaced(js, "\"algo\": \"nccl\"", "\"algo\": \"ring\"")),
-            "groups[0].points[3].algo at 22:18: unknown path \"ring\" (lowlatency, oneshot, twoshot, hoststaged or "
-            "nccl)");
+            "groups[0].points[3].algo at 22:18: unknown path \"ring\" (lowlatency, lowlatency2, oneshot, twoshot, "
+            "hoststaged or nccl)");
   EXPECT_EQ(readError(replaced(js, "\"us\": 5}", "\"us\": 0}")),
             "groups[0].points[0].us at 19:67: must be a positive number of microseconds, got 0");
   EXPECT_EQ(readError(replaced(js, "\"twoshot\": 14680064", "\"twoshot\": 99999999")),
@@ -217,6 +217,48 @@ TEST(Calibration, PolicyFromMeasuredCrossovers) {
   Plan def = makePlan(f, Limits{}, PlanPolicy{}, PlanRequest{arfuseOpAllReduceAddRmsNorm, 2048, 7168, arfuseBfloat16});
   EXPECT_EQ(def.algo, arfuseAlgoTwoShot);
   EXPECT_NE(def.reason.find("built-in default, not calibrated"), std::string::npos) << def.reason;
+}
+
+// Forced above its one-phase limit the low-latency path runs its two-phase variant; doctor records
+// those points as "lowlatency2", and where it was the fastest becomes the auto plan's window for it.
+TEST(Calibration, TwoPhaseLowLatencyWindowFromItsPoints) {
+  const topo::Topology t = load("h200_8x_nvswitch");
+  Calibration c = eightRanks(t);
+  CalibrationGroup& g = c.groups[0];
+  add(&g, "lowlatency2", 8, 8.0);    // one-shot 8.8: two-phase the fastest
+  add(&g, "lowlatency2", 16, 10.0);  // one-shot 10.5
+  add(&g, "lowlatency2", 32, 14.0);  // two-shot 13.0: not the fastest
+  PlanPolicy p;
+  std::string why;
+  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "cal", &p, &why)) << why;
+  EXPECT_EQ(p.llTwoPhaseMaxBytes, 16 * kRow);
+  EXPECT_NE(why.find("lowlatency two-phase <= 229376 B"), std::string::npos) << why;
+  Fabric f;
+  std::string err;
+  ASSERT_TRUE(fabricFromTopology(t, allDevices(t), true, &f, &err)) << err;
+  auto plan = [&](int tokens) {
+    PlanRequest r;
+    r.tokens = tokens;
+    r.hidden = 7168;
+    return makePlan(f, Limits{}, p, r);
+  };
+  Plan p16 = plan(16);
+  EXPECT_EQ(p16.algo, arfuseAlgoLowLatency) << p16.reason;
+  EXPECT_TRUE(p16.twoShotVariant) << p16.reason;
+  EXPECT_FALSE(plan(4).twoShotVariant);  // within the one-phase limit
+  EXPECT_EQ(plan(32).algo, arfuseAlgoTwoShot) << plan(32).reason;
+  // it round-trips through the file like every other path's points
+  Calibration back;
+  ASSERT_TRUE(calibrationFromJson(calibrationToJson(c), &back, &err)) << err;
+  EXPECT_EQ(calibrationToJson(back), calibrationToJson(c));
+  // never the fastest: the window is closed and the reason says so
+  CalibrationGroup& h = c.groups[0];
+  for (CalibrationPoint& q : h.points)
+    if (q.algo == "lowlatency2") q.us = 99.0;
+  PlanPolicy closed;
+  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "cal", &closed, &why)) << why;
+  EXPECT_EQ(closed.llTwoPhaseMaxBytes, 0);
+  EXPECT_NE(why.find("lowlatency two-phase never the fastest"), std::string::npos) << why;
 }
 
 TEST(Calibration, TwoRanksAndALowLatencyCap) {
