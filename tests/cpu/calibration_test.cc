@@ -27,6 +27,14 @@ std::vector<std::string> uuidsOf(const topo::Topology& t, const std::vector<int>
   return u;
 }
 
+// The plan of a bf16 call of `tokens` rows of hidden 7168 under `policy`.
+Plan planAt(const Fabric& f, const PlanPolicy& policy, int tokens) {
+  PlanRequest r;
+  r.tokens = tokens;
+  r.hidden = 7168;
+  return makePlan(f, Limits{}, policy, r);
+}
+
 void add(CalibrationGroup* g, const std::string& algo, int tokens, double us) {
   g->points.push_back({algo, tokens, tokens * kRow, us});
 }
@@ -192,12 +200,7 @@ TEST(Calibration, PolicyFromMeasuredCrossovers) {
   Fabric f;
   std::string err;
   ASSERT_TRUE(fabricFromTopology(t, allDevices(t), true, &f, &err)) << err;
-  auto plan = [&](int tokens) {
-    PlanRequest r;
-    r.tokens = tokens;
-    r.hidden = 7168;
-    return makePlan(f, Limits{}, p, r);
-  };
+  auto plan = [&](int tokens) { return planAt(f, p, tokens); };
   EXPECT_EQ(plan(4).algo, arfuseAlgoLowLatency);
   Plan p16 = plan(16);
   EXPECT_EQ(p16.algo, arfuseAlgoOneShot) << p16.reason;
@@ -236,12 +239,7 @@ TEST(Calibration, TwoPhaseLowLatencyWindowFromItsPoints) {
   Fabric f;
   std::string err;
   ASSERT_TRUE(fabricFromTopology(t, allDevices(t), true, &f, &err)) << err;
-  auto plan = [&](int tokens) {
-    PlanRequest r;
-    r.tokens = tokens;
-    r.hidden = 7168;
-    return makePlan(f, Limits{}, p, r);
-  };
+  auto plan = [&](int tokens) { return planAt(f, p, tokens); };
   Plan p16 = plan(16);
   EXPECT_EQ(p16.algo, arfuseAlgoLowLatency) << p16.reason;
   EXPECT_TRUE(p16.twoShotVariant) << p16.reason;

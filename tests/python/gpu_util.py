@@ -20,6 +20,19 @@ def require_gpu():
         pytest.skip(f"no usable GPU visible to arfuse: {e}")
 
 
+def require_torch_multiprocess_gpu(lib, torch):
+    """require_gpu, plus what the engine-plugin GPU tests need: torch seeing the GPU and this library's
+    multi-process functions (skipped with the reason otherwise)."""
+    require_gpu()
+    if not torch.cuda.is_available():
+        pytest.skip("arfuse sees a GPU but torch.cuda.is_available() is False (CPU-only torch build?)")
+    from arfuse._lib import MULTI_PROCESS
+
+    missing = [n for n in MULTI_PROCESS if not lib.has(n)]
+    if missing:
+        pytest.skip(f"this libarfuse.so has no multi-process functions ({', '.join(missing)})")
+
+
 class Cuda:
     """The few CUDA runtime calls the raw-pointer tests need."""
 

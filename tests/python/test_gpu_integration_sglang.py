@@ -16,21 +16,14 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed: the SGLang GPU test needs it")
 
-from gpu_util import require_gpu  # noqa: E402
+from gpu_util import require_torch_multiprocess_gpu  # noqa: E402
 from mp_util import run_ranks  # noqa: E402
 from test_integration_sglang import check, engine_paths, engine_worker  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _gpu(lib):
-    require_gpu()
-    if not torch.cuda.is_available():
-        pytest.skip("arfuse sees a GPU but torch.cuda.is_available() is False (CPU-only torch build?)")
-    from arfuse._lib import MULTI_PROCESS
-
-    missing = [n for n in MULTI_PROCESS if not lib.has(n)]
-    if missing:
-        pytest.skip(f"this libarfuse.so has no multi-process functions ({', '.join(missing)})")
+    require_torch_multiprocess_gpu(lib, torch)
 
 
 def test_gpu_sglang_0_5_11_two_processes_one_gpu():

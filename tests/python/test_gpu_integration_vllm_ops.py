@@ -19,7 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed: the vLLM-op GPU test needs it")
 
-from gpu_util import require_gpu  # noqa: E402
+from gpu_util import require_torch_multiprocess_gpu  # noqa: E402
 from mp_util import run_ranks  # noqa: E402
 
 HIDDEN = 512
@@ -30,14 +30,7 @@ GLOBAL_SCALE = 448.0 * 6 / 8.0  # block scales stay below E4M3 saturation while 
 
 @pytest.fixture(autouse=True)
 def _gpu(lib):
-    require_gpu()
-    if not torch.cuda.is_available():
-        pytest.skip("arfuse sees a GPU but torch.cuda.is_available() is False (CPU-only torch build?)")
-    from arfuse._lib import MULTI_PROCESS
-
-    missing = [n for n in MULTI_PROCESS if not lib.has(n)]
-    if missing:
-        pytest.skip(f"this libarfuse.so has no multi-process functions ({', '.join(missing)})")
+    require_torch_multiprocess_gpu(lib, torch)
 
 
 def _inputs(seed, rank, tokens):
