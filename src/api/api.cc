@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/hierarchical/plan.h"
 #include "api/enqueue.h"
 #include "api/replica_check.h"
 #include "api/streams.h"
@@ -16,6 +17,7 @@
 #include "arfuse/arfuse.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
+#include "comm/multihost.h"
 #include "common/no_device.h"
 #include "common/params.h"
 #include "diag/dump.h"
@@ -184,6 +186,37 @@ struct CallArgs {
       nullptr;  // arfuseAllReduceEpilogue: what to write (residualIn/normOut/residualOut above unused)
 };
 
+// A group that spans hosts: its intra-host group's waits name local ranks; this maps them.
+std::string intraHostRanksText(const MultiHost& mh) {
+  std::string t = strprintf("local ranks of host %s:", mh.layout.labels[mh.hostIndex].c_str());
+  const std::vector<int>& rs = mh.layout.ranksOf[mh.hostIndex];
+  for (size_t q = 0; q < rs.size(); ++q) t += strprintf(" %zu = global rank %d", q, rs[q]);
+  return t;
+}
+
+// The hierarchical call's three steps from the checked call (pc->ka filled as for one-shot):
+// the reduce-scatter kernel, the all-reduce of this local index's fp32 slice across hosts, and the
+// gather + epilogue kernel with plan's geometry (algos/hierarchical/kernel.cuh).
+void planHierarchical(const MultiHost& mh, const Plan& plan, PlannedCall* pc) {
+  HierArgs& h = pc->hier;
+  h.k = pc->ka;
+  h.count = static_cast<long long>(pc->ka.tokens) * pc->ka.hidden;
+  h.sliceElems = hierarchicalSliceElems(h.count, mh.layout.localRanks);
+  for (int q = 0; q < mh.layout.localRanks; ++q) {
+    h.in[q] = mh.peerIn[q];
+    h.slices[q] = mh.peerSlices[q];
+  }
+  pc->scatter.dtype = pc->dtype;
+  pc->scatter.kind = pc->launch.kind;
+  hierarchicalScatterGeometry(mh.fabric, h.sliceElems, pc->dtype, &pc->scatter.blocks, &pc->scatter.threads);
+  pc->scatter.pdl = plan.pdl;
+  pc->launch.pdl = false;  // follows NCCL's kernel, which does not trigger dependents
+  pc->nccl = mh.cross;
+  pc->sendBuf = mh.slices;
+  pc->recvBuf = mh.slices;
+  pc->count = static_cast<size_t>(h.sliceElems);
+}
+
 arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t stream, const char* func) {
   arfuseResult_t st = arfuseSuccess;
   arfuseComm* comm = liveComm(handle, func, &st);
@@ -200,13 +233,16 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async), msg.c_str());
       return async;
     }
+    if (g.multiHost) msg += "; " + intraHostRanksText(*g.multiHost);
     // The line describes the call that failed on the device; `refused` names the call refused now.
     return fail(comm, async, __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
   }
 
   PlanRequest req{c.op, c.tokens, c.hidden, c.dtype, c.epi != nullptr};
-  Plan plan = makePlan(g.fabric, g.limits, g.policy, req);
+  MultiHost* mh = g.multiHost.get();
+  Plan plan =
+      mh ? makeMultiHostPlan(mh->fabric, g.limits, mh->policy, req) : makePlan(g.fabric, g.limits, g.policy, req);
   if (plan.status != arfuseSuccess)
     return fail(comm, plan.status, __FILE__, __LINE__, std::string(func) + ": " + plan.reason, fields);
 
@@ -278,6 +314,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
                         c.eps, 1.0f / c.hidden, 1,        0,       {},          ext};
       break;
     case arfuseAlgoNccl:
+      if (mh) pc.nccl = mh->world;  // across hosts: the communicator over every rank
       pc.sendBuf = c.x;
       pc.count = static_cast<size_t>(c.tokens) * c.hidden;
       if (!fused && !g.policy.deterministic) {
@@ -288,12 +325,12 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       // caller buffer that is also an input, nor the staging peers read), then the epilogue. One
       // buffer serves every call: each all-reduce is queued behind the previous call's epilogue on
       // the rank's stream, in groups too (api/group_schedule.h).
-      pc.recvBuf = g.ranks[comm->rank].ncclSum;
+      pc.recvBuf = mh ? mh->ncclSum : g.ranks[comm->rank].ncclSum;
       pc.gather = g.policy.deterministic;
       pc.la = LocalArgs{pc.recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
                         c.eps,      1.0f / c.hidden, 1,        0,       {},          ext};
       if (pc.gather) {
-        pc.la.sources = g.nranks;
+        pc.la.sources = mh ? mh->nranks : g.nranks;
         pc.la.sourceStride = pc.count;
       }
       if (!fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
@@ -306,7 +343,8 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
     case arfuseAlgoOneShot:
     case arfuseAlgoTwoShot:
     case arfuseAlgoLowLatency:
-    case arfuseAlgoHostStaged: {
+    case arfuseAlgoHostStaged:
+    case arfuseAlgoHierarchical: {
       KernelArgs& ka = pc.ka;
       ka.peers = g.peers;
       ka.host = g.host;
@@ -334,6 +372,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       ka.eps = c.eps;
       ka.invHidden = 1.0f / c.hidden;
       ka.ext = ext;
+      if (plan.algo == arfuseAlgoHierarchical) planHierarchical(*mh, plan, &pc);
       break;
     }
     default:
@@ -434,7 +473,9 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
   std::string msg;
-  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg);
+  MultiProcessOptions options;
+  options.reusable = true;  // a framework's all-gather may be called again (groups that span hosts)
+  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg, options);
   if (st != arfuseSuccess)
     return fail(nullptr, st, __FILE__, __LINE__,
                 strprintf("arfuseCommInitRankWithAllGather (rank %d of %d): ", rank, nranks) + msg);
@@ -459,8 +500,8 @@ arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
     *out = (expr);                                                            \
     return arfuseSuccess;                                                     \
   }
-COMM_GETTER(arfuseCommRank, int, c->rank)
-COMM_GETTER(arfuseCommCount, int, c->group->nranks)
+COMM_GETTER(arfuseCommRank, int, c->group->multiHost ? c->globalRank : c->rank)
+COMM_GETTER(arfuseCommCount, int, c->group->multiHost ? c->group->multiHost->nranks : c->group->nranks)
 COMM_GETTER(arfuseCommDevice, int, c->device)
 COMM_GETTER(arfuseCommIsVirtual, int, c->group->fabric.virtualRanks ? 1 : 0)
 
@@ -507,7 +548,10 @@ arfuseResult_t arfuseCommQueryPlan(arfuseComm_t comm, arfuseOp_t op, int tokens,
   if (!out) FAIL(c, arfuseInvalidArgument, "arfuseCommQueryPlan: plan is NULL");
   CHECK_ENUM(comm, "arfuseCommQueryPlan", checkOpArg(rawEnum(op)));
   CHECK_ENUM(comm, "arfuseCommQueryPlan", checkDtypeArg(rawEnum(dtype)));
-  Plan p = makePlan(c->group->fabric, c->group->limits, c->group->policy, PlanRequest{op, tokens, hidden, dtype});
+  const PlanRequest req{op, tokens, hidden, dtype};
+  const MultiHost* mh = c->group->multiHost.get();
+  Plan p = mh ? makeMultiHostPlan(mh->fabric, c->group->limits, mh->policy, req)
+              : makePlan(c->group->fabric, c->group->limits, c->group->policy, req);
   if (p.status != arfuseSuccess) return fail(c, p.status, __FILE__, __LINE__, "arfuseCommQueryPlan: " + p.reason);
   out->algo = p.algo;
   out->blocks = p.blocks;

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "algos/hierarchical/launch.h"
 #include "algos/launch.h"
 #include "api/group_schedule.h"
 #include "api/replica_check.h"
@@ -19,7 +20,7 @@ thread_local int tGroupDepth = 0;
 thread_local std::vector<PlannedCall> tDeferred;
 
 arfuseResult_t issueAllReduce(const PlannedCall& c) {
-  ncclComm_t nc = c.comm->group->ranks[c.comm->rank].nccl;
+  ncclComm_t nc = c.nccl ? c.nccl : c.comm->group->ranks[c.comm->rank].nccl;
   if (c.gather) {
     const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.stream);
     if (nr != ncclSuccess) FAIL_F(c.comm, arfuseNcclError, c.fields, "ncclAllGather: %s", ncclGetErrorString(nr));
@@ -27,6 +28,27 @@ arfuseResult_t issueAllReduce(const PlannedCall& c) {
   }
   const ncclResult_t nr = ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.stream);
   if (nr != ncclSuccess) FAIL_F(c.comm, arfuseNcclError, c.fields, "ncclAllReduce: %s", ncclGetErrorString(nr));
+  return arfuseSuccess;
+}
+
+// The hierarchical path (groups that span hosts): reduce-scatter within the host, the all-reduce
+// of this rank's fp32 slice across hosts, gather + epilogue within the host, in stream order.
+// The gather kernel's descriptor says phase 2 (variant 1), so the two kernels can never pair.
+arfuseResult_t issueHierarchical(const PlannedCall& c) {
+  int e = launchHierScatter(c.scatter, c.hier, c.stream);
+  if (e != cudaSuccess)
+    FAIL_F(c.comm, arfuseCudaError, c.fields, "hierarchical reduce-scatter launch (%d x %d threads) failed: %s",
+           c.scatter.blocks, c.scatter.threads, cudaGetErrorString(cudaError_t(e)));
+  const ncclResult_t nr = ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclFloat32, ncclSum, c.nccl, c.stream);
+  if (nr != ncclSuccess)
+    FAIL_F(c.comm, arfuseNcclError, c.fields, "ncclAllReduce across hosts: %s", ncclGetErrorString(nr));
+  HierArgs gather = c.hier;
+  gather.k.desc.w0 |= 1u << 12;
+  e = launchHierGather(c.launch, gather, c.stream);
+  if (e != cudaSuccess)
+    FAIL_F(c.comm, arfuseCudaError, c.fields,
+           "hierarchical gather launch (%d x %d threads, %d vectors per thread) failed: %s", c.launch.blocks,
+           c.launch.threads, c.launch.vecs, cudaGetErrorString(cudaError_t(e)));
   return arfuseSuccess;
 }
 
@@ -49,6 +71,8 @@ arfuseResult_t issueLaunch(const PlannedCall& c) {
       return launchLocalKernel(c.comm, c.launch, c.la, c.stream);
     case arfuseAlgoNccl:
       return launchLocalKernel(c.comm, c.launch, c.la, c.stream);
+    case arfuseAlgoHierarchical:
+      return issueHierarchical(c);
     default: {
       const Launch& l = c.launch;
       int e = 0;
@@ -102,6 +126,11 @@ arfuseResult_t launchLocalKernel(arfuseComm* comm, const Launch& l, const LocalA
 }
 
 arfuseResult_t enqueueCall(const PlannedCall& c) {
+  if (tGroupDepth > 0 && c.algo == arfuseAlgoHierarchical)
+    FAIL_F(c.comm, arfuseInvalidUsage, c.fields,
+           "a hierarchical-path call (a group that spans hosts) cannot be made inside arfuseGroupStart/End: its NCCL "
+           "all-reduce sits between two kernels, which an NCCL group would reorder. Call it outside the group, or "
+           "force algo=nccl");
   if (tGroupDepth > 0) {
     bool defer = c.hasAllReduce();
     for (const PlannedCall& d : tDeferred) {

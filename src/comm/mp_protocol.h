@@ -46,6 +46,9 @@ struct Hello {
   uint32_t dtypeMask;
   int64_t oneShotMax, hostOneShotMax, hostStagedMax;
   int32_t deterministic;
+  char hostLabel[64];    // init/host_layout.h HostIdentity::label, for messages
+  int32_t worldNcclSet;  // rank 0: worldNcclId holds an NCCL id for a group that spans hosts
+  uint8_t worldNcclId[128];
 };
 
 struct Wire {

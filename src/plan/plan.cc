@@ -345,6 +345,11 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
                            policy.deterministic ? ", deterministic: all-gather + rank-order fp32 sum" : "");
       planLocal(f, req, &p);
       return p;
+    case arfuseAlgoHierarchical:
+      return failure(arfuseUnsupported, strprintf("algo=hierarchical (forced by %s) needs a group that spans hosts "
+                                                  "(arfuseCommInitRank over several hosts); these %d ranks are on "
+                                                  "one host: use auto",
+                                                  forcedBy, f.nranks));
     default:
       return failure(arfuseInvalidArgument,
                      strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "

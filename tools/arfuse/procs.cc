@@ -104,7 +104,29 @@ std::vector<float> values(uint64_t seed, size_t n, float scale) {
   return v;
 }
 
-int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus) {
+// --hosts H (simulated hosts, docs/multihost.md): rank r is on host r * H / nranks. arfuse learns it
+// from ARFUSE_TEST_HOST_ID; NCCL gets a host id of its own per process (it refuses two ranks on one
+// GPU only when their host hashes match) and talks over loopback sockets.
+void simulateHost(int rank, int nranks, int hosts) {
+  const std::string host = "h" + std::to_string(rank * hosts / nranks);
+  setenv("ARFUSE_TEST_HOST_ID", host.c_str(), 1);
+  setenv("NCCL_HOSTID", ("arfuse-selftest-" + std::to_string(getppid()) + "-" + std::to_string(rank)).c_str(), 1);
+  for (const char* kv : {"NCCL_SOCKET_IFNAME=lo", "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1",
+                         "NCCL_NVLS_ENABLE=0"}) {
+    const std::string s(kv);
+    setenv(s.substr(0, s.find('=')).c_str(), s.substr(s.find('=') + 1).c_str(), 1);
+  }
+}
+
+// The path the auto plan of a group over simulated hosts must pick (algos/hierarchical/plan.h).
+int expectedMultiHostAlgo(const Case& c, int nranks, int hosts) {
+  const long long bytes = static_cast<long long>(c.tokens) * c.hidden * numeric::elemSize(c.dtype);
+  return nranks / hosts >= 2 && bytes >= 256 * 1024 ? arfuseAlgoHierarchical : arfuseAlgoNccl;
+}
+
+int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus,
+           int hosts) {
+  if (hosts > 0) simulateHost(rank, nranks, hosts);
   auto say = [&](const char* fmt, auto... a) {
     std::printf("rank %d: ", rank);
     std::printf(fmt, a...);
@@ -148,6 +170,14 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
     const size_t n = static_cast<size_t>(c.tokens) * c.hidden, es = numeric::elemSize(c.dtype);
     arfusePlan_t plan;
     arfuseCommQueryPlan(comm, c.op, c.tokens, c.hidden, c.dtype, &plan);
+    if (hosts > 0) {
+      const int want = algo >= 0 ? algo : expectedMultiHostAlgo(c, nranks, hosts);
+      if (plan.algo != want) {
+        say("CASE %s algo=%s FAIL: expected %s (%s)", c.name, arfuseAlgoName(plan.algo),
+            arfuseAlgoName(arfuseAlgo_t(want)), plan.reason);
+        ++failed;
+      }
+    }
     // Every rank's x, rounded to the dtype; the sum in fp64.
     std::vector<double> sum(n, 0.0);
     std::vector<char> mine(n * es);
@@ -322,7 +352,7 @@ bool awaitFile(const std::string& dir, const std::string& name, double timeoutS,
 
 // The hidden worker entry: `arfuse selftest --proc-rank R --procs N --proc-dir D [...]`.
 int selftestProcs(const std::vector<std::string>& args) {
-  int n = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1;
+  int n = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1, hosts = 0;
   bool forceVirtual = false;
   std::string dir;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -340,13 +370,17 @@ int selftestProcs(const std::vector<std::string>& args) {
       timeoutMs = std::atoi(next().c_str());
     else if (a == "--virtual")
       forceVirtual = true;
+    else if (a == "--hosts")
+      hosts = std::atoi(next().c_str());
     else if (a == "--algo") {
       const std::string v = next();
       algo = -2;
       for (int k = 0; k < arfuseNumAlgos; ++k)
         if (v == arfuseAlgoName(arfuseAlgo_t(k))) algo = k == arfuseAlgoAuto ? -1 : k;
       if (algo == -2) {
-        std::fprintf(stderr, "arfuse selftest: --algo %s: use auto, lowlatency, oneshot, twoshot, hoststaged or nccl\n",
+        std::fprintf(stderr,
+                     "arfuse selftest: --algo %s: use auto, lowlatency, oneshot, twoshot, hoststaged, nccl or "
+                     "hierarchical\n",
                      v.c_str());
         return kExitUsage;
       }
@@ -363,9 +397,14 @@ int selftestProcs(const std::vector<std::string>& args) {
     std::fprintf(stderr, "arfuse selftest: --kill-rank %d: must be 1..%d (rank 0 reports)\n", killRank, n - 1);
     return kExitUsage;
   }
+  if (hosts != 0 && (hosts < 2 || hosts > n || n % hosts != 0 || killRank >= 0)) {
+    std::fprintf(stderr, "arfuse selftest: --hosts %d: must be 2..%d and divide --procs %d (no --kill-rank)\n", hosts,
+                 n, n);
+    return kExitUsage;
+  }
   const int ndev = harness::deviceCount();
   const bool realGpus = !forceVirtual && ndev >= n;
-  if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus);
+  if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus, hosts);
 
   if (ndev == 0) {
     std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n  Why: %s.\n",
@@ -380,6 +419,11 @@ int selftestProcs(const std::vector<std::string>& args) {
   }
   dir = tmpl;
   const std::set<std::string> before = arfuseSegments();
+  if (hosts > 0)
+    std::printf(
+        "simulated hosts: %d x %d ranks (ARFUSE_TEST_HOST_ID h0..h%d; NCCL: a host id per process, loopback "
+        "sockets)\n",
+        hosts, n / hosts, hosts - 1);
   std::printf("arfuse selftest --procs %d: %s; ranks on %s%s\n", n, arfuseGetBuildInfo(),
               realGpus ? "one GPU each" : "GPU 0 (processes time-slice one GPU: correctness only)",
               killRank >= 0 ? (", rank " + std::to_string(killRank) + " dies after init").c_str() : "");
@@ -393,6 +437,7 @@ int selftestProcs(const std::vector<std::string>& args) {
     if (algo >= 0) argv.insert(argv.end(), {"--algo", arfuseAlgoName(arfuseAlgo_t(algo))});
     if (killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(killRank)});
     if (forceVirtual) argv.push_back("--virtual");
+    if (hosts > 0) argv.insert(argv.end(), {"--hosts", std::to_string(hosts)});
     argvs.push_back(argv);
     logs.push_back(dir + "/rank" + std::to_string(r) + ".log");
   }
