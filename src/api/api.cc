@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "algos/hierarchical/plan.h"
+#include "algos/issue.h"
 #include "api/enqueue.h"
 #include "api/replica_check.h"
 #include "api/streams.h"
@@ -45,49 +45,49 @@ arfuseResult_t fail(arfuseComm* comm, arfuseResult_t code, const char* file, int
   return code;
 }
 
+arfuseResult_t fail(arfuseComm* comm, const Status& st, const std::string& fields) {
+  return fail(comm, st.code(), st.file(), st.line(), st.message(), fields);
+}
+
 namespace {
 
 // Looks up a handle without dereferencing it unless it is live.
-arfuseComm* liveComm(arfuseComm_t comm, const char* func, arfuseResult_t* st) {
-  if (comm == nullptr) {
-    *st = fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
-               strprintf("%s: comm is NULL: pass a communicator from arfuseCommInitAll", func));
-    return nullptr;
-  }
-  if (!commIsLive(comm)) {
-    *st = fail(nullptr, arfuseInvalidUsage, __FILE__, __LINE__,
-               strprintf("%s: comm=%p is not a live arfuse communicator (destroyed, or not from arfuseCommInitAll)",
-                         func, static_cast<void*>(comm)));
-    return nullptr;
-  }
-  return comm;
+Status liveComm(arfuseComm_t comm, const char* func, arfuseComm** out) {
+  *out = nullptr;
+  if (comm == nullptr)
+    return ARFUSE_FAIL(arfuseInvalidArgument, "%s: comm is NULL: pass a communicator from arfuseCommInitAll", func);
+  if (!commIsLive(comm))
+    return ARFUSE_FAIL(arfuseInvalidUsage,
+                       "%s: comm=%p is not a live arfuse communicator (destroyed, or not from arfuseCommInitAll)", func,
+                       static_cast<void*>(comm));
+  *out = comm;
+  return Status();
 }
 
-// "" when ptr is device (or managed) memory usable on `device`.
-std::string checkDevicePointer(const char* name, const void* ptr, int device) {
+// Fails unless ptr is device (or managed) memory usable on `device`.
+Status checkDevicePointer(const char* func, const char* name, const void* ptr, int device) {
   cudaPointerAttributes attr;
   cudaError_t e = cudaPointerGetAttributes(&attr, ptr);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return strprintf("%s=%p: not memory CUDA knows (%s); pass device memory of device %d", name, ptr,
-                     cudaGetErrorString(e), device);
+    return ARFUSE_FAIL(arfuseInvalidArgument, "%s: %s=%p: not memory CUDA knows (%s); pass device memory of device %d",
+                       func, name, ptr, cudaGetErrorString(e), device);
   }
-  if (attr.type == cudaMemoryTypeManaged) return "";
+  if (attr.type == cudaMemoryTypeManaged) return Status();
   if (attr.type != cudaMemoryTypeDevice)
-    return strprintf("%s=%p: %s memory, not device memory; pass device memory of device %d", name, ptr,
-                     attr.type == cudaMemoryTypeHost ? "host" : "unregistered host", device);
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "%s: %s=%p: %s memory, not device memory; pass device memory of device %d", func, name, ptr,
+                       attr.type == cudaMemoryTypeHost ? "host" : "unregistered host", device);
   if (attr.device != device)
-    return strprintf("%s=%p: memory of device %d, but this rank runs on device %d", name, ptr, attr.device, device);
-  return "";
+    return ARFUSE_FAIL(arfuseInvalidArgument, "%s: %s=%p: memory of device %d, but this rank runs on device %d", func,
+                       name, ptr, attr.device, device);
+  return Status();
 }
 
-std::string checkPointers(const std::vector<BufferArg>& bufs, int device) {
-  if (!paramCheckPointers()) return "";
-  for (const BufferArg& b : bufs) {
-    std::string m = checkDevicePointer(b.name, b.ptr, device);
-    if (!m.empty()) return m;
-  }
-  return "";
+Status checkPointers(const char* func, const std::vector<BufferArg>& bufs, int device) {
+  if (!paramCheckPointers()) return Status();
+  for (const BufferArg& b : bufs) ARFUSE_CHECK(checkDevicePointer(func, b.name, b.ptr, device));
+  return Status();
 }
 
 arfuseResult_t fromBootstrap(bootstrap::Result r) {
@@ -129,23 +129,19 @@ StreamIdentity identityOf(cudaStream_t stream, int device) {
 }
 
 // Ranks of one group sharing a GPU whose streams are one stream (or serialise through the legacy
-// default stream) deadlock: each call waits for a peer call queued behind it. "" or the refusal.
-std::string checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, arfuseAlgo_t algo) {
-  if (g.lastStream.empty() || !g.fabric.virtualRanks || algo == arfuseAlgoLocal) return "";
+// default stream) deadlock: each call waits for a peer call queued behind it. Refused before launch.
+Status checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, arfuseAlgo_t algo, const char* func) {
+  if (!groupChecksStreams(g) || algo == arfuseAlgoLocal) return Status();
   const StreamIdentity mine = identityOf(stream, comm->device);
-  std::lock_guard<std::mutex> lock(g.streamMu);
-  for (int q = 0; q < g.nranks; ++q) {
-    if (q == comm->rank || g.ranks[q].device != comm->device) continue;
-    const std::string why = streamConflict(mine, g.lastStream[q]);
-    if (!why.empty())
-      return strprintf(
-          "rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
-          "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
-          "rank its own stream, created with cudaStreamNonBlocking",
-          comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
-  }
-  g.lastStream[comm->rank] = mine;
-  return "";
+  std::string why;
+  const int q = recordCallStream(g, comm->rank, comm->device, mine, &why);
+  if (q >= 0)
+    return ARFUSE_FAIL(arfuseInvalidUsage,
+                       "%s: rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
+                       "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
+                       "rank its own stream, created with cudaStreamNonBlocking",
+                       func, comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
+  return Status();
 }
 
 // The rendezvous's transport and admission, from ARFUSE_BOOTSTRAP_* (docs/bootstrap.md).
@@ -161,15 +157,17 @@ bootstrap::Options bootstrapOptions(int timeoutMs) {
 
 // A bad enum argument (api/validate.h rawEnum), reported before any enum-typed copy of it exists:
 // against the communicator when it is live (its last error), else this thread's.
-arfuseResult_t badEnum(arfuseComm_t handle, const char* func, const std::string& msg) {
+arfuseResult_t badEnum(arfuseComm_t handle, const char* func, const Status& st) {
   arfuseComm* c = handle && commIsLive(handle) ? handle : nullptr;
-  return fail(c, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg,
-              strprintf("op=%s", func + 6));
+  return fail(c, st, strprintf("op=%s", func + 6));
 }
-#define CHECK_ENUM(handle, func, check)                \
-  do {                                                 \
-    const std::string m_ = (check);                    \
-    if (!m_.empty()) return badEnum(handle, func, m_); \
+#define CHECK_ENUM(handle, func, check)                                                                        \
+  do {                                                                                                         \
+    const std::string m_ = (check);                                                                            \
+    if (!m_.empty())                                                                                           \
+      return badEnum(                                                                                          \
+          handle, func,                                                                                        \
+          ::arfuse::Status(arfuseInvalidArgument, std::string(func) + ": " + m_).through(__FILE__, __LINE__)); \
   } while (0)
 
 struct CallArgs {
@@ -186,41 +184,175 @@ struct CallArgs {
       nullptr;  // arfuseAllReduceEpilogue: what to write (residualIn/normOut/residualOut above unused)
 };
 
-// A group that spans hosts: its intra-host group's waits name local ranks; this maps them.
-std::string intraHostRanksText(const MultiHost& mh) {
-  std::string t = strprintf("local ranks of host %s:", mh.layout.labels[mh.hostIndex].c_str());
-  const std::vector<int>& rs = mh.layout.ranksOf[mh.hostIndex];
-  for (size_t q = 0; q < rs.size(); ++q) t += strprintf(" %zu = global rank %d", q, rs[q]);
-  return t;
+// The buffers of a call: non-null, aligned, no overlap but the documented aliases, device memory
+// of this rank's GPU; the extended epilogue's outputs into *ext.
+Status checkCallBuffers(const CallArgs& c, const char* func, int device, EpiArgs* ext) {
+  const std::string prefix = std::string(func) + ": ";
+  const size_t bytes = static_cast<size_t>(c.tokens) * c.hidden * dtypeSize(c.dtype);
+  std::vector<BufferArg> bufs;
+  std::vector<AliasRule> aliases;
+  if (c.epi) {
+    bufs = {{"x", c.x, bytes}, {"weight", c.weight, c.hidden * dtypeSize(c.dtype)}};
+    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix,
+                      checkEpilogue(c.epi, c.tokens, c.hidden, dtypeSize(c.dtype), ext, &bufs, &aliases));
+    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(c.eps));
+  } else if (c.op == arfuseOpAllReduce) {
+    bufs = {{"in", c.x, bytes}, {"out", c.residualOut, bytes}};
+    aliases = {{"out", "in"}};
+  } else {
+    bufs = {{"x", c.x, bytes},
+            {"residual_in", c.residualIn, bytes},
+            {"weight", c.weight, c.hidden * dtypeSize(c.dtype)},
+            {"norm_out", c.normOut, bytes},
+            {"residual_out", c.residualOut, bytes}};
+    aliases = {{"residual_out", "residual_in"}, {"norm_out", "x"}};
+    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(c.eps));
+  }
+  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkBuffers(bufs, aliases));
+  return checkPointers(func, bufs, device);
 }
 
-// The hierarchical call's three steps from the checked call (pc->ka filled as for one-shot):
-// the reduce-scatter kernel, the all-reduce of this local index's fp32 slice across hosts, and the
-// gather + epilogue kernel with plan's geometry (algos/hierarchical/kernel.cuh).
-void planHierarchical(const MultiHost& mh, const Plan& plan, PlannedCall* pc) {
-  HierArgs& h = pc->hier;
-  h.k = pc->ka;
-  h.count = static_cast<long long>(pc->ka.tokens) * pc->ka.hidden;
-  h.sliceElems = hierarchicalSliceElems(h.count, mh.layout.localRanks);
-  for (int q = 0; q < mh.layout.localRanks; ++q) {
-    h.in[q] = mh.peerIn[q];
-    h.slices[q] = mh.peerSlices[q];
+// The NCCL path's part of a planned call: the all-reduce (or, deterministic, the all-gather) and
+// its epilogue.
+void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const EpiArgs& ext, PlannedCall* pc) {
+  const void* residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
+  void* normOut = pc->extended ? c.epi->normOut : c.normOut;
+  void* residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
+  const bool multiHost = g.multiHost != nullptr;  // across hosts: NCCL over every rank
+  if (multiHost) pc->nccl = multiHostNccl(g);
+  pc->sendBuf = c.x;
+  pc->count = static_cast<size_t>(c.tokens) * c.hidden;
+  if (!pc->fused && !groupDeterministic(g)) {
+    pc->recvBuf = c.residualOut;
+    return;
   }
-  pc->scatter.dtype = pc->dtype;
-  pc->scatter.kind = pc->launch.kind;
-  hierarchicalScatterGeometry(mh.fabric, h.sliceElems, pc->dtype, &pc->scatter.blocks, &pc->scatter.threads);
-  pc->scatter.pdl = plan.pdl;
-  pc->launch.pdl = false;  // follows NCCL's kernel, which does not trigger dependents
-  pc->nccl = mh.cross;
-  pc->sendBuf = mh.slices;
-  pc->recvBuf = mh.slices;
-  pc->count = static_cast<size_t>(h.sliceElems);
+  // Reduce (or, deterministic, gather every rank's input) into the NCCL path's own buffer (never a
+  // caller buffer that is also an input, nor the staging peers read), then the epilogue. One
+  // buffer serves every call: each all-reduce is queued behind the previous call's epilogue on
+  // the rank's stream, in groups too (api/group_schedule.h).
+  pc->recvBuf = multiHost ? multiHostNcclSum(g) : rankNcclSum(g, comm->rank);
+  pc->gather = groupDeterministic(g);
+  pc->la = LocalArgs{pc->recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
+                     c.eps,       1.0f / c.hidden, 1,        0,       {},          ext};
+  if (pc->gather) {
+    pc->la.sources = multiHost ? multiHostRanks(g) : groupRanks(g);
+    pc->la.sourceStride = pc->count;
+  }
+  if (!pc->fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
+    pc->la.residualOut = c.residualOut;
+    pc->launch.blocks =
+        std::max(1, std::min(4 * groupSmCount(g), static_cast<int>((pc->count / dtypeVecElems(c.dtype) + 255) / 256)));
+    pc->launch.threads = 256;
+  }
+}
+
+// The multi-rank kernels' arguments (one-shot, two-shot, low-latency, host-staged).
+void fillKernelArgs(const Group& g, const arfuseComm* comm, const CallArgs& c, const Plan& plan, const EpiArgs& ext,
+                    PlannedCall* pc) {
+  KernelArgs& ka = pc->ka;
+  fillGroupKernelArgs(g, comm->rank, &ka);
+  ka.pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
+  ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
+  ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
+  ka.x = c.x;
+  ka.residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
+  ka.weight = c.weight;
+  ka.normOut = pc->extended ? c.epi->normOut : c.normOut;
+  ka.residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
+  ka.tokens = c.tokens;
+  ka.hidden = c.hidden;
+  ka.eps = c.eps;
+  ka.invHidden = 1.0f / c.hidden;
+  ka.ext = ext;
+}
+
+// The hierarchical call's three steps (pc->ka filled as for one-shot, over the intra-host group):
+// the reduce-scatter kernel's grid, the views of the local ranks' buffers, the slice that crosses
+// hosts and its communicator; the gather + epilogue kernel has the plan's geometry.
+void fillHierarchical(const MultiHost& mh, const Plan& plan, PlannedCall* pc) {
+  HierLaunch& h = pc->hier;
+  h.args.k = pc->ka;
+  h.args.count = static_cast<long long>(pc->ka.tokens) * pc->ka.hidden;
+  h.args.sliceElems = hierarchicalSliceElems(h.args.count, mh.layout.localRanks);
+  for (int q = 0; q < mh.layout.localRanks; ++q) {
+    h.args.in[q] = mh.peerIn[q];
+    h.args.slices[q] = mh.peerSlices[q];
+  }
+  h.scatter = pc->launch;
+  h.scatter.vecs = 1;
+  h.scatter.chunks = 1;
+  hierarchicalScatterGeometry(mh.fabric, h.args.sliceElems, pc->dtype, &h.scatter.blocks, &h.scatter.threads);
+  h.scatter.pdl = plan.pdl;
+  pc->launch.pdl = false;  // the gather follows NCCL's kernel, which triggers no dependents
+  h.cross = mh.cross;
+}
+
+// Plans and checks a call and fills everything needed to issue it. pc->fields is set once the call
+// is planned (the canonical line then names its bytes, dtype and path).
+Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const char* func, const std::string& fields,
+                PlannedCall* pc) {
+  Group& g = *comm->group;
+  PlanRequest req{c.op, c.tokens, c.hidden, c.dtype, c.epi != nullptr};
+  Plan plan = planOn(g, req);
+  if (plan.status != arfuseSuccess) return ARFUSE_FAIL(plan.status, "%s: %s", func, plan.reason.c_str());
+  EpiArgs ext{};
+  ARFUSE_CHECK(checkCallBuffers(c, func, comm->device, &ext));
+  ARFUSE_CHECK(checkSharedStream(g, comm, stream, plan.algo, func));
+
+  const size_t bytes = static_cast<size_t>(c.tokens) * c.hidden * dtypeSize(c.dtype);
+  const bool fused = c.op == arfuseOpAllReduceAddRmsNorm;
+  const bool extended = c.epi != nullptr;
+  const void* residualIn = extended ? c.epi->residualIn : c.residualIn;
+  void* normOut = extended ? c.epi->normOut : c.normOut;
+  void* residualOut = extended ? c.epi->residualOut : c.residualOut;
+  pc->comm = comm;
+  pc->device = comm->device;
+  pc->stream = stream;
+  pc->algo = plan.algo;
+  pc->dtype = c.dtype;
+  pc->fused = fused;
+  pc->extended = extended;
+  pc->twoShotVariant = plan.twoShotVariant;
+  pc->launch = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
+  pc->fields =
+      fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype), arfuseAlgoName(plan.algo));
+  if (fused && replicaCheckEnabled()) {
+    pc->check = true;
+    pc->checkShape = ReplicaShape{c.tokens, c.hidden, c.dtype, residualIn != nullptr};
+    pc->checkResidual = residualIn;
+    pc->checkWeight = c.weight;
+  }
+  switch (plan.algo) {
+    case arfuseAlgoLocal:
+      if (!fused && c.residualOut != c.x) {
+        pc->copySrc = c.x;
+        pc->copyDst = c.residualOut;
+        pc->copyBytes = bytes;
+      }
+      pc->la = LocalArgs{c.x,   residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
+                         c.eps, 1.0f / c.hidden, 1,        0,       {},          ext};
+      return Status();
+    case arfuseAlgoNccl:
+      fillNccl(g, comm, c, ext, pc);
+      return Status();
+    case arfuseAlgoOneShot:
+    case arfuseAlgoTwoShot:
+    case arfuseAlgoLowLatency:
+    case arfuseAlgoHostStaged:
+      fillKernelArgs(g, comm, c, plan, ext, pc);
+      return Status();
+    case arfuseAlgoHierarchical:
+      fillKernelArgs(g, comm, c, plan, ext, pc);
+      fillHierarchical(*g.multiHost, plan, pc);
+      return Status();
+    default:
+      return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(plan.algo));
+  }
 }
 
 arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t stream, const char* func) {
-  arfuseResult_t st = arfuseSuccess;
-  arfuseComm* comm = liveComm(handle, func, &st);
-  if (!comm) return st;
+  arfuseComm* comm = nullptr;
+  if (const Status st = liveComm(handle, func, &comm); !st.ok()) return fail(nullptr, st);
   Group& g = *comm->group;
   const std::string fields = strprintf("op=%s", func + 6);  // drop the "arfuse" prefix
 
@@ -239,147 +371,50 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
   }
 
-  PlanRequest req{c.op, c.tokens, c.hidden, c.dtype, c.epi != nullptr};
-  MultiHost* mh = g.multiHost.get();
-  Plan plan =
-      mh ? makeMultiHostPlan(mh->fabric, g.limits, mh->policy, req) : makePlan(g.fabric, g.limits, g.policy, req);
-  if (plan.status != arfuseSuccess)
-    return fail(comm, plan.status, __FILE__, __LINE__, std::string(func) + ": " + plan.reason, fields);
-
-  const size_t bytes = static_cast<size_t>(c.tokens) * c.hidden * dtypeSize(c.dtype);
-  std::vector<BufferArg> bufs;
-  std::vector<AliasRule> aliases;
-  EpiArgs ext{};
-  if (c.epi) {
-    bufs = {{"x", c.x, bytes}, {"weight", c.weight, c.hidden * dtypeSize(c.dtype)}};
-    msg = checkEpilogue(c.epi, c.tokens, c.hidden, dtypeSize(c.dtype), &ext, &bufs, &aliases);
-    if (msg.empty()) msg = checkEps(c.eps);
-    if (!msg.empty())
-      return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
-  } else if (c.op == arfuseOpAllReduce) {
-    bufs = {{"in", c.x, bytes}, {"out", c.residualOut, bytes}};
-    aliases = {{"out", "in"}};
-  } else {
-    bufs = {{"x", c.x, bytes},
-            {"residual_in", c.residualIn, bytes},
-            {"weight", c.weight, c.hidden * dtypeSize(c.dtype)},
-            {"norm_out", c.normOut, bytes},
-            {"residual_out", c.residualOut, bytes}};
-    aliases = {{"residual_out", "residual_in"}, {"norm_out", "x"}};
-    msg = checkEps(c.eps);
-    if (!msg.empty())
-      return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
-  }
-  msg = checkBuffers(bufs, aliases);
-  if (!msg.empty())
-    return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
-  msg = checkPointers(bufs, comm->device);
-  if (!msg.empty())
-    return fail(comm, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
-
-  msg = checkSharedStream(g, comm, stream, plan.algo);
-  if (!msg.empty()) return fail(comm, arfuseInvalidUsage, __FILE__, __LINE__, std::string(func) + ": " + msg, fields);
-
-  const bool fused = c.op == arfuseOpAllReduceAddRmsNorm;
-  const bool extended = c.epi != nullptr;
-  const void* residualIn = extended ? c.epi->residualIn : c.residualIn;
-  void* normOut = extended ? c.epi->normOut : c.normOut;
-  void* residualOut = extended ? c.epi->residualOut : c.residualOut;
   PlannedCall pc;
-  pc.comm = comm;
-  pc.device = comm->device;
-  pc.stream = stream;
-  pc.algo = plan.algo;
-  pc.dtype = c.dtype;
-  pc.fused = fused;
-  pc.extended = extended;
-  pc.twoShotVariant = plan.twoShotVariant;
-  pc.launch = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
-  pc.fields =
-      fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype), arfuseAlgoName(plan.algo));
-  if (fused && replicaCheckEnabled()) {
-    pc.check = true;
-    pc.checkShape = ReplicaShape{c.tokens, c.hidden, c.dtype, residualIn != nullptr};
-    pc.checkResidual = residualIn;
-    pc.checkWeight = c.weight;
-  }
-  switch (plan.algo) {
-    case arfuseAlgoLocal:
-      if (!fused && c.residualOut != c.x) {
-        pc.copySrc = c.x;
-        pc.copyDst = c.residualOut;
-        pc.copyBytes = bytes;
-      }
-      pc.la = LocalArgs{c.x,   residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
-                        c.eps, 1.0f / c.hidden, 1,        0,       {},          ext};
-      break;
-    case arfuseAlgoNccl:
-      if (mh) pc.nccl = mh->world;  // across hosts: the communicator over every rank
-      pc.sendBuf = c.x;
-      pc.count = static_cast<size_t>(c.tokens) * c.hidden;
-      if (!fused && !g.policy.deterministic) {
-        pc.recvBuf = c.residualOut;
-        break;
-      }
-      // Reduce (or, deterministic, gather every rank's input) into the NCCL path's own buffer (never a
-      // caller buffer that is also an input, nor the staging peers read), then the epilogue. One
-      // buffer serves every call: each all-reduce is queued behind the previous call's epilogue on
-      // the rank's stream, in groups too (api/group_schedule.h).
-      pc.recvBuf = mh ? mh->ncclSum : g.ranks[comm->rank].ncclSum;
-      pc.gather = g.policy.deterministic;
-      pc.la = LocalArgs{pc.recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
-                        c.eps,      1.0f / c.hidden, 1,        0,       {},          ext};
-      if (pc.gather) {
-        pc.la.sources = mh ? mh->nranks : g.nranks;
-        pc.la.sourceStride = pc.count;
-      }
-      if (!fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
-        pc.la.residualOut = c.residualOut;
-        pc.launch.blocks = std::max(
-            1, std::min(4 * g.fabric.smCount, static_cast<int>((pc.count / dtypeVecElems(c.dtype) + 255) / 256)));
-        pc.launch.threads = 256;
-      }
-      break;
-    case arfuseAlgoOneShot:
-    case arfuseAlgoTwoShot:
-    case arfuseAlgoLowLatency:
-    case arfuseAlgoHostStaged:
-    case arfuseAlgoHierarchical: {
-      KernelArgs& ka = pc.ka;
-      ka.peers = g.peers;
-      ka.host = g.host;
-      ka.stagingRegionBytes = g.ws.stagingRegionBytes;
-      ka.hostRegionBytes = g.ws.hostRegionBytes;
-      ka.state = &g.ranks[comm->rank].control->state;
-      ka.shared = g.sharedDev;
-      // Waits poll this rank's device abort word when peers can write it, else the host-mapped one.
-      ka.abortPoll = g.fabric.p2p ? &ka.state->abort : reinterpret_cast<const uint32_t*>(&g.sharedDev->abort);
-      ka.peerAbort = g.fabric.p2p ? 1 : 0;
-      ka.timeoutNs = g.timeoutNs;
-      ka.flight = g.flight ? 1 : 0;
-      ka.pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
-      ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
-      ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
-      ka.rank = comm->rank;
-      ka.nranks = g.nranks;
-      ka.x = c.x;
-      ka.residualIn = residualIn;
-      ka.weight = c.weight;
-      ka.normOut = normOut;
-      ka.residualOut = residualOut;
-      ka.tokens = c.tokens;
-      ka.hidden = c.hidden;
-      ka.eps = c.eps;
-      ka.invHidden = 1.0f / c.hidden;
-      ka.ext = ext;
-      if (plan.algo == arfuseAlgoHierarchical) planHierarchical(*mh, plan, &pc);
-      break;
-    }
-    default:
-      FAIL_F(comm, arfuseInternalError, pc.fields, "plan returned algo %d", int(plan.algo));
-  }
+  if (const Status st = planCall(comm, c, stream, func, fields, &pc); !st.ok())
+    return fail(comm, st, pc.fields.empty() ? fields : pc.fields);
   DeviceScope scope(comm->device);
   return enqueueCall(pc);
+}
+
+// The single-GPU kernel on the current device: checked, then launched.
+Status addRmsNorm(const void* x, const void* residual_in, const void* weight, float eps, void* norm_out,
+                  void* residual_out, int tokens, int hidden, arfuseDataType_t dtype, cudaStream_t stream) {
+  const char* func = "arfuseAddRmsNorm";
+  const std::string prefix = std::string(func) + ": ";
+  Limits limits;
+  limits.maxTokens = 1 << 30;
+  limits.maxHidden = 1 << 30;
+  Plan p = validateShape(limits, PlanRequest{arfuseOpAllReduceAddRmsNorm, tokens, hidden, dtype});
+  if (p.status != arfuseSuccess) return ARFUSE_FAIL(p.status, "%s: %s", func, p.reason.c_str());
+  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(eps));
+  const size_t bytes = static_cast<size_t>(tokens) * hidden * dtypeSize(dtype);
+  std::vector<BufferArg> bufs = {{"x", x, bytes},
+                                 {"residual_in", residual_in, bytes},
+                                 {"weight", weight, hidden * dtypeSize(dtype)},
+                                 {"norm_out", norm_out, bytes},
+                                 {"residual_out", residual_out, bytes}};
+  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix,
+                    checkBuffers(bufs, {{"residual_out", "residual_in"}, {"norm_out", "x"}}));
+  int device = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    const bool noDevice = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver;  // as arfuseCommInitAll
+    return ARFUSE_FAIL(noDevice ? arfuseNoDevice : arfuseCudaError, "%s: no usable current CUDA device: %s", func,
+                       noDevice ? noDeviceMessage(e, cudaGetErrorString(e)).c_str() : cudaGetErrorString(e));
+  }
+  ARFUSE_CHECK(checkPointers(func, bufs, device));
+  Plan plan;
+  localGeometry(tokens, hidden, dtype, sms, false, &plan.blocks, &plan.threads, &plan.geo);
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  plan.pdl = major >= 9 && paramPdl();
+  LocalArgs la{x, residual_in, weight, norm_out, residual_out, tokens, hidden, eps, 1.0f / hidden, 1, 0, {}, {}};
+  const Launch l = launchOf(plan, dtype, kKindFused);
+  return localLaunchStatus(launchLocal(l, la, stream), l);
 }
 
 }  // namespace
@@ -390,14 +425,14 @@ using namespace arfuse;
 extern "C" {
 
 arfuseResult_t arfuseConfigInit(arfuseConfig_t* config) {
-  if (!config) FAIL(nullptr, arfuseInvalidArgument, "arfuseConfigInit: config is NULL");
+  if (!config) return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseConfigInit: config is NULL"));
   arfuseConfig_t init = ARFUSE_CONFIG_INITIALIZER;
   *config = init;
   return arfuseSuccess;
 }
 
 arfuseResult_t arfuseGetVersion(int* version) {
-  if (!version) FAIL(nullptr, arfuseInvalidArgument, "arfuseGetVersion: version is NULL");
+  if (!version) return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseGetVersion: version is NULL"));
   *version = ARFUSE_VERSION_CODE;
   return arfuseSuccess;
 }
@@ -414,25 +449,25 @@ const char* arfuseGetLastError(void) { return tLastError.c_str(); }
 
 arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, const int* devices, const arfuseConfig_t* config) {
   std::string msg;
-  arfuseResult_t st = createGroup(nranks, devices, config, comms, &msg);
-  if (st != arfuseSuccess) return fail(nullptr, st, __FILE__, __LINE__, "arfuseCommInitAll: " + msg);
+  const arfuseResult_t st = createGroup(nranks, devices, config, comms, &msg);
+  if (st != arfuseSuccess) return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommInitAll: %s", msg.c_str()));
   return arfuseSuccess;
 }
 
 arfuseResult_t arfuseGetUniqueId(arfuseUniqueId* uniqueId) {
   static_assert(sizeof(arfuseUniqueId) == bootstrap::kUniqueIdBytes, "unique id size");
   if (!uniqueId)
-    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
-                "arfuseGetUniqueId: uniqueId is NULL: pass the address of an arfuseUniqueId");
+    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument,
+                                     "arfuseGetUniqueId: uniqueId is NULL: pass the address of an arfuseUniqueId"));
   // The listener lives at most one init timeout unless rank 0 takes it.
   const bootstrap::Options options = bootstrapOptions(initTimeoutMs(nullptr));
   bootstrap::UniqueId id;
   std::string err;
   const bootstrap::Result r = bootstrap::makeUniqueId(options, &id, &err);
   if (r != bootstrap::Result::kOk)
-    return fail(nullptr, fromBootstrap(r), __FILE__, __LINE__,
-                "arfuseGetUniqueId: " + err + " (ARFUSE_BOOTSTRAP_ADDR=" + options.address +
-                    " ARFUSE_BOOTSTRAP_IFNAME=" + options.ifname + ")");
+    return fail(nullptr, ARFUSE_FAIL(fromBootstrap(r),
+                                     "arfuseGetUniqueId: %s (ARFUSE_BOOTSTRAP_ADDR=%s ARFUSE_BOOTSTRAP_IFNAME=%s)",
+                                     err.c_str(), options.address.c_str(), options.ifname.c_str()));
   std::memcpy(uniqueId->internal, id.bytes, sizeof id.bytes);
   return arfuseSuccess;
 }
@@ -444,7 +479,7 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
   const std::string bad = checkRankArgs(nranks, rank);
   if (!bad.empty()) {
     if (rank == 0) bootstrap::closeListener(id);  // this process's rank 0 gives up: no listener left behind
-    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, "arfuseCommInitRank: " + bad);
+    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommInitRank: %s", bad.c_str()));
   }
   const int timeoutMs = initTimeoutMs(config);
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
@@ -455,55 +490,55 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
   std::string msg;
   const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg);
   if (st != arfuseSuccess)
-    return fail(nullptr, st, __FILE__, __LINE__, strprintf("arfuseCommInitRank (rank %d of %d): ", rank, nranks) + msg);
+    return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommInitRank (rank %d of %d): %s", rank, nranks, msg.c_str()));
   return arfuseSuccess;
 }
 
 arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, int rank, int device,
                                                const arfuseConfig_t* config, arfuseAllGatherFn_t allGather, void* ctx) {
   if (!allGather)
-    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
-                "arfuseCommInitRankWithAllGather: allGather is NULL: pass the framework's all-gather callback");
+    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument,
+                                     "arfuseCommInitRankWithAllGather: allGather is NULL: pass "
+                                     "the framework's all-gather callback"));
   const std::string bad = checkRankArgs(nranks, rank);
   if (!bad.empty())
-    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, "arfuseCommInitRankWithAllGather: " + bad);
+    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommInitRankWithAllGather: %s", bad.c_str()));
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
     const bootstrap::Result r =
         bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
   std::string msg;
-  MultiProcessOptions options;
-  options.reusable = true;  // a framework's all-gather may be called again (groups that span hosts)
-  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg, options);
+  MultiProcessOptions reusable;
+  reusable.reusable = true;  // a framework's all-gather may be called again (groups that span hosts)
+  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg, reusable);
   if (st != arfuseSuccess)
-    return fail(nullptr, st, __FILE__, __LINE__,
-                strprintf("arfuseCommInitRankWithAllGather (rank %d of %d): ", rank, nranks) + msg);
+    return fail(nullptr,
+                ARFUSE_FAIL(st, "arfuseCommInitRankWithAllGather (rank %d of %d): %s", rank, nranks, msg.c_str()));
   return arfuseSuccess;
 }
 
 arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
-  arfuseResult_t st = arfuseSuccess;
-  if (!liveComm(comm, "arfuseCommDestroy", &st)) return st;
+  arfuseComm* c = nullptr;
+  if (const Status live = liveComm(comm, "arfuseCommDestroy", &c); !live.ok()) return fail(nullptr, live);
   std::string msg;
-  st = destroyComm(comm, &msg);
-  if (st != arfuseSuccess) return fail(nullptr, st, __FILE__, __LINE__, "arfuseCommDestroy: " + msg);
+  const arfuseResult_t st = destroyComm(c, &msg);
+  if (st != arfuseSuccess) return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommDestroy: %s", msg.c_str()));
   return arfuseSuccess;
 }
 
-#define COMM_GETTER(fn, type, expr)                                           \
-  arfuseResult_t fn(arfuseComm_t comm, type* out) {                           \
-    arfuseResult_t st = arfuseSuccess;                                        \
-    arfuseComm* c = liveComm(comm, #fn, &st);                                 \
-    if (!c) return st;                                                        \
-    if (!out) FAIL(c, arfuseInvalidArgument, #fn ": output pointer is NULL"); \
-    *out = (expr);                                                            \
-    return arfuseSuccess;                                                     \
+#define COMM_GETTER(fn, type, expr)                                                               \
+  arfuseResult_t fn(arfuseComm_t comm, type* out) {                                               \
+    arfuseComm* c = nullptr;                                                                      \
+    if (const Status live = liveComm(comm, #fn, &c); !live.ok()) return fail(nullptr, live);      \
+    if (!out) return fail(c, ARFUSE_FAIL(arfuseInvalidArgument, #fn ": output pointer is NULL")); \
+    *out = (expr);                                                                                \
+    return arfuseSuccess;                                                                         \
   }
-COMM_GETTER(arfuseCommRank, int, c->group->multiHost ? c->globalRank : c->rank)
-COMM_GETTER(arfuseCommCount, int, c->group->multiHost ? c->group->multiHost->nranks : c->group->nranks)
+COMM_GETTER(arfuseCommRank, int, c->globalRank >= 0 ? c->globalRank : c->rank)
+COMM_GETTER(arfuseCommCount, int, c->group->multiHost ? multiHostRanks(*c->group) : groupRanks(*c->group))
 COMM_GETTER(arfuseCommDevice, int, c->device)
-COMM_GETTER(arfuseCommIsVirtual, int, c->group->fabric.virtualRanks ? 1 : 0)
+COMM_GETTER(arfuseCommIsVirtual, int, groupHasVirtualRanks(*c->group) ? 1 : 0)
 
 const char* arfuseCommGetLastError(arfuseComm_t comm) {
   if (!comm || !commIsLive(comm)) return tLastError.c_str();
@@ -511,10 +546,9 @@ const char* arfuseCommGetLastError(arfuseComm_t comm) {
 }
 
 arfuseResult_t arfuseCommGetAsyncError(arfuseComm_t comm, arfuseResult_t* asyncError) {
-  arfuseResult_t st = arfuseSuccess;
-  arfuseComm* c = liveComm(comm, "arfuseCommGetAsyncError", &st);
-  if (!c) return st;
-  if (!asyncError) FAIL(c, arfuseInvalidArgument, "arfuseCommGetAsyncError: asyncError is NULL");
+  arfuseComm* c = nullptr;
+  if (const Status live = liveComm(comm, "arfuseCommGetAsyncError", &c); !live.ok()) return fail(nullptr, live);
+  if (!asyncError) return fail(c, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommGetAsyncError: asyncError is NULL"));
   std::string msg;
   *asyncError = groupAsyncError(*c->group, c->rank, &msg);
   if (*asyncError != arfuseSuccess) c->lastError = std::string(arfuseGetErrorName(*asyncError)) + ": " + msg;
@@ -522,37 +556,34 @@ arfuseResult_t arfuseCommGetAsyncError(arfuseComm_t comm, arfuseResult_t* asyncE
 }
 
 arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path) {
-  arfuseResult_t st = arfuseSuccess;
-  arfuseComm* c = liveComm(comm, "arfuseCommDumpState", &st);
-  if (!c) return st;
+  arfuseComm* c = nullptr;
+  if (const Status live = liveComm(comm, "arfuseCommDumpState", &c); !live.ok()) return fail(nullptr, live);
   const Group& g = *c->group;
-  if (g.flight) refreshFlight(g, c->rank);  // the kernels stamp device memory; the dump reads the host mirror
+  if (groupFlightRecorder(g))
+    refreshFlight(g, c->rank);  // the kernels stamp device memory; the dump reads the host mirror
   DumpInput in;
   in.rank = c->rank;
   in.device = c->device;
-  in.nranks = g.nranks;
+  in.nranks = groupRanks(g);
   in.arch = c->arch;
-  in.timeoutNs = g.timeoutNs;
-  in.shared = g.shared;
+  in.timeoutNs = groupTimeoutNs(g);
+  in.shared = groupSharedArea(g);
   in.lastError = c->lastError;
   std::string err;
-  if (!writeDump(formatDump(in), path, &err)) FAIL(c, arfuseSystemError, "arfuseCommDumpState: %s", err.c_str());
+  if (!writeDump(formatDump(in), path, &err))
+    return fail(c, ARFUSE_FAIL(arfuseSystemError, "arfuseCommDumpState: %s", err.c_str()));
   return arfuseSuccess;
 }
 
 arfuseResult_t arfuseCommQueryPlan(arfuseComm_t comm, arfuseOp_t op, int tokens, int hidden, arfuseDataType_t dtype,
                                    arfusePlan_t* out) {
-  arfuseResult_t st = arfuseSuccess;
-  arfuseComm* c = liveComm(comm, "arfuseCommQueryPlan", &st);
-  if (!c) return st;
-  if (!out) FAIL(c, arfuseInvalidArgument, "arfuseCommQueryPlan: plan is NULL");
+  arfuseComm* c = nullptr;
+  if (const Status live = liveComm(comm, "arfuseCommQueryPlan", &c); !live.ok()) return fail(nullptr, live);
+  if (!out) return fail(c, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommQueryPlan: plan is NULL"));
   CHECK_ENUM(comm, "arfuseCommQueryPlan", checkOpArg(rawEnum(op)));
   CHECK_ENUM(comm, "arfuseCommQueryPlan", checkDtypeArg(rawEnum(dtype)));
-  const PlanRequest req{op, tokens, hidden, dtype};
-  const MultiHost* mh = c->group->multiHost.get();
-  Plan p = mh ? makeMultiHostPlan(mh->fabric, c->group->limits, mh->policy, req)
-              : makePlan(c->group->fabric, c->group->limits, c->group->policy, req);
-  if (p.status != arfuseSuccess) return fail(c, p.status, __FILE__, __LINE__, "arfuseCommQueryPlan: " + p.reason);
+  Plan p = planOn(*c->group, PlanRequest{op, tokens, hidden, dtype});
+  if (p.status != arfuseSuccess) return fail(c, ARFUSE_FAIL(p.status, "arfuseCommQueryPlan: %s", p.reason.c_str()));
   out->algo = p.algo;
   out->blocks = p.blocks;
   out->threads = p.threads;
@@ -585,52 +616,19 @@ arfuseResult_t arfuseAllReduceEpilogue(const void* x, const void* weight, float 
   CHECK_ENUM(comm, "arfuseAllReduceEpilogue", checkDtypeArg(rawEnum(dtype)));
   CallArgs c{arfuseOpAllReduceAddRmsNorm, x, nullptr, weight, eps, nullptr, nullptr, tokens, hidden, dtype, nullptr};
   if (!epilogue)
-    return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__,
-                "arfuseAllReduceEpilogue: epilogue is NULL: pass an arfuseEpilogue_t started from "
-                "ARFUSE_EPILOGUE_INITIALIZER");
+    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument,
+                                     "arfuseAllReduceEpilogue: epilogue is NULL: pass an arfuseEpilogue_t started from "
+                                     "ARFUSE_EPILOGUE_INITIALIZER"));
   c.epi = epilogue;
   return collective(comm, c, static_cast<cudaStream_t>(stream), "arfuseAllReduceEpilogue");
 }
 
 arfuseResult_t arfuseAddRmsNorm(const void* x, const void* residual_in, const void* weight, float eps, void* norm_out,
                                 void* residual_out, int tokens, int hidden, arfuseDataType_t dtype, void* stream) {
-  const char* func = "arfuseAddRmsNorm";
-  CHECK_ENUM(nullptr, func, checkDtypeArg(rawEnum(dtype)));
-  Limits limits;
-  limits.maxTokens = 1 << 30;
-  limits.maxHidden = 1 << 30;
-  Plan p = validateShape(limits, PlanRequest{arfuseOpAllReduceAddRmsNorm, tokens, hidden, dtype});
-  if (p.status != arfuseSuccess)
-    return fail(nullptr, p.status, __FILE__, __LINE__, std::string(func) + ": " + p.reason);
-  std::string msg = checkEps(eps);
-  if (!msg.empty()) return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg);
-  const size_t bytes = static_cast<size_t>(tokens) * hidden * dtypeSize(dtype);
-  std::vector<BufferArg> bufs = {{"x", x, bytes},
-                                 {"residual_in", residual_in, bytes},
-                                 {"weight", weight, hidden * dtypeSize(dtype)},
-                                 {"norm_out", norm_out, bytes},
-                                 {"residual_out", residual_out, bytes}};
-  msg = checkBuffers(bufs, {{"residual_out", "residual_in"}, {"norm_out", "x"}});
-  if (!msg.empty()) return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg);
-  int device = 0, sms = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    const bool noDevice = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver;  // as arfuseCommInitAll
-    return fail(nullptr, noDevice ? arfuseNoDevice : arfuseCudaError, __FILE__, __LINE__,
-                strprintf("%s: no usable current CUDA device: %s", func,
-                          noDevice ? noDeviceMessage(e, cudaGetErrorString(e)).c_str() : cudaGetErrorString(e)));
-  }
-  msg = checkPointers(bufs, device);
-  if (!msg.empty()) return fail(nullptr, arfuseInvalidArgument, __FILE__, __LINE__, std::string(func) + ": " + msg);
-  Plan plan;
-  localGeometry(tokens, hidden, dtype, sms, false, &plan.blocks, &plan.threads, &plan.geo);
-  int major = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  plan.pdl = major >= 9 && paramPdl();
-  LocalArgs la{x, residual_in, weight, norm_out, residual_out, tokens, hidden, eps, 1.0f / hidden, 1, 0, {}, {}};
-  return launchLocalKernel(nullptr, launchOf(plan, dtype, kKindFused), la, static_cast<cudaStream_t>(stream));
+  CHECK_ENUM(nullptr, "arfuseAddRmsNorm", checkDtypeArg(rawEnum(dtype)));
+  const Status st = addRmsNorm(x, residual_in, weight, eps, norm_out, residual_out, tokens, hidden, dtype,
+                               static_cast<cudaStream_t>(stream));
+  return st.ok() ? arfuseSuccess : fail(nullptr, st);
 }
 
 }  // extern "C"

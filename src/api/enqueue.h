@@ -13,6 +13,7 @@
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
+#include "core/status.h"
 #include "device/args.h"
 
 namespace arfuse {
@@ -21,9 +22,8 @@ namespace arfuse {
 // thread's) last-error text and prints one canonical ERROR line.
 arfuseResult_t fail(arfuseComm* comm, arfuseResult_t code, const char* file, int line, const std::string& msg,
                     const std::string& fields = "");
-#define FAIL(comm, code, ...) return ::arfuse::fail(comm, code, __FILE__, __LINE__, ::arfuse::strprintf(__VA_ARGS__))
-#define FAIL_F(comm, code, fields, ...) \
-  return ::arfuse::fail(comm, code, __FILE__, __LINE__, ::arfuse::strprintf(__VA_ARGS__), fields)
+// The same for a failed Status (core/status.h), the line placed where it was raised.
+arfuseResult_t fail(arfuseComm* comm, const Status& st, const std::string& fields = "");
 
 // Restores the caller's current device on scope exit.
 struct DeviceScope {
@@ -59,12 +59,9 @@ struct PlannedCall {
   void* recvBuf = nullptr;
   size_t count = 0;
   bool gather = false;
-  ncclComm_t nccl = nullptr;  // a group that spans hosts: the communicator (else the rank's own)
-  // Hierarchical path: the reduce-scatter kernel (scatter), then ncclAllReduce of `count` fp32
-  // elements in place at sendBuf over `nccl`, then the gather + epilogue kernel (launch); all three in
-  // issueLaunch, on the call's stream.
-  Launch scatter;
-  HierArgs hier{};
+  ncclComm_t nccl = nullptr;  // a group that spans hosts: the communicator over every rank (else the rank's own)
+  // Hierarchical path (algos/hierarchical/args.h): its three steps, issued by its registry entry.
+  HierLaunch hier{};
   // Local path, AllReduce: out = in (bytes; nothing when in place)
   const void* copySrc = nullptr;
   void* copyDst = nullptr;
@@ -87,9 +84,6 @@ arfuseResult_t enqueueCall(const PlannedCall& call);
 // arfuseGroupStart / arfuseGroupEnd.
 arfuseResult_t groupStart();
 arfuseResult_t groupEnd();
-
-// Launches the single-GPU add+RMSNorm kernel (arfuseAddRmsNorm, and the NCCL path's epilogue).
-arfuseResult_t launchLocalKernel(arfuseComm* comm, const Launch& l, const LocalArgs& la, cudaStream_t stream);
 
 // The launch of a plan's kernel: its instantiation and geometry.
 Launch launchOf(const Plan& plan, arfuseDataType_t dtype, KernelKind kind);

@@ -1,81 +1,18 @@
-// The in-process communicator: a Group shared by the ranks created together, and one Comm per rank.
+// The communicator: a Group (core/group.h) shared by the ranks created together, and one handle per rank;
+// creation, teardown and the registry of live handles.
 #pragma once
 
-#include <nccl.h>
-
-#include <atomic>
 #include <functional>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "api/streams.h"
 #include "arfuse/arfuse.h"
-#include "device/args.h"
+#include "core/group.h"
 #include "diag/log.h"
-#include "diag/watchdog.h"
-#include "plan/plan.h"
 
 namespace arfuse {
 
 constexpr uint32_t kCommMagic = 0xA2F05E01u;
-
-struct Group;
-struct MultiHost;  // comm/multihost.h
-
-struct RankResources {
-  int device = -1;  // -1: not a rank of this process (multi-process groups)
-  int arch = 0;
-  char* staging = nullptr;          // Workspace::stagingBytes (per-CTA regions; the NCCL path's sum)
-  ControlBlock* control = nullptr;  // device/args.h, zeroed at init
-  char* ll = nullptr;               // Workspace::llBytes
-  char* ncclSum = nullptr;          // Workspace::ncclBytes (groups that may use NCCL: one GPU per rank)
-  ncclComm_t nccl = nullptr;
-  cudaStream_t aux = nullptr;  // this rank's own stream for host copies (flight recorder), never a caller's
-};
-
-struct Group {
-  int nranks = 0;
-  Fabric fabric;
-  Limits limits;
-  PlanPolicy policy;
-  uint64_t timeoutNs = 0;
-  Workspace ws;                      // per-rank buffer sizes (plan/plan.h workspaceFor)
-  GroupShared* shared = nullptr;     // host-mapped group area, host view
-  GroupShared* sharedDev = nullptr;  // the same memory as kernels address it
-  bool multiProcess = false;         // created by arfuseCommInitRank*: one local rank, peers in other processes
-  bool flight = true;                // kernels stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
-  bool ncclPlanned = false;          // init/group_plan.h: every rank has its own GPU, so NCCL is tried
-  std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
-  std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
-  std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
-  // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
-  // streamMu. Two ranks on one GPU must never share a stream, nor pair the legacy default stream
-  // with a blocking one: a rank's call waits for its peers' calls, which would queue behind it.
-  std::mutex streamMu;
-  std::vector<StreamIdentity> lastStream;
-  // Host-side state of the opt-in checks (api/replica_check.cc), created on first use under apiMu,
-  // and an error the host raised for the whole group (a replica mismatch): reported by
-  // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
-  std::mutex apiMu;
-  std::shared_ptr<void> replicaCheck;
-  std::atomic<int> hostError{0};                    // arfuseResult_t, 0: none
-  mutable std::atomic<bool> deviceAbortSet{false};  // the host copied the abort into the local ranks' device words
-  std::string hostErrorText, hostErrorFields;
-  // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
-  // per rank a flag array [kMaxCtas][kMaxRanks] of FlagSlots, then per rank its slot
-  // (ws.hostSlotBytes: [maxBlocks][2 parities][ws.hostRegionBytes]).
-  char* hostArena = nullptr;
-  size_t hostArenaBytes = 0;
-  HostPtrs host{};
-  std::vector<RankResources> ranks;
-  PeerPtrs peers{};
-  std::atomic<int> live{0};  // communicators not yet destroyed
-  // Set for a group that spans hosts (comm/multihost.h): this is the rank's intra-host group and
-  // this what crosses hosts; freed by the cleanups above.
-  std::shared_ptr<MultiHost> multiHost;
-};
 
 }  // namespace arfuse
 
@@ -87,7 +24,7 @@ struct arfuseComm {
   int rank = 0;
   int device = 0;
   int arch = 0;
-  int globalRank = -1;  // a group that spans hosts: the rank in the whole group (rank is the local index)
+  int globalRank = -1;  // a group that spans hosts: the rank in the whole group (rank: the local index)
   std::string lastError;
   arfuse::LogContext logContext() const {
     return arfuse::LogContext{globalRank >= 0 ? globalRank : rank, device, arch};

@@ -215,6 +215,20 @@ Status worldId(const MultiHostInit& in, const std::vector<Hello>& h, ncclUniqueI
 
 }  // namespace
 
+Plan planMultiHost(const Group& g, const PlanRequest& req) {
+  return makeMultiHostPlan(g.multiHost->fabric, g.limits, g.multiHost->policy, req);
+}
+int multiHostRanks(const Group& g) { return g.multiHost->nranks; }
+ncclComm_t multiHostNccl(const Group& g) { return g.multiHost->world; }
+void* multiHostNcclSum(const Group& g) { return g.multiHost->ncclSum; }
+
+std::string intraHostRanksText(const MultiHost& mh) {
+  std::string t = strprintf("local ranks of host %s:", mh.layout.labels[mh.hostIndex].c_str());
+  const std::vector<int>& rs = mh.layout.ranksOf[mh.hostIndex];
+  for (size_t q = 0; q < rs.size(); ++q) t += strprintf("%s local rank %zu = rank %d", q ? "," : "", q, rs[q]);
+  return t;
+}
+
 bool mayNeedWorldNcclId() {
   return !paramTestHostId().empty() || !paramBootstrapAddr().empty() || !paramBootstrapIfname().empty();
 }

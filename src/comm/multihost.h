@@ -51,4 +51,8 @@ arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, 
 // (arfuse's rendezvous over TCP, or ARFUSE_TEST_HOST_ID set), and that id.
 bool mayNeedWorldNcclId();
 
+// "local ranks of host test:h1: 0 = global rank 2 1 = global rank 3": appended to the messages of the
+// intra-host group's kernel-recorded errors, which name local ranks.
+std::string intraHostRanksText(const MultiHost& mh);
+
 }  // namespace arfuse

@@ -7,6 +7,10 @@ namespace arfuse {
 Status& Status::through(const char* file, int line) {
   const char* slash = std::strrchr(file, '/');
   const std::string here = strprintf("%s:%d", slash ? slash + 1 : file, line);
+  if (trail_.empty()) {
+    file_ = file;
+    line_ = line;
+  }
   trail_ = trail_.empty() ? here : trail_ + " <- " + here;
   if (logEnabled(kLogDebug))
     logLine(kLogDebug, LogContext{}, "", file, line, strprintf("-> %s", arfuseGetErrorName(code_)));

@@ -31,6 +31,10 @@ class Status {
   const std::string& message() const { return message_; }
   // "group_builder.cc:41 <- comm.cc:380": where the failure was raised, then each frame that passed it on.
   const std::string& trail() const { return trail_; }
+  // The frame that raised the failure (the trail's first), for a log line placed where it happened;
+  // "" / 0 before any.
+  const char* file() const { return file_; }
+  int line() const { return line_; }
 
   // Appends file:line to the trail and logs `file:line -> code` at DEBUG.
   Status& through(const char* file, int line);
@@ -41,12 +45,23 @@ class Status {
   arfuseResult_t code_ = arfuseSuccess;
   std::string message_;
   std::string trail_;
+  const char* file_ = "";
+  int line_ = 0;
 };
 
 }  // namespace arfuse
 
 // A failure raised here: the code and a printf-style message, the trail started at this line.
 #define ARFUSE_FAIL(code, ...) (::arfuse::Status((code), ::arfuse::strprintf(__VA_ARGS__)).through(__FILE__, __LINE__))
+
+// The bridge from a check that answers "" or the message (api/validate.h): a failure of `code` with
+// `prefix` + the message, raised at this line.
+#define ARFUSE_CHECK_TEXT(code, prefix, expr)                                                         \
+  do {                                                                                                \
+    const std::string arfuseText_ = (expr);                                                           \
+    if (!arfuseText_.empty())                                                                         \
+      return ::arfuse::Status((code), std::string(prefix) + arfuseText_).through(__FILE__, __LINE__); \
+  } while (0)
 
 // Passes a failed Status on to the caller, adding this frame to its trail.
 #define ARFUSE_CHECK(expr)                                                     \

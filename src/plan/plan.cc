@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "algos/registry.h"
 #include "common/enum_arg.h"
 #include "device/args.h"
 #include "diag/log.h"
@@ -18,23 +19,6 @@ Plan failure(arfuseResult_t status, std::string msg) {
   p.reason = std::move(msg);
   return p;
 }
-
-// A policy limit as text; LLONG_MAX (a calibrated path that was fastest up to the largest size
-// measured) reads "unlimited".
-std::string limitText(long long v) { return v == LLONG_MAX ? std::string("unlimited") : strprintf("%lld B", v); }
-
-// Host-staged: one-shot or two-shot by the bytes each rank pulls over its link.
-void chooseHostVariant(const Fabric& f, const PlanPolicy& policy, long long bytes, Plan* p) {
-  const long long peerBytes = bytes * (f.nranks - 1);
-  p->twoShotVariant = f.nranks > 2 && peerBytes > policy.hostOneShotMaxBytes;
-}
-
-// Why a fabric lacks something, as the caller recorded it; a caller that recorded nothing still gets
-// a sentence, so no reason ever reads "unavailable ()" or "unavailable: ".
-std::string why(const std::string& detail, const char* fallback) { return detail.empty() ? fallback : detail; }
-const char* kNoP2pWhy = "the group reported no peer access";
-const char* kNoNcclWhy = "the group has no NCCL communicator";
-const char* kNoHostWhy = "the group has no host exchange area";
 
 }  // namespace
 
@@ -198,35 +182,41 @@ Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long lon
   w.maxRowBytes = static_cast<size_t>(limits.maxHidden) * w.elemBytes;
   const size_t ctas = static_cast<size_t>(std::max(1, std::min(maxBlocks, kMaxCtas)));
   const size_t fewest = fewestCtas > 0 ? std::min(ctas, static_cast<size_t>(fewestCtas)) : ctas;
-  // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, CTAs of its class)).
-  const size_t rowsPerCta = (static_cast<size_t>(limits.maxTokens) + fewest - 1) / fewest;
-  w.stagingRegionBytes = (rowsPerCta * w.maxRowBytes + 255) / 256 * 256;
-  w.stagingBytes = ctas * 2 * w.stagingRegionBytes;
-  if (nranks > 1)
-    w.ncclBytes =
-        static_cast<size_t>(deterministic ? nranks : 1) * static_cast<size_t>(limits.maxTokens) * w.maxRowBytes;
-  w.llBytes = nranks > 1 ? static_cast<size_t>(kLlMaxCtas) * 2 * nranks * kLlRegionBytes : 0;
-  if (hostMessageBytes > 0) {
-    // Messages up to hostMessageBytes: a CTA holds at most ceil(tokens / ctas) whole rows, i.e. at
-    // most hostMessageBytes / ctas + one row.
-    const size_t h = static_cast<size_t>(hostMessageBytes);
-    w.hostRegionBytes = ((h + fewest - 1) / fewest + w.maxRowBytes + 255) / 256 * 256;
-    w.hostSlotBytes = ctas * 2 * w.hostRegionBytes;
-  }
+  const WorkspaceInputs in{limits, nranks, ctas, fewest, hostMessageBytes, deterministic};
+  for (const AlgoEntry& e : algoRegistry())
+    if (e.workspace) e.workspace(in, &w);
   return w;
 }
 
-namespace {
+namespace planning {
 
-// The geometry of a multi-rank path, and whether the call's tiles fit the path's per-CTA regions.
-// On failure p->reason says why (the caller decides whether that is an error or a fallback).
-bool planGeometry(const Fabric& f, const PlanRequest& req, arfuseAlgo_t algo, Plan* p, std::string* why,
-                  int maxChunks = kMaxChunks) {
-  if (!tileGeometry(f, req, algo, &p->blocks, &p->threads, &p->geo, maxChunks)) {
+const char* const kNoP2pWhy = "the group reported no peer access";
+const char* const kNoNcclWhy = "the group has no NCCL communicator";
+const char* const kNoHostWhy = "the group has no host exchange area";
+
+std::string why(const std::string& detail, const char* fallback) { return detail.empty() ? fallback : detail; }
+
+std::string limitText(long long v) { return v == LLONG_MAX ? std::string("unlimited") : strprintf("%lld B", v); }
+
+bool hostTwoShot(const Fabric& f, const PlanPolicy& policy, long long bytes) {
+  const long long peerBytes = bytes * (f.nranks - 1);
+  return f.nranks > 2 && peerBytes > policy.hostOneShotMaxBytes;
+}
+
+std::string needsPeerAccess(const PlanContext& c, const char* name) {
+  if (c.f.p2p) return "";
+  return strprintf("algo=%s (forced by %s) needs peer access between all ranks: %s; use algo=nccl or auto", name,
+                   c.forcedBy, why(c.f.p2pDetail, kNoP2pWhy).c_str());
+}
+
+// On failure *why says why (the caller decides whether that is an error or a fallback).
+bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why) {
+  const Fabric& f = c.f;
+  if (!tileGeometry(f, c.req, algo, &p->blocks, &p->threads, &p->geo, c.policy.maxChunks)) {
     *why = strprintf("no %s kernel covers %d vectors per CTA", arfuseAlgoName(algo), p->geo.chunkVecs);
     return false;
   }
-  const long long use = ctaRegionUse(p->geo, req.tokens);
+  const long long use = ctaRegionUse(p->geo, c.req.tokens);
   long long cap = 0;
   switch (algo) {
     case arfuseAlgoLowLatency:
@@ -239,28 +229,76 @@ bool planGeometry(const Fabric& f, const PlanRequest& req, arfuseAlgo_t algo, Pl
       cap = f.stagingRegionBytes;
   }
   if (cap > 0 && use > cap) {
-    *why = strprintf("%s: a CTA would carry %lld B (%d tiles of %d vectors), more than its %lld B region",
-                     arfuseAlgoName(algo), use, (req.tokens + p->geo.slots - 1) / p->geo.slots, p->geo.chunkVecs, cap);
+    *why =
+        strprintf("%s: a CTA would carry %lld B (%d tiles of %d vectors), more than its %lld B region",
+                  arfuseAlgoName(algo), use, (c.req.tokens + p->geo.slots - 1) / p->geo.slots, p->geo.chunkVecs, cap);
     return false;
   }
   p->pdl = f.pdl;
   return true;
 }
 
-void planLocal(const Fabric& f, const PlanRequest& req, Plan* p) {
-  localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, req.extended, &p->blocks, &p->threads, &p->geo);
-  p->pdl = f.pdl;
+bool localGeometry(const PlanContext& c, Plan* p, std::string*) {
+  ::arfuse::localGeometry(c.req.tokens, c.req.hidden, c.req.dtype, c.f.smCount, c.req.extended, &p->blocks, &p->threads,
+                          &p->geo);
+  p->pdl = c.f.pdl;
+  return true;
 }
 
-// The low-latency path can take the call: small enough, and its tiles fit the per-CTA regions.
-bool lowLatencyFits(const Fabric& f, const PlanRequest& req, long long llMax, long long bytes, std::string* why,
-                    int maxChunks) {
-  if (bytes > llMax) {
-    *why = strprintf("%lld B > %lld B", bytes, llMax);
-    return false;
+void stagingWorkspace(const WorkspaceInputs& in, Workspace* w) {
+  // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, CTAs of its class)).
+  const size_t rowsPerCta = (static_cast<size_t>(in.limits.maxTokens) + in.fewest - 1) / in.fewest;
+  w->stagingRegionBytes = (rowsPerCta * w->maxRowBytes + 255) / 256 * 256;
+  w->stagingBytes = in.ctas * 2 * w->stagingRegionBytes;
+}
+
+}  // namespace planning
+
+namespace {
+
+// The entry the caller forced, or the refusal.
+Plan planForced(const AlgoEntry* e, const PlanContext& c) {
+  if (!e)
+    return failure(arfuseInvalidArgument, strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
+                                                    "lowlatency, oneshot, twoshot, hoststaged or nccl",
+                                                    c.policy.forcedAlgo, c.forcedBy, c.f.nranks));
+  const Verdict v = e->canImplement(c);
+  if (!v.ok) return failure(v.code, v.reason);
+  Plan p;
+  p.algo = e->algo;
+  std::string why;
+  if (!e->geometry(c, &p, &why))
+    return failure(arfuseUnsupported,
+                   strprintf("algo=%s (forced by %s): %s; use auto", e->name, c.forcedBy, why.c_str()));
+  p.reason = v.reason;
+  return p;
+}
+
+// The first entry that takes the call.
+Plan planAuto(const PlanContext& c) {
+  const Fabric& f = c.f;
+  for (const AlgoEntry& e : algoRegistry()) {
+    const Verdict v = e.canImplement(c);
+    if (!v.ok) continue;
+    Plan p;
+    p.algo = e.algo;
+    p.reason = v.reason;
+    std::string why;
+    if (e.geometry(c, &p, &why)) return p;
+    // A path's regions hold any call the communicator accepts; reaching this is a bug, which
+    // NCCL, the always-correct fallback, serves when it exists.
+    const AlgoEntry* nccl = findAlgo(arfuseAlgoNccl);
+    if (!f.nccl || !nccl) return failure(arfuseInternalError, why);
+    p.algo = arfuseAlgoNccl;
+    p.reason = "nccl: " + why;
+    nccl->geometry(c, &p, &why);
+    return p;
   }
-  Plan probe;
-  return planGeometry(f, req, arfuseAlgoLowLatency, &probe, why, maxChunks);
+  return failure(arfuseUnsupported, strprintf("no path: peer access is missing (%s), NCCL is unavailable (%s) "
+                                              "and host staging is unavailable (%s)",
+                                              planning::why(f.p2pDetail, planning::kNoP2pWhy).c_str(),
+                                              planning::why(f.ncclDetail, planning::kNoNcclWhy).c_str(),
+                                              planning::why(f.hostStagedDetail, planning::kNoHostWhy).c_str()));
 }
 
 }  // namespace
@@ -270,172 +308,27 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
   if (p.status != arfuseSuccess) return p;
 
   const long long bytes = static_cast<long long>(req.tokens) * req.hidden * dtypeSize(req.dtype);
-  const char* op = req.op == arfuseOpAllReduce ? "allreduce" : "allreduce+add+rmsnorm";
-
-  if (f.nranks == 1) {
-    if (policy.forcedAlgo != arfuseAlgoAuto && policy.forcedAlgo != arfuseAlgoLocal)
-      return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs >= 2 ranks; this communicator has 1",
-                                                  arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)),
-                                                  why(policy.forcedBy, "the caller").c_str()));
-    p.algo = arfuseAlgoLocal;
-    planLocal(f, req, &p);
-    p.reason = strprintf("local: 1 rank, %s of %lld B needs no communication", op, bytes);
-    return p;
-  }
-
-  const std::string forcedByText = why(policy.forcedBy, "the caller");
-  const char* forcedBy = forcedByText.c_str();
-  switch (policy.forcedAlgo) {
-    case arfuseAlgoAuto:
-      break;
-    case arfuseAlgoLowLatency: {
-      std::string why;
-      if (f.p2p && bytes > f.lowLatencyMaxBytes)
-        return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) carries at most %lld B per rank; "
-                                                    "this call has %lld B (tokens=%d x hidden=%d); use auto",
-                                                    forcedBy, f.lowLatencyMaxBytes, bytes, req.tokens, req.hidden));
-      if (f.p2p && !lowLatencyFits(f, req, f.lowLatencyMaxBytes, bytes, &why, policy.maxChunks))
-        return failure(arfuseUnsupported, strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use "
-                                                    "auto",
-                                                    forcedBy, why.c_str()));
-    }
-      [[fallthrough]];  // the same peer-access requirement as one-shot
-    case arfuseAlgoOneShot:
-    case arfuseAlgoTwoShot:
-      if (!f.p2p)
-        return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs peer access between all ranks: %s; "
-                                                    "use algo=nccl or auto",
-                                                    arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedBy,
-                                                    why(f.p2pDetail, kNoP2pWhy).c_str()));
-      p.algo = arfuseAlgo_t(policy.forcedAlgo);
-      {
-        std::string why;
-        if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks))
-          return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s): %s; use auto", arfuseAlgoName(p.algo),
-                                                      forcedBy, why.c_str()));
-      }
-      p.reason = strprintf("%s: forced by %s (%lld B, %d ranks)", arfuseAlgoName(p.algo), forcedBy, bytes, f.nranks);
-      return p;
-    case arfuseAlgoHostStaged:
-      if (!f.hostStaged)
-        return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s) is unavailable: %s", forcedBy,
-                                                    why(f.hostStagedDetail, kNoHostWhy).c_str()));
-      if (bytes > f.hostStagedCapacity)
-        return failure(arfuseUnsupported, strprintf("algo=hoststaged (forced by %s) carries at most %lld B per rank "
-                                                    "(the host exchange area); this call has %lld B (tokens=%d x "
-                                                    "hidden=%d); use auto",
-                                                    forcedBy, f.hostStagedCapacity, bytes, req.tokens, req.hidden));
-      p.algo = arfuseAlgoHostStaged;
-      {
-        std::string why;
-        if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks))
-          return failure(arfuseUnsupported,
-                         strprintf("algo=hoststaged (forced by %s): %s; use auto", forcedBy, why.c_str()));
-      }
-      chooseHostVariant(f, policy, bytes, &p);
-      p.reason = strprintf("hoststaged (%s variant): forced by %s (%lld B, %d ranks)",
-                           p.twoShotVariant ? "two-shot" : "one-shot", forcedBy, bytes, f.nranks);
-      return p;
-    case arfuseAlgoNccl:
-      if (!f.nccl)
-        return failure(arfuseUnsupported, strprintf("algo=nccl (forced by %s) is unavailable: %s", forcedBy,
-                                                    why(f.ncclDetail, kNoNcclWhy).c_str()));
-      p.algo = arfuseAlgoNccl;
-      p.reason = strprintf("nccl: forced by %s (%lld B, %d ranks%s)", forcedBy, bytes, f.nranks,
-                           policy.deterministic ? ", deterministic: all-gather + rank-order fp32 sum" : "");
-      planLocal(f, req, &p);
-      return p;
-    case arfuseAlgoHierarchical:
-      return failure(arfuseUnsupported, strprintf("algo=hierarchical (forced by %s) needs a group that spans hosts "
-                                                  "(arfuseCommInitRank over several hosts); these %d ranks are on "
-                                                  "one host: use auto",
-                                                  forcedBy, f.nranks));
-    default:
-      return failure(arfuseInvalidArgument,
-                     strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
-                               "lowlatency, oneshot, twoshot, hoststaged or nccl",
-                               policy.forcedAlgo, forcedBy, f.nranks));
-  }
-
+  const std::string forcedBy = planning::why(policy.forcedBy, "the caller");
+  if (f.nranks == 1 && policy.forcedAlgo != arfuseAlgoAuto && policy.forcedAlgo != arfuseAlgoLocal)
+    return failure(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs >= 2 ranks; this communicator has 1",
+                                                arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedBy.c_str()));
   const bool calibrated = !policy.calibratedFrom.empty();
   const char* origin = calibrated                      ? policy.calibratedFrom.c_str()
                        : !policy.builtinOrigin.empty() ? policy.builtinOrigin.c_str()
                                                        : "built-in default, not calibrated";
-  if (!f.p2p) {
-    std::string hostWhy;
-    const bool hostOk = f.hostStaged && bytes <= f.hostStagedCapacity &&
-                        (bytes <= policy.hostStagedMaxBytes || !f.nccl) &&
-                        planGeometry(f, req, arfuseAlgoHostStaged, &p, &hostWhy, policy.maxChunks);
-    if (hostOk) {
-      p.algo = arfuseAlgoHostStaged;
-      chooseHostVariant(f, policy, bytes, &p);
-      p.reason = strprintf("hoststaged (%s variant): no peer access between ranks (%s); %lld B %s",
-                           p.twoShotVariant ? "two-shot" : "one-shot", why(f.p2pDetail, kNoP2pWhy).c_str(), bytes,
-                           bytes <= policy.hostStagedMaxBytes ? strprintf("<= host-staged limit (%s)", origin).c_str()
-                                                              : "and NCCL is unavailable");
-      return p;
-    }
-    if (!f.nccl)
-      return failure(arfuseUnsupported,
-                     strprintf("no path: peer access is missing (%s), NCCL is unavailable (%s) "
-                               "and host staging is unavailable (%s)",
-                               why(f.p2pDetail, kNoP2pWhy).c_str(), why(f.ncclDetail, kNoNcclWhy).c_str(),
-                               why(f.hostStagedDetail, kNoHostWhy).c_str()));
-    p.algo = arfuseAlgoNccl;
-    planLocal(f, req, &p);
-    if (f.hostStaged)
-      p.reason =
-          strprintf("nccl: no peer access between ranks (%s); %lld B > host-staged limit %s (%s)",
-                    why(f.p2pDetail, kNoP2pWhy).c_str(), bytes, limitText(policy.hostStagedMaxBytes).c_str(), origin);
-    else
-      p.reason = strprintf("nccl: no peer access between ranks (%s); host staging unavailable (%s)",
-                           why(f.p2pDetail, kNoP2pWhy).c_str(), why(f.hostStagedDetail, kNoHostWhy).c_str());
-    return p;
-  }
-  // One-shot reads (n-1) x bytes from peers with one barrier; two-shot reads 2(n-1)/n x bytes with
-  // two. At 2 ranks both read the same bytes, so one-shot always wins (measured on 2 x H200 NVLink:
-  // 13.4 vs 16.5 us at 128 tokens, 119 vs 137 us at 2048); beyond, two-shot once bytes dominate.
-  // A calibration replaces the 2-rank rule and the limits with what was measured on this machine.
-  const long long peerBytes = bytes * (f.nranks - 1);
-  const bool llCapped = policy.lowLatencyMaxBytes >= 0 && policy.lowLatencyMaxBytes < f.lowLatencyMaxBytes;
-  const long long llMax = llCapped ? policy.lowLatencyMaxBytes : f.lowLatencyMaxBytes;
-  std::string llWhy;
-  if (bytes <= llMax && lowLatencyFits(f, req, llMax, bytes, &llWhy, policy.maxChunks)) {
-    p.algo = arfuseAlgoLowLatency;
-    p.reason = strprintf(
-        "lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
-        "barrier",
-        bytes, llMax, llCapped ? strprintf(" (%s)", origin).c_str() : "");
-  } else if (f.nccl && policy.ncclAboveBytes >= 0 && bytes > policy.ncclAboveBytes) {
-    p.algo = arfuseAlgoNccl;
-    p.reason = strprintf("nccl: %lld B > %lld B, above which NCCL measured faster than every arfuse path (%s)", bytes,
-                         policy.ncclAboveBytes, origin);
-    planLocal(f, req, &p);
-    return p;
-  } else if (f.nranks == 2 && !calibrated) {
-    p.algo = arfuseAlgoOneShot;
-    p.reason = strprintf("oneshot: 2 ranks, where two-shot moves the same %lld B per rank and adds a barrier", bytes);
-  } else if (peerBytes <= policy.oneShotMaxBytes) {
-    p.algo = arfuseAlgoOneShot;
-    p.reason = strprintf("oneshot: %lld B x %d peers = %lld B <= one-shot limit %s (%s)", bytes, f.nranks - 1,
-                         peerBytes, limitText(policy.oneShotMaxBytes).c_str(), origin);
-  } else {
-    p.algo = arfuseAlgoTwoShot;
-    p.reason = strprintf("twoshot: %lld B x %d peers = %lld B > one-shot limit %s (%s)", bytes, f.nranks - 1, peerBytes,
-                         limitText(policy.oneShotMaxBytes).c_str(), origin);
-  }
-  std::string why;
-  if (!planGeometry(f, req, p.algo, &p, &why, policy.maxChunks)) {
-    // One-shot / two-shot regions hold any call the communicator accepts; reaching this is a bug.
-    if (f.nccl) {
-      p.algo = arfuseAlgoNccl;
-      p.reason = "nccl: " + why;
-      planLocal(f, req, &p);
-      return p;
-    }
-    return failure(arfuseInternalError, why);
-  }
-  return p;
+  // One rank is always local, forced or not.
+  const bool forced = policy.forcedAlgo != arfuseAlgoAuto && f.nranks > 1;
+  const PlanContext c{f,
+                      limits,
+                      policy,
+                      req,
+                      forced,
+                      bytes,
+                      req.op == arfuseOpAllReduce ? "allreduce" : "allreduce+add+rmsnorm",
+                      forcedBy.c_str(),
+                      origin,
+                      calibrated};
+  return forced ? planForced(findAlgo(arfuseAlgo_t(policy.forcedAlgo)), c) : planAuto(c);
 }
 
 }  // namespace arfuse

@@ -36,6 +36,22 @@ TEST(Status, FailureKeepsCodeAndMessageAndGathersTheTrail) {
   const std::string f = "status_test.cc:";
   EXPECT_EQ(s.trail(), f + std::to_string(raisedAt) + " <- " + f + std::to_string(passedAt) + " <- " + f +
                            std::to_string(outerAt));
+  EXPECT_EQ(s.line(), raisedAt);  // the log line at the boundary names where it was raised
+  EXPECT_NE(std::string(s.file()).find("status_test.cc"), std::string::npos);
+}
+
+Status textCheck(const std::string& answer) {
+  raisedAt = __LINE__ + 1;
+  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, "arfuseThing: ", answer);
+  return Status();
+}
+
+TEST(Status, TextCheckRaisesOnlyANonEmptyAnswer) {
+  EXPECT_TRUE(textCheck("").ok());
+  const Status s = textCheck("eps=-1: must be >= 0");
+  EXPECT_EQ(s.code(), arfuseInvalidArgument);
+  EXPECT_EQ(s.message(), "arfuseThing: eps=-1: must be >= 0");
+  EXPECT_EQ(s.line(), raisedAt);
 }
 
 TEST(Status, SuccessHasNoTrailAndLeavesTheMessageAlone) {

@@ -1,7 +1,12 @@
 // Arguments of the hierarchical path's two intra-host kernels (plain struct: host files include it).
 #pragma once
 
+#include <stddef.h>
+
+#include "algos/launch.h"
 #include "device/args.h"
+
+typedef struct ncclComm* ncclComm_t;
 
 namespace arfuse {
 
@@ -16,6 +21,15 @@ struct HierArgs {
   float* slices[kMaxRanks];
   long long count;       // elements of the message (tokens x hidden)
   long long sliceElems;  // elements of one slice (algos/hierarchical/plan.h hierarchicalSliceElems)
+};
+
+// One hierarchical call as its launch (issue.cc) issues it: the reduce-scatter kernel (`scatter`),
+// ncclAllReduce of sliceElems fp32 in place at args.slices[args.k.rank] over `cross` (the ranks with
+// this local index, one per host), then the gather + epilogue kernel (AlgoLaunch::l), in stream order.
+struct HierLaunch {
+  HierArgs args;
+  Launch scatter;
+  ncclComm_t cross;
 };
 
 }  // namespace arfuse

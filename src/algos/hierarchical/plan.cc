@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "algos/registry.h"
 #include "device/args.h"
 #include "diag/log.h"
 
@@ -131,6 +132,36 @@ Plan makeMultiHostPlan(const MultiHostFabric& f, const Limits& limits, const Pla
   planNccl(f, req, &p);
   p.reason = strprintf("nccl: %s, %lld B; %s", shape.c_str(), bytes, why.c_str());
   return p;
+}
+
+// The registry entry. The intra-host plan (plan/plan.cc) walks it like every path, but only groups
+// that span hosts (makeMultiHostPlan above) can take a hierarchical call: within one host it is
+// refused when forced and never chosen.
+namespace {
+
+Verdict canImplementOnOneHost(const PlanContext& c) {
+  if (c.forced)
+    return Verdict::no(
+        strprintf("algo=hierarchical (forced by %s) needs a group that spans hosts (arfuseCommInitRank "
+                  "over several hosts); these %d ranks are on one host: use auto",
+                  c.forcedBy, c.f.nranks));
+  return Verdict::no("hierarchical: the group is on one host");
+}
+
+bool noGeometry(const PlanContext&, Plan*, std::string* why) {
+  *why = "hierarchical: the group is on one host";
+  return false;
+}
+
+}  // namespace
+
+AlgoEntry hierarchicalEntry() {
+  AlgoEntry e;
+  e.algo = arfuseAlgoHierarchical;
+  e.name = "hierarchical";
+  e.canImplement = canImplementOnOneHost;
+  e.geometry = noGeometry;
+  return e;
 }
 
 }  // namespace arfuse

@@ -1,0 +1,73 @@
+// The host-staged path's registry entry: without peer access, messages up to the host-staged limit
+// (any size the host area holds when NCCL is missing); the one-shot or the two-shot variant by the
+// bytes each rank pulls over its link.
+#include "algos/registry.h"
+
+namespace arfuse {
+namespace {
+
+using planning::kNoHostWhy;
+using planning::kNoP2pWhy;
+using planning::why;
+
+const char* variant(const PlanContext& c) {
+  return planning::hostTwoShot(c.f, c.policy, c.bytes) ? "two-shot" : "one-shot";
+}
+
+Verdict canImplement(const PlanContext& c) {
+  const Fabric& f = c.f;
+  if (c.forced) {
+    if (!f.hostStaged)
+      return Verdict::no(strprintf("algo=hoststaged (forced by %s) is unavailable: %s", c.forcedBy,
+                                   why(f.hostStagedDetail, kNoHostWhy).c_str()));
+    if (c.bytes > f.hostStagedCapacity)
+      return Verdict::no(
+          strprintf("algo=hoststaged (forced by %s) carries at most %lld B per rank "
+                    "(the host exchange area); this call has %lld B (tokens=%d x "
+                    "hidden=%d); use auto",
+                    c.forcedBy, f.hostStagedCapacity, c.bytes, c.req.tokens, c.req.hidden));
+    return Verdict::yes(strprintf("hoststaged (%s variant): forced by %s (%lld B, %d ranks)", variant(c), c.forcedBy,
+                                  c.bytes, f.nranks));
+  }
+  if (f.p2p) return Verdict::no("hoststaged: the group has peer access");
+  if (!f.hostStaged) return Verdict::no(why(f.hostStagedDetail, kNoHostWhy));
+  if (c.bytes > f.hostStagedCapacity || (c.bytes > c.policy.hostStagedMaxBytes && f.nccl))
+    return Verdict::no(strprintf("%lld B > host-staged limit", c.bytes));
+  Plan probe;
+  std::string geoWhy;
+  if (!planning::barrierGeometry(c, arfuseAlgoHostStaged, &probe, &geoWhy)) return Verdict::no(geoWhy);
+  return Verdict::yes(strprintf("hoststaged (%s variant): no peer access between ranks (%s); %lld B %s", variant(c),
+                                why(f.p2pDetail, kNoP2pWhy).c_str(), c.bytes,
+                                c.bytes <= c.policy.hostStagedMaxBytes
+                                    ? strprintf("<= host-staged limit (%s)", c.origin).c_str()
+                                    : "and NCCL is unavailable"));
+}
+
+bool geometry(const PlanContext& c, Plan* p, std::string* why) {
+  if (!planning::barrierGeometry(c, arfuseAlgoHostStaged, p, why)) return false;
+  p->twoShotVariant = planning::hostTwoShot(c.f, c.policy, c.bytes);
+  return true;
+}
+
+// Messages up to hostMessageBytes: a CTA holds at most ceil(tokens / ctas) whole rows, i.e. at most
+// hostMessageBytes / ctas + one row.
+void workspace(const WorkspaceInputs& in, Workspace* w) {
+  if (in.hostMessageBytes <= 0) return;
+  const size_t h = static_cast<size_t>(in.hostMessageBytes);
+  w->hostRegionBytes = ((h + in.fewest - 1) / in.fewest + w->maxRowBytes + 255) / 256 * 256;
+  w->hostSlotBytes = in.ctas * 2 * w->hostRegionBytes;
+}
+
+}  // namespace
+
+AlgoEntry hostStagedEntry() {
+  AlgoEntry e;
+  e.algo = arfuseAlgoHostStaged;
+  e.name = "hoststaged";
+  e.canImplement = canImplement;
+  e.geometry = geometry;
+  e.workspace = workspace;
+  return e;
+}
+
+}  // namespace arfuse

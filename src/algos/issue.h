@@ -1,0 +1,26 @@
+// What every path's issue.cc shares: the Status of a kernel launch (the library only: CUDA's
+// error text). Each issue.cc binds its path's launch to the registry entry when the library loads:
+//   const bool kBound = bindAlgoLaunch(arfuseAlgoOneShot, launch);
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "algos/registry.h"
+
+namespace arfuse {
+
+// A multi-rank kernel's launch (e: the cudaError_t value the launch returned).
+inline Status kernelLaunchStatus(int e, const Launch& l) {
+  if (e == cudaSuccess) return Status();
+  return ARFUSE_FAIL(arfuseCudaError, "kernel launch (%d x %d threads, %d chunks, %d vectors per thread) failed: %s",
+                     l.blocks, l.threads, l.chunks, l.vecs, cudaGetErrorString(cudaError_t(e)));
+}
+
+// The single-GPU add+RMSNorm kernel's launch (the local path, the NCCL path's epilogue).
+inline Status localLaunchStatus(int e, const Launch& l) {
+  if (e == cudaSuccess) return Status();
+  return ARFUSE_FAIL(arfuseCudaError, "launch of add+rmsnorm (%d x %d threads, %d vectors per thread) failed: %s",
+                     l.blocks, l.threads, l.vecs, cudaGetErrorString(cudaError_t(e)));
+}
+
+}  // namespace arfuse

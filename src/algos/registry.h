@@ -1,0 +1,126 @@
+// The algorithm registry: one entry per path, in the order the auto plan tries them. An entry says
+// whether its path can take a call (and why, or why not), how the call is cut (its geometry), what
+// the path adds to each rank's workspace, and how the call is launched. makePlan (plan/plan.cc)
+// walks the entries; workspaceFor adds their contributions; enqueue (api/enqueue.cc) launches
+// through the entry of the planned algorithm.
+//
+// A path lives in src/algos/<path>/: kernel.cuh (its kernel), launch.cu (its instantiations),
+// plan.cc (its entry: canImplement, geometry, workspace; pure C++, CPU-tested) and issue.cc (its
+// launch, bound to the entry when the library loads). Adding one is that folder plus one line in
+// registry.cc; tests/cpu/registry_test.cc adds a dummy path to show it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "algos/launch.h"
+#include "arfuse/arfuse.h"
+#include "core/status.h"
+#include "plan/plan.h"
+
+namespace arfuse {
+
+// One call as every entry sees it, with what makePlan derives from it once.
+struct PlanContext {
+  const Fabric& f;
+  const Limits& limits;
+  const PlanPolicy& policy;
+  const PlanRequest& req;
+  bool forced;           // the caller forced this path: canImplement answers for the forced call
+  long long bytes;       // the message, per rank
+  const char* op;        // "allreduce" or "allreduce+add+rmsnorm", for the reasons
+  const char* forcedBy;  // who forced it ("config", "ARFUSE_ALGO", "the caller")
+  const char* origin;    // where the limits came from, for the reasons
+  bool calibrated;       // the limits are a calibration's
+};
+
+// canImplement's answer: ok with the plan's reason, or the reason the path cannot take the call
+// (for a forced call, the refusal the caller reads, with its code).
+struct Verdict {
+  bool ok = false;
+  std::string reason;
+  arfuseResult_t code = arfuseUnsupported;
+  static Verdict yes(std::string why) { return Verdict{true, std::move(why), arfuseSuccess}; }
+  static Verdict no(std::string why, arfuseResult_t code = arfuseUnsupported) {
+    return Verdict{false, std::move(why), code};
+  }
+};
+
+// What sizes a group's workspace (workspaceFor), with the common row sizes already in `w`.
+struct WorkspaceInputs {
+  const Limits& limits;
+  int nranks;
+  size_t ctas;    // CTA regions (the most CTAs a barrier path launches)
+  size_t fewest;  // the fewest CTAs a full-size call may be spread over
+  long long hostMessageBytes;
+  bool deterministic;
+};
+
+// One planned call at launch: the instantiation and geometry, the arguments of the path's kernel
+// (ka for the multi-rank kernels, la for the single-GPU add+RMSNorm) and the stream.
+struct AlgoLaunch {
+  Launch l;
+  const KernelArgs* ka = nullptr;
+  const LocalArgs* la = nullptr;
+  bool fused = false;
+  bool twoShotVariant = false;
+  // The local path's plain all-reduce: out = in (nothing when in place)
+  const void* copySrc = nullptr;
+  void* copyDst = nullptr;
+  size_t copyBytes = 0;
+  cudaStream_t stream = nullptr;
+  const void* path = nullptr;  // what only one path's launch reads (the hierarchical path: HierLaunch)
+};
+
+struct AlgoEntry {
+  arfuseAlgo_t algo = arfuseAlgoAuto;
+  const char* name = "";
+  Verdict (*canImplement)(const PlanContext& c) = nullptr;
+  // Sets p's blocks, threads, geometry and PDL (and variant); false with *why if no instantiation
+  // or region covers the call.
+  bool (*geometry)(const PlanContext& c, Plan* p, std::string* why) = nullptr;
+  // Adds the path's buffers to the per-rank workspace (nullptr: none).
+  void (*workspace)(const WorkspaceInputs& in, Workspace* w) = nullptr;
+  // Launches the call (bound by the library: issue.cc of the path; nullptr in pure builds).
+  Status (*launch)(const AlgoLaunch& call) = nullptr;
+};
+
+// The entries in plan order. Mutable so that a test can add a path of its own.
+std::vector<AlgoEntry>& algoRegistry();
+// The entry of `algo`, or nullptr.
+const AlgoEntry* findAlgo(arfuseAlgo_t algo);
+// Binds a path's launch to its entry (issue.cc, at library load). Returns true (for a static).
+bool bindAlgoLaunch(arfuseAlgo_t algo, Status (*launch)(const AlgoLaunch&));
+
+// Each path's entry (src/algos/<path>/plan.cc).
+AlgoEntry localEntry();
+AlgoEntry lowLatencyEntry();
+AlgoEntry hostStagedEntry();
+AlgoEntry ncclEntry();
+AlgoEntry oneShotEntry();
+AlgoEntry twoShotEntry();
+AlgoEntry hierarchicalEntry();  // groups that span hosts (algos/hierarchical/plan.h)
+
+// Shared by the entries (plan/plan.cc).
+namespace planning {
+// A multi-rank path's geometry, and whether the call's tiles fit the path's per-CTA regions.
+bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why);
+// The single-GPU add+RMSNorm kernel's geometry (the local path, and the NCCL path's epilogue).
+bool localGeometry(const PlanContext& c, Plan* p, std::string* why);
+// The staging buffer of one-shot, two-shot (and host-staged's two-shot variant).
+void stagingWorkspace(const WorkspaceInputs& in, Workspace* w);
+// Host-staged: the two-shot variant, by the bytes each rank pulls over its link.
+bool hostTwoShot(const Fabric& f, const PlanPolicy& policy, long long bytes);
+// A forced peer-access path's refusal without peer access; "" when the group has it.
+std::string needsPeerAccess(const PlanContext& c, const char* name);
+// detail, or a sentence when the caller recorded none.
+std::string why(const std::string& detail, const char* fallback);
+extern const char* const kNoP2pWhy;
+extern const char* const kNoNcclWhy;
+extern const char* const kNoHostWhy;
+// A policy limit as text ("unlimited" for LLONG_MAX).
+std::string limitText(long long v);
+}  // namespace planning
+
+}  // namespace arfuse

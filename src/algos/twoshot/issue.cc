@@ -1,0 +1,12 @@
+// The twoshot path's launch, bound to its registry entry.
+#include "algos/issue.h"
+
+namespace arfuse {
+namespace {
+
+Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchTwoShot(c.l, *c.ka, c.stream), c.l); }
+
+[[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoTwoShot, launch);
+
+}  // namespace
+}  // namespace arfuse

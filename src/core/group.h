@@ -1,0 +1,140 @@
+// The group: what the ranks created together share (their fabric, limits and policy, the
+// workspace, the peer and host views, NCCL, the host-side state of the checks). Private to the
+// library. The init layer (src/init, src/transport, src/comm) builds it field by field; the API
+// layer (src/api) reads it only through the named functions at the end of this file.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/streams.h"
+#include "device/args.h"
+#include "diag/watchdog.h"
+#include "plan/plan.h"
+
+namespace arfuse {
+
+struct MultiHost;  // comm/multihost.h: what a group that spans hosts adds
+
+struct RankResources {
+  int device = -1;  // -1: not a rank of this process (multi-process groups)
+  int arch = 0;
+  char* staging = nullptr;          // Workspace::stagingBytes (per-CTA regions; the NCCL path's sum)
+  ControlBlock* control = nullptr;  // device/args.h, zeroed at init
+  char* ll = nullptr;               // Workspace::llBytes
+  char* ncclSum = nullptr;          // Workspace::ncclBytes (groups that may use NCCL: one GPU per rank)
+  ncclComm_t nccl = nullptr;
+  cudaStream_t aux = nullptr;  // this rank's own stream for host copies (flight recorder), never a caller's
+};
+
+struct Group {
+  int nranks = 0;
+  Fabric fabric;
+  Limits limits;
+  PlanPolicy policy;
+  uint64_t timeoutNs = 0;
+  Workspace ws;                      // per-rank buffer sizes (plan/plan.h workspaceFor)
+  GroupShared* shared = nullptr;     // host-mapped group area, host view
+  GroupShared* sharedDev = nullptr;  // the same memory as kernels address it
+  bool multiProcess = false;         // created by arfuseCommInitRank*: one local rank, peers in other processes
+  bool flight = true;                // kernels stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
+  bool ncclPlanned = false;          // init/group_plan.h: every rank has its own GPU, so NCCL is tried
+  std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
+  std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
+  std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
+  // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
+  // streamMu. Two ranks on one GPU must never share a stream, nor pair the legacy default stream
+  // with a blocking one: a rank's call waits for its peers' calls, which would queue behind it.
+  std::mutex streamMu;
+  std::vector<StreamIdentity> lastStream;
+  // Host-side state of the opt-in checks (api/replica_check.cc), created on first use under apiMu,
+  // and an error the host raised for the whole group (a replica mismatch): reported by
+  // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
+  std::mutex apiMu;
+  std::shared_ptr<void> replicaCheck;
+  std::atomic<int> hostError{0};                    // arfuseResult_t, 0: none
+  mutable std::atomic<bool> deviceAbortSet{false};  // the host copied the abort into the local ranks' device words
+  std::string hostErrorText, hostErrorFields;
+  // Host-staged exchange area (pinned, mapped into every rank's GPU), when the group has one:
+  // per rank a flag array [kMaxCtas][kMaxRanks] of FlagSlots, then per rank its slot
+  // (ws.hostSlotBytes: [maxBlocks][2 parities][ws.hostRegionBytes]).
+  char* hostArena = nullptr;
+  size_t hostArenaBytes = 0;
+  HostPtrs host{};
+  std::vector<RankResources> ranks;
+  PeerPtrs peers{};
+  std::atomic<int> live{0};  // communicators not yet destroyed
+  // Set for a group that spans hosts (comm/multihost.h): this group is the rank's intra-host
+  // group, and this what crosses hosts (freed by the cleanups above).
+  std::shared_ptr<MultiHost> multiHost;
+};
+
+// A group that spans hosts (comm/multihost.cc): its plan (algos/hierarchical/plan.h), its ranks and
+// the NCCL path's communicator and buffer over all of them.
+Plan planMultiHost(const Group& g, const PlanRequest& req);
+int multiHostRanks(const Group& g);
+ncclComm_t multiHostNccl(const Group& g);
+void* multiHostNcclSum(const Group& g);
+
+// ---- What the API layer reads of a group ----
+
+// The ranks of the intra-host group (a group that spans hosts: of this host).
+inline int groupRanks(const Group& g) { return g.nranks; }
+inline bool groupHasVirtualRanks(const Group& g) { return g.fabric.virtualRanks; }
+// Batch invariance: the NCCL path gathers and sums in rank order.
+inline bool groupDeterministic(const Group& g) { return g.policy.deterministic; }
+inline int groupSmCount(const Group& g) { return g.fabric.smCount; }
+inline bool groupFlightRecorder(const Group& g) { return g.flight; }
+inline uint64_t groupTimeoutNs(const Group& g) { return g.timeoutNs; }
+inline GroupShared* groupSharedArea(const Group& g) { return g.shared; }
+
+// The plan of a call on this group (the same function answers arfuseCommQueryPlan).
+inline Plan planOn(const Group& g, const PlanRequest& req) {
+  return g.multiHost ? planMultiHost(g, req) : makePlan(g.fabric, g.limits, g.policy, req);
+}
+
+// Local rank r's NCCL communicator and the NCCL path's sum buffer.
+inline ncclComm_t rankNccl(const Group& g, int r) { return g.ranks[r].nccl; }
+inline void* rankNcclSum(const Group& g, int r) { return g.ranks[r].ncclSum; }
+
+// The group's part of a multi-rank kernel's arguments for rank r: the peer and host views, the
+// region sizes, the rank's device state, where waits poll the abort, the timeout, the flight recorder.
+inline void fillGroupKernelArgs(const Group& g, int r, KernelArgs* ka) {
+  ka->peers = g.peers;
+  ka->host = g.host;
+  ka->stagingRegionBytes = g.ws.stagingRegionBytes;
+  ka->hostRegionBytes = g.ws.hostRegionBytes;
+  ka->state = &g.ranks[r].control->state;
+  ka->shared = g.sharedDev;
+  // Waits poll this rank's device abort word when peers can write it, else the host-mapped one.
+  ka->abortPoll = g.fabric.p2p ? &ka->state->abort : reinterpret_cast<const uint32_t*>(&g.sharedDev->abort);
+  ka->peerAbort = g.fabric.p2p ? 1 : 0;
+  ka->timeoutNs = g.timeoutNs;
+  ka->flight = g.flight ? 1 : 0;
+  ka->rank = r;
+  ka->nranks = g.nranks;
+}
+
+// Whether rank r's calls are checked for sharing a stream with another rank of its GPU (in-process
+// groups with virtual ranks, any path but local).
+inline bool groupChecksStreams(const Group& g) { return !g.lastStream.empty() && g.fabric.virtualRanks; }
+// Records the stream rank r's call runs on, unless it conflicts (api/streams.h streamConflict) with
+// the last stream of another rank on `device`: then returns that rank, with *why, and records nothing.
+inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why) {
+  std::lock_guard<std::mutex> lock(g.streamMu);
+  for (int q = 0; q < g.nranks; ++q) {
+    if (q == r || g.ranks[q].device != device) continue;
+    *why = streamConflict(mine, g.lastStream[q]);
+    if (!why->empty()) return q;
+  }
+  g.lastStream[r] = mine;
+  return -1;
+}
+
+}  // namespace arfuse

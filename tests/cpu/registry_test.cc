@@ -1,0 +1,126 @@
+// The algorithm registry (src/algos/registry.h): the plan walks its entries in order, for auto and
+// for a forced algorithm, and a path added to it -- here a dummy, registered by this test only --
+// is planned and reported with its own reason without any other change to the library.
+#include "algos/registry.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace arfuse {
+namespace {
+
+Fabric nvlink8() {
+  Fabric f;
+  f.nranks = 8;
+  f.maxBlocks = 64;
+  f.smCount = 132;
+  f.nccl = true;
+  f.lowLatencyMaxBytes = 64 * 1024;
+  return f;
+}
+
+PlanRequest req(int tokens, int hidden = 7168) {
+  PlanRequest r;
+  r.tokens = tokens;
+  r.hidden = hidden;
+  return r;
+}
+
+// An id no real path has.
+const arfuseAlgo_t kDummy = arfuseAlgo_t(40);
+
+// The dummy path takes calls of exactly 3 tokens.
+Verdict dummyCan(const PlanContext& c) {
+  if (c.req.tokens != 3) return Verdict::no(strprintf("algo=dummy (forced by %s) takes 3 tokens only", c.forcedBy));
+  return Verdict::yes(strprintf("dummy: %lld B in 3 tokens%s", c.bytes, c.forced ? " (forced)" : ""));
+}
+bool dummyGeometry(const PlanContext&, Plan* p, std::string*) {
+  p->blocks = 7;
+  p->threads = 96;
+  return true;
+}
+void dummyWorkspace(const WorkspaceInputs&, Workspace* w) { w->llBytes += 4096; }
+
+// Registers the dummy before `before` for the test's lifetime.
+struct DummyPath {
+  explicit DummyPath(arfuseAlgo_t before) {
+    AlgoEntry e;
+    e.algo = kDummy;
+    e.name = "dummy";
+    e.canImplement = dummyCan;
+    e.geometry = dummyGeometry;
+    e.workspace = dummyWorkspace;
+    auto& r = algoRegistry();
+    r.insert(std::find_if(r.begin(), r.end(), [&](const AlgoEntry& x) { return x.algo == before; }), e);
+  }
+  ~DummyPath() {
+    auto& r = algoRegistry();
+    r.erase(std::remove_if(r.begin(), r.end(), [](const AlgoEntry& x) { return x.algo == kDummy; }), r.end());
+  }
+};
+
+TEST(Registry, OneEntryPerPathInPlanOrder) {
+  std::vector<std::string> names;
+  for (const AlgoEntry& e : algoRegistry()) {
+    names.push_back(e.name);
+    EXPECT_STREQ(e.name, arfuseAlgoName(e.algo));
+    EXPECT_EQ(findAlgo(e.algo), &e);
+    EXPECT_NE(e.canImplement, nullptr);
+    EXPECT_NE(e.geometry, nullptr);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"local", "lowlatency", "hoststaged", "nccl", "oneshot", "twoshot",
+                                             "hierarchical"}));
+  EXPECT_EQ(findAlgo(kDummy), nullptr);
+}
+
+TEST(Registry, AutoPlanWalksAnAddedPath) {
+  const Fabric f = nvlink8();
+  // 3 tokens of 7168 bf16 = 43008 B: low-latency, before the dummy's place.
+  DummyPath dummy(arfuseAlgoOneShot);
+  Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(3));
+  EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
+  // Above the low-latency size the walk reaches the dummy, which takes 3 tokens only.
+  p = makePlan(f, Limits{}, PlanPolicy{}, req(3, 16384));
+  EXPECT_EQ(p.status, arfuseSuccess);
+  EXPECT_EQ(p.algo, kDummy);
+  EXPECT_EQ(p.reason, "dummy: 98304 B in 3 tokens");
+  EXPECT_EQ(p.blocks, 7);
+  EXPECT_EQ(p.threads, 96);
+  // Other calls walk past it, with the reasons they had without it.
+  p = makePlan(f, Limits{}, PlanPolicy{}, req(5));
+  EXPECT_EQ(p.algo, arfuseAlgoOneShot);
+  EXPECT_EQ(p.reason.rfind("oneshot: ", 0), 0u) << p.reason;
+}
+
+TEST(Registry, ForcedPlanFindsAnAddedPath) {
+  const Fabric f = nvlink8();
+  PlanPolicy forced;
+  forced.forcedAlgo = kDummy;
+  forced.forcedBy = "config";
+  {
+    const Plan unknown = makePlan(f, Limits{}, forced, req(3));
+    EXPECT_EQ(unknown.status, arfuseInvalidArgument);  // not registered: not an algorithm
+    EXPECT_NE(unknown.reason.find("algo=40 (forced by config): not an algorithm"), std::string::npos) << unknown.reason;
+  }
+  DummyPath dummy(arfuseAlgoTwoShot);
+  Plan p = makePlan(f, Limits{}, forced, req(3));
+  EXPECT_EQ(p.status, arfuseSuccess);
+  EXPECT_EQ(p.algo, kDummy);
+  EXPECT_EQ(p.reason, "dummy: 43008 B in 3 tokens (forced)");
+  p = makePlan(f, Limits{}, forced, req(4));
+  EXPECT_EQ(p.status, arfuseUnsupported);
+  EXPECT_EQ(p.reason, "algo=dummy (forced by config) takes 3 tokens only");
+}
+
+TEST(Registry, WorkspaceAddsEveryEntrysBuffers) {
+  const Workspace before = workspaceFor(Limits{}, 8, 64, 0);
+  DummyPath dummy(arfuseAlgoTwoShot);
+  const Workspace with = workspaceFor(Limits{}, 8, 64, 0);
+  EXPECT_EQ(with.llBytes, before.llBytes + 4096);
+  EXPECT_EQ(with.stagingBytes, before.stagingBytes);
+  EXPECT_EQ(with.ncclBytes, before.ncclBytes);
+}
+
+}  // namespace
+}  // namespace arfuse
