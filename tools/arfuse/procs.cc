@@ -125,7 +125,7 @@ int expectedMultiHostAlgo(const Case& c, int nranks, int hosts) {
 }
 
 int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus,
-           int hosts) {
+           int hosts, uint64_t seed) {
   if (hosts > 0) simulateHost(rank, nranks, hosts);
   auto say = [&](const char* fmt, auto... a) {
     std::printf("rank %d: ", rank);
@@ -182,14 +182,14 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
     std::vector<double> sum(n, 0.0);
     std::vector<char> mine(n * es);
     for (int s = 0; s < nranks; ++s) {
-      const std::vector<float> x = values(1000 * k + s + 1, n, 1.f);
+      const std::vector<float> x = values(seed + 1000 * k + s + 1, n, 1.f);
       for (size_t i = 0; i < n; ++i) {
         const float xr = numeric::round(x[i], c.dtype);
         sum[i] += xr;
         if (s == rank) numeric::store(mine.data(), i, xr, c.dtype);
       }
     }
-    const std::vector<float> res = values(77 + k, n, 2.f), wt = values(99 + k, c.hidden, 1.f);
+    const std::vector<float> res = values(seed + 77 + k, n, 2.f), wt = values(seed + 99 + k, c.hidden, 1.f);
     std::vector<char> resH(n * es), wH(c.hidden * es);
     for (size_t i = 0; i < n; ++i) numeric::store(resH.data(), i, res[i], c.dtype);
     for (int i = 0; i < c.hidden; ++i) numeric::store(wH.data(), i, wt[i], c.dtype);
@@ -353,6 +353,7 @@ bool awaitFile(const std::string& dir, const std::string& name, double timeoutS,
 // The hidden worker entry: `arfuse selftest --proc-rank R --procs N --proc-dir D [...]`.
 int selftestProcs(const std::vector<std::string>& args) {
   int n = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1, hosts = 0;
+  uint64_t seed = 0;  // the launcher draws it (fresh inputs every run) and gives it to every rank
   bool forceVirtual = false;
   std::string dir;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -372,6 +373,8 @@ int selftestProcs(const std::vector<std::string>& args) {
       forceVirtual = true;
     else if (a == "--hosts")
       hosts = std::atoi(next().c_str());
+    else if (a == "--seed")
+      seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--algo") {
       const std::string v = next();
       algo = -2;
@@ -404,7 +407,7 @@ int selftestProcs(const std::vector<std::string>& args) {
   }
   const int ndev = harness::deviceCount();
   const bool realGpus = !forceVirtual && ndev >= n;
-  if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus, hosts);
+  if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus, hosts, seed);
 
   if (ndev == 0) {
     std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n  Why: %s.\n",
@@ -419,11 +422,13 @@ int selftestProcs(const std::vector<std::string>& args) {
   }
   dir = tmpl;
   const std::set<std::string> before = arfuseSegments();
+  seed = std::random_device()() & 0xFFFFFFFFu;
   if (hosts > 0)
     std::printf(
         "simulated hosts: %d x %d ranks (ARFUSE_TEST_HOST_ID h0..h%d; NCCL: a host id per process, loopback "
         "sockets)\n",
         hosts, n / hosts, hosts - 1);
+  std::printf("inputs: seed %llu (fresh per run)\n", static_cast<unsigned long long>(seed));
   std::printf("arfuse selftest --procs %d: %s; ranks on %s%s\n", n, arfuseGetBuildInfo(),
               realGpus ? "one GPU each" : "GPU 0 (processes time-slice one GPU: correctness only)",
               killRank >= 0 ? (", rank " + std::to_string(killRank) + " dies after init").c_str() : "");
@@ -438,6 +443,7 @@ int selftestProcs(const std::vector<std::string>& args) {
     if (killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(killRank)});
     if (forceVirtual) argv.push_back("--virtual");
     if (hosts > 0) argv.insert(argv.end(), {"--hosts", std::to_string(hosts)});
+    argv.insert(argv.end(), {"--seed", std::to_string(seed)});
     argvs.push_back(argv);
     logs.push_back(dir + "/rank" + std::to_string(r) + ".log");
   }
