@@ -104,20 +104,6 @@ std::vector<float> values(uint64_t seed, size_t n, float scale) {
   return v;
 }
 
-// --hosts H (simulated hosts, docs/multihost.md): rank r is on host r * H / nranks. arfuse learns it
-// from ARFUSE_TEST_HOST_ID; NCCL gets a host id of its own per process (it refuses two ranks on one
-// GPU only when their host hashes match) and talks over loopback sockets.
-void simulateHost(int rank, int nranks, int hosts) {
-  const std::string host = "h" + std::to_string(rank * hosts / nranks);
-  setenv("ARFUSE_TEST_HOST_ID", host.c_str(), 1);
-  setenv("NCCL_HOSTID", ("arfuse-selftest-" + std::to_string(getppid()) + "-" + std::to_string(rank)).c_str(), 1);
-  for (const char* kv : {"NCCL_SOCKET_IFNAME=lo", "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1",
-                         "NCCL_NVLS_ENABLE=0"}) {
-    const std::string s(kv);
-    setenv(s.substr(0, s.find('=')).c_str(), s.substr(s.find('=') + 1).c_str(), 1);
-  }
-}
-
 // The path the auto plan of a group over simulated hosts must pick (algos/hierarchical/plan.h).
 int expectedMultiHostAlgo(const Case& c, int nranks, int hosts) {
   const long long bytes = static_cast<long long>(c.tokens) * c.hidden * numeric::elemSize(c.dtype);
@@ -266,6 +252,17 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
 }
 
 }  // namespace
+
+void simulateHost(int rank, int nranks, int hosts) {
+  const std::string host = "h" + std::to_string(rank * hosts / nranks);
+  setenv("ARFUSE_TEST_HOST_ID", host.c_str(), 1);
+  setenv("NCCL_HOSTID", ("arfuse-selftest-" + std::to_string(getppid()) + "-" + std::to_string(rank)).c_str(), 1);
+  for (const char* kv : {"NCCL_SOCKET_IFNAME=lo", "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1",
+                         "NCCL_NVLS_ENABLE=0"}) {
+    const std::string s(kv);
+    setenv(s.substr(0, s.find('=')).c_str(), s.substr(s.find('=') + 1).c_str(), 1);
+  }
+}
 
 std::vector<pid_t> spawnSelf(const std::vector<std::vector<std::string>>& argvs, const std::vector<std::string>& logs) {
   char exe[4096];
