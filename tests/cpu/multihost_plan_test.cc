@@ -41,7 +41,7 @@ TEST(MultiHostPlan, AutoSmallMessagesGoToNcclLargeOnesHierarchical) {
   p = makeMultiHostPlan(f, Limits{}, PlanPolicy{}, req(256));  // 3.5 MiB
   ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
   EXPECT_EQ(p.algo, arfuseAlgoHierarchical) << p.reason;
-  EXPECT_NE(p.reason.find("only 1/8 of the message"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("1/8 of the elements cross hosts"), std::string::npos) << p.reason;
   // The crossover is the documented constant.
   const int tokens = static_cast<int>(kHierarchicalMinBytes / (7168 * 2)) + 1;
   EXPECT_EQ(makeMultiHostPlan(f, Limits{}, PlanPolicy{}, req(tokens)).algo, arfuseAlgoHierarchical);
@@ -52,6 +52,14 @@ TEST(MultiHostPlan, AutoReasonsForNccl) {
   Plan p = makeMultiHostPlan(fabric(2, 1), Limits{}, PlanPolicy{}, req(512));
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("one rank per host"), std::string::npos) << p.reason;
+  // Two ranks per host and bf16: the fp32 half-slices are as many bytes as the whole message.
+  p = makeMultiHostPlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(512));
+  EXPECT_EQ(p.algo, arfuseAlgoNccl);
+  EXPECT_NE(p.reason.find("no fewer bytes across hosts"), std::string::npos) << p.reason;
+  p = makeMultiHostPlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(512, 7168, arfuseFloat32));
+  EXPECT_EQ(p.algo, arfuseAlgoHierarchical) << p.reason;  // fp32: half the bytes
+  p = makeMultiHostPlan(fabric(2, 3), Limits{}, PlanPolicy{}, req(512));
+  EXPECT_EQ(p.algo, arfuseAlgoHierarchical) << p.reason;  // bf16 at 3 per host: 2/3 of the bytes
   p = makeMultiHostPlan(fabric(2, 4, false), Limits{}, PlanPolicy{}, req(512));
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("no peer access"), std::string::npos) << p.reason;

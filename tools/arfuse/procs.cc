@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "algos/hierarchical/plan.h"
 #include "arfuse/arfuse.h"
 #include "cli.h"
 #include "harness/harness.h"
@@ -107,7 +108,9 @@ std::vector<float> values(uint64_t seed, size_t n, float scale) {
 // The path the auto plan of a group over simulated hosts must pick (algos/hierarchical/plan.h).
 int expectedMultiHostAlgo(const Case& c, int nranks, int hosts) {
   const long long bytes = static_cast<long long>(c.tokens) * c.hidden * numeric::elemSize(c.dtype);
-  return nranks / hosts >= 2 && bytes >= 256 * 1024 ? arfuseAlgoHierarchical : arfuseAlgoNccl;
+  const int local = nranks / hosts;
+  const long long slice = 4 * hierarchicalSliceElems(static_cast<long long>(c.tokens) * c.hidden, local);
+  return local >= 2 && slice < bytes && bytes >= kHierarchicalMinBytes ? arfuseAlgoHierarchical : arfuseAlgoNccl;
 }
 
 int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus,

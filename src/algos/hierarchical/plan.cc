@@ -76,6 +76,8 @@ Plan makeMultiHostPlan(const MultiHostFabric& f, const Limits& limits, const Pla
   Plan p = validateShape(limits, req);
   if (p.status != arfuseSuccess) return p;
   const long long bytes = static_cast<long long>(req.tokens) * req.hidden * dtypeSize(req.dtype);
+  // Bytes per rank that cross hosts: the hierarchical path's fp32 slice (1/L of the elements at 4 B),
+  // against the nccl path's whole message in its dtype.
   const long long slice = hierarchicalSliceElems(static_cast<long long>(req.tokens) * req.hidden, f.localRanks) * 4;
   const std::string shape = strprintf("%d hosts x %d ranks", f.hosts, f.localRanks);
   auto hierarchical = [&](const std::string& reason) {
@@ -119,16 +121,21 @@ Plan makeMultiHostPlan(const MultiHostFabric& f, const Limits& limits, const Pla
     why = "one rank per host: the hierarchical path would send the whole message across hosts too";
   else if (!f.hierarchical)
     why = "hierarchical unavailable: " + f.hierarchicalDetail;
+  else if (slice >= bytes)
+    why = strprintf(
+        "the hierarchical path's fp32 slice (1/%d of the elements, %lld B) is no fewer bytes across "
+        "hosts than the whole %s message",
+        f.localRanks, slice, arfuseDataTypeName(req.dtype));
   else if (bytes < kHierarchicalMinBytes)
     why = strprintf(
-        "%lld B < %lld B, below which the two intra-host phases cost more than the %d x fewer bytes "
-        "across hosts save",
-        bytes, kHierarchicalMinBytes, f.localRanks);
+        "%lld B < %lld B, below which the two intra-host phases cost more than the fewer bytes across "
+        "hosts (%lld B fp32 per rank instead of %lld B) save",
+        bytes, kHierarchicalMinBytes, slice, bytes);
   if (why.empty())
     return hierarchical(
-        strprintf("hierarchical: %s, %lld B >= %lld B: only 1/%d of the message (%lld B fp32 per "
-                  "rank) crosses hosts",
-                  shape.c_str(), bytes, kHierarchicalMinBytes, f.localRanks, slice));
+        strprintf("hierarchical: %s, %lld B >= %lld B: 1/%d of the elements cross hosts, %lld B "
+                  "fp32 per rank instead of the whole %lld B",
+                  shape.c_str(), bytes, kHierarchicalMinBytes, f.localRanks, slice, bytes));
   planNccl(f, req, &p);
   p.reason = strprintf("nccl: %s, %lld B; %s", shape.c_str(), bytes, why.c_str());
   return p;

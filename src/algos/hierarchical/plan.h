@@ -7,10 +7,13 @@
 //                 slice over the L local ranks in fp32, local-rank order), ncclAllReduce (fp32, sum)
 //                 of each slice among the ranks with local index j (one per host), then an
 //                 intra-host all-gather of the reduced fp32 slices fused with residual add + RMSNorm.
-//                 Only 1/L of the message (in fp32) crosses hosts per rank.
-// Auto: hierarchical when every host has L >= 2 ranks with peer access, the message is at least
-// kHierarchicalMinBytes (below, the two extra intra-host kernels and barriers cost more than the
-// cross-host bytes saved) and the call is neither the extended epilogue nor deterministic (the
+//                 Only 1/L of the elements cross hosts per rank, in fp32: 4 / L bytes per element
+//                 against the nccl path's 2 (bf16 / fp16) or 4 (fp32).
+// Auto: hierarchical when every host has L >= 2 ranks with peer access, its fp32 slice is fewer
+// bytes than the message (4 / L below the dtype's size: L >= 2 for fp32, L >= 3 for bf16 / fp16),
+// the message is at least kHierarchicalMinBytes (below, the two extra intra-host kernels and
+// barriers cost more than the cross-host bytes saved) and the call is neither the extended
+// epilogue nor deterministic (the
 // deterministic mode promises the bits of a rank-order sum, which only the nccl path's all-gather
 // gives); nccl otherwise. Every rank plans from the same group-wide facts, so all agree.
 #pragma once
