@@ -114,6 +114,16 @@ void stagingWorkspace(const WorkspaceInputs& in, Workspace* w);
 bool hostTwoShot(const Fabric& f, const PlanPolicy& policy, long long bytes);
 // A forced peer-access path's refusal without peer access; "" when the group has it.
 std::string needsPeerAccess(const PlanContext& c, const char* name);
+// A forced peer-access path (low-latency after its own checks, one-shot, two-shot): the refusal
+// without peer access, else "<name>: forced by ... (bytes, ranks)".
+Verdict forcedPeerPath(const PlanContext& c, const char* name);
+// The auto plan's refusal of a peer-access path in a group without peer access.
+Verdict noPeerAccess(const PlanContext& c);
+// barrierGeometry for one path, as an entry's geometry.
+template <arfuseAlgo_t A>
+bool barrierGeometryOf(const PlanContext& c, Plan* p, std::string* why) {
+  return barrierGeometry(c, A, p, why);
+}
 // detail, or a sentence when the caller recorded none.
 std::string why(const std::string& detail, const char* fallback);
 extern const char* const kNoP2pWhy;

@@ -26,7 +26,7 @@ struct HostCall {
 
 // The group's check state (Group::replicaCheck).
 struct GroupCheck {
-  explicit GroupCheck(Group* g) : group(g), gather(g->nranks), buffers(g->nranks) {}
+  explicit GroupCheck(Group* g) : group(g), gather(groupRanks(*g)), buffers(groupRanks(*g)) {}
   ~GroupCheck() {
     for (auto& perRank : buffers)
       for (auto& b : perRank) cudaFreeHost(b.first);
@@ -41,39 +41,21 @@ struct GroupCheck {
   std::atomic<bool> warned{false};
 };
 
-// Raises the group's abort from the host with an error that groupAsyncError reports (and prints
-// the canonical line once, here). Runs on a CUDA callback thread: no CUDA calls.
-void raiseHostError(Group* g, int rank, arfuseResult_t code, const std::string& text, const std::string& fields) {
-  std::lock_guard<std::mutex> lock(g->apiMu);
-  if (g->hostError.load(std::memory_order_acquire) != 0) return;
-  g->hostErrorText = text;
-  g->hostErrorFields = fields;
-  g->hostError.store(code, std::memory_order_release);
-  LogContext ctx;
-  ctx.rank = rank;
-  ctx.device = g->ranks[rank].device;
-  ctx.arch = g->ranks[rank].arch;
-  logLine(kLogError, ctx, strprintf("code=%s %s", arfuseGetErrorName(code), fields.c_str()), __FILE__, __LINE__, text);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  *reinterpret_cast<volatile int*>(&g->shared->abort) = 1;  // every wait of every rank's kernels ends
-}
-
 void CUDART_CB arrive(void* p) {
   const HostCall* c = static_cast<const HostCall*>(p);
   Group* g = c->owner->group;
-  if (g->hostError.load(std::memory_order_acquire) != 0) return;
+  if (groupHasHostError(*g)) return;
   std::string message;
   uint64_t check = 0;
   if (!c->owner->gather.arrive(c->rank, c->shape, c->data, &message, &check) || message.empty()) return;
-  raiseHostError(g, c->rank, arfuseMismatch, message,
+  raiseHostError(*g, c->rank, arfuseMismatch, message,
                  strprintf("op=AllReduceAddRmsNorm check=%llu dtype=%s", static_cast<unsigned long long>(check),
-                           arfuseDataTypeName(c->shape.dtype)));
+                           arfuseDataTypeName(c->shape.dtype)),
+                 __FILE__, __LINE__);
 }
 
 GroupCheck* groupCheckOf(Group* g) {
-  std::lock_guard<std::mutex> lock(g->apiMu);
-  if (!g->replicaCheck) g->replicaCheck = std::make_shared<GroupCheck>(g);
-  return static_cast<GroupCheck*>(g->replicaCheck.get());
+  return groupCheckState<GroupCheck>(*g, [g] { return std::make_shared<GroupCheck>(g); });
 }
 
 // A pinned buffer of at least `bytes` for `rank`. Allocation is allowed while the caller's stream
@@ -112,9 +94,9 @@ bool replicaCheckEnabled() {
 arfuseResult_t enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, const void* residualIn,
                                    const void* weight, cudaStream_t stream, std::string* message) {
   Group* g = comm->group;
-  if (g->nranks < 2) return arfuseSuccess;
+  if (groupRanks(*g) < 2) return arfuseSuccess;
   GroupCheck* gc = groupCheckOf(g);
-  if (g->multiProcess) {
+  if (groupIsMultiProcess(*g)) {
     if (!gc->warned.exchange(true))
       ARFUSE_LOG(kLogWarn, comm->logContext(), "",
                  "ARFUSE_CHECK_REPLICAS=1 is not available for multi-process groups (the ranks' copies would be in "

@@ -15,6 +15,7 @@
 
 #include "api/streams.h"
 #include "device/args.h"
+#include "diag/log.h"
 #include "diag/watchdog.h"
 #include "plan/plan.h"
 
@@ -135,6 +136,37 @@ inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& m
   }
   g.lastStream[r] = mine;
   return -1;
+}
+
+// Multi-process groups: one local rank, peers in other processes.
+inline bool groupIsMultiProcess(const Group& g) { return g.multiProcess; }
+// The log context of local rank r.
+inline LogContext rankLogContext(const Group& g, int r) { return LogContext{r, g.ranks[r].device, g.ranks[r].arch}; }
+
+// The host-side state of an opt-in check (api/replica_check.cc), made by make() on first use.
+template <typename T, typename Make>
+T* groupCheckState(Group& g, Make make) {
+  std::lock_guard<std::mutex> lock(g.apiMu);
+  if (!g.replicaCheck) g.replicaCheck = make();
+  return static_cast<T*>(g.replicaCheck.get());
+}
+
+// An error the host raised for the whole group (groupAsyncError reports it like a kernel-recorded one).
+inline bool groupHasHostError(const Group& g) { return g.hostError.load(std::memory_order_acquire) != 0; }
+// Raises it, once: the text and fields, then the code; one ERROR line (at file:line, for local rank
+// r); then the group's host-mapped abort, so that every wait of every rank's kernels ends. Runs on
+// CUDA callback threads: no CUDA calls. Nothing if an error was raised already.
+inline void raiseHostError(Group& g, int r, arfuseResult_t code, const std::string& text, const std::string& fields,
+                           const char* file, int line) {
+  std::lock_guard<std::mutex> lock(g.apiMu);
+  if (g.hostError.load(std::memory_order_acquire) != 0) return;
+  g.hostErrorText = text;
+  g.hostErrorFields = fields;
+  g.hostError.store(code, std::memory_order_release);
+  logLine(kLogError, rankLogContext(g, r), strprintf("code=%s %s", arfuseGetErrorName(code), fields.c_str()), file,
+          line, text);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  *reinterpret_cast<volatile int*>(&g.shared->abort) = 1;  // every wait of every rank's kernels ends
 }
 
 }  // namespace arfuse

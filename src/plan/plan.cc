@@ -209,6 +209,14 @@ std::string needsPeerAccess(const PlanContext& c, const char* name) {
                    c.forcedBy, why(c.f.p2pDetail, kNoP2pWhy).c_str());
 }
 
+Verdict forcedPeerPath(const PlanContext& c, const char* name) {
+  const std::string refusal = needsPeerAccess(c, name);
+  if (!refusal.empty()) return Verdict::no(refusal);
+  return Verdict::yes(strprintf("%s: forced by %s (%lld B, %d ranks)", name, c.forcedBy, c.bytes, c.f.nranks));
+}
+
+Verdict noPeerAccess(const PlanContext& c) { return Verdict::no(why(c.f.p2pDetail, kNoP2pWhy)); }
+
 // On failure *why says why (the caller decides whether that is an error or a fallback).
 bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why) {
   const Fabric& f = c.f;

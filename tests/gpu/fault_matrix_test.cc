@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "gpu_fixture.h"
 #include "harness/numeric.h"
 
 namespace arfuse {
@@ -30,19 +31,9 @@ namespace {
 #define MATRIX_SUITE Gpu_FaultMatrix
 #endif
 
-using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-int deviceOf(int r) {
-#if ARFUSE_TEST_MIN_GPUS >= 2
-  int ngpu = 1;
-  cudaGetDeviceCount(&ngpu);
-  return r % ngpu;
-#else
-  (void)r;
-  return 0;
-#endif
-}
+using gpufixture::Clock;
+using gpufixture::secondsSince;
+int deviceOf(int r) { return gpufixture::rankDevice(r); }
 
 constexpr int kHidden = 1024;
 constexpr int kMaxTok = 16;
@@ -76,15 +67,13 @@ struct Fused {
     fresh();
   }
   void create() {
-    std::vector<int> devs(n);
-    for (int r = 0; r < n; ++r) devs[r] = deviceOf(r);
     arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
     cfg.maxTokens = kMaxTok;
     cfg.maxHidden = kHidden;
     cfg.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
     cfg.algo = algo;
     cfg.timeoutMs = timeoutMs;
-    init = arfuseCommInitAll(comms.data(), n, devs.data(), &cfg);
+    init = gpufixture::initOnRankDevices(&comms, cfg);
   }
   void destroy() {
     for (int r = 0; r < n; ++r) {

@@ -14,25 +14,14 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "gpu_fixture.h"
 
 namespace arfuse {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// The GPU of rank r: 0 for virtual ranks (gpu_test), r modulo the GPU count for multigpu_test.
-int rankDevice(int r) {
-#if ARFUSE_TEST_MIN_GPUS >= 2
-  int ngpu = 1;
-  cudaGetDeviceCount(&ngpu);
-  return r % ngpu;
-#else
-  (void)r;
-  return 0;
-#endif
-}
+using gpufixture::Clock;
+using gpufixture::rankDevice;
+using gpufixture::secondsSince;
 
 // Test suite names carry the requirement: Gpu_ (one GPU, virtual ranks) or Gpu2_ (distinct GPUs).
 #if ARFUSE_TEST_MIN_GPUS >= 2
@@ -55,14 +44,13 @@ struct Group {
 
   Group(int nranks, int algo, int timeoutMs, size_t elemsPerRank, int maxTokens = 64, int maxHidden = 4096)
       : n(nranks), comms(nranks), streams(nranks), in(nranks), out(nranks), host(nranks), elems(elemsPerRank) {
-    std::vector<int> devs(n);
-    for (int r = 0; r < n; ++r) devs[r] = rankDevice(r);
+    const std::vector<int> devs = gpufixture::rankDevices(n);
     arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
     cfg.maxTokens = maxTokens;
     cfg.maxHidden = maxHidden;
     cfg.algo = algo;
     cfg.timeoutMs = timeoutMs;
-    init = arfuseCommInitAll(comms.data(), n, devs.data(), &cfg);
+    init = gpufixture::initOnRankDevices(&comms, cfg);
     std::mt19937 rng(1234 + n * 7 + algo);
     std::uniform_int_distribution<int> q(-1024, 1024);
     for (int r = 0; r < n; ++r) {

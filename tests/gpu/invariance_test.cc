@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "gpu_fixture.h"
 #include "harness/numeric.h"
 
 namespace arfuse {
@@ -24,17 +25,6 @@ namespace {
 #else
 #define INVARIANCE_SUITE Gpu_BatchInvariance
 #endif
-
-int deviceOf(int r) {
-#if ARFUSE_TEST_MIN_GPUS >= 2
-  int ngpu = 1;
-  cudaGetDeviceCount(&ngpu);
-  return r % ngpu;
-#else
-  (void)r;
-  return 0;
-#endif
-}
 
 constexpr int kRows = 64;
 constexpr float kEps = 1e-6f;
@@ -70,15 +60,14 @@ Result run(const Inputs& in, int algo, int first, int tokens, bool deterministic
   Result out;
   const int n = in.n, h = in.hidden;
   std::vector<arfuseComm_t> comms(n);
-  std::vector<int> devs(n);
-  for (int r = 0; r < n; ++r) devs[r] = deviceOf(r);
+  const std::vector<int> devs = gpufixture::rankDevices(n);
   arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
   cfg.maxTokens = kRows;
   cfg.maxHidden = h;
   cfg.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
   cfg.algo = algo;
   cfg.deterministic = deterministic ? 1 : 0;
-  if (arfuseCommInitAll(comms.data(), n, devs.data(), &cfg) != arfuseSuccess) {
+  if (gpufixture::initOnRankDevices(&comms, cfg) != arfuseSuccess) {
     out.why = arfuseGetLastError();
     return out;
   }

@@ -224,12 +224,32 @@ int benchSingleGpu(const BenchArgs& a, std::vector<Row>* rows, double* copyPeak)
   return a.epilogueTable() ? benchSingleGpuEpilogues(a, rows, *copyPeak) : benchSingleGpuLegacy(a, rows, *copyPeak);
 }
 
+// The row of point i of the sweep (a.tokens[i]): its size, path and role.
+Row pointRow(const BenchArgs& a, size_t i, const std::string& algo, const std::string& role) {
+  Row r;
+  r.tokens = a.tokens[i];
+  r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * (a.dtype == arfuseFloat32 ? 4 : 2);
+  r.algo = algo;
+  r.role = role;
+  return r;
+}
+
+// The case of point i: every row of a point (each path, each run) sees the inputs of seedBase + i.
+harness::CaseSpec pointSpec(const BenchArgs& a, size_t i, arfuseOp_t op, int seedBase) {
+  harness::CaseSpec spec;
+  spec.op = op;
+  spec.dtype = a.dtype;
+  spec.tokens = a.tokens[i];
+  spec.hidden = a.hidden;
+  spec.seed = seedBase + i;
+  return spec;
+}
+
 // The nccl-symm baseline in process: every rank's NCCL communicator from ncclCommInitAll, x and the
 // sum in one ncclMemAlloc region registered as a symmetric window (harness/ranks.h).
 std::vector<Row> ncclSymmRows(const BenchArgs& a, const std::vector<int>& devices, bool virtualRanks, int maxTokens,
                               arfuseOp_t op) {
   const int nranks = static_cast<int>(devices.size());
-  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
   std::unique_ptr<harness::RankGroup> group;
   std::string notHere;
   if (virtualRanks) {
@@ -248,22 +268,13 @@ std::vector<Row> ncclSymmRows(const BenchArgs& a, const std::vector<int>& device
   }
   std::vector<Row> out;
   for (size_t i = 0; i < a.tokens.size(); ++i) {
-    Row r;
-    r.tokens = a.tokens[i];
-    r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
-    r.algo = "nccl-symm";
-    r.role = "baseline";
+    Row r = pointRow(a, i, "nccl-symm", "baseline");
     if (!notHere.empty()) {
       r.error = notHere;
       out.push_back(r);
       continue;
     }
-    harness::CaseSpec spec;
-    spec.op = op;
-    spec.dtype = a.dtype;
-    spec.tokens = a.tokens[i];
-    spec.hidden = a.hidden;
-    spec.seed = 77 + i;
+    const harness::CaseSpec spec = pointSpec(a, i, op, 77);
     if (a.check) {
       const harness::RankCheck c = group->check(spec);
       r.wrong = c.ok ? 0 : 1;
@@ -303,7 +314,6 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
              arfuseAlgoHostStaged, arfuseAlgoNccl,       kAlgoNcclSymm};
   int maxTokens = 1;
   for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
-  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
   // --epilogue: every arfuse path runs every variant (arfuseAllReduceEpilogue); the nccl row stays
   // the unfused baseline (NCCL all-reduce + the add+RMSNorm kernel: no epilogue, no quantisation).
   const bool table = a.epilogueTable() && op == arfuseOpAllReduceAddRmsNorm;
@@ -327,23 +337,14 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
                  std::string(arfuseAlgoName(arfuseAlgo_t(algo))) +
                      (table ? std::string(" ") + harness::epilogueName(epi) : std::string()) +
                      " tokens=" + std::to_string(a.tokens[i]));
-        Row r;
-        r.tokens = a.tokens[i];
-        r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
-        r.algo = arfuseAlgoName(arfuseAlgo_t(algo));
-        r.role = algo == arfuseAlgoNccl ? "baseline" : "arfuse";
+        Row r = pointRow(a, i, arfuseAlgoName(arfuseAlgo_t(algo)), algo == arfuseAlgoNccl ? "baseline" : "arfuse");
         r.epilogue = harness::epilogueName(epi);
         if (!world.ok()) {
           r.error = world.error();
           out.push_back(r);
           continue;
         }
-        harness::CaseSpec spec;
-        spec.op = op;
-        spec.dtype = a.dtype;
-        spec.tokens = a.tokens[i];
-        spec.hidden = a.hidden;
-        spec.seed = 77 + i;
+        harness::CaseSpec spec = pointSpec(a, i, op, 77);
         spec.epilogue = epi;
         arfusePlan_t plan;
         if (algo != arfuseAlgoAuto && algo != arfuseAlgoNccl &&
@@ -393,7 +394,6 @@ int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
   const int calls = 2 * a.layers;
   int maxTokens = 1;
   for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
-  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
   std::printf("# verify pass: %s%d layers x 2 fused calls = %d calls in one CUDA graph per rank, hidden %d\n",
               a.model.empty() ? "" : (a.model + ", ").c_str(), a.layers, calls, a.hidden);
   std::printf("%s\n", virtualRanks ? proxyLine(nranks, false).c_str() : "# real ranks, one per GPU");
@@ -407,21 +407,14 @@ int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
     harness::World world(devices, maxTokens, a.hidden, algo == arfuseAlgoAuto ? -1 : algo);
     std::vector<Row> out;
     for (size_t i = 0; i < a.tokens.size(); ++i) {
-      Row r;
-      r.tokens = a.tokens[i];
-      r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
-      r.algo = arfuseAlgoName(arfuseAlgo_t(algo));
-      r.role = algo == arfuseAlgoNccl ? "baseline-pass" : "verify-pass";
+      Row r =
+          pointRow(a, i, arfuseAlgoName(arfuseAlgo_t(algo)), algo == arfuseAlgoNccl ? "baseline-pass" : "verify-pass");
       if (!world.ok()) {
         r.error = world.error();
         out.push_back(r);
         continue;
       }
-      harness::CaseSpec spec;
-      spec.dtype = a.dtype;
-      spec.tokens = a.tokens[i];
-      spec.hidden = a.hidden;
-      spec.seed = 900 + i;
+      const harness::CaseSpec spec = pointSpec(a, i, arfuseOpAllReduceAddRmsNorm, 900);
       if (a.check) {
         harness::CaseResult c = world.run(spec);
         r.wrong = c.ok ? 0 : 1;
@@ -487,7 +480,6 @@ int benchSweepChild(const BenchArgs& a) {
   const int calls = a.verifyPass ? 2 * a.layers : a.callsPerGraph;
   int maxTokens = 1;
   for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
-  const size_t esize = a.dtype == arfuseFloat32 ? 4 : 2;
   std::vector<Row> rows;
   {
     std::unique_ptr<harness::World> world;
@@ -496,20 +488,12 @@ int benchSweepChild(const BenchArgs& a) {
                                       : std::to_string(nranks) + " ranks need " + std::to_string(nranks) + " GPUs; " +
                                             std::to_string(ndev) + " visible";
     for (size_t i = 0; i < a.tokens.size(); ++i) {
-      Row r;
-      r.tokens = a.tokens[i];
-      r.bytes = static_cast<long long>(a.tokens[i]) * a.hidden * esize;
-      r.algo = "nccl";
-      r.role = "baseline";
+      Row r = pointRow(a, i, "nccl", "baseline");
       if (!world || !world->ok()) {
         r.error = notHere;
       } else {
-        harness::CaseSpec spec;
-        spec.op = a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
-        spec.dtype = a.dtype;
-        spec.tokens = a.tokens[i];
-        spec.hidden = a.hidden;
-        spec.seed = (a.verifyPass ? 900 : 77) + i;
+        const harness::CaseSpec spec = pointSpec(
+            a, i, a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm, a.verifyPass ? 900 : 77);
         if (a.check) {
           harness::CaseResult c = world->run(spec);
           r.wrong = c.ok ? 0 : 1;

@@ -60,14 +60,6 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 
 }  // namespace
 
-AlgoEntry hostStagedEntry() {
-  AlgoEntry e;
-  e.algo = arfuseAlgoHostStaged;
-  e.name = "hoststaged";
-  e.canImplement = canImplement;
-  e.geometry = geometry;
-  e.workspace = workspace;
-  return e;
-}
+AlgoEntry hostStagedEntry() { return AlgoEntry{arfuseAlgoHostStaged, "hoststaged", canImplement, geometry, workspace}; }
 
 }  // namespace arfuse

@@ -17,13 +17,6 @@ Verdict canImplement(const PlanContext& c) {
 
 }  // namespace
 
-AlgoEntry localEntry() {
-  AlgoEntry e;
-  e.algo = arfuseAlgoLocal;
-  e.name = "local";
-  e.canImplement = canImplement;
-  e.geometry = planning::localGeometry;
-  return e;
-}
+AlgoEntry localEntry() { return AlgoEntry{arfuseAlgoLocal, "local", canImplement, planning::localGeometry, nullptr}; }
 
 }  // namespace arfuse

@@ -27,11 +27,9 @@ Verdict canImplement(const PlanContext& c) {
     if (f.p2p && !fits(c, f.lowLatencyMaxBytes, &why))
       return Verdict::no(
           strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy, why.c_str()));
-    const std::string noP2p = planning::needsPeerAccess(c, "lowlatency");
-    if (!noP2p.empty()) return Verdict::no(noP2p);
-    return Verdict::yes(strprintf("lowlatency: forced by %s (%lld B, %d ranks)", c.forcedBy, c.bytes, f.nranks));
+    return planning::forcedPeerPath(c, "lowlatency");
   }
-  if (!f.p2p) return Verdict::no(planning::why(f.p2pDetail, planning::kNoP2pWhy));
+  if (!f.p2p) return planning::noPeerAccess(c);
   const bool capped = c.policy.lowLatencyMaxBytes >= 0 && c.policy.lowLatencyMaxBytes < f.lowLatencyMaxBytes;
   const long long llMax = capped ? c.policy.lowLatencyMaxBytes : f.lowLatencyMaxBytes;
   if (!fits(c, llMax, &why)) return Verdict::no(why);
@@ -39,10 +37,6 @@ Verdict canImplement(const PlanContext& c) {
       strprintf("lowlatency: %lld B <= %lld B%s: rows pushed with readiness in every word, no separate "
                 "barrier",
                 c.bytes, llMax, capped ? strprintf(" (%s)", c.origin).c_str() : ""));
-}
-
-bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  return planning::barrierGeometry(c, arfuseAlgoLowLatency, p, why);
 }
 
 // kLlMaxCtas x 2 parities x nranks sources x kLlRegionBytes per rank (none for one rank).
@@ -53,13 +47,8 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 }  // namespace
 
 AlgoEntry lowLatencyEntry() {
-  AlgoEntry e;
-  e.algo = arfuseAlgoLowLatency;
-  e.name = "lowlatency";
-  e.canImplement = canImplement;
-  e.geometry = geometry;
-  e.workspace = workspace;
-  return e;
+  return AlgoEntry{arfuseAlgoLowLatency, "lowlatency", canImplement, planning::barrierGeometryOf<arfuseAlgoLowLatency>,
+                   workspace};
 }
 
 }  // namespace arfuse

@@ -45,14 +45,6 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 
 }  // namespace
 
-AlgoEntry ncclEntry() {
-  AlgoEntry e;
-  e.algo = arfuseAlgoNccl;
-  e.name = "nccl";
-  e.canImplement = canImplement;
-  e.geometry = planning::localGeometry;
-  e.workspace = workspace;
-  return e;
-}
+AlgoEntry ncclEntry() { return AlgoEntry{arfuseAlgoNccl, "nccl", canImplement, planning::localGeometry, workspace}; }
 
 }  // namespace arfuse

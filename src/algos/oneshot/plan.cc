@@ -7,12 +7,8 @@ namespace {
 
 Verdict canImplement(const PlanContext& c) {
   const Fabric& f = c.f;
-  if (c.forced) {
-    const std::string noP2p = planning::needsPeerAccess(c, "oneshot");
-    if (!noP2p.empty()) return Verdict::no(noP2p);
-    return Verdict::yes(strprintf("oneshot: forced by %s (%lld B, %d ranks)", c.forcedBy, c.bytes, f.nranks));
-  }
-  if (!f.p2p) return Verdict::no(planning::why(f.p2pDetail, planning::kNoP2pWhy));
+  if (c.forced) return planning::forcedPeerPath(c, "oneshot");
+  if (!f.p2p) return planning::noPeerAccess(c);
   // One-shot reads (n-1) x bytes from peers with one barrier; two-shot reads 2(n-1)/n x bytes with
   // two. At 2 ranks both read the same bytes, so one-shot always wins (measured on 2 x H200 NVLink:
   // 13.4 vs 16.5 us at 128 tokens, 119 vs 137 us at 2048); beyond, two-shot once bytes dominate.
@@ -28,20 +24,11 @@ Verdict canImplement(const PlanContext& c) {
                                 peerBytes, limit.c_str(), c.origin));
 }
 
-bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  return planning::barrierGeometry(c, arfuseAlgoOneShot, p, why);
-}
-
 }  // namespace
 
 AlgoEntry oneShotEntry() {
-  AlgoEntry e;
-  e.algo = arfuseAlgoOneShot;
-  e.name = "oneshot";
-  e.canImplement = canImplement;
-  e.geometry = geometry;
-  e.workspace = planning::stagingWorkspace;
-  return e;
+  return AlgoEntry{arfuseAlgoOneShot, "oneshot", canImplement, planning::barrierGeometryOf<arfuseAlgoOneShot>,
+                   planning::stagingWorkspace};
 }
 
 }  // namespace arfuse
