@@ -226,7 +226,15 @@ ARFUSE_API arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, con
  * into every GPU. Shared-memory segments are unlinked as soon as every rank has mapped them, so
  * nothing is left behind when a process dies after init (segments of an init whose every process
  * was killed are listed and removed by `arfuse doctor --clean`). Ranks on one GPU in different processes time-slice:
- * correct, but slow (use generous timeouts). */
+ * correct, but slow (use generous timeouts).
+ * Groups that span hosts (docs/multihost.md): ranks are grouped by host (host name + boot_id); every
+ * host must hold the same number of ranks L (else every rank fails with arfuseUnsupported naming each
+ * host and its count). Within a host the ranks share memory as above; across hosts everything goes
+ * through NCCL: one communicator over every rank (the nccl path) and one per local index (the
+ * hierarchical path, arfuseAlgoHierarchical). arfuseCommInitRank then needs the TCP rendezvous
+ * (ARFUSE_BOOTSTRAP_ADDR / ARFUSE_BOOTSTRAP_IFNAME); arfuseCommInitRankWithAllGather needs nothing
+ * more. arfuseCommRank / arfuseCommCount report the rank and size of the whole group. Errors also:
+ * arfuseNcclError (an NCCL communicator could not be created). */
 #define ARFUSE_UNIQUE_ID_BYTES 128
 typedef struct {
   char internal[ARFUSE_UNIQUE_ID_BYTES];
