@@ -24,6 +24,11 @@ HostIdentity hostIdentity() {
   gethostname(name, sizeof name - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  // Container-aware: processes of one machine in different IPC namespaces share no POSIX shared
+  // memory, so they are different hosts to arfuse even with the same host name.
+  char ns[64] = {};
+  const ssize_t n = readlink("/proc/self/ns/ipc", ns, sizeof ns - 1);
+  if (n > 0) boot += std::string("/") + std::string(ns, static_cast<size_t>(n));
   return hostIdentityOf(name, boot, paramTestHostId());
 }
 

@@ -2,10 +2,12 @@
 // (CPU-tested with fake host ids, tests/cpu/host_layout_test.cc).
 //
 // Host identity (hostIdentity): as NCCL's getHostHash, the host name followed by the kernel's
-// boot_id (/proc/sys/kernel/random/boot_id). Containers of one machine share the boot_id but not,
-// in general, their host name, /dev/shm or IPC namespace, so they count as different hosts, as in
-// NCCL. ARFUSE_TEST_HOST_ID (TEST ONLY) replaces the whole identity, so that processes on one
-// machine can be told they are on several hosts.
+// boot_id (/proc/sys/kernel/random/boot_id), and the IPC namespace (/proc/self/ns/ipc). Containers
+// of one machine share the boot_id but not, in general, their host name or IPC namespace (hence
+// /dev/shm), so they count as different hosts; NCCL may still see one host there and use its own
+// intra-node transports between them, which is its business. ARFUSE_TEST_HOST_ID (TEST ONLY)
+// replaces the whole identity, so that processes on one machine can be told they are on several
+// hosts.
 //
 // Layout (groupHosts): hosts are numbered in order of their lowest global rank; a rank's local
 // index is its order among the ranks of its host by global rank. Every host must hold the same
