@@ -2,6 +2,9 @@
 // reason, forced paths, the slice and kernel geometry.
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "algos/hierarchical/args.h"
 #include "algos/hierarchical/plan.h"
 
 namespace arfuse {
@@ -126,6 +129,46 @@ TEST(MultiHostPlan, SliceCoversTheMessageInWholeVectors) {
       EXPECT_GE(s * L, count);
       EXPECT_LT((s - 8) * L, count);  // no slice is a whole vector longer than needed
     }
+}
+
+// The kernels' index math (algos/hierarchical/args.h), emulated for every local rank: the
+// reduce-scatter's CTAs cover every vector of every slice exactly once; what CTA b of rank r reads
+// of a peer is what CTA b of that peer copied in; the gather finds every element of the message in
+// exactly the slice (and offset) the reduce-scatter wrote it to, never past the slice's end.
+TEST(MultiHostPlan, KernelIndexMathCoversTheMessageOnce) {
+  for (int L : {1, 2, 3, 4, 8})
+    for (int E : {4, 8})
+      for (long long count : {8ll, 7168ll, 3 * 5120ll, 16 * 4096ll, 5 * 7168ll + 8})
+        for (int ctas : {1, 3, 8, 32}) {
+          const long long S = hierarchicalSliceElems(count, L), sliceVecs = S / E, total = count / E;
+          ASSERT_EQ(S % E, 0);
+          std::vector<int> summedBy(static_cast<size_t>(L * sliceVecs), -1);  // [vector] -> CTA
+          for (int r = 0; r < L; ++r) {
+            long long covered = 0;
+            for (int b = 0; b < ctas; ++b) {
+              const HierCut c = hierCtaCut(sliceVecs, ctas, b);
+              for (long long v = c.first; v < c.last; ++v) {
+                ++covered;
+                const long long g = r * sliceVecs + v;  // what rank r sums (and reads of every peer's copy-in)
+                EXPECT_EQ(summedBy[g], -1);
+                summedBy[g] = b;
+                // CTA b of peer q copied vector j * sliceVecs + v for every j != q: j = r is this one.
+                const HierCut theirs = hierCtaCut(sliceVecs, ctas, b);
+                EXPECT_TRUE(v >= theirs.first && v < theirs.last);
+              }
+            }
+            EXPECT_EQ(covered, sliceVecs);
+          }
+          for (long long v = 0; v < total; ++v) {
+            const long long e0 = v * E;
+            const int q = hierOwner(e0, S);
+            const long long off = hierOffset(e0, S);
+            ASSERT_LT(q, L);
+            EXPECT_EQ(off % 4, 0);  // 16-byte aligned fp32 loads
+            EXPECT_LE(off + E, S);  // the vector lies inside its slice
+            EXPECT_GE(summedBy[q * sliceVecs + off / E], 0);
+          }
+        }
 }
 
 TEST(MultiHostPlan, GatherGeometryCoversRowsWithAnInstantiation) {

@@ -23,6 +23,31 @@ struct HierArgs {
   long long sliceElems;  // elements of one slice (algos/hierarchical/plan.h hierarchicalSliceElems)
 };
 
+#ifdef __CUDACC__
+#define ARFUSE_HIER_HD __host__ __device__ __forceinline__
+#else
+#define ARFUSE_HIER_HD inline
+#endif
+
+// The index math of the two kernels, shared with the CPU test that checks it
+// (tests/cpu/multihost_plan_test.cc): in 16-byte vectors of the call's dtype (E elements each),
+// slice j is vectors [j sliceVecs, (j + 1) sliceVecs) of the message; CTA b of the reduce-scatter
+// grid (of `ctas`) handles vectors [first, last) of every slice.
+struct HierCut {
+  long long first, last;
+};
+ARFUSE_HIER_HD HierCut hierCtaCut(long long sliceVecs, int ctas, int b) {
+  const long long per = (sliceVecs + ctas - 1) / ctas;
+  const long long first = static_cast<long long>(b) * per;
+  const long long last = first + per < sliceVecs ? first + per : sliceVecs;
+  return HierCut{first, last};
+}
+// The local rank whose slice holds element e of the message, and e's offset in it.
+ARFUSE_HIER_HD int hierOwner(long long e, long long sliceElems) { return static_cast<int>(e / sliceElems); }
+ARFUSE_HIER_HD long long hierOffset(long long e, long long sliceElems) {
+  return e - static_cast<long long>(hierOwner(e, sliceElems)) * sliceElems;
+}
+
 // One hierarchical call as its launch (issue.cc) issues it: the reduce-scatter kernel (`scatter`),
 // ncclAllReduce of sliceElems fp32 in place at args.slices[args.k.rank] over `cross` (the ranks with
 // this local index, one per host), then the gather + epilogue kernel (AlgoLaunch::l), in stream order.

@@ -43,9 +43,8 @@ __global__ void __launch_bounds__(256) hierReduceScatterKernel(const __grid_cons
   const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [count / E]
   const long long total = h.count / E;                   // vectors of the message
   const long long sliceVecs = h.sliceElems / E;          // vectors of one slice
-  const long long per = (sliceVecs + gridDim.x - 1) / gridDim.x;
-  const long long v0 = static_cast<long long>(blockIdx.x) * per;
-  const long long v1 = v0 + per < sliceVecs ? v0 + per : sliceVecs;
+  const HierCut cut = hierCtaCut(sliceVecs, gridDim.x, blockIdx.x);
+  const long long v0 = cut.first, v1 = cut.last;
   pdlWait();
   const CallState cs = enterCall(a);
   const bool go = cs.status == kFlightOk;
@@ -112,8 +111,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) hierGatherKernel(con
       for (int e = 0; e < E; ++e) acc[e] = 0.f;
       if (ok) {
         const long long e0 = static_cast<long long>(tc.at(j, u)) * E;  // first element of the vector
-        const int q = static_cast<int>(e0 / h.sliceElems);             // its slice's owner
-        const float* src = h.slices[q] + (e0 - static_cast<long long>(q) * h.sliceElems);
+        const float* src = h.slices[hierOwner(e0, h.sliceElems)] + hierOffset(e0, h.sliceElems);
 #pragma unroll
         for (int k = 0; k < E / 4; ++k) {
           const uint4 f = loadL2(src + 4 * k);
