@@ -130,16 +130,19 @@ typedef enum { arfuseBfloat16 = 0, arfuseFloat16 = 1, arfuseFloat32 = 2, arfuseN
   (ARFUSE_DTYPE_BIT(arfuseBfloat16) | ARFUSE_DTYPE_BIT(arfuseFloat16) | ARFUSE_DTYPE_BIT(arfuseFloat32))
 
 typedef enum {
-  arfuseAlgoAuto = 0,       /* the plan picks (see arfuseCommQueryPlan) */
-  arfuseAlgoOneShot = 1,    /* every rank pulls every peer's rows; one barrier */
-  arfuseAlgoTwoShot = 2,    /* reduce-scatter by column slices, then gather; two barriers */
-  arfuseAlgoNccl = 3,       /* ncclAllReduce + arfuse's fused add+RMSNorm kernel (distinct devices only) */
-  arfuseAlgoLocal = 4,      /* nranks == 1: no communication (reported by plans; may be forced only at nranks 1) */
-  arfuseAlgoLowLatency = 5, /* small messages: each rank pushes its rows into every peer's buffer with the
-                               readiness flag inside every 8-byte word; no separate barrier, one one-way trip */
-  arfuseAlgoHostStaged = 6, /* no peer access needed: ranks exchange through pinned host memory mapped into every
-                               GPU (one-shot for small messages, two-shot beyond; the plan's reason says which) */
-  arfuseNumAlgos = 7
+  arfuseAlgoAuto = 0,         /* the plan picks (see arfuseCommQueryPlan) */
+  arfuseAlgoOneShot = 1,      /* every rank pulls every peer's rows; one barrier */
+  arfuseAlgoTwoShot = 2,      /* reduce-scatter by column slices, then gather; two barriers */
+  arfuseAlgoNccl = 3,         /* ncclAllReduce + arfuse's fused add+RMSNorm kernel (distinct devices only) */
+  arfuseAlgoLocal = 4,        /* nranks == 1: no communication (reported by plans; may be forced only at nranks 1) */
+  arfuseAlgoLowLatency = 5,   /* small messages: each rank pushes its rows into every peer's buffer with the
+                                 readiness flag inside every 8-byte word; no separate barrier, one one-way trip */
+  arfuseAlgoHostStaged = 6,   /* no peer access needed: ranks exchange through pinned host memory mapped into every
+                                 GPU (one-shot for small messages, two-shot beyond; the plan's reason says which) */
+  arfuseAlgoHierarchical = 7, /* groups that span hosts: intra-host reduce-scatter (fp32, local-rank order), NCCL
+                                 all-reduce of each 1/L slice across hosts (fp32), intra-host all-gather fused
+                                 with residual add + RMSNorm (docs/multihost.md) */
+  arfuseNumAlgos = 8
 } arfuseAlgo_t;
 
 typedef enum { arfuseOpAllReduce = 0, arfuseOpAllReduceAddRmsNorm = 1 } arfuseOp_t;
@@ -223,7 +226,15 @@ ARFUSE_API arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, con
  * into every GPU. Shared-memory segments are unlinked as soon as every rank has mapped them, so
  * nothing is left behind when a process dies after init (segments of an init whose every process
  * was killed are listed and removed by `arfuse doctor --clean`). Ranks on one GPU in different processes time-slice:
- * correct, but slow (use generous timeouts). */
+ * correct, but slow (use generous timeouts).
+ * Groups that span hosts (docs/multihost.md): ranks are grouped by host (host name + boot_id); every
+ * host must hold the same number of ranks L (else every rank fails with arfuseUnsupported naming each
+ * host and its count). Within a host the ranks share memory as above; across hosts everything goes
+ * through NCCL: one communicator over every rank (the nccl path) and one per local index (the
+ * hierarchical path, arfuseAlgoHierarchical). arfuseCommInitRank then needs the TCP rendezvous
+ * (ARFUSE_BOOTSTRAP_ADDR / ARFUSE_BOOTSTRAP_IFNAME); arfuseCommInitRankWithAllGather needs nothing
+ * more. arfuseCommRank / arfuseCommCount report the rank and size of the whole group. Errors also:
+ * arfuseNcclError (an NCCL communicator could not be created). */
 #define ARFUSE_UNIQUE_ID_BYTES 128
 typedef struct {
   char internal[ARFUSE_UNIQUE_ID_BYTES];

@@ -72,6 +72,7 @@ class Algo(enum.IntEnum):
     Local = 4
     LowLatency = 5
     HostStaged = 6
+    Hierarchical = 7
 
     @property
     def label(self) -> str:

@@ -7,7 +7,8 @@ namespace arfuse {
 // two-shot for everything else. A forced algorithm is looked up here by its id.
 std::vector<AlgoEntry>& algoRegistry() {
   static std::vector<AlgoEntry> entries = {
-      localEntry(), lowLatencyEntry(), hostStagedEntry(), ncclEntry(), oneShotEntry(), twoShotEntry(),
+      localEntry(),   lowLatencyEntry(), hostStagedEntry(),   ncclEntry(),
+      oneShotEntry(), twoShotEntry(),    hierarchicalEntry(),
   };
   return entries;
 }

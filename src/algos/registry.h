@@ -70,6 +70,7 @@ struct AlgoLaunch {
   void* copyDst = nullptr;
   size_t copyBytes = 0;
   cudaStream_t stream = nullptr;
+  const void* path = nullptr;  // what only one path's launch reads (the hierarchical path: HierLaunch)
 };
 
 struct AlgoEntry {
@@ -99,6 +100,7 @@ AlgoEntry hostStagedEntry();
 AlgoEntry ncclEntry();
 AlgoEntry oneShotEntry();
 AlgoEntry twoShotEntry();
+AlgoEntry hierarchicalEntry();  // groups that span hosts (algos/hierarchical/plan.h)
 
 // Shared by the entries (plan/plan.cc).
 namespace planning {

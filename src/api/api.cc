@@ -17,6 +17,7 @@
 #include "arfuse/arfuse.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
+#include "comm/multihost.h"
 #include "common/no_device.h"
 #include "common/params.h"
 #include "diag/dump.h"
@@ -217,6 +218,8 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
   const void* residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
   void* normOut = pc->extended ? c.epi->normOut : c.normOut;
   void* residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
+  const bool multiHost = g.multiHost != nullptr;  // across hosts: NCCL over every rank
+  if (multiHost) pc->nccl = multiHostNccl(g);
   pc->sendBuf = c.x;
   pc->count = static_cast<size_t>(c.tokens) * c.hidden;
   if (!pc->fused && !groupDeterministic(g)) {
@@ -227,12 +230,12 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
   // caller buffer that is also an input, nor the staging peers read), then the epilogue. One
   // buffer serves every call: each all-reduce is queued behind the previous call's epilogue on
   // the rank's stream, in groups too (api/group_schedule.h).
-  pc->recvBuf = rankNcclSum(g, comm->rank);
+  pc->recvBuf = multiHost ? multiHostNcclSum(g) : rankNcclSum(g, comm->rank);
   pc->gather = groupDeterministic(g);
   pc->la = LocalArgs{pc->recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
                      c.eps,       1.0f / c.hidden, 1,        0,       {},          ext};
   if (pc->gather) {
-    pc->la.sources = groupRanks(g);
+    pc->la.sources = multiHost ? multiHostRanks(g) : groupRanks(g);
     pc->la.sourceStride = pc->count;
   }
   if (!pc->fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
@@ -261,6 +264,27 @@ void fillKernelArgs(const Group& g, const arfuseComm* comm, const CallArgs& c, c
   ka.eps = c.eps;
   ka.invHidden = 1.0f / c.hidden;
   ka.ext = ext;
+}
+
+// The hierarchical call's three steps (pc->ka filled as for one-shot, over the intra-host group):
+// the reduce-scatter kernel's grid, the views of the local ranks' buffers, the slice that crosses
+// hosts and its communicator; the gather + epilogue kernel has the plan's geometry.
+void fillHierarchical(const MultiHost& mh, const Plan& plan, PlannedCall* pc) {
+  HierLaunch& h = pc->hier;
+  h.args.k = pc->ka;
+  h.args.count = static_cast<long long>(pc->ka.tokens) * pc->ka.hidden;
+  h.args.sliceElems = hierarchicalSliceElems(h.args.count, mh.layout.localRanks);
+  for (int q = 0; q < mh.layout.localRanks; ++q) {
+    h.args.in[q] = mh.peerIn[q];
+    h.args.slices[q] = mh.peerSlices[q];
+  }
+  h.scatter = pc->launch;
+  h.scatter.vecs = 1;
+  h.scatter.chunks = 1;
+  hierarchicalScatterGeometry(mh.fabric, h.args.sliceElems, pc->dtype, &h.scatter.blocks, &h.scatter.threads);
+  h.scatter.pdl = plan.pdl;
+  pc->launch.pdl = false;  // the gather follows NCCL's kernel, which triggers no dependents
+  h.cross = mh.cross;
 }
 
 // Plans and checks a call and fills everything needed to issue it. pc->fields is set once the call
@@ -317,6 +341,10 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
     case arfuseAlgoHostStaged:
       fillKernelArgs(g, comm, c, plan, ext, pc);
       return Status();
+    case arfuseAlgoHierarchical:
+      fillKernelArgs(g, comm, c, plan, ext, pc);
+      fillHierarchical(*g.multiHost, plan, pc);
+      return Status();
     default:
       return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(plan.algo));
   }
@@ -337,6 +365,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async), msg.c_str());
       return async;
     }
+    if (g.multiHost) msg += "; " + intraHostRanksText(*g.multiHost);
     // The line describes the call that failed on the device; `refused` names the call refused now.
     return fail(comm, async, __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
@@ -480,7 +509,9 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
   std::string msg;
-  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg);
+  MultiProcessOptions reusable;
+  reusable.reusable = true;  // a framework's all-gather may be called again (groups that span hosts)
+  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg, reusable);
   if (st != arfuseSuccess)
     return fail(nullptr,
                 ARFUSE_FAIL(st, "arfuseCommInitRankWithAllGather (rank %d of %d): %s", rank, nranks, msg.c_str()));
@@ -504,8 +535,8 @@ arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
     *out = (expr);                                                                                \
     return arfuseSuccess;                                                                         \
   }
-COMM_GETTER(arfuseCommRank, int, c->rank)
-COMM_GETTER(arfuseCommCount, int, groupRanks(*c->group))
+COMM_GETTER(arfuseCommRank, int, c->globalRank >= 0 ? c->globalRank : c->rank)
+COMM_GETTER(arfuseCommCount, int, c->group->multiHost ? multiHostRanks(*c->group) : groupRanks(*c->group))
 COMM_GETTER(arfuseCommDevice, int, c->device)
 COMM_GETTER(arfuseCommIsVirtual, int, groupHasVirtualRanks(*c->group) ? 1 : 0)
 

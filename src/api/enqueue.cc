@@ -20,7 +20,7 @@ thread_local int tGroupDepth = 0;
 thread_local std::vector<PlannedCall> tDeferred;
 
 Status issueAllReduce(const PlannedCall& c) {
-  ncclComm_t nc = rankNccl(*c.comm->group, c.comm->rank);
+  ncclComm_t nc = c.nccl ? c.nccl : rankNccl(*c.comm->group, c.comm->rank);
   if (c.gather) {
     const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.stream);
     if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllGather: %s", ncclGetErrorString(nr));
@@ -52,6 +52,7 @@ Status issueLaunch(const PlannedCall& c) {
   call.copyDst = c.copyDst;
   call.copyBytes = c.copyBytes;
   call.stream = c.stream;
+  call.path = &c.hier;
   ARFUSE_CHECK(entry->launch(call));
   return Status();
 }
@@ -78,6 +79,11 @@ Launch launchOf(const Plan& plan, arfuseDataType_t dtype, KernelKind kind) {
 }
 
 arfuseResult_t enqueueCall(const PlannedCall& c) {
+  if (tGroupDepth > 0 && c.algo == arfuseAlgoHierarchical)
+    return report(c, ARFUSE_FAIL(arfuseInvalidUsage,
+                                 "a hierarchical-path call (a group that spans hosts) cannot be made inside "
+                                 "arfuseGroupStart/End: its NCCL all-reduce sits between two kernels, which an NCCL "
+                                 "group would reorder. Call it outside the group, or force algo=nccl"));
   if (tGroupDepth > 0) {
     bool defer = c.hasAllReduce();
     for (const PlannedCall& d : tDeferred) {

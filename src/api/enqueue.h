@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include <string>
 
+#include "algos/hierarchical/args.h"
 #include "algos/launch.h"
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
@@ -57,6 +59,9 @@ struct PlannedCall {
   void* recvBuf = nullptr;
   size_t count = 0;
   bool gather = false;
+  ncclComm_t nccl = nullptr;  // a group that spans hosts: the communicator over every rank (else the rank's own)
+  // Hierarchical path (algos/hierarchical/args.h): its three steps, issued by its registry entry.
+  HierLaunch hier{};
   // Local path, AllReduce: out = in (bytes; nothing when in place)
   const void* copySrc = nullptr;
   void* copyDst = nullptr;
@@ -68,7 +73,7 @@ struct PlannedCall {
   const void* checkWeight = nullptr;
   std::string fields;  // the canonical line's fields for this call (op, bytes, dtype, path)
 
-  bool hasAllReduce() const { return algo == arfuseAlgoNccl; }
+  bool hasAllReduce() const { return algo == arfuseAlgoNccl; }  // the hierarchical one is inside its launch
   bool hasLaunch() const { return algo != arfuseAlgoNccl || fused || gather; }
 };
 

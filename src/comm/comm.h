@@ -24,8 +24,11 @@ struct arfuseComm {
   int rank = 0;
   int device = 0;
   int arch = 0;
+  int globalRank = -1;  // a group that spans hosts: the rank in the whole group (rank: the local index)
   std::string lastError;
-  arfuse::LogContext logContext() const { return arfuse::LogContext{rank, device, arch}; }
+  arfuse::LogContext logContext() const {
+    return arfuse::LogContext{globalRank >= 0 ? globalRank : rank, device, arch};
+  }
 };
 
 namespace arfuse {
@@ -46,8 +49,16 @@ void startWatching(Group* g);  // ARFUSE_WATCHDOG_MS / ARFUSE_DUMP_ON_SIGNAL: re
 // the group's shared-memory segment.
 using Exchange =
     std::function<arfuseResult_t(const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message)>;
+// `intraHost`: the intra-host part of a group that spans hosts (comm/multihost.h): no forced algorithm
+// and no NCCL of its own (NCCL runs on the host-spanning communicators). `reusable`: exchangeA may be
+// called again (a framework's all-gather), which a group that spans hosts uses after phase A.
+struct MultiProcessOptions {
+  bool intraHost = false;
+  bool reusable = false;
+};
 arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
-                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message);
+                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message,
+                                      const MultiProcessOptions& options = MultiProcessOptions());
 
 // Creation and teardown (comm.cc). On failure returns the code and fills *message.
 arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms,

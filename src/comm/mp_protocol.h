@@ -48,6 +48,9 @@ struct Hello {
   int32_t deterministic;
   int32_t llTwoPhase;
   int64_t llTwoPhaseMax;
+  char hostLabel[64];    // init/host_layout.h HostIdentity::label, for messages
+  int32_t worldNcclSet;  // rank 0: worldNcclId holds an NCCL id for a group that spans hosts
+  uint8_t worldNcclId[128];
 };
 
 struct Wire {

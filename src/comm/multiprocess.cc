@@ -45,12 +45,14 @@
 #include "comm/comm.h"
 #include "comm/config.h"
 #include "comm/mp_protocol.h"
+#include "comm/multihost.h"
 #include "comm/process_cookie.h"
 #include "comm/shm.h"
 #include "common/no_device.h"
 #include "common/params.h"
 #include "core/status.h"
 #include "init/group_builder.h"
+#include "init/host_layout.h"
 #include "topo/probe_map.h"
 #include "transport/ipc.h"
 
@@ -58,17 +60,6 @@ namespace arfuse {
 namespace {
 
 using namespace mp;  // NOLINT: this file is the protocol's other half
-
-uint64_t hostHash() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  uint64_t h = 1469598103934665603ull;
-  for (const std::string& s : {std::string(name), boot})
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 // Rank 0's segments until the group owns them: released (and their names removed) on every early
 // return of init.
@@ -92,8 +83,9 @@ bool segmentNameOk(const char* name) {
 // This rank's hello: its facts and resolved config, or the first local failure (posted, not
 // returned, so that the other ranks learn it). Rank 0 also creates the group segment and reserves
 // the host-staged one here, before any other process learns their names.
-Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config, bool haveComm, ResolvedConfig* rcOut,
-                 int* countOut, SegmentsBeforeGroup* earlyOut) {
+Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config, bool haveComm,
+                 const MultiProcessOptions& options, ResolvedConfig* rcOut, int* countOut,
+                 SegmentsBeforeGroup* earlyOut) {
   ResolvedConfig& rc = *rcOut;
   int& count = *countOut;
   SegmentsBeforeGroup& early = *earlyOut;
@@ -103,7 +95,11 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   me.nranks = nranks;
   me.rank = rank;
   me.pid = getpid();
-  me.hostHash = hostHash();
+  {
+    const HostIdentity id = hostIdentity();
+    me.hostHash = id.hash;
+    std::snprintf(me.hostLabel, sizeof me.hostLabel, "%s", id.label.c_str());
+  }
   me.cookie = processCookie();
   std::string why;
   arfuseResult_t local = arfuseSuccess;
@@ -117,6 +113,10 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   {
     std::string m;
     if (resolveConfig(config, nranks, &rc, &m) != arfuseSuccess) localFail(arfuseInvalidArgument, m);
+    if (options.intraHost) {  // the path is chosen by the group that spans hosts (comm/multihost.h)
+      rc.policy.forcedAlgo = arfuseAlgoAuto;
+      rc.policy.forcedBy.clear();
+    }
   }
   const cudaError_t countError = cudaGetDeviceCount(&count);
   if (countError != cudaSuccess || count == 0) {
@@ -158,6 +158,13 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   me.deterministic = rc.policy.deterministic ? 1 : 0;
   me.llTwoPhase = rc.policy.llTwoPhase;
   me.llTwoPhaseMax = rc.policy.llTwoPhaseMaxBytes;
+  if (rank == 0 && local == arfuseSuccess && !options.intraHost && !options.reusable && mayNeedWorldNcclId()) {
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) == ncclSuccess) {
+      std::memcpy(me.worldNcclId, &id, sizeof id);
+      me.worldNcclSet = 1;
+    }
+  }
   if (rank == 0 && local == arfuseSuccess) {
     std::string err;
     const std::string gname = shmRandomName("g"), hname = shmRandomName("h");
@@ -177,16 +184,12 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   return me;
 }
 
-// Phase A's checks, the same on every rank: one arfuse version, one host, one config.
+// Phase A's checks, the same on every rank: one arfuse version, one config (hosts: the caller).
 Status checkHellos(const std::vector<Hello>& h) {
   for (size_t s = 0; s < h.size(); ++s) {
     if (h[s].magic != kHelloMagic || h[s].abi != ARFUSE_VERSION_CODE)
       return ARFUSE_FAIL(arfuseMismatch, "rank %zu runs another arfuse version (abi %u, this rank %u)", s, h[s].abi,
                          ARFUSE_VERSION_CODE);
-    if (h[s].hostHash != h[0].hostHash)
-      return ARFUSE_FAIL(arfuseUnsupported,
-                         "rank %zu is on another host than rank 0: arfuse groups span one host (use NCCL across hosts)",
-                         s);
 #define SAME(field, label)                                                                                           \
   do {                                                                                                               \
     if (h[s].field != h[0].field)                                                                                    \
@@ -262,7 +265,8 @@ Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& group
 }  // namespace
 
 arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
-                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message) {
+                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message,
+                                      const MultiProcessOptions& options) {
   {
     const std::string bad = checkRankArgs(nranks, rank);  // before anything is indexed by rank
     if (!bad.empty()) return *message = bad, arfuseInvalidArgument;
@@ -270,7 +274,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   ResolvedConfig rc;
   int count = 0;
   SegmentsBeforeGroup early;
-  const Hello me = localHello(nranks, rank, device, config, comm != nullptr, &rc, &count, &early);
+  const Hello me = localHello(nranks, rank, device, config, comm != nullptr, options, &rc, &count, &early);
 
   // ---- phase A ------------------------------------------------------------------------------------
   std::vector<uint8_t> all;
@@ -283,6 +287,20 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   if (firstFailure<Hello>(all, nranks, &st, message)) return st;
   st = checkHellos(h).into(message);
   if (st != arfuseSuccess) return st;
+  bool oneHost = true;
+  for (const Hello& x : h) oneHost = oneHost && x.hostHash == h[0].hostHash;
+  if (!oneHost) {
+    if (options.intraHost)
+      return *message = "init: the intra-host group found ranks of another host", arfuseInternalError;
+    MultiHostInit mi;
+    mi.nranks = nranks;
+    mi.rank = rank;
+    mi.device = device;
+    mi.config = config;
+    mi.hellos = all;
+    mi.reusable = options.reusable ? &exchangeA : nullptr;
+    return createRankMultiHost(mi, comm, message);  // rank 0's segments go with `early`
+  }
   const int timeoutMs = std::max(30000, rc.timeoutMs);
 
   // ---- the group, from the same bytes on every rank -----------------------------------------------
@@ -294,6 +312,11 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   Group* g = nullptr;
   st = makeGroup(&facts, ctx, &g).into(message);
   if (st != arfuseSuccess) return st;
+  if (options.intraHost) {
+    g->ncclPlanned = false;
+    g->fabric.nccl = false;
+    g->fabric.ncclDetail = "the intra-host part of a group that spans hosts: NCCL runs across hosts";
+  }
   if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
     freeGroup(g);
     return *message =

@@ -36,7 +36,8 @@ const char* arfuseGetErrorString(arfuseResult_t r) {
 }
 
 const char* arfuseAlgoName(arfuseAlgo_t a) {
-  static const char* names[] = {"auto", "oneshot", "twoshot", "nccl", "local", "lowlatency", "hoststaged"};
+  static const char* names[] = {"auto",  "oneshot",    "twoshot",    "nccl",
+                                "local", "lowlatency", "hoststaged", "hierarchical"};
   const int v = rawEnum(a);
   return (v >= 0 && v < arfuseNumAlgos) ? names[v] : "unknown";
 }

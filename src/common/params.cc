@@ -21,7 +21,7 @@ namespace {
 const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_ALGO", "enum", "auto",
      "Force the algorithm of every communicator whose config leaves `algo` at -1: auto, lowlatency, oneshot, "
-     "twoshot, hoststaged, nccl."},
+     "twoshot, hoststaged, nccl, hierarchical (groups that span hosts: docs/multihost.md)."},
     {"ARFUSE_TIMEOUT_MS", "int", "10000",
      "Bound on every device-side wait for a peer, in milliseconds, 1..86400000 (config `timeoutMs` wins). On expiry "
      "the group is aborted and calls fail with arfusePeerTimeout. Multi-process init waits max(30 s, this).",
@@ -105,6 +105,11 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_DUMP_ON_SIGNAL", "bool", "0",
      "1: on SIGUSR1, write every live communicator's flight-recorder dump (the format `arfuse triage` reads) to "
      "stderr and to the ARFUSE_DEBUG_FILE file."},
+    {"ARFUSE_TEST_HOST_ID", "hostid", "",
+     "TEST ONLY: the host identity arfuseCommInitRank uses for this process instead of hostname + boot_id, so that "
+     "ranks on one machine form a group that spans simulated hosts (`h0`, `h1`; ranks with equal ids are one host). "
+     "Never set it in production: ranks told they are on different hosts still share memory only within a host id, "
+     "and NCCL needs NCCL_HOSTID to agree (docs/multihost.md)."},
     {"ARFUSE_CHECK_REPLICAS", "bool", "0",
      "1: every fused call checks that residual_in and weight are bitwise equal on every rank, as arfuse.h requires, "
      "and a difference aborts the group with arfuseMismatch naming the first differing rank and element. Costs a "
@@ -237,7 +242,7 @@ std::string parseParamValue(const ParamSpec& s, const std::string& v, long long*
   long long x = 0;
   if (name == "ARFUSE_ALGO") {
     x = parseAlgoName(v);
-    if (x < 0) return "expected auto|lowlatency|oneshot|twoshot|hoststaged|nccl";
+    if (x < 0) return "expected auto|lowlatency|oneshot|twoshot|hoststaged|nccl|hierarchical";
   } else if (name == "ARFUSE_LOG_LEVEL") {
     x = parseLevel(v);
     if (x < 0) return "expected DEBUG|INFO|WARN|ERROR|NONE";
@@ -265,6 +270,11 @@ std::string parseParamValue(const ParamSpec& s, const std::string& v, long long*
     for (char c : v)
       if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.:,=^-@", c)))
         return "expected interface names or prefixes separated by commas (eth,ib or =eth0 or ^docker,lo)";
+  } else if (type == "hostid") {
+    if (v.size() > 63) return "expected at most 63 characters";
+    for (char c : v)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.:-", c)))
+        return "expected letters, digits and _.:- (h0, node-1)";
   } else if (type == "path" || type == "address") {
     if (v.empty() && *s.defaultValue == '\0' && type == "path") return "expected a file path";
     for (char c : v)
@@ -295,6 +305,7 @@ int parseAlgoName(const std::string& name) {
   if (name == "nccl") return arfuseAlgoNccl;
   if (name == "lowlatency") return arfuseAlgoLowLatency;
   if (name == "hoststaged") return arfuseAlgoHostStaged;
+  if (name == "hierarchical") return arfuseAlgoHierarchical;
   return -1;
 }
 
@@ -338,6 +349,7 @@ std::vector<unsigned> paramBootstrapUids() {
 std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE").value; }
 int paramWatchdogMs() { return static_cast<int>(valueOf("ARFUSE_WATCHDOG_MS").number); }
 bool paramDumpOnSignal() { return valueOf("ARFUSE_DUMP_ON_SIGNAL").number != 0; }
+std::string paramTestHostId() { return valueOf("ARFUSE_TEST_HOST_ID").value; }
 
 std::string paramsMarkdown() {
   std::ostringstream os;

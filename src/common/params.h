@@ -12,7 +12,7 @@ namespace arfuse {
 
 struct ParamSpec {
   const char* name;          // ARFUSE_...
-  const char* type;          // "int", "enum", "bool", "path", "address", "interfaces", "uids"
+  const char* type;          // "int", "enum", "bool", "path", "address", "interfaces", "uids", "hostid"
   const char* defaultValue;  // as text
   const char* description;
   long long min = 0, max = 0;  // "int": the accepted range (inclusive)
@@ -63,6 +63,7 @@ std::string paramDebugFile();                // ARFUSE_DEBUG_FILE, "" when unset
 std::string paramCalibrationFile();          // ARFUSE_CALIBRATION_FILE, "" when unset
 int paramWatchdogMs();                       // ARFUSE_WATCHDOG_MS (0: watchdog off)
 bool paramDumpOnSignal();                    // ARFUSE_DUMP_ON_SIGNAL
+std::string paramTestHostId();               // ARFUSE_TEST_HOST_ID ("" = the real host identity)
 
 // Markdown table of the variables (docs/environment.md is this output; a test keeps them equal).
 std::string paramsMarkdown();

@@ -21,6 +21,8 @@
 
 namespace arfuse {
 
+struct MultiHost;  // comm/multihost.h: what a group that spans hosts adds
+
 struct RankResources {
   int device = -1;  // -1: not a rank of this process (multi-process groups)
   int arch = 0;
@@ -69,10 +71,21 @@ struct Group {
   std::vector<RankResources> ranks;
   PeerPtrs peers{};
   std::atomic<int> live{0};  // communicators not yet destroyed
+  // Set for a group that spans hosts (comm/multihost.h): this group is the rank's intra-host
+  // group, and this what crosses hosts (freed by the cleanups above).
+  std::shared_ptr<MultiHost> multiHost;
 };
+
+// A group that spans hosts (comm/multihost.cc): its plan (algos/hierarchical/plan.h), its ranks and
+// the NCCL path's communicator and buffer over all of them.
+Plan planMultiHost(const Group& g, const PlanRequest& req);
+int multiHostRanks(const Group& g);
+ncclComm_t multiHostNccl(const Group& g);
+void* multiHostNcclSum(const Group& g);
 
 // ---- What the API layer reads of a group ----
 
+// The ranks of the intra-host group (a group that spans hosts: of this host).
 inline int groupRanks(const Group& g) { return g.nranks; }
 inline bool groupHasVirtualRanks(const Group& g) { return g.fabric.virtualRanks; }
 // Batch invariance: the NCCL path gathers and sums in rank order.
@@ -83,7 +96,9 @@ inline uint64_t groupTimeoutNs(const Group& g) { return g.timeoutNs; }
 inline GroupShared* groupSharedArea(const Group& g) { return g.shared; }
 
 // The plan of a call on this group (the same function answers arfuseCommQueryPlan).
-inline Plan planOn(const Group& g, const PlanRequest& req) { return makePlan(g.fabric, g.limits, g.policy, req); }
+inline Plan planOn(const Group& g, const PlanRequest& req) {
+  return g.multiHost ? planMultiHost(g, req) : makePlan(g.fabric, g.limits, g.policy, req);
+}
 
 // Local rank r's NCCL communicator and the NCCL path's sum buffer.
 inline ncclComm_t rankNccl(const Group& g, int r) { return g.ranks[r].nccl; }

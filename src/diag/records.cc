@@ -30,6 +30,8 @@ long long callDescBytes(CallDesc d) {
 const char* callDescPath(CallDesc d) { return arfuseAlgoName(static_cast<arfuseAlgo_t>(descAlgo(d))); }
 
 const char* callDescVariant(CallDesc d) {
+  if (descAlgo(d) == arfuseAlgoHierarchical)  // its two kernels (algos/hierarchical/kernel.cuh)
+    return descVariant(d) == 0 ? "scatter" : descVariant(d) == 1 ? "gather" : "unknown";
   if (descAlgo(d) != arfuseAlgoHostStaged) return "";
   return descVariant(d) == 0 ? "oneshot" : descVariant(d) == 1 ? "twoshot" : "unknown";
 }
@@ -42,7 +44,12 @@ std::string describeCallDesc(CallDesc d, bool withPath) {
     s += ", path ";
     s += callDescPath(d);
     const std::string v = callDescVariant(d);
-    if (!v.empty()) s += v == "oneshot" ? " one-shot" : v == "twoshot" ? " two-shot" : " variant unknown";
+    if (!v.empty())
+      s += v == "oneshot"   ? " one-shot"
+           : v == "twoshot" ? " two-shot"
+           : v == "scatter" ? " phase 1 (intra-host reduce-scatter)"
+           : v == "gather"  ? " phase 2 (intra-host gather + epilogue)"
+                            : " variant unknown";
   }
   return s + ")";
 }

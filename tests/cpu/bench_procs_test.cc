@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "bench_args.h"
 #include "bench_json.h"
 #include "harness/ranks.h"
@@ -111,6 +113,25 @@ TEST(BenchProcs, JobsRunInAFixedOrderWithTheNcclBaselinesLast) {
                                             arfuseAlgoHostStaged, arfuseAlgoNccl, kAlgoNcclSymm}));
   ASSERT_TRUE(parses({"--procs", "2", "--algo", "nccl-symm,oneshot"}, &a, &err)) << err;
   EXPECT_EQ(procsJobs(a), (std::vector<int>{arfuseAlgoOneShot, kAlgoNcclSymm}));
+}
+
+TEST(BenchProcs, SimulatedHostsTimeTheHierarchicalPathAgainstNccl) {
+  BenchArgs a;
+  std::string err;
+  ASSERT_TRUE(parses({"--procs", "4", "--hosts", "2"}, &a, &err)) << err;
+  EXPECT_EQ(a.hosts, 2);
+  EXPECT_EQ(procsJobs(a), (std::vector<int>{arfuseAlgoAuto, arfuseAlgoHierarchical, arfuseAlgoNccl}));
+  ASSERT_TRUE(parses({"--procs", "4", "--hosts", "2", "--algo", "nccl,hierarchical"}, &a, &err)) << err;
+  EXPECT_EQ(procsJobs(a), (std::vector<int>{arfuseAlgoHierarchical, arfuseAlgoNccl}));
+  const std::vector<std::string> c = procsChildArgs(a, 3, "/tmp/d");  // the child simulates its host too
+  EXPECT_NE(std::find(c.begin(), c.end(), "--hosts"), c.end());
+  BenchArgs b;
+  EXPECT_FALSE(parses({"--procs", "4", "--hosts", "3"}, &b, &err));
+  EXPECT_TRUE(has(err, "must divide --procs 4")) << err;
+  EXPECT_FALSE(parses({"--hosts", "2"}, &b, &err));
+  EXPECT_TRUE(has(err, "needs --procs")) << err;
+  EXPECT_FALSE(parses({"--procs", "2", "--hosts", "1"}, &b, &err));
+  EXPECT_TRUE(has(benchUsage(), "--hosts H"));
 }
 
 TEST(BenchProcs, ChildArgumentsAreTheLaunchersWithoutItsJson) {

@@ -54,6 +54,16 @@ TEST(CliPlanArgs, TyposAreUsageErrorsNamingTheArgument) {
   EXPECT_NE(parseError({"--no-p2p", "--virtual"}).find("drop one"), std::string::npos);
 }
 
+TEST(CliPlanArgs, HostsPlansAGroupOverSeveralHostsLikeTheDescribedOne) {
+  PlanArgs a;
+  std::string err;
+  ASSERT_TRUE(parsePlanArgs({"--ranks", "8", "--hosts", "2", "--algo", "hierarchical"}, &a, &err)) << err;
+  EXPECT_EQ(a.hosts, 2);
+  EXPECT_EQ(a.algo, arfuseAlgoHierarchical);
+  EXPECT_EQ(parseError({"--hosts", "1"}), "--hosts wants a whole number from 2 to 16, got '1'");
+  EXPECT_NE(std::string(planUsage()).find("--hosts H"), std::string::npos);
+}
+
 TEST(CliPlanArgs, GoodArgumentsAreTakenAsWritten) {
   PlanArgs a;
   std::string err;

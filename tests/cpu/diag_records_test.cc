@@ -29,6 +29,11 @@ TEST(DiagRecords, CallDescriptorsDecode) {
   EXPECT_STREQ(callDescVariant(hs), "twoshot");
   EXPECT_EQ(describeCallDesc(d, false), "AllReduceAddRmsNorm bf16 tokens=3 hidden=7168 (43008 B)");
   EXPECT_EQ(describeCallDesc(hs, true), "AllReduce fp16 tokens=2 hidden=1024 (4096 B, path hoststaged two-shot)");
+  const CallDesc hier = makeCallDesc(arfuseOpAllReduceAddRmsNorm, arfuseBfloat16, arfuseAlgoHierarchical, 1, 64, 8192);
+  EXPECT_STREQ(callDescPath(hier), "hierarchical");
+  EXPECT_STREQ(callDescVariant(hier), "gather");
+  EXPECT_NE(describeCallDesc(hier, true).find("path hierarchical phase 2 (intra-host gather + epilogue)"),
+            std::string::npos);
   EXPECT_TRUE(callDescEmpty(CallDesc{0, 0}));
   EXPECT_FALSE(callDescEmpty(d));
 }

@@ -73,6 +73,7 @@ const char* benchUsage() {
          "  -d, --dtype bf16|fp16|fp32       (default bf16; nccl-tests' bfloat16, half, float also work)\n"
          "  --ranks N                        ranks: real GPUs when there are N, else virtual ranks on GPU 0\n"
          "  --algo LIST                      comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl,\n"
+         "                                   hierarchical (groups that span hosts: see --hosts),\n"
          "                                   nccl-symm, or all (the default: every one this machine can run).\n"
          "                                   The baselines, each NCCL all-reduce + arfuse's add+RMSNorm kernel:\n"
          "                                     nccl       cudaMalloc buffers (NCCL's classic kernels)\n"
@@ -85,6 +86,10 @@ const char* benchUsage() {
          "                                   GPU 0 (arfuse only: NCCL refuses two ranks on one GPU; the\n"
          "                                   times are then a PROXY, not performance)\n"
          "  --procs-timeout S                bound on the whole --procs run, seconds (default 300)\n"
+         "  --hosts H                        with --procs N: H simulated hosts of N/H ranks (TEST ONLY:\n"
+         "                                   ARFUSE_TEST_HOST_ID; NCCL over loopback sockets with a host id\n"
+         "                                   per process): times hierarchical against nccl across hosts;\n"
+         "                                   default --algo auto,hierarchical,nccl (docs/multihost.md)\n"
          "  --machine LABEL                  name of this machine in the JSON (scripts/perf_table.py puts\n"
          "                                   the runs of one machine, and bench/peers.py's, in one table)\n"
          "  --epilogue LIST                  comma list of epilogues to time (--op fused and addrmsnorm;\n"
@@ -215,7 +220,7 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
           if (!parseAlgo(item, &algo)) {
             *error = "--algo " + item +
                      ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
-                     "nccl-symm, or all";
+                     "hierarchical, nccl-symm, or all";
             return false;
           }
           if (std::find(a.algos.begin(), a.algos.end(), algo) != a.algos.end()) {
@@ -327,6 +332,13 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       (k == "--procs" ? a.procs : k == "--proc-rank" ? a.procRank : a.procsTimeoutS) = static_cast<int>(x);
     } else if (k == "--proc-dir") {
       if (!value(&a.procDir)) return false;
+    } else if (k == "--hosts") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 2, ARFUSE_MAX_RANKS, &x)) {
+        *error = "--hosts " + v + ": must be 2.." + std::to_string(ARFUSE_MAX_RANKS);
+        return false;
+      }
+      a.hosts = static_cast<int>(x);
     } else if (k == "--machine") {
       if (!value(&a.machine)) return false;
       if (a.machine.empty()) {
@@ -349,6 +361,10 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
     }
     a.iters = graphReplays;
   }
+  if (a.hosts && !a.procs) {
+    *error = "--hosts " + std::to_string(a.hosts) + " needs --procs N (one process per rank on the simulated hosts)";
+    return false;
+  }
   if (a.procs || a.procRank >= 0) {
     std::string why;
     if (a.procRank >= 0 && (!a.procs || a.procDir.empty()))
@@ -366,6 +382,9 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       why = "--epilogue runs in process only for now; drop --procs";
     else if (a.ncclSweep || !a.ncclSweepChild.empty())
       why = "--nccl-sweep runs in process; drop --procs";
+    else if (a.hosts && (a.procs % a.hosts != 0 || a.hosts > a.procs))
+      why = "--hosts " + std::to_string(a.hosts) + " must divide --procs " + std::to_string(a.procs) +
+            " (the same number of ranks on every host)";
     if (!why.empty()) {
       *error = "--procs: " + why;
       return false;

@@ -37,6 +37,7 @@ struct BenchArgs {
   // --procs N: one process per rank (arfuseCommInitRank / ncclCommInitRank), as engines run; with
   // fewer GPUs than N every process shares GPU 0 (a proxy, like virtual ranks). 0: in process.
   int procs = 0;
+  int hosts = 0;  // --hosts H with --procs: simulated hosts (TEST ONLY: ARFUSE_TEST_HOST_ID, docs/multihost.md)
   int procsTimeoutS = kDefaultProcsTimeoutS;
   int procRank = -1;                 // internal: this process is rank R of a --procs run
   std::string procDir;               // internal: where the --procs run's ranks meet (ids, results)

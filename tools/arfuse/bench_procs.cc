@@ -26,9 +26,15 @@ std::string text(const json::Value* v) { return v && v->kind == json::Value::Kin
 }  // namespace
 
 std::vector<int> procsJobs(const BenchArgs& a) {
-  std::vector<int> all = {arfuseAlgoAuto,       arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot,
-                          arfuseAlgoHostStaged, arfuseAlgoNccl,       kAlgoNcclSymm};
-  if (a.algos.empty()) return all;
+  std::vector<int> all = {arfuseAlgoAuto,       arfuseAlgoLowLatency,   arfuseAlgoOneShot, arfuseAlgoTwoShot,
+                          arfuseAlgoHostStaged, arfuseAlgoHierarchical, arfuseAlgoNccl,    kAlgoNcclSymm};
+  // Over simulated hosts only the paths that cross hosts run (and auto); within one host, every
+  // path but hierarchical.
+  if (a.algos.empty() && a.hosts) return {arfuseAlgoAuto, arfuseAlgoHierarchical, arfuseAlgoNccl};
+  if (a.algos.empty()) {
+    all.erase(std::find(all.begin(), all.end(), arfuseAlgoHierarchical));
+    return all;
+  }
   std::vector<int> jobs;
   for (int j : all)  // the fixed order, whatever order --algo gave
     if (std::find(a.algos.begin(), a.algos.end(), j) != a.algos.end()) jobs.push_back(j);

@@ -79,6 +79,7 @@ std::string meetInit(const BenchArgs& a, int job, const std::string& mine) {
 }  // namespace
 
 int benchProcChild(const BenchArgs& a) {
+  if (a.hosts > 0) simulateHost(a.procRank, a.procs, a.hosts);
   const int ndev = harness::deviceCount();
   const bool shared = a.virtualRanks || ndev < a.procs;
   const int device = shared ? 0 : a.procRank;
@@ -167,6 +168,11 @@ int benchProcs(const BenchArgs& a, std::vector<Row>* rows, BenchEnv* env) {
   }
   std::printf("# --procs %d: one process per rank, %s\n", n,
               shared ? "every process on GPU 0 (fewer GPUs than ranks)" : "rank r on GPU r");
+  if (a.hosts > 0)
+    std::printf(
+        "# --hosts %d: %d simulated hosts x %d ranks (ARFUSE_TEST_HOST_ID, TEST ONLY); NCCL between them over "
+        "loopback sockets, so times are no figure for real hosts\n",
+        a.hosts, a.hosts, n / a.hosts);
   std::fflush(stdout);
   std::vector<std::vector<std::string>> argvs;
   std::vector<std::string> logs;

@@ -9,7 +9,7 @@ namespace cli {
 
 const char* planUsage() {
   return "usage: arfuse plan [--ranks N] [--hidden H] [--tokens T,T,...] [--dtype bf16|fp16|fp32]\n"
-         "                   [--no-p2p] [--virtual] [--algo A] [--allreduce]\n"
+         "                   [--no-p2p] [--virtual] [--algo A] [--allreduce] [--hosts H]\n"
          "                   [--topology FILE.json [--devices 0,1,...]]\n"
          "  Prints the algorithm, launch geometry and reason the library's plan gives for each token count\n"
          "  on a described machine. No GPU needed. The machine is printed first. Without --topology it is\n"
@@ -18,7 +18,9 @@ const char* planUsage() {
          "  puts every rank on one GPU (virtual ranks, no NCCL).\n"
          "  --topology reads a machine description (docs/topology.md; recorded and hand-written examples in\n"
          "  tests/topo/fixtures) and plans for ranks on --devices (default: every GPU in it).\n"
-         "  --algo auto|lowlatency|oneshot|twoshot|hoststaged|nccl forces a path, as ARFUSE_ALGO does.\n"
+         "  --algo auto|lowlatency|oneshot|twoshot|hoststaged|nccl|hierarchical forces a path, as ARFUSE_ALGO\n"
+         "  does. --hosts H plans for a group over H hosts like the described one (its ranks per host): the\n"
+         "  nccl or hierarchical path across hosts, with the reason (docs/multihost.md).\n"
          "  --allreduce plans arfuseAllReduce instead of the fused call. Exit: 0, 1 a token count has no\n"
          "  plan, 2 usage.\n";
 }
@@ -65,13 +67,17 @@ bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::str
       if (!value(&v)) return false;
       a.algo = parseAlgoName(v);
       if (a.algo < 0)
-        return *error = "--algo wants auto, lowlatency, oneshot, twoshot, hoststaged or nccl, got '" + v + "'", false;
+        return *error =
+                   "--algo wants auto, lowlatency, oneshot, twoshot, hoststaged, nccl or hierarchical, got '" + v + "'",
+               false;
     } else if (k == "--no-p2p") {
       a.noP2p = true;
     } else if (k == "--virtual") {
       a.virtualRanks = true;
     } else if (k == "--allreduce") {
       a.allreduce = true;
+    } else if (k == "--hosts") {
+      if (!value(&v) || !parseIntArg(k, v, 2, ARFUSE_MAX_RANKS, &a.hosts, error)) return false;
     } else {
       *error = "unknown argument '" + k + "'";
       return false;

@@ -22,6 +22,7 @@ struct PlanArgs {
   bool virtualRanks = false;
   int algo = arfuseAlgoAuto;  // arfuseAlgo_t
   bool allreduce = false;
+  int hosts = 0;             // --hosts H: the machine is one host of a group over H such hosts (docs/multihost.md)
   std::string topology;      // --topology FILE, "" when none
   std::vector<int> devices;  // --devices (only with --topology); empty: every GPU of the file
   bool help = false;

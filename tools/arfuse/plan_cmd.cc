@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/hierarchical/plan.h"
 #include "cli.h"
 #include "common/params.h"
 #include "plan/from_topology.h"
@@ -123,18 +124,39 @@ int plan(const std::vector<std::string>& args) {
   for (const PolicyNote& n : resolved.notes) std::printf("policy: %s\n", n.text.c_str());
   if (!resolved.notes.empty()) std::printf("\n");
 
-  std::printf("%-7s %-10s %-10s %-7s %-7s %s\n", "tokens", "bytes", "algo", "blocks", "threads", "reason");
+  MultiHostFabric mf;  // --hosts: H hosts like this one (comm/multihost.cc builds the same from every rank)
+  if (a.hosts > 0) {
+    if (a.hosts * f.nranks > ARFUSE_MAX_RANKS) {
+      std::fprintf(stderr, "arfuse plan: --hosts %d x %d ranks per host is more than %d ranks\n", a.hosts, f.nranks,
+                   ARFUSE_MAX_RANKS);
+      return kExitUsage;
+    }
+    mf.hosts = a.hosts;
+    mf.localRanks = f.nranks;
+    mf.nranks = a.hosts * f.nranks;
+    mf.hierarchical = f.p2p || f.nranks == 1;
+    mf.hierarchicalDetail = f.p2p ? "" : "no peer access between the ranks of a host: " + f.p2pDetail;
+    mf.maxBlocks = f.maxBlocks;
+    mf.maxBlocksWide = f.maxBlocksWide > 0 ? f.maxBlocksWide : f.maxBlocks;
+    mf.smCount = f.smCount;
+    mf.pdl = f.pdl;
+    std::printf(
+        "group over %d such hosts: %d ranks, NCCL across hosts (the nccl path over every rank, the "
+        "hierarchical path's all-reduce per local index)\n\n",
+        a.hosts, mf.nranks);
+  }
+  std::printf("%-7s %-10s %-12s %-7s %-7s %s\n", "tokens", "bytes", "algo", "blocks", "threads", "reason");
   int rc = kExitOk;
   for (int tokens : a.tokens) {
     req.tokens = tokens;
-    Plan p = makePlan(f, limits, policy, req);
+    Plan p = a.hosts > 0 ? makeMultiHostPlan(mf, limits, policy, req) : makePlan(f, limits, policy, req);
     if (p.status != arfuseSuccess) {
-      std::printf("%-7d %-10s %-10s %-7s %-7s %s: %s\n", tokens, "-", "-", "-", "-", arfuseGetErrorName(p.status),
+      std::printf("%-7d %-10s %-12s %-7s %-7s %s: %s\n", tokens, "-", "-", "-", "-", arfuseGetErrorName(p.status),
                   p.reason.c_str());
       rc = kExitFailed;
       continue;
     }
-    std::printf("%-7d %-10lld %-10s %-7d %-7d %s\n", tokens,
+    std::printf("%-7d %-10lld %-12s %-7d %-7d %s\n", tokens,
                 static_cast<long long>(tokens) * req.hidden * dtypeSize(req.dtype), arfuseAlgoName(p.algo), p.blocks,
                 p.threads, p.reason.c_str());
   }

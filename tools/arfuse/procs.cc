@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "algos/hierarchical/plan.h"
 #include "arfuse/arfuse.h"
 #include "cli.h"
 #include "harness/harness.h"
@@ -104,7 +105,19 @@ std::vector<float> values(uint64_t seed, size_t n, float scale) {
   return v;
 }
 
-int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus) {
+// The path the auto plan of a group over simulated hosts must pick (algos/hierarchical/plan.h).
+int expectedMultiHostAlgo(const Case& c, int nranks, int hosts) {
+  const long long bytes = static_cast<long long>(c.tokens) * c.hidden * numeric::elemSize(c.dtype);
+  const int local = nranks / hosts;
+  const char* det = std::getenv("ARFUSE_DETERMINISTIC");
+  if (det && std::string(det) == "1") return arfuseAlgoNccl;  // the all-gather summed in rank order
+  const long long slice = 4 * hierarchicalSliceElems(static_cast<long long>(c.tokens) * c.hidden, local);
+  return local >= 2 && slice < bytes && bytes >= kHierarchicalMinBytes ? arfuseAlgoHierarchical : arfuseAlgoNccl;
+}
+
+int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus,
+           int hosts, uint64_t seed) {
+  if (hosts > 0) simulateHost(rank, nranks, hosts);
   auto say = [&](const char* fmt, auto... a) {
     std::printf("rank %d: ", rank);
     std::printf(fmt, a...);
@@ -148,18 +161,26 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
     const size_t n = static_cast<size_t>(c.tokens) * c.hidden, es = numeric::elemSize(c.dtype);
     arfusePlan_t plan;
     arfuseCommQueryPlan(comm, c.op, c.tokens, c.hidden, c.dtype, &plan);
+    if (hosts > 0) {
+      const int want = algo >= 0 ? algo : expectedMultiHostAlgo(c, nranks, hosts);
+      if (plan.algo != want) {
+        say("CASE %s algo=%s FAIL: expected %s (%s)", c.name, arfuseAlgoName(plan.algo),
+            arfuseAlgoName(arfuseAlgo_t(want)), plan.reason);
+        ++failed;
+      }
+    }
     // Every rank's x, rounded to the dtype; the sum in fp64.
     std::vector<double> sum(n, 0.0);
     std::vector<char> mine(n * es);
     for (int s = 0; s < nranks; ++s) {
-      const std::vector<float> x = values(1000 * k + s + 1, n, 1.f);
+      const std::vector<float> x = values(seed + 1000 * k + s + 1, n, 1.f);
       for (size_t i = 0; i < n; ++i) {
         const float xr = numeric::round(x[i], c.dtype);
         sum[i] += xr;
         if (s == rank) numeric::store(mine.data(), i, xr, c.dtype);
       }
     }
-    const std::vector<float> res = values(77 + k, n, 2.f), wt = values(99 + k, c.hidden, 1.f);
+    const std::vector<float> res = values(seed + 77 + k, n, 2.f), wt = values(seed + 99 + k, c.hidden, 1.f);
     std::vector<char> resH(n * es), wH(c.hidden * es);
     for (size_t i = 0; i < n; ++i) numeric::store(resH.data(), i, res[i], c.dtype);
     for (int i = 0; i < c.hidden; ++i) numeric::store(wH.data(), i, wt[i], c.dtype);
@@ -236,6 +257,17 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
 }
 
 }  // namespace
+
+void simulateHost(int rank, int nranks, int hosts) {
+  const std::string host = "h" + std::to_string(rank * hosts / nranks);
+  setenv("ARFUSE_TEST_HOST_ID", host.c_str(), 1);
+  setenv("NCCL_HOSTID", ("arfuse-selftest-" + std::to_string(getppid()) + "-" + std::to_string(rank)).c_str(), 1);
+  for (const char* kv : {"NCCL_SOCKET_IFNAME=lo", "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1",
+                         "NCCL_NVLS_ENABLE=0"}) {
+    const std::string s(kv);
+    setenv(s.substr(0, s.find('=')).c_str(), s.substr(s.find('=') + 1).c_str(), 1);
+  }
+}
 
 std::vector<pid_t> spawnSelf(const std::vector<std::vector<std::string>>& argvs, const std::vector<std::string>& logs) {
   char exe[4096];
@@ -322,7 +354,8 @@ bool awaitFile(const std::string& dir, const std::string& name, double timeoutS,
 
 // The hidden worker entry: `arfuse selftest --proc-rank R --procs N --proc-dir D [...]`.
 int selftestProcs(const std::vector<std::string>& args) {
-  int n = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1;
+  int n = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1, hosts = 0;
+  uint64_t seed = 0;  // the launcher draws it (fresh inputs every run) and gives it to every rank
   bool forceVirtual = false;
   std::string dir;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -340,13 +373,19 @@ int selftestProcs(const std::vector<std::string>& args) {
       timeoutMs = std::atoi(next().c_str());
     else if (a == "--virtual")
       forceVirtual = true;
+    else if (a == "--hosts")
+      hosts = std::atoi(next().c_str());
+    else if (a == "--seed")
+      seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--algo") {
       const std::string v = next();
       algo = -2;
       for (int k = 0; k < arfuseNumAlgos; ++k)
         if (v == arfuseAlgoName(arfuseAlgo_t(k))) algo = k == arfuseAlgoAuto ? -1 : k;
       if (algo == -2) {
-        std::fprintf(stderr, "arfuse selftest: --algo %s: use auto, lowlatency, oneshot, twoshot, hoststaged or nccl\n",
+        std::fprintf(stderr,
+                     "arfuse selftest: --algo %s: use auto, lowlatency, oneshot, twoshot, hoststaged, nccl or "
+                     "hierarchical\n",
                      v.c_str());
         return kExitUsage;
       }
@@ -363,9 +402,14 @@ int selftestProcs(const std::vector<std::string>& args) {
     std::fprintf(stderr, "arfuse selftest: --kill-rank %d: must be 1..%d (rank 0 reports)\n", killRank, n - 1);
     return kExitUsage;
   }
+  if (hosts != 0 && (hosts < 2 || hosts > n || n % hosts != 0 || killRank >= 0)) {
+    std::fprintf(stderr, "arfuse selftest: --hosts %d: must be 2..%d and divide --procs %d (no --kill-rank)\n", hosts,
+                 n, n);
+    return kExitUsage;
+  }
   const int ndev = harness::deviceCount();
   const bool realGpus = !forceVirtual && ndev >= n;
-  if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus);
+  if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus, hosts, seed);
 
   if (ndev == 0) {
     std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n  Why: %s.\n",
@@ -380,6 +424,13 @@ int selftestProcs(const std::vector<std::string>& args) {
   }
   dir = tmpl;
   const std::set<std::string> before = arfuseSegments();
+  seed = std::random_device()() & 0xFFFFFFFFu;
+  if (hosts > 0)
+    std::printf(
+        "simulated hosts: %d x %d ranks (ARFUSE_TEST_HOST_ID h0..h%d; NCCL: a host id per process, loopback "
+        "sockets)\n",
+        hosts, n / hosts, hosts - 1);
+  std::printf("inputs: seed %llu (fresh per run)\n", static_cast<unsigned long long>(seed));
   std::printf("arfuse selftest --procs %d: %s; ranks on %s%s\n", n, arfuseGetBuildInfo(),
               realGpus ? "one GPU each" : "GPU 0 (processes time-slice one GPU: correctness only)",
               killRank >= 0 ? (", rank " + std::to_string(killRank) + " dies after init").c_str() : "");
@@ -393,6 +444,8 @@ int selftestProcs(const std::vector<std::string>& args) {
     if (algo >= 0) argv.insert(argv.end(), {"--algo", arfuseAlgoName(arfuseAlgo_t(algo))});
     if (killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(killRank)});
     if (forceVirtual) argv.push_back("--virtual");
+    if (hosts > 0) argv.insert(argv.end(), {"--hosts", std::to_string(hosts)});
+    argv.insert(argv.end(), {"--seed", std::to_string(seed)});
     argvs.push_back(argv);
     logs.push_back(dir + "/rank" + std::to_string(r) + ".log");
   }

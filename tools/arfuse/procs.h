@@ -14,6 +14,11 @@ namespace cli {
 
 // Starts /proc/self/exe once per argv (argv[0] is the program name the child sees), stdout and
 // stderr of each to its log; stdin from /dev/null. A child that cannot start gets pid -1.
+// --hosts H (TEST ONLY, docs/multihost.md): this process, rank `rank` of `nranks`, is on simulated
+// host rank * H / nranks: ARFUSE_TEST_HOST_ID for arfuse, an NCCL_HOSTID of its own and loopback
+// sockets for NCCL. Call before anything reads the environment (arfuse's parameters, NCCL).
+void simulateHost(int rank, int nranks, int hosts);
+
 std::vector<pid_t> spawnSelf(const std::vector<std::vector<std::string>>& argvs, const std::vector<std::string>& logs);
 
 // Waits for every child until `deadline`, then kills (SIGKILL) and reaps what is left. Per child:

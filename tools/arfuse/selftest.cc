@@ -24,13 +24,15 @@ struct Shape {
 void usage() {
   std::printf(
       "usage: arfuse selftest [--ranks N[,N...]] [--virtual] [--quick]\n"
-      "       arfuse selftest --procs N [--algo A] [--virtual] [--timeout-ms T] [--kill-rank R]\n"
+      "       arfuse selftest --procs N [--algo A] [--virtual] [--timeout-ms T] [--kill-rank R] [--hosts H]\n"
       "  Runs every arfuse path over fresh random inputs and checks each output against an fp64 reference\n"
       "  and for bitwise equality across ranks. With >= 2 GPUs the ranks are real GPUs; with one GPU they\n"
       "  are virtual ranks on it (correctness only); --virtual forces virtual ranks on GPU 0.\n"
       "  --procs N starts N processes, one rank each (arfuseCommInitRank; one GPU each when there are N,\n"
       "  else all on GPU 0), checks every output against fp64 and across ranks, and that nothing is left\n"
       "  in /dev/shm; --kill-rank R kills rank R after init: rank 0 must name it and destroy must return.\n"
+      "  --hosts H simulates H hosts of N/H ranks each (ARFUSE_TEST_HOST_ID, TEST ONLY; NCCL over loopback\n"
+      "  sockets with a host id per process), so the nccl and hierarchical paths across hosts run on one machine.\n"
       "  Exit: 0 all passed, 1 a check failed, 2 usage, 3 no GPU.\n");
 }
 

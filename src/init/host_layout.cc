@@ -1,0 +1,75 @@
+#include "init/host_layout.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "common/params.h"
+#include "diag/log.h"
+
+namespace arfuse {
+
+HostIdentity hostIdentityOf(const std::string& hostname, const std::string& bootId, const std::string& testOverride) {
+  HostIdentity id;
+  const std::string key = testOverride.empty() ? hostname + bootId : "test:" + testOverride;
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  id.hash = h;
+  id.label = testOverride.empty() ? hostname : "test:" + testOverride;
+  return id;
+}
+
+HostIdentity hostIdentity() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  // Container-aware: processes of one machine in different IPC namespaces share no POSIX shared
+  // memory, so they are different hosts to arfuse even with the same host name.
+  char ns[64] = {};
+  const ssize_t n = readlink("/proc/self/ns/ipc", ns, sizeof ns - 1);
+  if (n > 0) boot += std::string("/") + std::string(ns, static_cast<size_t>(n));
+  return hostIdentityOf(name, boot, paramTestHostId());
+}
+
+HostLayout groupHosts(const std::vector<uint64_t>& hashes, const std::vector<std::string>& labels) {
+  HostLayout l;
+  const int n = static_cast<int>(hashes.size());
+  l.hostOf.assign(n, -1);
+  l.localOf.assign(n, -1);
+  std::vector<uint64_t> seen;
+  for (int r = 0; r < n; ++r) {
+    int h = 0;
+    while (h < static_cast<int>(seen.size()) && seen[h] != hashes[r]) ++h;
+    if (h == static_cast<int>(seen.size())) {
+      seen.push_back(hashes[r]);
+      l.ranksOf.emplace_back();
+      l.labels.push_back(r < static_cast<int>(labels.size()) ? labels[r] : strprintf("#%d", h));
+    }
+    l.hostOf[r] = h;
+    l.localOf[r] = static_cast<int>(l.ranksOf[h].size());
+    l.ranksOf[h].push_back(r);
+  }
+  l.hosts = static_cast<int>(seen.size());
+  l.localRanks = l.hosts > 0 ? static_cast<int>(l.ranksOf[0].size()) : 0;
+  bool equal = true;
+  for (const auto& rs : l.ranksOf) equal = equal && static_cast<int>(rs.size()) == l.localRanks;
+  if (!equal) {
+    std::string list;
+    for (int h = 0; h < l.hosts; ++h)
+      list += strprintf("%shost %s: %zu (first rank %d)", h ? ", " : "", l.labels[h].c_str(), l.ranksOf[h].size(),
+                        l.ranksOf[h][0]);
+    l.error = strprintf(
+        "a group that spans hosts needs the same number of ranks on every host (the hierarchical path pairs local "
+        "rank j of every host); ranks per host: %s",
+        list.c_str());
+  }
+  return l;
+}
+
+std::string describeRank(const HostLayout& l, int rank) {
+  if (rank < 0 || rank >= static_cast<int>(l.hostOf.size())) return strprintf("rank %d", rank);
+  return strprintf("rank %d (host %s, local rank %d)", rank, l.labels[l.hostOf[rank]].c_str(), l.localOf[rank]);
+}
+
+}  // namespace arfuse
