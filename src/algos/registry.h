@@ -93,15 +93,6 @@ const AlgoEntry* findAlgo(arfuseAlgo_t algo);
 // Binds a path's launch to its entry (issue.cc, at library load). Returns true (for a static).
 bool bindAlgoLaunch(arfuseAlgo_t algo, Status (*launch)(const AlgoLaunch&));
 
-// Each path's entry (src/algos/<path>/plan.cc).
-AlgoEntry localEntry();
-AlgoEntry lowLatencyEntry();
-AlgoEntry hostStagedEntry();
-AlgoEntry ncclEntry();
-AlgoEntry oneShotEntry();
-AlgoEntry twoShotEntry();
-AlgoEntry hierarchicalEntry();  // groups that span hosts (algos/hierarchical/plan.h)
-
 // Shared by the entries (plan/plan.cc).
 namespace planning {
 // A multi-rank path's geometry, and whether the call's tiles fit the path's per-CTA regions.
