@@ -356,18 +356,17 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   Group& g = *comm->group;
   const std::string fields = strprintf("op=%s", func + 6);  // drop the "arfuse" prefix
 
-  std::string msg;
   std::string asyncFields;
   bool firstReport = true;
-  const arfuseResult_t async = groupAsyncError(g, comm->rank, &msg, &asyncFields, &firstReport);
-  if (async != arfuseSuccess) {
+  if (const Status async = groupAsyncError(g, comm->rank, &asyncFields, &firstReport); !async.ok()) {
+    std::string msg = async.message();
     if (!firstReport) {  // already printed once for this rank (by an earlier call or the watchdog)
-      comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async), msg.c_str());
-      return async;
+      comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async.code()), msg.c_str());
+      return async.code();
     }
     if (g.multiHost) msg += "; " + intraHostRanksText(*g.multiHost);
     // The line describes the call that failed on the device; `refused` names the call refused now.
-    return fail(comm, async, __FILE__, __LINE__, msg,
+    return fail(comm, async.code(), __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
   }
 
@@ -448,9 +447,8 @@ const char* arfuseGetBuildInfo(void) {
 const char* arfuseGetLastError(void) { return tLastError.c_str(); }
 
 arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, const int* devices, const arfuseConfig_t* config) {
-  std::string msg;
-  const arfuseResult_t st = createGroup(nranks, devices, config, comms, &msg);
-  if (st != arfuseSuccess) return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommInitAll: %s", msg.c_str()));
+  const Status st = createGroup(nranks, devices, config, comms);
+  if (!st.ok()) return fail(nullptr, ARFUSE_FAIL(st.code(), "arfuseCommInitAll: %s", st.message().c_str()));
   return arfuseSuccess;
 }
 
@@ -487,10 +485,10 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
     const bootstrap::Result r = bootstrap::allGather(id, rank, nranks, mine, bytes, all, options, message);
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
-  std::string msg;
-  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg);
-  if (st != arfuseSuccess)
-    return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommInitRank (rank %d of %d): %s", rank, nranks, msg.c_str()));
+  const Status st = createRankMultiProcess(nranks, rank, device, config, exchange, comm);
+  if (!st.ok())
+    return fail(nullptr,
+                ARFUSE_FAIL(st.code(), "arfuseCommInitRank (rank %d of %d): %s", rank, nranks, st.message().c_str()));
   return arfuseSuccess;
 }
 
@@ -508,22 +506,20 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
         bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
-  std::string msg;
   MultiProcessOptions reusable;
   reusable.reusable = true;  // a framework's all-gather may be called again (groups that span hosts)
-  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg, reusable);
-  if (st != arfuseSuccess)
-    return fail(nullptr,
-                ARFUSE_FAIL(st, "arfuseCommInitRankWithAllGather (rank %d of %d): %s", rank, nranks, msg.c_str()));
+  const Status st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, reusable);
+  if (!st.ok())
+    return fail(nullptr, ARFUSE_FAIL(st.code(), "arfuseCommInitRankWithAllGather (rank %d of %d): %s", rank, nranks,
+                                     st.message().c_str()));
   return arfuseSuccess;
 }
 
 arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
   arfuseComm* c = nullptr;
   if (const Status live = liveComm(comm, "arfuseCommDestroy", &c); !live.ok()) return fail(nullptr, live);
-  std::string msg;
-  const arfuseResult_t st = destroyComm(c, &msg);
-  if (st != arfuseSuccess) return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommDestroy: %s", msg.c_str()));
+  const Status st = destroyComm(c);
+  if (!st.ok()) return fail(nullptr, ARFUSE_FAIL(st.code(), "arfuseCommDestroy: %s", st.message().c_str()));
   return arfuseSuccess;
 }
 
@@ -549,9 +545,9 @@ arfuseResult_t arfuseCommGetAsyncError(arfuseComm_t comm, arfuseResult_t* asyncE
   arfuseComm* c = nullptr;
   if (const Status live = liveComm(comm, "arfuseCommGetAsyncError", &c); !live.ok()) return fail(nullptr, live);
   if (!asyncError) return fail(c, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommGetAsyncError: asyncError is NULL"));
-  std::string msg;
-  *asyncError = groupAsyncError(*c->group, c->rank, &msg);
-  if (*asyncError != arfuseSuccess) c->lastError = std::string(arfuseGetErrorName(*asyncError)) + ": " + msg;
+  const Status async = groupAsyncError(*c->group, c->rank);
+  *asyncError = async.code();
+  if (!async.ok()) c->lastError = std::string(arfuseGetErrorName(*asyncError)) + ": " + async.message();
   return arfuseSuccess;
 }
 
