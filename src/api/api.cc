@@ -161,13 +161,10 @@ arfuseResult_t badEnum(arfuseComm_t handle, const char* func, const Status& st) 
   arfuseComm* c = handle && commIsLive(handle) ? handle : nullptr;
   return fail(c, st, strprintf("op=%s", func + 6));
 }
-#define CHECK_ENUM(handle, func, check)                                                                        \
-  do {                                                                                                         \
-    const std::string m_ = (check);                                                                            \
-    if (!m_.empty())                                                                                           \
-      return badEnum(                                                                                          \
-          handle, func,                                                                                        \
-          ::arfuse::Status(arfuseInvalidArgument, std::string(func) + ": " + m_).through(__FILE__, __LINE__)); \
+#define CHECK_ENUM(handle, func, check)                                                                            \
+  do {                                                                                                             \
+    ::arfuse::Status s_ = (check);                                                                                 \
+    if (!s_.ok()) return badEnum(handle, func, s_.prefixed(std::string(func) + ": ").through(__FILE__, __LINE__)); \
   } while (0)
 
 struct CallArgs {
@@ -193,9 +190,8 @@ Status checkCallBuffers(const CallArgs& c, const char* func, int device, EpiArgs
   std::vector<AliasRule> aliases;
   if (c.epi) {
     bufs = {{"x", c.x, bytes}, {"weight", c.weight, c.hidden * dtypeSize(c.dtype)}};
-    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix,
-                      checkEpilogue(c.epi, c.tokens, c.hidden, dtypeSize(c.dtype), ext, &bufs, &aliases));
-    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(c.eps));
+    ARFUSE_CHECK_PREFIXED(prefix, checkEpilogue(c.epi, c.tokens, c.hidden, dtypeSize(c.dtype), ext, &bufs, &aliases));
+    ARFUSE_CHECK_PREFIXED(prefix, checkEps(c.eps));
   } else if (c.op == arfuseOpAllReduce) {
     bufs = {{"in", c.x, bytes}, {"out", c.residualOut, bytes}};
     aliases = {{"out", "in"}};
@@ -206,9 +202,9 @@ Status checkCallBuffers(const CallArgs& c, const char* func, int device, EpiArgs
             {"norm_out", c.normOut, bytes},
             {"residual_out", c.residualOut, bytes}};
     aliases = {{"residual_out", "residual_in"}, {"norm_out", "x"}};
-    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(c.eps));
+    ARFUSE_CHECK_PREFIXED(prefix, checkEps(c.eps));
   }
-  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkBuffers(bufs, aliases));
+  ARFUSE_CHECK_PREFIXED(prefix, checkBuffers(bufs, aliases));
   return checkPointers(func, bufs, device);
 }
 
@@ -387,15 +383,14 @@ Status addRmsNorm(const void* x, const void* residual_in, const void* weight, fl
   limits.maxHidden = 1 << 30;
   Plan p = validateShape(limits, PlanRequest{arfuseOpAllReduceAddRmsNorm, tokens, hidden, dtype});
   if (p.status != arfuseSuccess) return ARFUSE_FAIL(p.status, "%s: %s", func, p.reason.c_str());
-  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(eps));
+  ARFUSE_CHECK_PREFIXED(prefix, checkEps(eps));
   const size_t bytes = static_cast<size_t>(tokens) * hidden * dtypeSize(dtype);
   std::vector<BufferArg> bufs = {{"x", x, bytes},
                                  {"residual_in", residual_in, bytes},
                                  {"weight", weight, hidden * dtypeSize(dtype)},
                                  {"norm_out", norm_out, bytes},
                                  {"residual_out", residual_out, bytes}};
-  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix,
-                    checkBuffers(bufs, {{"residual_out", "residual_in"}, {"norm_out", "x"}}));
+  ARFUSE_CHECK_PREFIXED(prefix, checkBuffers(bufs, {{"residual_out", "residual_in"}, {"norm_out", "x"}}));
   int device = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -474,10 +469,9 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
                                   const arfuseConfig_t* config) {
   bootstrap::UniqueId id;
   std::memcpy(id.bytes, uniqueId.internal, sizeof id.bytes);
-  const std::string bad = checkRankArgs(nranks, rank);
-  if (!bad.empty()) {
+  if (Status bad = checkRankArgs(nranks, rank); !bad.ok()) {
     if (rank == 0) bootstrap::closeListener(id);  // this process's rank 0 gives up: no listener left behind
-    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommInitRank: %s", bad.c_str()));
+    return fail(nullptr, bad.prefixed("arfuseCommInitRank: ").through(__FILE__, __LINE__));
   }
   const int timeoutMs = initTimeoutMs(config);
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
@@ -498,9 +492,8 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
     return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument,
                                      "arfuseCommInitRankWithAllGather: allGather is NULL: pass "
                                      "the framework's all-gather callback"));
-  const std::string bad = checkRankArgs(nranks, rank);
-  if (!bad.empty())
-    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommInitRankWithAllGather: %s", bad.c_str()));
+  if (Status bad = checkRankArgs(nranks, rank); !bad.ok())
+    return fail(nullptr, bad.prefixed("arfuseCommInitRankWithAllGather: ").through(__FILE__, __LINE__));
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
     const bootstrap::Result r =
         bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);

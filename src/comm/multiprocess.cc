@@ -266,7 +266,7 @@ Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& group
 
 Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config, const Exchange& exchangeA,
                               arfuseComm_t* comm, const MultiProcessOptions& options) {
-  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, "", checkRankArgs(nranks, rank));  // before anything is indexed by rank
+  ARFUSE_CHECK(checkRankArgs(nranks, rank));  // before anything is indexed by rank
   ResolvedConfig rc;
   int count = 0;
   SegmentsBeforeGroup early;
