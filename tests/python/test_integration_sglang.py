@@ -226,13 +226,17 @@ def _engine_0_5_11(world, ps):
     from sglang.srt.model_executor.model_runner import ModelRunner
 
     return tp, ModelRunner._pre_initialize_flashinfer_allreduce_workspace, {
-        "communicator": communicator.apply_flashinfer_allreduce_fusion}
+        "communicator": communicator.apply_flashinfer_allreduce_fusion}, None
 
 
 def _engine_0_5_23(world, ps):
     """The same engine as 0.5.23 reads it: widths from a published ServerArgs (no model is loaded),
     groups and ranks stamped into get_parallel() as initialize_model_parallel does (which would also
-    build pynccl, a CUDA-only communicator). The gate is read where the layer boundary reads it too."""
+    build pynccl, a CUDA-only communicator). The gate is read where the layer boundary reads it too.
+    Configured as SGLang configures itself on SM90 / SM100 for the common models: a FlashInfer fusion
+    backend, and the groups tagged by its own _tag_groups_for_flashinfer_allreduce_only (their plain
+    all-reduces use FlashInfer's workspace; without it, and off a GPU, they fall back to gloo). The
+    engine's workspace setup is recorded (each call's hidden size and dtype), not run."""
     from sglang.srt.runtime_context import get_context, get_parallel
     from sglang.srt.server_args import ServerArgs
 
@@ -243,6 +247,14 @@ def _engine_0_5_23(world, ps):
     get_parallel().override_permanently(tp_group=tp, attn_tp_group=tp, moe_tp_group=tp, moe_ep_group=ones,
                                         tp_rank=r, attn_tp_rank=r, attn_dp_rank=0, attn_cp_rank=0, moe_ep_rank=0,
                                         moe_dp_rank=0, moe_tp_rank=r, pp_rank=0)
+    get_context().override("arfuse-test", flashinfer_allreduce_fusion_backend="trtllm")
+    ps._ATTN_TP, ps._MOE_TP, ps._MOE_EP = tp, tp, ones
+    ps.set_flashinfer_allreduce_only(True)
+    ps._tag_groups_for_flashinfer_allreduce_only()
+    import sglang.srt.layers.flashinfer_comm_fusion as fc
+
+    made = []
+    fc.pre_initialize_workspaces = lambda **kw: made.append((kw["hidden_dim"], str(kw["dtype"])))
     from sglang.srt.layers.layer_boundary import exit as boundary_exit
     from sglang.srt.layers.layer_boundary.fusions import allreduce
     from sglang.srt.layers.layer_boundary.residual import add_norm
@@ -250,7 +262,7 @@ def _engine_0_5_23(world, ps):
 
     return tp, BaseRunner._pre_initialize_flashinfer_allreduce_workspace, {
         "add_norm": add_norm.flashinfer_ar_fusion_applies, "exit": boundary_exit.flashinfer_ar_fusion_applies,
-        "fusions.allreduce": allreduce.flashinfer_ar_fusion_applies}
+        "fusions.allreduce": allreduce.flashinfer_ar_fusion_applies}, made
 
 
 def _boundary_0_5_23(norm, x, residual):
@@ -306,7 +318,7 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     patched = sorted(HookRegistry._patched)
     from sglang.srt.distributed import parallel_state as ps
 
-    tp, setup, gates = (_engine_0_5_11 if version == "0.5.11" else _engine_0_5_23)(world, ps)
+    tp, setup, gates, engine_setup = (_engine_0_5_11 if version == "0.5.11" else _engine_0_5_23)(world, ps)
     from sglang.srt.layers.layernorm import RMSNorm
 
     # The fields the setup hook reads from a runner and its ModelRunner (a real one needs a model on
@@ -316,13 +328,14 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     setup(mr if version == "0.5.11" else SimpleNamespace(model_runner=mr))  # patched: arfuse's setup
     f = plugin.fusion()
     out = {"patched": patched, "active": bool(f and f.active), "decline_safe": bool(f and f.decline_safe),
-           "gate": {where: [bool(g(t)) for t in (0, 1, MAX_TOKENS, 9, 4096)] for where, g in gates.items()}}
+           "gate": {where: [bool(g(t)) for t in (0, 1, MAX_TOKENS, 9, 4096)] for where, g in gates.items()},
+           "engine_setup": engine_setup, "hint": getattr(tp, "_fi_workspace_hint", None)}
     if not out["active"]:
         return {**out, "lines": lines}  # check() reports why; calling the op now would run FlashInfer's
     from integration_fake import seeded
 
     groups = (True,) if version == "0.5.11" else (True, False)  # use_attn_tp_group: TP, post-experts
-    cases, boundary = {}, {}
+    cases, boundary, kept = {}, {}, {}
     for tokens in TOKENS:
         x, residual, weight = seeded(world.rank, tokens, HIDDEN, torch.bfloat16, seed=100 + tokens)
         x, residual = x.to(device), residual.to(device)
@@ -331,12 +344,16 @@ def engine_worker(world, paths, backend, version="0.5.11"):
         ref_x = tp.all_reduce(x.clone())  # the engine's own unfused ops
         ref_norm, ref_res = norm.forward_native(ref_x, residual.clone())
         for attn in groups:
-            got_norm, got_res = norm.forward_with_allreduce_fusion(x.clone(), residual.clone(), use_attn_tp_group=attn)
+            r_in = residual.clone()
+            got_norm, got_res = norm.forward_with_allreduce_fusion(x.clone(), r_in, use_attn_tp_group=attn)
             cases[(tokens, attn)] = [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
+            # a fresh residual, the input one untouched (0.5.23's layer boundary counts on it:
+            # flashinfer_preserves_residual, true wherever the gate is)
+            kept[(tokens, attn)] = torch.equal(r_in, residual) and got_res.data_ptr() != r_in.data_ptr()
         if version != "0.5.11":
             boundary[tokens] = {k: v and [_pack(t) for t in (*v, ref_norm, ref_res)]
                                 for k, v in _boundary_0_5_23(norm, x, residual).items()}
-    out["cases"], out["boundary"] = cases, boundary
+    out["cases"], out["boundary"], out["kept"] = cases, boundary, kept
     if backend == "arfuse":
         out["graph"] = _graph_replay(world, tp, device)
     # What SGLang's own caller does with a declined call: 0.5.11 normalises the un-reduced input (the
@@ -419,6 +436,11 @@ def check(results, nranks, backend, version="0.5.11"):
         # arfuse's part of the gate: 1..MAX_TOKENS; above that the engine's own gate (False off SM90/SM100),
         # the same wherever the engine reads it and on every rank
         assert res["gate"] == {b: [False, True, True, False, False] for b in bindings}, res["gate"]
+        assert all(res["kept"].values()), res["kept"]
+        if version != "0.5.11":
+            # the engine's plain all-reduces run in FlashInfer's workspace here: its setup ran once, as
+            # without arfuse (the fused calls are arfuse's all the same)
+            assert res["hint"] == "attn_tp" and res["engine_setup"] == [(HIDDEN, "torch.bfloat16")], res
     info = [line for res in results for line in res["lines"] if line.startswith("arfuse INFO sglang")]
     assert len(info) == 1 and f"({nranks} ranks, " in info[0] and f"up to {MAX_TOKENS} tokens" in info[0], info
     unpack = lambda p: torch.tensor(p[1]).to(getattr(torch, p[0].replace("torch.", "")))  # noqa: E731
