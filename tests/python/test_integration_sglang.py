@@ -17,11 +17,11 @@ ops (GroupCoordinator.all_reduce, then RMSNorm.forward_native). Here the arfuse 
 backend's (integration_fake.py); test_gpu_integration_sglang.py runs the same worker with arfuse
 (0.5.11).
 
-SGLang 0.5.11 comes from $ARFUSE_SGLANG_SITE (folders holding sglang and its dependencies, joined by
-':'), else from .whl/ (scripts/fetch_engine_wheels.sh, CPython 3.12 wheels) installed offline under
-the build folder; 0.5.23 from $ARFUSE_SGLANG_0_5_23_SITE, else from .whl-sglang-0.5.23/
-(scripts/fetch_engine_wheels.sh --sglang 0.5.23). Each is skipped with the reason when its SGLang is
-not there, is another version, or does not import in this Python.
+Each version comes from $ARFUSE_SGLANG_SITE (folders holding sglang and its dependencies, joined by
+':'; several versions: such lists joined by ';', each version taking the list whose sglang dist-info
+is that version), else from its wheel folder (scripts/fetch_engine_wheels.sh: .whl/ for 0.5.11,
+--sglang 0.5.23: .whl-sglang-0.5.23/; CPython 3.12 wheels) installed offline under the build folder.
+Each is skipped with the reason when its SGLang is not there or does not import in this Python.
 """
 import inspect
 import os
@@ -43,10 +43,9 @@ HIDDEN = 256
 MAX_TOKENS = 8
 TOKENS = (1, 3, MAX_TOKENS, MAX_TOKENS + 5)  # the last: above the decode size (never declined on 0.5.11)
 VERSIONS = ("0.5.11", "0.5.23")
-# Where each version's folders and wheels are looked for: (variable, wheel folder, how to fetch it).
-SOURCES = {"0.5.11": ("ARFUSE_SGLANG_SITE", ".whl", "bash scripts/fetch_engine_wheels.sh"),
-           "0.5.23": ("ARFUSE_SGLANG_0_5_23_SITE", ".whl-sglang-0.5.23",
-                      "bash scripts/fetch_engine_wheels.sh --sglang 0.5.23")}
+# Where each version's wheels are looked for without ARFUSE_SGLANG_SITE, and how they are fetched.
+SOURCES = {"0.5.11": (".whl", "bash scripts/fetch_engine_wheels.sh"),
+           "0.5.23": (".whl-sglang-0.5.23", "bash scripts/fetch_engine_wheels.sh --sglang 0.5.23")}
 
 
 def _site_version(paths):
@@ -59,19 +58,21 @@ def _site_version(paths):
 
 def engine_paths(version="0.5.11"):
     """sys.path entries that hold SGLang `version` and its dependencies, or pytest.skip with the reason."""
-    var, folder, fetch = SOURCES[version]
-    env = os.environ.get(var)
-    if env:
-        paths = [p for p in env.split(os.pathsep) if p]
-        found = _site_version(paths)
-        if found != version:
-            pytest.skip(f"{var} holds {'sglang ' + found if found else 'no sglang dist-info'}, not SGLang {version}")
+    folder, fetch = SOURCES[version]
+    env = os.environ.get("ARFUSE_SGLANG_SITE", "")
+    if env.strip():
+        sites = [[p for p in site.split(os.pathsep) if p] for site in env.split(";") if site.strip()]
+        held = {_site_version(site): site for site in reversed(sites)}
+        if version not in held:
+            pytest.skip(f"ARFUSE_SGLANG_SITE holds no SGLang {version} (sglang dist-info found: "
+                        f"{', '.join(str(v) for v in held)}): add its folders after a ';'")
+        paths = held[version]
     else:
         whl = ROOT / folder
         wheels = sorted(whl.glob("*.whl")) if whl.is_dir() else []
         if not any(w.name.startswith(f"sglang-{version}-") for w in wheels):
             pytest.skip(f"SGLang {version} is not here: run `{fetch}` (CPython 3.12 wheels into {folder}/) or set "
-                        f"{var} to folders holding sglang and its dependencies")
+                        f"ARFUSE_SGLANG_SITE to folders holding sglang and its dependencies")
         py = f"py{sys.version_info.major}{sys.version_info.minor}"
         site = LIBRARY.parent.parent / (f"engine-site-{py}" if version == "0.5.11" else f"engine-site-{version}-{py}")
         stamp = site / ".installed"
