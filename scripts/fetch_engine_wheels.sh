@@ -13,7 +13,8 @@
 # stays as it is), what tests/python/test_integration_sglang.py needs for SGLang 0.5.23 (decline-safe)
 # on CPU: the same list with sglang 0.5.23, its pins transformers 5.19.0 and tokenizers 0.23.2 (the
 # range transformers checks at import), and apache-tvm-ffi 0.1.11 (its pin, imported on CPU too),
-# found the same way (with torch 2.11; 0.5.23 pins 2.14.1, which the test does not need): 51 wheels.
+# found the same way (with torch 2.11; 0.5.23 pins 2.14.1, which the test does not need): 51 wheels,
+# 90.8 MB (86.5 MiB).
 #
 # Run on a machine with the registry: bash scripts/fetch_engine_wheels.sh [--sglang 0.5.23] [DEST]
 set -euo pipefail
