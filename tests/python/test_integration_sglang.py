@@ -217,7 +217,8 @@ def _pack(t):
 
 def _engine_0_5_11(world, ps):
     """The TP engine of a dense model as 0.5.11 reads it (parallel_state's globals): attention TP =
-    TP, no EP. Returns (tp coordinator, the patched setup, the gate functions by where they are read)."""
+    TP, no EP. Returns the tp coordinator, the patched setup, the gate functions by where they are
+    read, and the engine's workspace setups as recorded (None: not recorded)."""
     n = world.nranks
     tp = _coordinator(ps, [list(range(n))], "tp")
     ones = _coordinator(ps, [[r] for r in range(n)], "ep")
@@ -325,7 +326,8 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     # The fields the setup hook reads from a runner and its ModelRunner (a real one needs a model on
     # disk); 0.5.11's hook is ModelRunner's own method, 0.5.14+'s the runner's, which holds it.
     mr = SimpleNamespace(model_config=SimpleNamespace(hidden_size=HIDDEN), dtype=torch.bfloat16,
-                         server_args=SimpleNamespace(cuda_graph_bs=[1, 2, 4, 8], enable_flashinfer_allreduce_fusion=False))
+                         server_args=SimpleNamespace(cuda_graph_bs=[1, 2, 4, 8],
+                                                     enable_flashinfer_allreduce_fusion=False))
     setup(mr if version == "0.5.11" else SimpleNamespace(model_runner=mr))  # patched: arfuse's setup
     f = plugin.fusion()
     out = {"patched": patched, "active": bool(f and f.active), "decline_safe": bool(f and f.decline_safe),
@@ -403,14 +405,13 @@ def _graph_replay(world, tp, device):
     return [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
 
 
+_OP = "sglang.srt.layers.flashinfer_comm_fusion.flashinfer_allreduce_residual_rmsnorm"
+_SETUP = "_pre_initialize_flashinfer_allreduce_workspace"
 EXPECT = {  # per version: the hooks patched, whether declining is safe, the gate's bindings
-    "0.5.11": ({"sglang.srt.layers.flashinfer_comm_fusion.flashinfer_allreduce_residual_rmsnorm",
-                "sglang.srt.layers.communicator.apply_flashinfer_allreduce_fusion",
-                "sglang.srt.model_executor.model_runner.ModelRunner._pre_initialize_flashinfer_allreduce_workspace"},
-               False, ("communicator",)),
-    "0.5.23": ({"sglang.srt.layers.flashinfer_comm_fusion.flashinfer_allreduce_residual_rmsnorm",
-                "sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies",
-                "sglang.srt.model_executor.runner.base_runner.BaseRunner._pre_initialize_flashinfer_allreduce_workspace"},
+    "0.5.11": ({_OP, "sglang.srt.layers.communicator.apply_flashinfer_allreduce_fusion",
+                "sglang.srt.model_executor.model_runner.ModelRunner." + _SETUP}, False, ("communicator",)),
+    "0.5.23": ({_OP, "sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies",
+                "sglang.srt.model_executor.runner.base_runner.BaseRunner." + _SETUP},
                True, ("add_norm", "exit", "fusions.allreduce")),
 }
 
