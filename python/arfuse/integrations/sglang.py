@@ -261,7 +261,7 @@ def setup(runner: Any) -> Optional[_glue.Fusion]:
 # ---- the hooks (HookType.AROUND: hook(original, *args, **kwargs)) ---------------------------------------
 def _plain_all_reduce_uses_workspace() -> bool:
     """Whether the engine's plain all-reduces also run in FlashInfer's fusion workspace: 0.5.20+ with a
-    FlashInfer fusion backend (what SGLang turns on by itself on SM90 / SM100 for the common models)
+    FlashInfer fusion backend (which 0.5.23 turns on by itself on SM90 / SM100 for the common models)
     tags the attention-TP and MoE coordinators (GroupCoordinator._fi_workspace_hint, set at group
     creation from the configuration, so the same on every rank) and sends their all-reduces to
     FlashInfer's allreduce-only kernel while the workspace exists."""
