@@ -221,6 +221,22 @@ def test_groups_and_sizes(sglang):
     assert "return (capture_bs, compile_bs)" in ast.unparse(w.find(found[0]))
 
 
+def test_plain_all_reduce_tags(sglang):
+    """Where the engine's plain all-reduces run in FlashInfer's workspace the setup hook keeps it: read
+    from GroupCoordinator._fi_workspace_hint (None unless tagged), stamped by
+    _tag_groups_for_flashinfer_allreduce_only at group creation, before any runner's setup."""
+    version, w = sglang
+    ps = w.source("sglang.srt.distributed.parallel_state")
+    tagged = "_fi_workspace_hint" in ps
+    assert tagged == (tuple(int(v) for v in version.split(".")) >= (0, 5, 20)), version
+    if tagged:
+        assert "self._fi_workspace_hint: Optional[str] = None" in ps
+        tag = w.find("sglang.srt.distributed.parallel_state._tag_groups_for_flashinfer_allreduce_only")
+        assert tag is not None and "group._fi_workspace_hint = hint" in ast.unparse(tag)
+        can = w.find("sglang.srt.distributed.parallel_state.GroupCoordinator._can_use_flashinfer_allreduce")
+        assert can is not None and "if self._fi_workspace_hint is None:" in ast.unparse(can)
+
+
 def test_entry_points_declared():
     tomllib = pytest.importorskip("tomllib", reason="Python < 3.11 has no tomllib to read pyproject.toml")
 

@@ -1,15 +1,29 @@
-"""The SGLang plugin inside the REAL SGLang Python modules (0.5.11, a version with the (None, None)
-trap), in 2 gloo processes on CPU: SGLang's own load_plugins() discovers the plugin through an entry
-point, its HookRegistry applies the hooks, the setup hook runs as ModelRunner's patched method, the
-gate is communicator.apply_flashinfer_allreduce_fusion and the call is RMSNorm.forward_with_allreduce_fusion
-through SGLang's _forward_with_allreduce_fusion. The reference is the engine's own unfused ops
-(GroupCoordinator.all_reduce, then RMSNorm.forward_native). Here the arfuse calls are the FAKE
-backend's (integration_fake.py); test_gpu_integration_sglang.py runs the same worker with arfuse.
+"""The SGLang plugin inside the REAL SGLang Python modules, in 2 gloo processes on CPU, for two
+versions on either side of the (None, None) contract:
 
-SGLang comes from $ARFUSE_SGLANG_SITE (folders holding sglang and its dependencies, joined by ':'),
-else from .whl/ (scripts/fetch_engine_wheels.sh, CPython 3.12 wheels) installed offline under the
-build folder; skipped with the reason when neither serves this Python.
+  0.5.11  the trap: a declined call would leave the input un-reduced, so the plugin never declines.
+          Gate communicator.apply_flashinfer_allreduce_fusion, setup ModelRunner's method.
+  0.5.23  decline-safe: after (None, None) the caller all-reduces by itself. Gate
+          layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies (and the bindings the layer
+          boundary imported from it), setup BaseRunner's method, groups from get_parallel() (the
+          runtime context, published from a ServerArgs), the layer-boundary calls
+          fused_ffn_input / fused_attn_input.
+
+Each: SGLang's own load_plugins() discovers the plugin through an entry point, its HookRegistry
+applies the hooks, the setup hook runs as the runner's patched method, the gate is asked at several
+token counts and the call is RMSNorm.forward_with_allreduce_fusion through SGLang's
+_forward_with_allreduce_fusion (both groups on 0.5.23). The reference is the engine's own unfused
+ops (GroupCoordinator.all_reduce, then RMSNorm.forward_native). Here the arfuse calls are the FAKE
+backend's (integration_fake.py); test_gpu_integration_sglang.py runs the same worker with arfuse
+(0.5.11).
+
+Each version comes from $ARFUSE_SGLANG_SITE (folders holding sglang and its dependencies, joined by
+':'; several versions: such lists joined by ';', each version taking the list whose sglang dist-info
+is that version), else from its wheel folder (scripts/fetch_engine_wheels.sh: .whl/ for 0.5.11,
+--sglang 0.5.23: .whl-sglang-0.5.23/; CPython 3.12 wheels) installed offline under the build folder.
+Each is skipped with the reason when its SGLang is not there or does not import in this Python.
 """
+import inspect
 import os
 import subprocess
 import sys
@@ -27,20 +41,40 @@ from mp_util import run_ranks  # noqa: E402
 
 HIDDEN = 256
 MAX_TOKENS = 8
-TOKENS = (1, 3, MAX_TOKENS, MAX_TOKENS + 5)  # the last: above the decode size, never declined on 0.5.11
+TOKENS = (1, 3, MAX_TOKENS, MAX_TOKENS + 5)  # the last: above the decode size (never declined on 0.5.11)
+VERSIONS = ("0.5.11", "0.5.23")
+# Where each version's wheels are looked for without ARFUSE_SGLANG_SITE, and how they are fetched.
+SOURCES = {"0.5.11": (".whl", "bash scripts/fetch_engine_wheels.sh"),
+           "0.5.23": (".whl-sglang-0.5.23", "bash scripts/fetch_engine_wheels.sh --sglang 0.5.23")}
 
 
-def engine_paths():
-    """sys.path entries that hold SGLang 0.5.11 and its dependencies, or pytest.skip with the reason."""
-    env = os.environ.get("ARFUSE_SGLANG_SITE")
-    if env:
-        paths = [p for p in env.split(os.pathsep) if p]
+def _site_version(paths):
+    """The version of the first sglang dist-info found in `paths` (None when there is none)."""
+    for p in paths:
+        for di in sorted(Path(p).glob("sglang-*.dist-info")):
+            return di.name[len("sglang-"):-len(".dist-info")]
+    return None
+
+
+def engine_paths(version="0.5.11"):
+    """sys.path entries that hold SGLang `version` and its dependencies, or pytest.skip with the reason."""
+    folder, fetch = SOURCES[version]
+    env = os.environ.get("ARFUSE_SGLANG_SITE", "")
+    if env.strip():
+        sites = [[p for p in site.split(os.pathsep) if p] for site in env.split(";") if site.strip()]
+        held = {_site_version(site): site for site in reversed(sites)}
+        if version not in held:
+            pytest.skip(f"ARFUSE_SGLANG_SITE holds no SGLang {version} (sglang dist-info found: "
+                        f"{', '.join(str(v) for v in held)}): add its folders after a ';'")
+        paths = held[version]
     else:
-        wheels = sorted((ROOT / ".whl").glob("*.whl")) if (ROOT / ".whl").is_dir() else []
-        if not any(w.name.startswith("sglang-0.5.11-") for w in wheels):
-            pytest.skip("SGLang 0.5.11 is not here: run `bash scripts/fetch_engine_wheels.sh` (CPython 3.12 wheels "
-                        "into .whl/) or set ARFUSE_SGLANG_SITE to folders holding sglang and its dependencies")
-        site = LIBRARY.parent.parent / f"engine-site-py{sys.version_info.major}{sys.version_info.minor}"
+        whl = ROOT / folder
+        wheels = sorted(whl.glob("*.whl")) if whl.is_dir() else []
+        if not any(w.name.startswith(f"sglang-{version}-") for w in wheels):
+            pytest.skip(f"SGLang {version} is not here: run `{fetch}` (CPython 3.12 wheels into {folder}/) or set "
+                        f"ARFUSE_SGLANG_SITE to folders holding sglang and its dependencies")
+        py = f"py{sys.version_info.major}{sys.version_info.minor}"
+        site = LIBRARY.parent.parent / (f"engine-site-{py}" if version == "0.5.11" else f"engine-site-{version}-{py}")
         stamp = site / ".installed"
         if not stamp.exists():
             r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
@@ -48,7 +82,7 @@ def engine_paths():
                                capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 last = (r.stderr.strip().splitlines() or ["?"])[-1]
-                pytest.skip(f"cannot install .whl/ for Python {sys.version_info.major}.{sys.version_info.minor} "
+                pytest.skip(f"cannot install {folder}/ for Python {sys.version_info.major}.{sys.version_info.minor} "
                             f"(the wheels are CPython 3.12 ones): {last}")
             stamp.write_text("ok\n")
         paths = [str(site)]
@@ -57,7 +91,7 @@ def engine_paths():
                            capture_output=True, text=True, timeout=300)
     if probe.returncode != 0 and "sgl_kernel" not in probe.stderr:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        pytest.skip(f"SGLang does not import from {paths}: {last}")
+        pytest.skip(f"SGLang {version} does not import from {paths}: {last}")
     return paths
 
 
@@ -169,19 +203,90 @@ def _prepare(world, paths, backend):
 
 
 def _coordinator(ps, ranks_list, name):
+    """A GroupCoordinator over gloo with every engine communicator off (pynccl, custom all-reduce,
+    ...: their names differ per version, all are use_* flags)."""
+    params = inspect.signature(ps.GroupCoordinator.__init__).parameters
+    off = {p: False for p in params if p.startswith("use_")}
     return ps.GroupCoordinator(group_ranks=ranks_list, local_rank=0, torch_distributed_backend="gloo",
-                               use_pynccl=False, use_pymscclpp=False, use_custom_allreduce=False,
-                               use_torch_symm_mem_all_reduce=False, use_hpu_communicator=False,
-                               use_xpu_communicator=False, use_npu_communicator=False, group_name=name)
+                               group_name=name, **off)
 
 
 def _pack(t):
     return str(t.dtype), t.detach().float().cpu().tolist()
 
 
-def engine_worker(world, paths, backend):
+def _engine_0_5_11(world, ps):
+    """The TP engine of a dense model as 0.5.11 reads it (parallel_state's globals): attention TP =
+    TP, no EP. Returns the tp coordinator, the patched setup, the gate functions by where they are
+    read, and the engine's workspace setups as recorded (None: not recorded)."""
+    n = world.nranks
+    tp = _coordinator(ps, [list(range(n))], "tp")
+    ones = _coordinator(ps, [[r] for r in range(n)], "ep")
+    ps._TP = ps._ATTN_TP = ps._MOE_TP = tp
+    ps._MOE_EP = ones
+    from sglang.srt.layers import communicator
+    from sglang.srt.model_executor.model_runner import ModelRunner
+
+    return tp, ModelRunner._pre_initialize_flashinfer_allreduce_workspace, {
+        "communicator": communicator.apply_flashinfer_allreduce_fusion}, None
+
+
+def _engine_0_5_23(world, ps):
+    """The same engine as 0.5.23 reads it: widths from a published ServerArgs (no model is loaded),
+    groups and ranks stamped into get_parallel() as initialize_model_parallel does (which would also
+    build pynccl, a CUDA-only communicator). The gate is read where the layer boundary reads it too.
+    Configured as SGLang configures itself on SM90 / SM100 for the common models: a FlashInfer fusion
+    backend, and the groups tagged by its own _tag_groups_for_flashinfer_allreduce_only (their plain
+    all-reduces use FlashInfer's workspace; without it, and off a GPU, they fall back to gloo). The
+    engine's workspace setup is recorded (each call's hidden size and dtype), not run."""
+    from sglang.srt.runtime_context import get_context, get_parallel
+    from sglang.srt.server_args import ServerArgs
+
+    n, r = world.nranks, world.rank
+    get_context().set_server_args(ServerArgs(model_path="arfuse-test-no-model", tp_size=n, device="cpu"))
+    tp = _coordinator(ps, [list(range(n))], "tp")
+    ones = _coordinator(ps, [[i] for i in range(n)], "ep")
+    get_parallel().override_permanently(tp_group=tp, attn_tp_group=tp, moe_tp_group=tp, moe_ep_group=ones,
+                                        tp_rank=r, attn_tp_rank=r, attn_dp_rank=0, attn_cp_rank=0, moe_ep_rank=0,
+                                        moe_dp_rank=0, moe_tp_rank=r, pp_rank=0)
+    get_context().override("arfuse-test", flashinfer_allreduce_fusion_backend="trtllm")
+    ps._ATTN_TP, ps._MOE_TP, ps._MOE_EP = tp, tp, ones
+    ps.set_flashinfer_allreduce_only(True)
+    ps._tag_groups_for_flashinfer_allreduce_only()
+    import sglang.srt.layers.flashinfer_comm_fusion as fc
+
+    made = []
+    fc.pre_initialize_workspaces = lambda **kw: made.append((kw["hidden_dim"], str(kw["dtype"])))
+    from sglang.srt.layers.layer_boundary import exit as boundary_exit
+    from sglang.srt.layers.layer_boundary.fusions import allreduce
+    from sglang.srt.layers.layer_boundary.residual import add_norm
+    from sglang.srt.model_executor.runner.base_runner import BaseRunner
+
+    return tp, BaseRunner._pre_initialize_flashinfer_allreduce_workspace, {
+        "add_norm": add_norm.flashinfer_ar_fusion_applies, "exit": boundary_exit.flashinfer_ar_fusion_applies,
+        "fusions.allreduce": allreduce.flashinfer_ar_fusion_applies}, made
+
+
+def _boundary_0_5_23(norm, x, residual):
+    """0.5.23's layer-boundary entries that call the fused op, the gate first: attention -> FFN
+    (attention TP group) and the previous layer's MoE output -> attention (post-experts group).
+    Each gives (norm, residual), or None when the gate says no (the engine then runs its own path)."""
+    from types import SimpleNamespace
+
+    from sglang.srt.layers.layer_boundary.fusions.allreduce import fused_attn_input, fused_ffn_input
+    from sglang.srt.layers.layer_boundary.output import UnreducedOutput
+    from sglang.srt.layers.moe.utils import post_experts_reduction_group
+
+    plan = SimpleNamespace(norm=norm)
+    ffn = fused_ffn_input(plan, x.clone(), residual.clone(), None)
+    owed = UnreducedOutput(partial=x.clone(), group=post_experts_reduction_group())
+    attn = fused_attn_input(plan, owed, residual.clone(), None, None, fuses_quant=False, keep_bf16=False)
+    return {"ffn": ffn, "attn": attn}
+
+
+def engine_worker(world, paths, backend, version="0.5.11"):
     """One rank: SGLang's plugin loading, the patched setup, gate and layer-boundary calls. backend:
-    "fake" (CPU, the FAKE backend) or "arfuse" (the GPU, all ranks on cuda:0)."""
+    "fake" (CPU, the FAKE backend) or "arfuse" (the GPU, all ranks on cuda:0; run for 0.5.11)."""
     import logging
     from types import SimpleNamespace
 
@@ -205,7 +310,6 @@ def engine_worker(world, paths, backend):
     logging.getLogger("arfuse.integrations").addHandler(H())
     logging.getLogger("arfuse.integrations").setLevel(logging.INFO)
     world.init_dist("gloo")
-    n = world.nranks
 
     import sglang.srt.plugins as plugins
     from sglang.srt.plugins.hook_registry import HookRegistry
@@ -216,41 +320,47 @@ def engine_worker(world, paths, backend):
     patched = sorted(HookRegistry._patched)
     from sglang.srt.distributed import parallel_state as ps
 
-    tp = _coordinator(ps, [list(range(n))], "tp")
-    ones = _coordinator(ps, [[r] for r in range(n)], "ep")
-    ps._TP = ps._ATTN_TP = ps._MOE_TP = tp  # the TP engine of a dense model: attention TP = TP, no EP
-    ps._MOE_EP = ones
-
-    from sglang.srt.layers import communicator
+    tp, setup, gates, engine_setup = (_engine_0_5_11 if version == "0.5.11" else _engine_0_5_23)(world, ps)
     from sglang.srt.layers.layernorm import RMSNorm
-    from sglang.srt.model_executor.model_runner import ModelRunner
 
-    # The fields the setup hook reads from a ModelRunner (a real one needs a model on disk).
-    runner = SimpleNamespace(model_config=SimpleNamespace(hidden_size=HIDDEN), dtype=torch.bfloat16,
-                             server_args=SimpleNamespace(cuda_graph_bs=[1, 2, 4, 8],
-                                                           enable_flashinfer_allreduce_fusion=False))
-    ModelRunner._pre_initialize_flashinfer_allreduce_workspace(runner)  # patched: arfuse's setup
+    # The fields the setup hook reads from a runner and its ModelRunner (a real one needs a model on
+    # disk); 0.5.11's hook is ModelRunner's own method, 0.5.14+'s the runner's, which holds it.
+    mr = SimpleNamespace(model_config=SimpleNamespace(hidden_size=HIDDEN), dtype=torch.bfloat16,
+                         server_args=SimpleNamespace(cuda_graph_bs=[1, 2, 4, 8],
+                                                     enable_flashinfer_allreduce_fusion=False))
+    setup(mr if version == "0.5.11" else SimpleNamespace(model_runner=mr))  # patched: arfuse's setup
     f = plugin.fusion()
     out = {"patched": patched, "active": bool(f and f.active), "decline_safe": bool(f and f.decline_safe),
-           "gate": [bool(communicator.apply_flashinfer_allreduce_fusion(t)) for t in (0, 1, MAX_TOKENS, 9, 4096)]}
+           "gate": {where: [bool(g(t)) for t in (0, 1, MAX_TOKENS, 9, 4096)] for where, g in gates.items()},
+           "engine_setup": engine_setup, "hint": getattr(tp, "_fi_workspace_hint", None)}
     if not out["active"]:
         return {**out, "lines": lines}  # check() reports why; calling the op now would run FlashInfer's
     from integration_fake import seeded
 
-    cases = {}
+    groups = (True,) if version == "0.5.11" else (True, False)  # use_attn_tp_group: TP, post-experts
+    cases, boundary, kept = {}, {}, {}
     for tokens in TOKENS:
         x, residual, weight = seeded(world.rank, tokens, HIDDEN, torch.bfloat16, seed=100 + tokens)
         x, residual = x.to(device), residual.to(device)
         norm = RMSNorm(HIDDEN, eps=1e-6).to(device=device, dtype=torch.bfloat16)
         norm.weight.data.copy_(weight.to(device))
-        got_norm, got_res = norm.forward_with_allreduce_fusion(x.clone(), residual.clone())
         ref_x = tp.all_reduce(x.clone())  # the engine's own unfused ops
         ref_norm, ref_res = norm.forward_native(ref_x, residual.clone())
-        cases[tokens] = [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
-    out["cases"] = cases
+        for attn in groups:
+            r_in = residual.clone()
+            got_norm, got_res = norm.forward_with_allreduce_fusion(x.clone(), r_in, use_attn_tp_group=attn)
+            cases[(tokens, attn)] = [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
+            # a fresh residual, the input one untouched (0.5.23's layer boundary counts on it:
+            # flashinfer_preserves_residual, true wherever the gate is)
+            kept[(tokens, attn)] = torch.equal(r_in, residual) and got_res.data_ptr() != r_in.data_ptr()
+        if version != "0.5.11":
+            boundary[tokens] = {k: v and [_pack(t) for t in (*v, ref_norm, ref_res)]
+                                for k, v in _boundary_0_5_23(norm, x, residual).items()}
+    out["cases"], out["boundary"], out["kept"] = cases, boundary, kept
     if backend == "arfuse":
         out["graph"] = _graph_replay(world, tp, device)
-    # The trap, shown with SGLang's own caller: an op that declines leaves the input un-reduced.
+    # What SGLang's own caller does with a declined call: 0.5.11 normalises the un-reduced input (the
+    # trap), 0.5.23 all-reduces first.
     import sglang.srt.layers.flashinfer_comm_fusion as fc
 
     saved = fc.flashinfer_allreduce_residual_rmsnorm
@@ -262,9 +372,9 @@ def engine_worker(world, paths, backend):
         # SGLang's CUDA forward needs sgl_kernel, which this test does not bring: its native forward
         # stands in. The trap is in the caller (it normalises the un-reduced input), not in the kernel.
         norm._forward_method = norm.forward_native
-    trap = norm.forward_with_allreduce_fusion(x.to(device), residual.to(device))[1]
+    declined = norm.forward_with_allreduce_fusion(x.to(device), residual.to(device))[1]
     fc.flashinfer_allreduce_residual_rmsnorm = saved
-    out["trap_residual"] = _pack(trap)
+    out["declined_residual"] = _pack(declined)
     out["counters"] = {"/".join(k): v for k, v in _glue.counters().items()}
     out["lines"] = lines
     return out
@@ -295,56 +405,100 @@ def _graph_replay(world, tp, device):
     return [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
 
 
-def check(results, nranks, backend):
+_OP = "sglang.srt.layers.flashinfer_comm_fusion.flashinfer_allreduce_residual_rmsnorm"
+_SETUP = "_pre_initialize_flashinfer_allreduce_workspace"
+EXPECT = {  # per version: the hooks patched, whether declining is safe, the gate's bindings
+    "0.5.11": ({_OP, "sglang.srt.layers.communicator.apply_flashinfer_allreduce_fusion",
+                "sglang.srt.model_executor.model_runner.ModelRunner." + _SETUP}, False, ("communicator",)),
+    "0.5.23": ({_OP, "sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies",
+                "sglang.srt.model_executor.runner.base_runner.BaseRunner." + _SETUP},
+               True, ("add_norm", "exit", "fusions.allreduce")),
+}
+
+
+def _close(got_norm, got_res, ref_norm, ref_res, what):
+    assert torch.allclose(got_res.float(), ref_res.float(), rtol=1e-2, atol=2e-2), what
+    assert torch.allclose(got_norm.float(), ref_norm.float(), rtol=2e-2, atol=3e-2), what
+
+
+def _same_on_every_rank(per_rank, what):
+    for got in per_rank:
+        assert torch.equal(got[0], per_rank[0][0]) and torch.equal(got[1], per_rank[0][1]), what
+
+
+def check(results, nranks, backend, version="0.5.11"):
     """What both the CPU (fake) and the GPU (arfuse) runs must show."""
     from integration_fake import seeded
 
+    targets, safe, bindings = EXPECT[version]
     for res in results:
         assert res["active"] is True, (res["lines"], res["patched"])
-        assert res["decline_safe"] is False  # 0.5.11: the plugin must never return (None, None)
-        assert {"sglang.srt.layers.flashinfer_comm_fusion.flashinfer_allreduce_residual_rmsnorm",
-                "sglang.srt.layers.communicator.apply_flashinfer_allreduce_fusion",
-                "sglang.srt.model_executor.model_runner.ModelRunner._pre_initialize_flashinfer_allreduce_workspace",
-                } <= set(res["patched"])
-        # arfuse's part of the gate: 1..MAX_TOKENS; above that the engine's own gate (False off SM90/SM100)
-        assert res["gate"] == [False, True, True, False, False], res["gate"]
+        assert res["decline_safe"] is safe  # 0.5.11: the plugin must never return (None, None)
+        assert targets <= set(res["patched"]), res["patched"]
+        # arfuse's part of the gate: 1..MAX_TOKENS; above that the engine's own gate (False off SM90/SM100),
+        # the same wherever the engine reads it and on every rank
+        assert res["gate"] == {b: [False, True, True, False, False] for b in bindings}, res["gate"]
+        assert all(res["kept"].values()), res["kept"]
+        if version != "0.5.11":
+            # the engine's plain all-reduces run in FlashInfer's workspace here: its setup ran once, as
+            # without arfuse (the fused calls are arfuse's all the same)
+            assert res["hint"] == "attn_tp" and res["engine_setup"] == [(HIDDEN, "torch.bfloat16")], res
     info = [line for res in results for line in res["lines"] if line.startswith("arfuse INFO sglang")]
     assert len(info) == 1 and f"({nranks} ranks, " in info[0] and f"up to {MAX_TOKENS} tokens" in info[0], info
     unpack = lambda p: torch.tensor(p[1]).to(getattr(torch, p[0].replace("torch.", "")))  # noqa: E731
-    for tokens in TOKENS:
-        per_rank = [[unpack(p) for p in res["cases"][tokens]] for res in results]
-        for got_norm, got_res, ref_norm, ref_res in per_rank:
-            assert torch.allclose(got_res.float(), ref_res.float(), rtol=1e-2, atol=2e-2), tokens
-            assert torch.allclose(got_norm.float(), ref_norm.float(), rtol=2e-2, atol=3e-2), tokens
-            assert torch.equal(got_norm, per_rank[0][0]) and torch.equal(got_res, per_rank[0][1])
+    for key in results[0]["cases"]:
+        per_rank = [[unpack(p) for p in res["cases"][key]] for res in results]
+        for got in per_rank:
+            _close(*got, key)
+        _same_on_every_rank(per_rank, key)
+    for tokens, entries in results[0]["boundary"].items():  # 0.5.23's layer-boundary entries
+        for entry in entries:
+            got = [res["boundary"][tokens][entry] for res in results]
+            if tokens > MAX_TOKENS:
+                assert got == [None] * nranks, (tokens, entry)  # the gate closed: the engine's own path
+                continue
+            per_rank = [[unpack(p) for p in g] for g in got]
+            for g in per_rank:
+                _close(*g, (tokens, entry))
+            _same_on_every_rank(per_rank, (tokens, entry))
     if backend == "arfuse":
         per_rank = [[unpack(p) for p in res["graph"]] for res in results]
-        for got_norm, got_res, ref_norm, ref_res in per_rank:
-            assert torch.allclose(got_res.float(), ref_res.float(), rtol=1e-2, atol=2e-2), "graph replay"
-            assert torch.allclose(got_norm.float(), ref_norm.float(), rtol=2e-2, atol=3e-2), "graph replay"
-            assert torch.equal(got_norm, per_rank[0][0]) and torch.equal(got_res, per_rank[0][1])
+        for got in per_rank:
+            _close(*got, "graph replay")
+        _same_on_every_rank(per_rank, "graph replay")
         assert all("sm_" in line for line in info), info
-    # the trap is real: a declined call's residual is the local one, not the sum
+    # SGLang's caller after (None, None): 0.5.11 keeps the local residual (the trap), 0.5.23 the sum
     xs, residual, _ = seeded(None, 2, HIDDEN, torch.bfloat16, seed=7)
+    total = sum(x.float() for x in xs[:nranks])
     for r, res in enumerate(results):
-        trap = unpack(res["trap_residual"])
-        assert torch.allclose(trap.float(), (residual.float() + xs[r].float()), rtol=1e-2, atol=2e-2)
+        want = residual.float() + (total if safe else xs[r].float())
+        assert torch.allclose(unpack(res["declined_residual"]).float(), want, rtol=1e-2, atol=2e-2), (version, r)
+    within, above = len([t for t in TOKENS if t <= MAX_TOKENS]), len([t for t in TOKENS if t > MAX_TOKENS])
     for res in results:
         c = res["counters"]
-        fused = len([t for t in TOKENS if t <= MAX_TOKENS]) + (2 if backend == "arfuse" else 0)  # + warm-up, capture
-        assert c.get("sglang/tp/arfuse") == fused, c
-        assert c.get("sglang/tp/engine-all-reduce") == len([t for t in TOKENS if t > MAX_TOKENS]), c
-        assert "sglang/tp/declined" not in c, c
+        if version == "0.5.11":
+            fused = within + (2 if backend == "arfuse" else 0)  # + warm-up, capture
+            assert c == {"sglang/tp/arfuse": fused, "sglang/tp/engine-all-reduce": above}, c
+        else:  # each group: the direct calls and the boundary entry within; the direct ones above declined
+            assert c == {"sglang/tp/arfuse": 2 * within, "sglang/tp/declined": above,
+                         "sglang/post-experts/arfuse": 2 * within, "sglang/post-experts/declined": above}, c
 
 
-def test_sglang_0_5_11_real_modules_fake_backend():
-    paths = engine_paths()
-    results = run_ranks(engine_worker, 2, (paths, "fake"), timeout=600)
-    check(results, 2, "fake")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sglang_real_modules_fake_backend(version):
+    paths = engine_paths(version)
+    results = run_ranks(engine_worker, 2, (paths, "fake", version), timeout=600)
+    check(results, 2, "fake", version)
 
 
-def test_probe_reads_the_installed_engine():
-    paths = engine_paths()
+PROBED = {"0.5.11": ("communicator.apply_flashinfer_allreduce_fusion", "model_runner.ModelRunner.", "False"),
+          "0.5.23": ("layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies", "base_runner.BaseRunner.",
+                     "True")}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_probe_reads_the_installed_engine(version):
+    paths = engine_paths(version)
     code = textwrap.dedent("""
         from arfuse.integrations import sglang as p
         s = p.probe()
@@ -353,6 +507,7 @@ def test_probe_reads_the_installed_engine():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths + [str(PACKAGE_DIR)])})
     assert r.returncode == 0, r.stderr[-2000:]
-    op, gate, setup, safe, missing = r.stdout.strip().split(" ", 4)
-    assert gate.endswith("communicator.apply_flashinfer_allreduce_fusion") and "ModelRunner" in setup
-    assert safe == "False" and missing == "[]", r.stdout
+    op, gate, setup, safe, missing = r.stdout.strip().splitlines()[-1].split(" ", 4)
+    want_gate, want_setup, want_safe = PROBED[version]
+    assert gate.endswith(want_gate) and want_setup in setup, r.stdout
+    assert safe == want_safe and missing == "[]", r.stdout

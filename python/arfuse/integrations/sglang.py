@@ -16,8 +16,10 @@ attributes (never by version string):
 The setup hook runs on every rank before CUDA-graph capture: it makes one arfuse communicator per
 engine group (attention TP, post-experts; equal groups share one) over the group's CPU (gloo) group,
 sized for decode, and the ranks agree over the TP CPU group; on any failure the engine is left
-exactly as it was (one WARN line). The gate then also says yes for 1..max_tokens tokens (the same
-on every rank), and the op serves the call with arfuse.
+exactly as it was (one WARN line). When arfuse is active, FlashInfer's workspace is not allocated,
+except where the engine's plain all-reduces run in it too (0.5.20+ with a FlashInfer fusion backend:
+there the engine's setup runs as without arfuse). The gate then also says yes for 1..max_tokens
+tokens (the same on every rank), and the op serves the call with arfuse.
 
 The trap: up to 0.5.20, when the op returns (None, None) the caller normalises the un-reduced input
 and never all-reduces. Whether the caller all-reduces after a declined call is read from its code
@@ -257,14 +259,29 @@ def setup(runner: Any) -> Optional[_glue.Fusion]:
 
 
 # ---- the hooks (HookType.AROUND: hook(original, *args, **kwargs)) ---------------------------------------
+def _plain_all_reduce_uses_workspace() -> bool:
+    """Whether the engine's plain all-reduces also run in FlashInfer's fusion workspace: 0.5.20+ with a
+    FlashInfer fusion backend (which 0.5.23 turns on by itself on SM90 / SM100 for the common models)
+    tags the attention-TP and MoE coordinators (GroupCoordinator._fi_workspace_hint, set at group
+    creation from the configuration, so the same on every rank) and sends their all-reduces to
+    FlashInfer's allreduce-only kernel while the workspace exists."""
+    try:
+        groups = _groups()
+    except Exception:  # noqa: BLE001 - no groups: nothing of the engine's to keep
+        return False
+    return any(getattr(c, "_fi_workspace_hint", None) is not None for c in (groups["tp"], groups["post-experts"]))
+
+
 def setup_hook(original: Callable, runner: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         f = setup(runner)
     except Exception as e:  # noqa: BLE001 - a plugin must never stop the server
         _glue.warn(f"sglang: arfuse setup failed, the engine keeps its own path: {type(e).__name__}: {e}")
         f = None
-    if f is not None and f.active:
+    if f is not None and f.active and not _plain_all_reduce_uses_workspace():
         return None  # FlashInfer's workspace would never be used: every fused call is arfuse's
+    # Without arfuse, or where the engine's plain all-reduces use the workspace: skipping it would
+    # move them (and a declined call's all-reduce) off FlashInfer's kernel onto the engine's next one.
     return original(runner, *args, **kwargs)
 
 
