@@ -264,9 +264,13 @@ Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& group
 
 }  // namespace
 
-Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config, const Exchange& exchangeA,
-                              arfuseComm_t* comm, const MultiProcessOptions& options) {
-  ARFUSE_CHECK(checkRankArgs(nranks, rank));  // before anything is indexed by rank
+arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
+                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message,
+                                      const MultiProcessOptions& options) {
+  {
+    const std::string bad = checkRankArgs(nranks, rank);  // before anything is indexed by rank
+    if (!bad.empty()) return *message = bad, arfuseInvalidArgument;
+  }
   ResolvedConfig rc;
   int count = 0;
   SegmentsBeforeGroup early;
@@ -274,22 +278,20 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
 
   // ---- phase A ------------------------------------------------------------------------------------
   std::vector<uint8_t> all;
-  {
-    std::string msg;
-    const arfuseResult_t st = exchangeA(&me, sizeof me, &all, &msg);
-    if (st != arfuseSuccess) return ARFUSE_FAIL(st, "%s", msg.c_str());
-  }
+  arfuseResult_t st = exchangeA(&me, sizeof me, &all, message);
+  if (st != arfuseSuccess) return st;
   if (all.size() != static_cast<size_t>(nranks) * sizeof(Hello))
-    return ARFUSE_FAIL(arfuseInternalError, "init: the all-gather returned the wrong number of bytes");
+    return *message = "init: the all-gather returned the wrong number of bytes", arfuseInternalError;
   std::vector<Hello> h(nranks);
   std::memcpy(h.data(), all.data(), all.size());
-  ARFUSE_CHECK(postedFailure<Hello>(all, nranks));
-  ARFUSE_CHECK(checkHellos(h));
+  if (firstFailure<Hello>(all, nranks, &st, message)) return st;
+  st = checkHellos(h).into(message);
+  if (st != arfuseSuccess) return st;
   bool oneHost = true;
   for (const Hello& x : h) oneHost = oneHost && x.hostHash == h[0].hostHash;
   if (!oneHost) {
     if (options.intraHost)
-      return ARFUSE_FAIL(arfuseInternalError, "init: the intra-host group found ranks of another host");
+      return *message = "init: the intra-host group found ranks of another host", arfuseInternalError;
     MultiHostInit mi;
     mi.nranks = nranks;
     mi.rank = rank;
@@ -297,8 +299,7 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
     mi.config = config;
     mi.hellos = all;
     mi.reusable = options.reusable ? &exchangeA : nullptr;
-    ARFUSE_CHECK(createRankMultiHost(mi, comm));  // rank 0's segments go with `early`
-    return Status();
+    return createRankMultiHost(mi, comm, message);  // rank 0's segments go with `early`
   }
   const int timeoutMs = std::max(30000, rc.timeoutMs);
 
@@ -309,7 +310,8 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
   ctx.arch = h[rank].arch;
   GroupFacts facts = factsFromHellos(h, rc);
   Group* g = nullptr;
-  ARFUSE_CHECK(makeGroup(&facts, ctx, &g));
+  st = makeGroup(&facts, ctx, &g).into(message);
+  if (st != arfuseSuccess) return st;
   if (options.intraHost) {
     g->ncclPlanned = false;
     g->fabric.nccl = false;
@@ -317,17 +319,18 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
   }
   if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
     freeGroup(g);
-    return ARFUSE_FAIL(arfuseMismatch,
-                       "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
-                       "arfuse release?");
+    return *message =
+               "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
+               "arfuse release?",
+           arfuseMismatch;
   }
   const std::string groupName(h[0].groupName, strnlen(h[0].groupName, 32));
   const std::string hostName(h[0].hostName, strnlen(h[0].hostName, 32));
-  auto fail = [&](Status st) {
+  auto fail = [&](arfuseResult_t code) {
     shmUnlink(groupName);
     shmUnlink(hostName);
     freeGroup(g);
-    return st.through(__FILE__, __LINE__);
+    return code;
   };
   ShmSegment* seg = early.group.release();
   ShmSegment* reservedHost = early.host.release();
@@ -338,17 +341,19 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
     delete reservedHost;
   });
   InitArea* ia = nullptr;
-  if (Status st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia); !st.ok()) return fail(st);
+  st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia).into(message);
+  if (st != arfuseSuccess) return fail(st);
 
   // ---- phases B-G (init/group_builder.h buildGroup over this process's transport) -------------------
   const IpcWhere where{rank, device, count, timeoutMs, &h, seg, reservedHost, groupName, hostName, ia, ctx, rc.policy};
-  if (Status st = buildGroup(g, makeIpcTransport(where).get(), ctx); !st.ok()) return fail(st);
+  st = buildGroup(g, makeIpcTransport(where).get(), ctx).into(message);
+  if (st != arfuseSuccess) return fail(st);
 
   g->ranks[rank].arch = h[rank].arch;
   startWatching(g);
   g->live = 1;
   *comm = publishRank(g, rank, device, h[rank].arch);
-  return Status();
+  return arfuseSuccess;
 }
 
 }  // namespace arfuse
