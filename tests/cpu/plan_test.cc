@@ -3,27 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "device/args.h"
+#include "plan_fixtures.h"
 
 namespace arfuse {
 namespace {
 
-Fabric nvlink8() {
-  Fabric f;
-  f.nranks = 8;
-  f.maxBlocks = 64;
-  f.smCount = 132;
-  f.nccl = true;
-  f.lowLatencyMaxBytes = 64 * 1024;
-  return f;
-}
-
-PlanRequest req(int tokens, int hidden = 7168, arfuseDataType_t dt = arfuseBfloat16) {
-  PlanRequest r;
-  r.tokens = tokens;
-  r.hidden = hidden;
-  r.dtype = dt;
-  return r;
-}
+using testing_fixtures::nvlink8;
+using testing_fixtures::req;
 
 TEST(Plan, SingleRankIsLocal) {
   Fabric f;

@@ -7,25 +7,13 @@
 
 #include <algorithm>
 
+#include "plan_fixtures.h"
+
 namespace arfuse {
 namespace {
 
-Fabric nvlink8() {
-  Fabric f;
-  f.nranks = 8;
-  f.maxBlocks = 64;
-  f.smCount = 132;
-  f.nccl = true;
-  f.lowLatencyMaxBytes = 64 * 1024;
-  return f;
-}
-
-PlanRequest req(int tokens, int hidden = 7168) {
-  PlanRequest r;
-  r.tokens = tokens;
-  r.hidden = hidden;
-  return r;
-}
+using testing_fixtures::nvlink8;
+using testing_fixtures::req;
 
 // An id no real path has.
 const arfuseAlgo_t kDummy = arfuseAlgo_t(40);
