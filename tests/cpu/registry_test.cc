@@ -16,7 +16,10 @@ using testing_fixtures::nvlink8;
 using testing_fixtures::req;
 
 // An id no real path has.
-const arfuseAlgo_t kDummy = arfuseAlgo_t(40);
+// Inside the enum's range of values (its enumerators 0..arfuseNumAlgos fit 4 bits, so 0..15): a value
+// outside it is undefined behaviour, which the sanitized CPU suite (UBSan) reports.
+const arfuseAlgo_t kDummy = arfuseAlgo_t(15);
+static_assert(15 > arfuseNumAlgos, "the dummy id must not be a real path's");
 
 // The dummy path takes calls of exactly 3 tokens.
 Verdict dummyCan(const PlanContext& c) {
@@ -89,7 +92,7 @@ TEST(Registry, ForcedPlanFindsAnAddedPath) {
   {
     const Plan unknown = makePlan(f, Limits{}, forced, req(3));
     EXPECT_EQ(unknown.status, arfuseInvalidArgument);  // not registered: not an algorithm
-    EXPECT_NE(unknown.reason.find("algo=40 (forced by config): not an algorithm"), std::string::npos) << unknown.reason;
+    EXPECT_NE(unknown.reason.find("algo=15 (forced by config): not an algorithm"), std::string::npos) << unknown.reason;
   }
   DummyPath dummy(arfuseAlgoTwoShot);
   Plan p = makePlan(f, Limits{}, forced, req(3));
