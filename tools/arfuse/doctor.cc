@@ -20,6 +20,7 @@
 #include "arfuse/arfuse.h"
 #include "cli.h"
 #include "common/params.h"
+#include "device/args.h"
 #include "doctor_checks.h"
 #include "harness/harness.h"
 #include "plan/calibration.h"
@@ -35,7 +36,6 @@ using checkup::Args;
 using checkup::Report;
 
 const int kPaths[] = {arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged, arfuseAlgoNccl};
-constexpr long long kLowLatencyLimit = 64 * 1024;  // bytes per rank the low-latency path carries
 
 arfuseDataType_t dtypeOf(const std::string& s) {
   return s == "fp32" ? arfuseFloat32 : s == "fp16" ? arfuseFloat16 : arfuseBfloat16;
@@ -110,7 +110,7 @@ void runSelftest(const Args& a, Report* r) {
     for (int tokens : {1, 3, 64}) {
       for (arfuseOp_t op : {arfuseOpAllReduceAddRmsNorm, arfuseOpAllReduce}) {
         if (op == arfuseOpAllReduce && tokens != 3) continue;
-        if (algo == arfuseAlgoLowLatency && tokens * a.hidden * dtypeBytes(a.dtype) > kLowLatencyLimit) continue;
+        if (algo == arfuseAlgoLowLatency && tokens * a.hidden * dtypeBytes(a.dtype) > kLowLatencyMaxBytes) continue;
         harness::CaseSpec spec;
         spec.op = op;
         spec.dtype = dt;
@@ -325,7 +325,7 @@ int calibrate(const Args& a) {
         // Above its one-phase limit a forced low-latency call runs the two-phase variant, recorded as
         // "lowlatency2" (the auto plan's window for it); beyond what its regions hold, not timed.
         std::string label = name;
-        if (algo == arfuseAlgoLowLatency && bytes > kLowLatencyLimit) {
+        if (algo == arfuseAlgoLowLatency && bytes > kLowLatencyMaxBytes) {
           arfusePlan_t q;
           if (arfuseCommQueryPlan(w.comm(0), arfuseOpAllReduceAddRmsNorm, tokens[i], a.hidden, dt, &q) !=
               arfuseSuccess) {
@@ -359,7 +359,7 @@ int calibrate(const Args& a) {
         std::fflush(stdout);
       }
       if (skippedLarge)
-        g.notes.push_back(name + ": carries at most " + std::to_string(kLowLatencyLimit) +
+        g.notes.push_back(name + ": carries at most " + std::to_string(kLowLatencyMaxBytes) +
                           " B per rank in one phase and what its regions hold in two (lowlatency2); larger sizes "
                           "not timed");
     }
