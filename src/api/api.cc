@@ -161,13 +161,10 @@ arfuseResult_t badEnum(arfuseComm_t handle, const char* func, const Status& st) 
   arfuseComm* c = handle && commIsLive(handle) ? handle : nullptr;
   return fail(c, st, strprintf("op=%s", func + 6));
 }
-#define CHECK_ENUM(handle, func, check)                                                                        \
-  do {                                                                                                         \
-    const std::string m_ = (check);                                                                            \
-    if (!m_.empty())                                                                                           \
-      return badEnum(                                                                                          \
-          handle, func,                                                                                        \
-          ::arfuse::Status(arfuseInvalidArgument, std::string(func) + ": " + m_).through(__FILE__, __LINE__)); \
+#define CHECK_ENUM(handle, func, check)                                                                            \
+  do {                                                                                                             \
+    ::arfuse::Status s_ = (check);                                                                                 \
+    if (!s_.ok()) return badEnum(handle, func, s_.prefixed(std::string(func) + ": ").through(__FILE__, __LINE__)); \
   } while (0)
 
 struct CallArgs {
@@ -193,9 +190,8 @@ Status checkCallBuffers(const CallArgs& c, const char* func, int device, EpiArgs
   std::vector<AliasRule> aliases;
   if (c.epi) {
     bufs = {{"x", c.x, bytes}, {"weight", c.weight, c.hidden * dtypeSize(c.dtype)}};
-    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix,
-                      checkEpilogue(c.epi, c.tokens, c.hidden, dtypeSize(c.dtype), ext, &bufs, &aliases));
-    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(c.eps));
+    ARFUSE_CHECK_PREFIXED(prefix, checkEpilogue(c.epi, c.tokens, c.hidden, dtypeSize(c.dtype), ext, &bufs, &aliases));
+    ARFUSE_CHECK_PREFIXED(prefix, checkEps(c.eps));
   } else if (c.op == arfuseOpAllReduce) {
     bufs = {{"in", c.x, bytes}, {"out", c.residualOut, bytes}};
     aliases = {{"out", "in"}};
@@ -206,9 +202,9 @@ Status checkCallBuffers(const CallArgs& c, const char* func, int device, EpiArgs
             {"norm_out", c.normOut, bytes},
             {"residual_out", c.residualOut, bytes}};
     aliases = {{"residual_out", "residual_in"}, {"norm_out", "x"}};
-    ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(c.eps));
+    ARFUSE_CHECK_PREFIXED(prefix, checkEps(c.eps));
   }
-  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkBuffers(bufs, aliases));
+  ARFUSE_CHECK_PREFIXED(prefix, checkBuffers(bufs, aliases));
   return checkPointers(func, bufs, device);
 }
 
@@ -356,18 +352,17 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
   Group& g = *comm->group;
   const std::string fields = strprintf("op=%s", func + 6);  // drop the "arfuse" prefix
 
-  std::string msg;
   std::string asyncFields;
   bool firstReport = true;
-  const arfuseResult_t async = groupAsyncError(g, comm->rank, &msg, &asyncFields, &firstReport);
-  if (async != arfuseSuccess) {
+  if (const Status async = groupAsyncError(g, comm->rank, &asyncFields, &firstReport); !async.ok()) {
+    std::string msg = async.message();
     if (!firstReport) {  // already printed once for this rank (by an earlier call or the watchdog)
-      comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async), msg.c_str());
-      return async;
+      comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async.code()), msg.c_str());
+      return async.code();
     }
     if (g.multiHost) msg += "; " + intraHostRanksText(*g.multiHost);
     // The line describes the call that failed on the device; `refused` names the call refused now.
-    return fail(comm, async, __FILE__, __LINE__, msg,
+    return fail(comm, async.code(), __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
   }
 
@@ -388,15 +383,14 @@ Status addRmsNorm(const void* x, const void* residual_in, const void* weight, fl
   limits.maxHidden = 1 << 30;
   Plan p = validateShape(limits, PlanRequest{arfuseOpAllReduceAddRmsNorm, tokens, hidden, dtype});
   if (p.status != arfuseSuccess) return ARFUSE_FAIL(p.status, "%s: %s", func, p.reason.c_str());
-  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix, checkEps(eps));
+  ARFUSE_CHECK_PREFIXED(prefix, checkEps(eps));
   const size_t bytes = static_cast<size_t>(tokens) * hidden * dtypeSize(dtype);
   std::vector<BufferArg> bufs = {{"x", x, bytes},
                                  {"residual_in", residual_in, bytes},
                                  {"weight", weight, hidden * dtypeSize(dtype)},
                                  {"norm_out", norm_out, bytes},
                                  {"residual_out", residual_out, bytes}};
-  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, prefix,
-                    checkBuffers(bufs, {{"residual_out", "residual_in"}, {"norm_out", "x"}}));
+  ARFUSE_CHECK_PREFIXED(prefix, checkBuffers(bufs, {{"residual_out", "residual_in"}, {"norm_out", "x"}}));
   int device = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -448,9 +442,8 @@ const char* arfuseGetBuildInfo(void) {
 const char* arfuseGetLastError(void) { return tLastError.c_str(); }
 
 arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, const int* devices, const arfuseConfig_t* config) {
-  std::string msg;
-  const arfuseResult_t st = createGroup(nranks, devices, config, comms, &msg);
-  if (st != arfuseSuccess) return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommInitAll: %s", msg.c_str()));
+  const Status st = createGroup(nranks, devices, config, comms);
+  if (!st.ok()) return fail(nullptr, ARFUSE_FAIL(st.code(), "arfuseCommInitAll: %s", st.message().c_str()));
   return arfuseSuccess;
 }
 
@@ -476,10 +469,9 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
                                   const arfuseConfig_t* config) {
   bootstrap::UniqueId id;
   std::memcpy(id.bytes, uniqueId.internal, sizeof id.bytes);
-  const std::string bad = checkRankArgs(nranks, rank);
-  if (!bad.empty()) {
+  if (Status bad = checkRankArgs(nranks, rank); !bad.ok()) {
     if (rank == 0) bootstrap::closeListener(id);  // this process's rank 0 gives up: no listener left behind
-    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommInitRank: %s", bad.c_str()));
+    return fail(nullptr, bad.prefixed("arfuseCommInitRank: ").through(__FILE__, __LINE__));
   }
   const int timeoutMs = initTimeoutMs(config);
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
@@ -487,10 +479,10 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
     const bootstrap::Result r = bootstrap::allGather(id, rank, nranks, mine, bytes, all, options, message);
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
-  std::string msg;
-  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg);
-  if (st != arfuseSuccess)
-    return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommInitRank (rank %d of %d): %s", rank, nranks, msg.c_str()));
+  const Status st = createRankMultiProcess(nranks, rank, device, config, exchange, comm);
+  if (!st.ok())
+    return fail(nullptr,
+                ARFUSE_FAIL(st.code(), "arfuseCommInitRank (rank %d of %d): %s", rank, nranks, st.message().c_str()));
   return arfuseSuccess;
 }
 
@@ -500,30 +492,27 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
     return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument,
                                      "arfuseCommInitRankWithAllGather: allGather is NULL: pass "
                                      "the framework's all-gather callback"));
-  const std::string bad = checkRankArgs(nranks, rank);
-  if (!bad.empty())
-    return fail(nullptr, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommInitRankWithAllGather: %s", bad.c_str()));
+  if (Status bad = checkRankArgs(nranks, rank); !bad.ok())
+    return fail(nullptr, bad.prefixed("arfuseCommInitRankWithAllGather: ").through(__FILE__, __LINE__));
   Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
     const bootstrap::Result r =
         bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
     return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
   };
-  std::string msg;
   MultiProcessOptions reusable;
   reusable.reusable = true;  // a framework's all-gather may be called again (groups that span hosts)
-  const arfuseResult_t st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, &msg, reusable);
-  if (st != arfuseSuccess)
-    return fail(nullptr,
-                ARFUSE_FAIL(st, "arfuseCommInitRankWithAllGather (rank %d of %d): %s", rank, nranks, msg.c_str()));
+  const Status st = createRankMultiProcess(nranks, rank, device, config, exchange, comm, reusable);
+  if (!st.ok())
+    return fail(nullptr, ARFUSE_FAIL(st.code(), "arfuseCommInitRankWithAllGather (rank %d of %d): %s", rank, nranks,
+                                     st.message().c_str()));
   return arfuseSuccess;
 }
 
 arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
   arfuseComm* c = nullptr;
   if (const Status live = liveComm(comm, "arfuseCommDestroy", &c); !live.ok()) return fail(nullptr, live);
-  std::string msg;
-  const arfuseResult_t st = destroyComm(c, &msg);
-  if (st != arfuseSuccess) return fail(nullptr, ARFUSE_FAIL(st, "arfuseCommDestroy: %s", msg.c_str()));
+  const Status st = destroyComm(c);
+  if (!st.ok()) return fail(nullptr, ARFUSE_FAIL(st.code(), "arfuseCommDestroy: %s", st.message().c_str()));
   return arfuseSuccess;
 }
 
@@ -549,9 +538,9 @@ arfuseResult_t arfuseCommGetAsyncError(arfuseComm_t comm, arfuseResult_t* asyncE
   arfuseComm* c = nullptr;
   if (const Status live = liveComm(comm, "arfuseCommGetAsyncError", &c); !live.ok()) return fail(nullptr, live);
   if (!asyncError) return fail(c, ARFUSE_FAIL(arfuseInvalidArgument, "arfuseCommGetAsyncError: asyncError is NULL"));
-  std::string msg;
-  *asyncError = groupAsyncError(*c->group, c->rank, &msg);
-  if (*asyncError != arfuseSuccess) c->lastError = std::string(arfuseGetErrorName(*asyncError)) + ": " + msg;
+  const Status async = groupAsyncError(*c->group, c->rank);
+  *asyncError = async.code();
+  if (!async.ok()) c->lastError = std::string(arfuseGetErrorName(*asyncError)) + ": " + async.message();
   return arfuseSuccess;
 }
 

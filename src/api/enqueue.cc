@@ -35,11 +35,7 @@ Status issueAllReduce(const PlannedCall& c) {
 // call for every other path, through the path's registry entry. The replica check goes first, so
 // that it copies what the call reads.
 Status issueLaunch(const PlannedCall& c) {
-  if (c.check) {
-    std::string msg;
-    const arfuseResult_t st = enqueueReplicaCheck(c.comm, c.checkShape, c.checkResidual, c.checkWeight, c.stream, &msg);
-    if (st != arfuseSuccess) return ARFUSE_FAIL(st, "%s", msg.c_str());
-  }
+  if (c.check) ARFUSE_CHECK(enqueueReplicaCheck(c.comm, c.checkShape, c.checkResidual, c.checkWeight, c.stream));
   const AlgoEntry* entry = findAlgo(c.algo);
   if (!entry || !entry->launch) return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(c.algo));
   AlgoLaunch call;

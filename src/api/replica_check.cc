@@ -58,12 +58,15 @@ GroupCheck* groupCheckOf(Group* g) {
   return groupCheckState<GroupCheck>(*g, [g] { return std::make_shared<GroupCheck>(g); });
 }
 
-// A pinned buffer of at least `bytes` for `rank`. Allocation is allowed while the caller's stream
-// is being captured (relaxed capture mode for this thread, just around it).
-unsigned char* bufferFor(GroupCheck* gc, int rank, size_t bytes, std::string* message) {
+// A pinned buffer of at least `bytes` for `rank` into *out. Allocation is allowed while the caller's
+// stream is being captured (relaxed capture mode for this thread, just around it).
+Status bufferFor(GroupCheck* gc, int rank, size_t bytes, unsigned char** out) {
   std::lock_guard<std::mutex> lock(gc->mu);
   auto& list = gc->buffers[rank];
-  if (!list.empty() && list.back().second >= bytes) return list.back().first;
+  if (!list.empty() && list.back().second >= bytes) {
+    *out = list.back().first;
+    return Status();
+  }
   const size_t want = std::max(bytes, list.empty() ? size_t(64 * 1024) : 2 * list.back().second);
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&mode);
@@ -72,12 +75,12 @@ unsigned char* bufferFor(GroupCheck* gc, int rank, size_t bytes, std::string* me
   cudaThreadExchangeStreamCaptureMode(&mode);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    *message = strprintf("ARFUSE_CHECK_REPLICAS: cudaHostAlloc(%zu B) for rank %d's copy failed: %s", want, rank,
-                         cudaGetErrorString(e));
-    return nullptr;
+    return ARFUSE_FAIL(arfuseSystemError, "ARFUSE_CHECK_REPLICAS: cudaHostAlloc(%zu B) for rank %d's copy failed: %s",
+                       want, rank, cudaGetErrorString(e));
   }
   list.emplace_back(static_cast<unsigned char*>(p), want);
-  return list.back().first;
+  *out = list.back().first;
+  return Status();
 }
 
 }  // namespace
@@ -91,21 +94,21 @@ bool replicaCheckEnabled() {
   return on;
 }
 
-arfuseResult_t enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, const void* residualIn,
-                                   const void* weight, cudaStream_t stream, std::string* message) {
+Status enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, const void* residualIn, const void* weight,
+                           cudaStream_t stream) {
   Group* g = comm->group;
-  if (groupRanks(*g) < 2) return arfuseSuccess;
+  if (groupRanks(*g) < 2) return Status();
   GroupCheck* gc = groupCheckOf(g);
   if (groupIsMultiProcess(*g)) {
     if (!gc->warned.exchange(true))
       ARFUSE_LOG(kLogWarn, comm->logContext(), "",
                  "ARFUSE_CHECK_REPLICAS=1 is not available for multi-process groups (the ranks' copies would be in "
                  "different processes); this communicator's calls are not checked");
-    return arfuseSuccess;
+    return Status();
   }
   const size_t rb = shape.residualBytes(), wb = shape.weightBytes();
-  unsigned char* buf = bufferFor(gc, comm->rank, rb + wb, message);
-  if (!buf) return arfuseSystemError;
+  unsigned char* buf = nullptr;
+  ARFUSE_CHECK(bufferFor(gc, comm->rank, rb + wb, &buf));
   HostCall* call = nullptr;
   {
     std::lock_guard<std::mutex> lock(gc->mu);
@@ -121,11 +124,10 @@ arfuseResult_t enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, 
   if (e == cudaSuccess) e = cudaLaunchHostFunc(stream, arrive, call);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    *message =
-        strprintf("ARFUSE_CHECK_REPLICAS: enqueueing the copy of residual_in/weight failed: %s", cudaGetErrorString(e));
-    return arfuseCudaError;
+    return ARFUSE_FAIL(arfuseCudaError, "ARFUSE_CHECK_REPLICAS: enqueueing the copy of residual_in/weight failed: %s",
+                       cudaGetErrorString(e));
   }
-  return arfuseSuccess;
+  return Status();
 }
 
 }  // namespace arfuse

@@ -7,6 +7,7 @@
 
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
+#include "core/status.h"
 
 struct arfuseComm;
 
@@ -21,7 +22,8 @@ bool replicaCheckEnabled();
 // and the host function become graph nodes and run at every replay. A mismatch aborts the group
 // with arfuseMismatch (reported like a kernel-recorded error). Multi-process groups are not
 // checked (the ranks' host buffers are in different processes): one WARN line per communicator.
-arfuseResult_t enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, const void* residualIn,
-                                   const void* weight, cudaStream_t stream, std::string* message);
+// Fails (arfuseSystemError, arfuseCudaError) when the pinned buffer or the enqueueing fails.
+Status enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, const void* residualIn, const void* weight,
+                           cudaStream_t stream);
 
 }  // namespace arfuse

@@ -8,21 +8,23 @@
 
 namespace arfuse {
 
-std::string checkBuffers(const std::vector<BufferArg>& buffers, const std::vector<AliasRule>& allowed) {
+Status checkBuffers(const std::vector<BufferArg>& buffers, const std::vector<AliasRule>& allowed) {
   for (const BufferArg& b : buffers) {
-    if (b.ptr == nullptr) return strprintf("%s is NULL: pass a device pointer", b.name);
+    if (b.ptr == nullptr) return ARFUSE_FAIL(arfuseInvalidArgument, "%s is NULL: pass a device pointer", b.name);
     const uintptr_t a = reinterpret_cast<uintptr_t>(b.ptr);
     if (b.align == 16 && a % 16 != 0)
-      return strprintf(
-          "%s=%p is not 16-byte aligned: arfuse moves 16-byte vectors; allocate with cudaMalloc or "
-          "offset by a multiple of 16 bytes",
-          b.name, b.ptr);
-    if (b.align > 1 && a % b.align != 0) return strprintf("%s=%p is not %zu-byte aligned", b.name, b.ptr, b.align);
+      return ARFUSE_FAIL(arfuseInvalidArgument,
+                         "%s=%p is not 16-byte aligned: arfuse moves 16-byte vectors; allocate with cudaMalloc or "
+                         "offset by a multiple of 16 bytes",
+                         b.name, b.ptr);
+    if (b.align > 1 && a % b.align != 0)
+      return ARFUSE_FAIL(arfuseInvalidArgument, "%s=%p is not %zu-byte aligned", b.name, b.ptr, b.align);
     // Checked before any end address is computed: ptr + bytes must not wrap around to a small address
     // that would make the overlap test below pass.
     if (b.bytes > UINTPTR_MAX - a)
-      return strprintf("%s=%p with %zu bytes runs past the end of the address space: not a real buffer", b.name, b.ptr,
-                       b.bytes);
+      return ARFUSE_FAIL(arfuseInvalidArgument,
+                         "%s=%p with %zu bytes runs past the end of the address space: not a real buffer", b.name,
+                         b.ptr, b.bytes);
   }
   for (size_t i = 0; i < buffers.size(); ++i) {
     for (size_t j = i + 1; j < buffers.size(); ++j) {
@@ -42,30 +44,36 @@ std::string checkBuffers(const std::vector<BufferArg>& buffers, const std::vecto
       std::string allowedText;
       for (const AliasRule& r : allowed)
         allowedText += strprintf("%s%s == %s", allowedText.empty() ? "" : ", ", r.a, r.b);
-      return strprintf("%s=%p and %s=%p overlap; the only aliasing allowed is %s (exactly equal pointers)", x.name,
-                       x.ptr, y.name, y.ptr, allowedText.empty() ? "none" : allowedText.c_str());
+      return ARFUSE_FAIL(arfuseInvalidArgument,
+                         "%s=%p and %s=%p overlap; the only aliasing allowed is %s (exactly equal pointers)", x.name,
+                         x.ptr, y.name, y.ptr, allowedText.empty() ? "none" : allowedText.c_str());
     }
   }
-  return "";
+  return Status();
 }
 
 size_t nvfp4ScaleBytes(int layout, int tokens, int hidden) { return quant::sfBytes(layout, tokens, hidden / 16); }
 
-std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, size_t elemBytes, EpiArgs* out,
-                          std::vector<BufferArg>* bufs, std::vector<AliasRule>* aliases) {
-  if (!e) return "epilogue is NULL: pass an arfuseEpilogue_t started from ARFUSE_EPILOGUE_INITIALIZER";
+Status checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, size_t elemBytes, EpiArgs* out,
+                     std::vector<BufferArg>* bufs, std::vector<AliasRule>* aliases) {
+  if (!e)
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "epilogue is NULL: pass an arfuseEpilogue_t started from ARFUSE_EPILOGUE_INITIALIZER");
   if (e->magic != ARFUSE_EPILOGUE_MAGIC || e->size < sizeof(arfuseEpilogue_t))
-    return strprintf("epilogue: magic=0x%x size=%zu: start from ARFUSE_EPILOGUE_INITIALIZER (magic 0x%x, size %zu)",
-                     e->magic, e->size, ARFUSE_EPILOGUE_MAGIC, sizeof(arfuseEpilogue_t));
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "epilogue: magic=0x%x size=%zu: start from ARFUSE_EPILOGUE_INITIALIZER (magic 0x%x, size %zu)",
+                       e->magic, e->size, ARFUSE_EPILOGUE_MAGIC, sizeof(arfuseEpilogue_t));
   if (e->quant < 0 || e->quant >= arfuseNumQuants)
-    return strprintf(
-        "epilogue.quant=%d: use arfuseQuantNone, arfuseQuantFp8Static, arfuseQuantFp8PerToken or "
-        "arfuseQuantNvfp4",
-        e->quant);
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "epilogue.quant=%d: use arfuseQuantNone, arfuseQuantFp8Static, arfuseQuantFp8PerToken or "
+                       "arfuseQuantNvfp4",
+                       e->quant);
   if (e->weightPlusOne != 0 && e->weightPlusOne != 1)
-    return strprintf("epilogue.weightPlusOne=%d: must be 0 (w) or 1 (1 + w)", e->weightPlusOne);
+    return ARFUSE_FAIL(arfuseInvalidArgument, "epilogue.weightPlusOne=%d: must be 0 (w) or 1 (1 + w)",
+                       e->weightPlusOne);
   if (!e->residualOut && !e->normOut && e->quant == arfuseQuantNone)
-    return "epilogue: no output requested: set residualOut, normOut and/or a quant mode with quantOut";
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "epilogue: no output requested: set residualOut, normOut and/or a quant mode with quantOut");
   const size_t bytes = static_cast<size_t>(tokens) * hidden * elemBytes;
   *out = EpiArgs{};
   out->enabled = 1;
@@ -82,31 +90,35 @@ std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, siz
   aliases->push_back({"epilogue.normOut", "x"});
   // Scales are buffers like the others: the same overlap and pointer-kind checks (checkBuffers,
   // checkPointers), with their own sizes and alignments.
-  auto scalePtr = [&](const char* name, const void* p, size_t bytes, size_t align) -> std::string {
-    if (!p) return strprintf("%s is NULL: this quant mode needs it (device memory)", name);
-    if (reinterpret_cast<uintptr_t>(p) % align) return strprintf("%s=%p is not %zu-byte aligned", name, p, align);
+  auto scalePtr = [&](const char* name, const void* p, size_t bytes, size_t align) -> Status {
+    if (!p) return ARFUSE_FAIL(arfuseInvalidArgument, "%s is NULL: this quant mode needs it (device memory)", name);
+    if (reinterpret_cast<uintptr_t>(p) % align)
+      return ARFUSE_FAIL(arfuseInvalidArgument, "%s=%p is not %zu-byte aligned", name, p, align);
     bufs->push_back({name, p, bytes, align});
-    return "";
+    return Status();
   };
-  std::string m;
   switch (e->quant) {
     case arfuseQuantNone:
       break;
     case arfuseQuantFp8Static:
-      if (!(m = scalePtr("epilogue.scaleIn", e->scaleIn, 4, 4)).empty()) return m;
+      ARFUSE_CHECK(scalePtr("epilogue.scaleIn", e->scaleIn, 4, 4));
       bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden});
       break;
     case arfuseQuantFp8PerToken:
-      if (!(m = scalePtr("epilogue.scaleOut", e->scaleOut, static_cast<size_t>(tokens) * 4, 4)).empty()) return m;
+      ARFUSE_CHECK(scalePtr("epilogue.scaleOut", e->scaleOut, static_cast<size_t>(tokens) * 4, 4));
       bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden});
       break;
     case arfuseQuantNvfp4:
       if (hidden % 16)
-        return strprintf("hidden=%d: NVFP4 quantises blocks of 16 elements; hidden must be a multiple of 16", hidden);
+        return ARFUSE_FAIL(arfuseInvalidArgument,
+                           "hidden=%d: NVFP4 quantises blocks of 16 elements; hidden must be a multiple of 16", hidden);
       if (e->scaleLayout != arfuseScaleLinear && e->scaleLayout != arfuseScaleSwizzled128x4)
-        return strprintf("epilogue.scaleLayout=%d: use arfuseScaleLinear or arfuseScaleSwizzled128x4", e->scaleLayout);
-      if (!(m = scalePtr("epilogue.scaleIn", e->scaleIn, 4, 4)).empty()) return m;
-      if (!e->scaleOut) return "epilogue.scaleOut is NULL: NVFP4 writes its block scales there";
+        return ARFUSE_FAIL(arfuseInvalidArgument,
+                           "epilogue.scaleLayout=%d: use arfuseScaleLinear or arfuseScaleSwizzled128x4",
+                           e->scaleLayout);
+      ARFUSE_CHECK(scalePtr("epilogue.scaleIn", e->scaleIn, 4, 4));
+      if (!e->scaleOut)
+        return ARFUSE_FAIL(arfuseInvalidArgument, "epilogue.scaleOut is NULL: NVFP4 writes its block scales there");
       bufs->push_back({"epilogue.scaleOut", e->scaleOut, nvfp4ScaleBytes(e->scaleLayout, tokens, hidden), 1});
       bufs->push_back({"epilogue.quantOut", e->quantOut, static_cast<size_t>(tokens) * hidden / 2});
       out->scaleLayout = e->scaleLayout;
@@ -115,34 +127,34 @@ std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, siz
   out->quantOut = static_cast<unsigned char*>(e->quantOut);
   out->scaleOut = e->scaleOut;
   out->scaleIn = e->scaleIn;
-  return "";
+  return Status();
 }
 
-std::string checkEnumArg(const char* name, int raw, int count, const char* use) {
-  if (raw >= 0 && raw < count) return "";
-  return strprintf("%s=%d: unknown; use %s", name, raw, use);
+Status checkEnumArg(const char* name, int raw, int count, const char* use) {
+  if (raw >= 0 && raw < count) return Status();
+  return ARFUSE_FAIL(arfuseInvalidArgument, "%s=%d: unknown; use %s", name, raw, use);
 }
-std::string checkDtypeArg(int raw) {
+Status checkDtypeArg(int raw) {
   return checkEnumArg("dtype", raw, arfuseNumDataTypes, "arfuseBfloat16, arfuseFloat16 or arfuseFloat32");
 }
-std::string checkOpArg(int raw) {
-  return checkEnumArg("op", raw, 2, "arfuseOpAllReduce or arfuseOpAllReduceAddRmsNorm");
-}
+Status checkOpArg(int raw) { return checkEnumArg("op", raw, 2, "arfuseOpAllReduce or arfuseOpAllReduceAddRmsNorm"); }
 
-std::string checkRankArgs(int nranks, int rank) {
+Status checkRankArgs(int nranks, int rank) {
   if (nranks < 1 || nranks > ARFUSE_MAX_RANKS)
-    return strprintf("nranks=%d: must be 1..%d (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not supported",
-                     nranks, ARFUSE_MAX_RANKS);
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "nranks=%d: must be 1..%d (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not supported",
+                       nranks, ARFUSE_MAX_RANKS);
   if (rank < 0 || rank >= nranks)
-    return strprintf("rank=%d: must be 0..%d for nranks=%d (each process passes its own, distinct rank)", rank,
-                     nranks - 1, nranks);
-  return "";
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "rank=%d: must be 0..%d for nranks=%d (each process passes its own, distinct rank)", rank,
+                       nranks - 1, nranks);
+  return Status();
 }
 
-std::string checkEps(float eps) {
+Status checkEps(float eps) {
   if (!std::isfinite(eps) || eps <= 0.f)
-    return strprintf("eps=%g: must be finite and > 0 (typically 1e-5 or 1e-6)", eps);
-  return "";
+    return ARFUSE_FAIL(arfuseInvalidArgument, "eps=%g: must be finite and > 0 (typically 1e-5 or 1e-6)", eps);
+  return Status();
 }
 
 }  // namespace arfuse

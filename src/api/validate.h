@@ -9,6 +9,7 @@
 
 #include "arfuse/arfuse.h"
 #include "common/enum_arg.h"
+#include "core/status.h"
 #include "device/args.h"
 
 namespace arfuse {
@@ -26,31 +27,33 @@ struct AliasRule {
   const char* b;
 };
 
-// Returns "" when every buffer is non-null, aligned (BufferArg::align), does not run past the end of
-// the address space, and no two overlap except the allowed exact aliases; else a message naming the
-// argument(s) and the fix.
-std::string checkBuffers(const std::vector<BufferArg>& buffers, const std::vector<AliasRule>& allowed);
+// Each check is ok, or fails with arfuseInvalidArgument and a message naming the argument(s) and the
+// fix (without the entry point's name: the caller prefixes it, ARFUSE_CHECK_PREFIXED).
+
+// Ok when every buffer is non-null, aligned (BufferArg::align), does not run past the end of the
+// address space, and no two overlap except the allowed exact aliases.
+Status checkBuffers(const std::vector<BufferArg>& buffers, const std::vector<AliasRule>& allowed);
 
 // Enum arguments: read with rawEnum (common/enum_arg.h), then range-checked here.
-// "" when 0 <= raw < count, else "NAME=raw: unknown; use ...".
-std::string checkEnumArg(const char* name, int raw, int count, const char* use);
-std::string checkDtypeArg(int raw);
-std::string checkOpArg(int raw);
+// Ok when 0 <= raw < count, else "NAME=raw: unknown; use ...".
+Status checkEnumArg(const char* name, int raw, int count, const char* use);
+Status checkDtypeArg(int raw);
+Status checkOpArg(int raw);
 
-// "" when 1 <= nranks <= ARFUSE_MAX_RANKS and 0 <= rank < nranks; else what is wrong and the fix.
+// Ok when 1 <= nranks <= ARFUSE_MAX_RANKS and 0 <= rank < nranks; else what is wrong and the fix.
 // Checked at the C ABI before anything is sized by nranks or indexed by rank.
-std::string checkRankArgs(int nranks, int rank);
+Status checkRankArgs(int nranks, int rank);
 
-// "" if eps is finite and > 0.
-std::string checkEps(float eps);
+// Ok if eps is finite and > 0.
+Status checkEps(float eps);
 
 // Checks an arfuseEpilogue_t for a call of (tokens, hidden) elements of elemBytes each: version
 // fields, the quant mode and its pointers, the NVFP4 shape rule, at least one output. On success
 // fills *out (kernel options) and appends the buffers (with their sizes) and allowed aliases that
 // checkBuffers must then see, the scale pointers included (so that they get the same overlap and
 // pointer-kind checks as the data).
-std::string checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, size_t elemBytes, EpiArgs* out,
-                          std::vector<BufferArg>* bufs, std::vector<AliasRule>* aliases);
+Status checkEpilogue(const arfuseEpilogue_t* e, int tokens, int hidden, size_t elemBytes, EpiArgs* out,
+                     std::vector<BufferArg>* bufs, std::vector<AliasRule>* aliases);
 // Bytes of the NVFP4 block scales of a [tokens, hidden] output in a layout (arfuseScaleLayout_t).
 size_t nvfp4ScaleBytes(int layout, int tokens, int hidden);
 

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "algos/launch.h"
 #include "comm/config.h"
@@ -125,28 +126,29 @@ bool commIsLive(const arfuseComm* c) { return handleIsLive(c) && c->magic == kCo
 void commRegister(arfuseComm* c) { handleRegister(c); }
 void commUnregister(arfuseComm* c) { handleRetire(c); }
 
-arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms,
-                           std::string* message) {
-  if (!comms) return *message = "comms is NULL: pass an array of nranks arfuseComm_t", arfuseInvalidArgument;
+Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms) {
+  if (!comms) return ARFUSE_FAIL(arfuseInvalidArgument, "comms is NULL: pass an array of nranks arfuseComm_t");
   if (nranks < 1 || nranks > kMaxRanks)
-    return *message = strprintf("nranks=%d: must be 1..%d", nranks, kMaxRanks), arfuseInvalidArgument;
+    return ARFUSE_FAIL(arfuseInvalidArgument, "nranks=%d: must be 1..%d", nranks, kMaxRanks);
   if (!devices)
-    return *message = "devices is NULL: pass an array of nranks CUDA device ordinals", arfuseInvalidArgument;
+    return ARFUSE_FAIL(arfuseInvalidArgument, "devices is NULL: pass an array of nranks CUDA device ordinals");
   ResolvedConfig rc;
-  arfuseResult_t st = resolveConfig(config, nranks, &rc, message);
-  if (st != arfuseSuccess) return st;
+  {
+    std::string msg;
+    const arfuseResult_t st = resolveConfig(config, nranks, &rc, &msg);
+    if (st != arfuseSuccess) return ARFUSE_FAIL(st, "%s", msg.c_str());
+  }
 
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);
   if (ce != cudaSuccess || count == 0) {
     cudaGetLastError();
-    *message = noDeviceMessage(ce, cudaGetErrorString(ce));
-    return arfuseNoDevice;
+    return ARFUSE_FAIL(arfuseNoDevice, "%s", noDeviceMessage(ce, cudaGetErrorString(ce)).c_str());
   }
   for (int r = 0; r < nranks; ++r)
     if (devices[r] < 0 || devices[r] >= count)
-      return *message = strprintf("devices[%d]=%d: only devices 0..%d are visible", r, devices[r], count - 1),
-             arfuseInvalidArgument;
+      return ARFUSE_FAIL(arfuseInvalidArgument, "devices[%d]=%d: only devices 0..%d are visible", r, devices[r],
+                         count - 1);
 
   std::vector<int> unique(devices, devices + nranks);
   std::sort(unique.begin(), unique.end());
@@ -160,17 +162,14 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, d) != cudaSuccess || cudaSetDevice(d) != cudaSuccess) {
       cudaGetLastError();
-      *message = strprintf("cudaGetDeviceProperties(%d) failed", d);
-      return arfuseCudaError;
+      return ARFUSE_FAIL(arfuseCudaError, "cudaGetDeviceProperties(%d) failed", d);
     }
     const Residency res = measureResidency();
-    if (!res.ok()) {
-      *message = strprintf(
-          "device %d (sm_%d%d): the arfuse kernels cannot run on it (occupancy query failed: %s); "
-          "was the library built for this architecture? see `arfuse version`",
-          d, prop.major, prop.minor, cudaGetErrorString(cudaGetLastError()));
-      return arfuseUnsupported;
-    }
+    if (!res.ok())
+      return ARFUSE_FAIL(arfuseUnsupported,
+                         "device %d (sm_%d%d): the arfuse kernels cannot run on it (occupancy query failed: %s); "
+                         "was the library built for this architecture? see `arfuse version`",
+                         d, prop.major, prop.minor, cudaGetErrorString(cudaGetLastError()));
     for (int r = 0; r < nranks; ++r) {
       if (devices[r] != d) continue;
       RankFacts& rf = facts.ranks[r];
@@ -184,12 +183,10 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     }
   }
   Group* g = nullptr;
-  st = makeGroup(&facts, LogContext{}, &g).into(message);
-  if (st != arfuseSuccess) return st;
-  st = buildGroup(g, makeInProcessTransport(devices, unique).get(), LogContext{}).into(message);
-  if (st != arfuseSuccess) {
+  ARFUSE_CHECK(makeGroup(&facts, LogContext{}, &g));
+  if (Status st = buildGroup(g, makeInProcessTransport(devices, unique).get(), LogContext{}); !st.ok()) {
     freeGroup(g);
-    return st;
+    return st.through(__FILE__, __LINE__);
   }
 
   g->lastStream.resize(nranks);
@@ -199,22 +196,20 @@ arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t*
     g->ranks[r].arch = facts.ranks[r].arch;
     comms[r] = publishRank(g, r, devices[r], facts.ranks[r].arch);
   }
-  return arfuseSuccess;
+  return Status();
 }
 
-arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message) {
+Status destroyComm(arfuseComm_t comm) {
   commUnregister(comm);
   comm->magic = 0;
   Group* g = comm->group;
-  arfuseResult_t st = arfuseSuccess;
+  Status st;
   {
     DeviceGuard guard;
     // Wait for this rank's outstanding calls: peers may still be reading our staging until then.
-    if (cudaSetDevice(comm->device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-      *message =
-          strprintf("waiting for device %d before destroy: %s", comm->device, cudaGetErrorString(cudaGetLastError()));
-      st = arfuseCudaError;
-    }
+    if (cudaSetDevice(comm->device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+      st = ARFUSE_FAIL(arfuseCudaError, "waiting for device %d before destroy: %s", comm->device,
+                       cudaGetErrorString(cudaGetLastError()));
   }
   if (g->depart) g->depart(comm->rank);
   comm->group = nullptr;  // the shell stays allocated (retired above), its contents do not
@@ -240,15 +235,14 @@ void propagateAbortToDevices(const Group& g) {
   if (saved >= 0) cudaSetDevice(saved);
 }
 
-arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields, bool* firstReport) {
+Status groupAsyncError(const Group& g, int rank, std::string* fields, bool* firstReport) {
   if (firstReport) *firstReport = true;
-  if (!readAbort(*g.shared)) return arfuseSuccess;
+  if (!readAbort(*g.shared)) return Status();
   propagateAbortToDevices(g);
   if (const int code = g.hostError.load(std::memory_order_acquire)) {  // raised on the host; printed there once
-    *message = g.hostErrorText;
     if (fields) *fields = g.hostErrorFields;
     if (firstReport) *firstReport = false;
-    return arfuseResult_t(code);
+    return Status(arfuseResult_t(code), g.hostErrorText);
   }
   // Prefer this rank's own record; else the first rank that recorded one.
   ErrorRecord e{};
@@ -256,11 +250,8 @@ arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, s
   if (readErrorRecord(*g.shared, rank, &e)) who = rank;
   for (int r = 0; r < g.nranks && who < 0; ++r)
     if (readErrorRecord(*g.shared, r, &e)) who = r;
-  if (who < 0) {
-    *message = "the group was aborted (no kernel error record)";
-    return arfusePeerTimeout;
-  }
-  *message = describeErrorRecord(e, who, g.timeoutNs) + ". next: " + nextStepFor(e.code);
+  if (who < 0) return Status(arfusePeerTimeout, "the group was aborted (no kernel error record)");
+  std::string message = describeErrorRecord(e, who, g.timeoutNs) + ". next: " + nextStepFor(e.code);
   if (fields) {
     // The record's fields without its code= (the caller's line carries the code).
     std::string f = errorRecordFields(e);
@@ -272,7 +263,7 @@ arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, s
     *fields = f;
   }
   if (firstReport) *firstReport = claimErrorReport(g.shared, rank, e);
-  return arfuseResult_t(resultForRecordCode(e.code));
+  return Status(arfuseResult_t(resultForRecordCode(e.code)), std::move(message));
 }
 
 }  // namespace arfuse

@@ -8,6 +8,7 @@
 
 #include "arfuse/arfuse.h"
 #include "core/group.h"
+#include "core/status.h"
 #include "diag/log.h"
 
 namespace arfuse {
@@ -56,22 +57,21 @@ struct MultiProcessOptions {
   bool intraHost = false;
   bool reusable = false;
 };
-arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
-                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message,
-                                      const MultiProcessOptions& options = MultiProcessOptions());
+Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config, const Exchange& exchangeA,
+                              arfuseComm_t* comm, const MultiProcessOptions& options = MultiProcessOptions());
 
-// Creation and teardown (comm.cc). On failure returns the code and fills *message.
-arfuseResult_t createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms,
-                           std::string* message);
-arfuseResult_t destroyComm(arfuseComm_t comm, std::string* message);
+// Creation and teardown (comm.cc). A failure carries its code and message. destroyComm tears the
+// rank down even when it fails (its failure is the wait for the device's outstanding calls).
+Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms);
+Status destroyComm(arfuseComm_t comm);
 
 // A kernel-recorded error of the group (arfusePeerTimeout, arfuseMismatch, arfuseInvalidUsage for two
-// streams at once), or arfuseSuccess; *message describes it.
+// streams at once) as a failed Status whose message describes it, or an ok Status. A report of a
+// recorded error, not one raised here: it has no trail (and logs nothing; it is polled).
 // *fields (optional) gets the canonical line's key=value fields of the failed call
 // ("call=17 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 path=oneshot peer=2").
 // *firstReport (optional): true the first time this record is reported for this rank (by a call or
 // the watchdog), so the canonical line is printed once per failure per rank.
-arfuseResult_t groupAsyncError(const Group& g, int rank, std::string* message, std::string* fields = nullptr,
-                               bool* firstReport = nullptr);
+Status groupAsyncError(const Group& g, int rank, std::string* fields = nullptr, bool* firstReport = nullptr);
 
 }  // namespace arfuse

@@ -100,14 +100,14 @@ void setPost(Post* p, arfuseResult_t code, const std::string& text) {
   std::snprintf(p->text, sizeof p->text, "%s", text.c_str());
 }
 
-// The first failure of a round, named by its rank, host and local rank; arfuseSuccess if none.
-arfuseResult_t firstFailed(const std::vector<Post>& posts, const HostLayout& l, std::string* message) {
+// The first failure of a round, named by its rank, host and local rank; an ok Status if none.
+Status firstFailed(const std::vector<Post>& posts, const HostLayout& l) {
   for (size_t r = 0; r < posts.size(); ++r)
-    if (posts[r].status != arfuseSuccess) {
-      *message = describeRank(l, static_cast<int>(r)) + ": " + std::string(posts[r].text, strnlen(posts[r].text, 240));
-      return static_cast<arfuseResult_t>(posts[r].status);
-    }
-  return arfuseSuccess;
+    if (posts[r].status != arfuseSuccess)
+      return ARFUSE_FAIL(static_cast<arfuseResult_t>(posts[r].status), "%s: %s",
+                         describeRank(l, static_cast<int>(r)).c_str(),
+                         std::string(posts[r].text, strnlen(posts[r].text, 240)).c_str());
+  return Status();
 }
 
 Status roundTrip(MultiHost* mh, const Post& mine, std::vector<Post>* posts, int timeoutMs) {
@@ -233,7 +233,7 @@ bool mayNeedWorldNcclId() {
   return !paramTestHostId().empty() || !paramBootstrapAddr().empty() || !paramBootstrapIfname().empty();
 }
 
-arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, std::string* message) {
+Status createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm) {
   std::vector<Hello> h(in.nranks);
   std::memcpy(h.data(), in.hellos.data(), h.size() * sizeof(Hello));
   auto mh = std::make_shared<MultiHost>();
@@ -249,7 +249,7 @@ arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, 
     mh->layout = groupHosts(hashes, labels);
   }
   const HostLayout& l = mh->layout;
-  if (!l.ok()) return *message = "init: " + l.error, arfuseUnsupported;
+  if (!l.ok()) return ARFUSE_FAIL(arfuseUnsupported, "init: %s", l.error.c_str());
   mh->hostIndex = l.hostOf[in.rank];
   mh->localRank = l.localOf[in.rank];
   const int L = l.localRanks;
@@ -257,18 +257,15 @@ arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, 
   const std::string me = describeRank(l, in.rank);
 
   ncclUniqueId wid;
-  arfuseResult_t st = worldId(in, h, &wid).into(message);
-  if (st != arfuseSuccess) return st;
+  ARFUSE_CHECK(worldId(in, h, &wid));
   if (cudaSetDevice(in.device) != cudaSuccess)
-    return *message = strprintf("init: cudaSetDevice(%d) failed", in.device), arfuseCudaError;
+    return ARFUSE_FAIL(arfuseCudaError, "init: cudaSetDevice(%d) failed", in.device);
   ncclResult_t nr = ncclCommInitRank(&mh->world, in.nranks, wid, in.rank);
-  if (nr != ncclSuccess) {
-    *message = strprintf(
-        "init: %s: ncclCommInitRank over all %d ranks of %d hosts failed: %s (NCCL across hosts "
-        "needs one GPU per rank per NCCL host; NCCL_DEBUG=INFO says more)",
-        me.c_str(), in.nranks, l.hosts, ncclGetErrorString(nr));
-    return arfuseNcclError;
-  }
+  if (nr != ncclSuccess)
+    return ARFUSE_FAIL(arfuseNcclError,
+                       "init: %s: ncclCommInitRank over all %d ranks of %d hosts failed: %s (NCCL across hosts "
+                       "needs one GPU per rank per NCCL host; NCCL_DEBUG=INFO says more)",
+                       me.c_str(), in.nranks, l.hosts, ncclGetErrorString(nr));
 
   // Step 3: the intra-host group, its phase A over the world communicator.
   const int myHost = mh->hostIndex;
@@ -282,16 +279,14 @@ arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, 
     return arfuseSuccess;
   };
   arfuseComm_t inner = nullptr;
-  std::string innerMsg;
   MultiProcessOptions opt;
   opt.intraHost = true;
-  const arfuseResult_t ist =
-      createRankMultiProcess(L, mh->localRank, in.device, in.config, sub, &inner, &innerMsg, opt);
+  const Status ist = createRankMultiProcess(L, mh->localRank, in.device, in.config, sub, &inner, opt);
 
   // Step 4: round 1.
   Post post{};
-  setPost(&post, ist, "intra-host group: " + innerMsg);
-  Group* g = ist == arfuseSuccess ? inner->group : nullptr;
+  setPost(&post, ist.code(), "intra-host group: " + ist.message());
+  Group* g = ist.ok() ? inner->group : nullptr;
   if (g) {
     post.p2p = g->fabric.p2p ? 1 : 0;
     post.maxBlocks = g->fabric.maxBlocks;
@@ -303,19 +298,14 @@ arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, 
   }
   if (myHost == 0 && post.status == arfuseSuccess && ncclGetUniqueId(&post.crossId) != ncclSuccess)
     setPost(&post, arfuseNcclError, "ncclGetUniqueId failed");
-  auto failAll = [&](arfuseResult_t code) {
+  auto failAll = [&](Status st) {
     releaseCrossHost(mh.get());
-    if (inner) {
-      std::string ignored;
-      destroyComm(inner, &ignored);
-    }
-    return code;
+    if (inner) destroyComm(inner);  // the failure reported is st, not the teardown's
+    return st.through(__FILE__, __LINE__);
   };
   std::vector<Post> posts;
-  st = roundTrip(mh.get(), post, &posts, timeoutMs).into(message);
-  if (st != arfuseSuccess) return failAll(st);
-  st = firstFailed(posts, l, message);
-  if (st != arfuseSuccess) return failAll(st);
+  if (Status st = roundTrip(mh.get(), post, &posts, timeoutMs); !st.ok()) return failAll(st);
+  if (Status st = firstFailed(posts, l); !st.ok()) return failAll(st);
 
   MultiHostFabric& f = mh->fabric;
   f.nranks = in.nranks;
@@ -344,10 +334,8 @@ arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, 
     const arfuseResult_t c = connectCrossHost(mh.get(), posts, f.hierarchical).into(&m);
     setPost(&post2, c, m);
   }
-  st = roundTrip(mh.get(), post2, &posts, timeoutMs).into(message);
-  if (st != arfuseSuccess) return failAll(st);
-  st = firstFailed(posts, l, message);
-  if (st != arfuseSuccess) return failAll(st);
+  if (Status st = roundTrip(mh.get(), post2, &posts, timeoutMs); !st.ok()) return failAll(st);
+  if (Status st = firstFailed(posts, l); !st.ok()) return failAll(st);
 
   mh->policy = g->policy;
   {
@@ -365,7 +353,7 @@ arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, 
   ARFUSE_LOG(kLogInfo, inner->logContext(), "", "group spans %d hosts x %d ranks: %s; hierarchical path %s", l.hosts, L,
              me.c_str(), f.hierarchical ? "available" : ("unavailable: " + f.hierarchicalDetail).c_str());
   *comm = inner;
-  return arfuseSuccess;
+  return Status();
 }
 
 }  // namespace arfuse

@@ -45,7 +45,7 @@ struct MultiHostInit {
   std::vector<uint8_t> hellos;  // phase A's bytes
   const Exchange* reusable = nullptr;
 };
-arfuseResult_t createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm, std::string* message);
+Status createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm);
 
 // Rank 0, before phase A: whether its hello carries an NCCL id for a group that may span hosts
 // (arfuse's rendezvous over TCP, or ARFUSE_TEST_HOST_ID set), and that id.

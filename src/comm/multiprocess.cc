@@ -264,13 +264,9 @@ Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& group
 
 }  // namespace
 
-arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config,
-                                      const Exchange& exchangeA, arfuseComm_t* comm, std::string* message,
-                                      const MultiProcessOptions& options) {
-  {
-    const std::string bad = checkRankArgs(nranks, rank);  // before anything is indexed by rank
-    if (!bad.empty()) return *message = bad, arfuseInvalidArgument;
-  }
+Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConfig_t* config, const Exchange& exchangeA,
+                              arfuseComm_t* comm, const MultiProcessOptions& options) {
+  ARFUSE_CHECK(checkRankArgs(nranks, rank));  // before anything is indexed by rank
   ResolvedConfig rc;
   int count = 0;
   SegmentsBeforeGroup early;
@@ -278,20 +274,22 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
 
   // ---- phase A ------------------------------------------------------------------------------------
   std::vector<uint8_t> all;
-  arfuseResult_t st = exchangeA(&me, sizeof me, &all, message);
-  if (st != arfuseSuccess) return st;
+  {
+    std::string msg;
+    const arfuseResult_t st = exchangeA(&me, sizeof me, &all, &msg);
+    if (st != arfuseSuccess) return ARFUSE_FAIL(st, "%s", msg.c_str());
+  }
   if (all.size() != static_cast<size_t>(nranks) * sizeof(Hello))
-    return *message = "init: the all-gather returned the wrong number of bytes", arfuseInternalError;
+    return ARFUSE_FAIL(arfuseInternalError, "init: the all-gather returned the wrong number of bytes");
   std::vector<Hello> h(nranks);
   std::memcpy(h.data(), all.data(), all.size());
-  if (firstFailure<Hello>(all, nranks, &st, message)) return st;
-  st = checkHellos(h).into(message);
-  if (st != arfuseSuccess) return st;
+  ARFUSE_CHECK(postedFailure<Hello>(all, nranks));
+  ARFUSE_CHECK(checkHellos(h));
   bool oneHost = true;
   for (const Hello& x : h) oneHost = oneHost && x.hostHash == h[0].hostHash;
   if (!oneHost) {
     if (options.intraHost)
-      return *message = "init: the intra-host group found ranks of another host", arfuseInternalError;
+      return ARFUSE_FAIL(arfuseInternalError, "init: the intra-host group found ranks of another host");
     MultiHostInit mi;
     mi.nranks = nranks;
     mi.rank = rank;
@@ -299,7 +297,8 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     mi.config = config;
     mi.hellos = all;
     mi.reusable = options.reusable ? &exchangeA : nullptr;
-    return createRankMultiHost(mi, comm, message);  // rank 0's segments go with `early`
+    ARFUSE_CHECK(createRankMultiHost(mi, comm));  // rank 0's segments go with `early`
+    return Status();
   }
   const int timeoutMs = std::max(30000, rc.timeoutMs);
 
@@ -310,8 +309,7 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   ctx.arch = h[rank].arch;
   GroupFacts facts = factsFromHellos(h, rc);
   Group* g = nullptr;
-  st = makeGroup(&facts, ctx, &g).into(message);
-  if (st != arfuseSuccess) return st;
+  ARFUSE_CHECK(makeGroup(&facts, ctx, &g));
   if (options.intraHost) {
     g->ncclPlanned = false;
     g->fabric.nccl = false;
@@ -319,18 +317,17 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
   }
   if (!segmentNameOk(h[0].groupName) || !segmentNameOk(h[0].hostName)) {
     freeGroup(g);
-    return *message =
-               "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
-               "arfuse release?",
-           arfuseMismatch;
+    return ARFUSE_FAIL(arfuseMismatch,
+                       "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
+                       "arfuse release?");
   }
   const std::string groupName(h[0].groupName, strnlen(h[0].groupName, 32));
   const std::string hostName(h[0].hostName, strnlen(h[0].hostName, 32));
-  auto fail = [&](arfuseResult_t code) {
+  auto fail = [&](Status st) {
     shmUnlink(groupName);
     shmUnlink(hostName);
     freeGroup(g);
-    return code;
+    return st.through(__FILE__, __LINE__);
   };
   ShmSegment* seg = early.group.release();
   ShmSegment* reservedHost = early.host.release();
@@ -341,19 +338,17 @@ arfuseResult_t createRankMultiProcess(int nranks, int rank, int device, const ar
     delete reservedHost;
   });
   InitArea* ia = nullptr;
-  st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia).into(message);
-  if (st != arfuseSuccess) return fail(st);
+  if (Status st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia); !st.ok()) return fail(st);
 
   // ---- phases B-G (init/group_builder.h buildGroup over this process's transport) -------------------
   const IpcWhere where{rank, device, count, timeoutMs, &h, seg, reservedHost, groupName, hostName, ia, ctx, rc.policy};
-  st = buildGroup(g, makeIpcTransport(where).get(), ctx).into(message);
-  if (st != arfuseSuccess) return fail(st);
+  if (Status st = buildGroup(g, makeIpcTransport(where).get(), ctx); !st.ok()) return fail(st);
 
   g->ranks[rank].arch = h[rank].arch;
   startWatching(g);
   g->live = 1;
   *comm = publishRank(g, rank, device, h[rank].arch);
-  return arfuseSuccess;
+  return Status();
 }
 
 }  // namespace arfuse

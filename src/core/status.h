@@ -38,6 +38,11 @@ class Status {
 
   // Appends file:line to the trail and logs `file:line -> code` at DEBUG.
   Status& through(const char* file, int line);
+  // Puts `prefix` before the message (the entry point's name, added where it is known).
+  Status& prefixed(const std::string& prefix) {
+    message_ = prefix + message_;
+    return *this;
+  }
   // At a boundary that speaks arfuseResult_t: the code, with the message into *message on failure.
   arfuseResult_t into(std::string* message) const;
 
@@ -54,13 +59,12 @@ class Status {
 // A failure raised here: the code and a printf-style message, the trail started at this line.
 #define ARFUSE_FAIL(code, ...) (::arfuse::Status((code), ::arfuse::strprintf(__VA_ARGS__)).through(__FILE__, __LINE__))
 
-// The bridge from a check that answers "" or the message (api/validate.h): a failure of `code` with
-// `prefix` + the message, raised at this line.
-#define ARFUSE_CHECK_TEXT(code, prefix, expr)                                                         \
-  do {                                                                                                \
-    const std::string arfuseText_ = (expr);                                                           \
-    if (!arfuseText_.empty())                                                                         \
-      return ::arfuse::Status((code), std::string(prefix) + arfuseText_).through(__FILE__, __LINE__); \
+// Passes a failed Status on with `prefix` (the entry point's "arfuseFoo: ") before its message, for
+// the checks that do not know which entry point they serve (api/validate.h); the line is this one.
+#define ARFUSE_CHECK_PREFIXED(prefix, expr)                                                     \
+  do {                                                                                          \
+    ::arfuse::Status arfuseStatus_ = (expr);                                                    \
+    if (!arfuseStatus_.ok()) return arfuseStatus_.prefixed(prefix).through(__FILE__, __LINE__); \
   } while (0)
 
 // Passes a failed Status on to the caller, adding this frame to its trail.

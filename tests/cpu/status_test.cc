@@ -42,7 +42,7 @@ TEST(Status, FailureKeepsCodeAndMessageAndGathersTheTrail) {
 
 Status textCheck(const std::string& answer) {
   raisedAt = __LINE__ + 1;
-  ARFUSE_CHECK_TEXT(arfuseInvalidArgument, "arfuseThing: ", answer);
+  ARFUSE_CHECK_PREFIXED("arfuseThing: ", answer.empty() ? Status() : Status(arfuseInvalidArgument, answer));
   return Status();
 }
 
