@@ -182,7 +182,10 @@ if [ $proxy = 1 ]; then
     fi
   fi
   if [ $experiments = 1 ]; then
-    for v in "ARFUSE_PDL=0:nopdl" "ARFUSE_MAX_CHUNKS=1:nosplit" "ARFUSE_POLL_SLEEP_NS=100:sleep100"; do
+    # what the safety features and the batch-invariant mode cost (issue 17 items 4 and 8): the
+    # flight recorder off, and ARFUSE_DETERMINISTIC=1, same rows, same build
+    for v in "ARFUSE_PDL=0:nopdl" "ARFUSE_MAX_CHUNKS=1:nosplit" "ARFUSE_POLL_SLEEP_NS=100:sleep100" \
+             "ARFUSE_FLIGHT_RECORDER=0:noflight" "ARFUSE_DETERMINISTIC=1:determ"; do
       for n in 2 4 8; do
         step "exp ${v#*:} TP$n" 40 "$OUT/proxy.txt" env "${v%%:*}" "$build/bin/arfuse" bench --op fused --ranks $n \
           --algo lowlatency,oneshot --tokens 1,16 --hidden 7168 -n 30 -J "$OUT/exp_${v#*:}_tp${n}.json"
@@ -227,6 +230,14 @@ if [ $bench_only = 0 ]; then
   echo "== gpu" >> "$OUT/tests.log"; run_ctest gpu 300 "" "python_gpu|gpu_multihost"
   # Groups over simulated hosts (issue 23): several processes time-slice GPU 0, so a step of their own.
   echo "== gpu_multihost" >> "$OUT/tests.log"; run_ctest gpu 300 gpu_multihost
+  # The hierarchical path against nccl across 2 simulated hosts (4 processes time-slice GPU 0 when
+  # there are fewer GPUs: a check that the bench runs and its figures are labelled, not a figure).
+  mh_procs=4; [ "$ngpu" -ge 4 ] && mh_procs=$ngpu
+  step "bench --hosts" 120 "$OUT/bench_hosts.txt" "$build/bin/arfuse" bench --procs $mh_procs --hosts 2 \
+    --algo hierarchical,nccl --tokens 1,64,256 -n 5 -w 1 --calls 4 --procs-timeout 110 \
+    -J "$OUT/bench_procs${mh_procs}_hosts2.json"
+  note "bench --procs $mh_procs --hosts 2: rc=$? $(grep -cE 'hierarchical|nccl' "$OUT/bench_hosts.txt") lines"
+  grep -E '^ *[0-9]+ .*(hierarchical|nccl)|no figure|cannot' "$OUT/bench_hosts.txt" | head -12 | sed 's/^/  /' >> "$summary"
   echo "== multigpu" >> "$OUT/tests.log"; run_ctest multigpu 300
   grep -E '^\[ info \]' "$OUT/tests.log" | sort -u | head -30 >> "$summary"
   grep -E -A6 "^[^ ]*:[0-9]+: Failure$" "$OUT/tests.log" | head -60 >> "$summary"
