@@ -304,7 +304,10 @@ bool RankGroup::enqueue(const CaseSpec& c, int call, std::string* error) {
   const bool fused = c.op == arfuseOpAllReduceAddRmsNorm;
   const size_t count = static_cast<size_t>(c.tokens) * c.hidden;
   if (spec_.backend == Backend::kArfuse) {
-    arfuseGroupStart();
+    // A group only where one thread drives several ranks: a process of one rank calls directly,
+    // which the hierarchical path (groups that span hosts) requires.
+    const bool grouped = locals_.size() > 1;
+    if (grouped) arfuseGroupStart();
     for (size_t l = 0; l < locals_.size() && error->empty(); ++l) {
       Local& b = *locals_[l];
       const arfuseResult_t st =
@@ -313,7 +316,7 @@ bool RankGroup::enqueue(const CaseSpec& c, int call, std::string* error) {
                 : arfuseAllReduce(b.x[k], b.norm[k], c.tokens, c.hidden, c.dtype, comms_[l], b.stream);
       if (st != arfuseSuccess) *error = arfuseCommGetLastError(comms_[l]);
     }
-    if (arfuseGroupEnd() != arfuseSuccess && error->empty()) *error = arfuseGetLastError();
+    if (grouped && arfuseGroupEnd() != arfuseSuccess && error->empty()) *error = arfuseGetLastError();
     return error->empty();
   }
   ncclResult_t r = ncclGroupStart();
@@ -378,7 +381,8 @@ RankCheck RankGroup::check(const CaseSpec& c) {
   // One call per local rank: residual_out into norm[1] (never in place here, so poison shows).
   const int nlocal = static_cast<int>(locals_.size());
   if (spec_.backend == Backend::kArfuse) {
-    arfuseGroupStart();
+    const bool grouped = nlocal > 1;  // as in enqueue()
+    if (grouped) arfuseGroupStart();
     for (int l = 0; l < nlocal && e.empty(); ++l) {
       Local& b = *locals_[l];
       const arfuseResult_t st =
@@ -387,7 +391,7 @@ RankCheck RankGroup::check(const CaseSpec& c) {
                 : arfuseAllReduce(b.x[0], b.norm[1], c.tokens, c.hidden, c.dtype, comms_[l], b.stream);
       if (st != arfuseSuccess) e = arfuseCommGetLastError(comms_[l]);
     }
-    if (arfuseGroupEnd() != arfuseSuccess && e.empty()) e = arfuseGetLastError();
+    if (grouped && arfuseGroupEnd() != arfuseSuccess && e.empty()) e = arfuseGetLastError();
   } else {
     ncclResult_t r = ncclGroupStart();
     for (int l = 0; l < nlocal && r == ncclSuccess; ++l) {
