@@ -16,8 +16,9 @@
 #   --smoke       right after the build: selftest --quick, the fault matrix and batch invariance,
 #                 then everything else as time allows
 #   --experiments with --proxy: the 1- and 16-token proxy rows again with PDL off, rows never split
-#                 (ARFUSE_MAX_CHUNKS=1) and a polling back-off (ARFUSE_POLL_SLEEP_NS=100), to attribute
-#                 the time (exp_*.json)
+#                 (ARFUSE_MAX_CHUNKS=1), a polling back-off (ARFUSE_POLL_SLEEP_NS=100), the flight
+#                 recorder off and the deterministic mode, to attribute the time (exp_*.json);
+#                 GPU_CHECK_EXPERIMENTS="noflight determ" picks some of them
 #   --phases      attribution: a second tree built with -DARFUSE_PHASE_TIMING=ON (CLI only), whose
 #                 kernels print clock64() stamps of their phases; low-latency at 1 token, one-shot at 16
 #                 and two-shot at 64 on 2/4/8 virtual ranks, summarised by scripts/phase_report.py
@@ -186,6 +187,8 @@ if [ $proxy = 1 ]; then
     # flight recorder off, and ARFUSE_DETERMINISTIC=1, same rows, same build
     for v in "ARFUSE_PDL=0:nopdl" "ARFUSE_MAX_CHUNKS=1:nosplit" "ARFUSE_POLL_SLEEP_NS=100:sleep100" \
              "ARFUSE_FLIGHT_RECORDER=0:noflight" "ARFUSE_DETERMINISTIC=1:determ"; do
+      # GPU_CHECK_EXPERIMENTS: the names to run (default all), e.g. "noflight determ"
+      case " ${GPU_CHECK_EXPERIMENTS:-${v#*:}} " in *" ${v#*:} "*) ;; *) continue ;; esac
       for n in 2 4 8; do
         step "exp ${v#*:} TP$n" 40 "$OUT/proxy.txt" env "${v%%:*}" "$build/bin/arfuse" bench --op fused --ranks $n \
           --algo lowlatency,oneshot --tokens 1,16 --hidden 7168 -n 30 -J "$OUT/exp_${v#*:}_tp${n}.json"

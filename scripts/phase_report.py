@@ -15,9 +15,11 @@ import sys
 
 LINE = re.compile(r"arfuse-phase path=(\w+) nranks=(\d+) rank=(\d+) call=(\d+) ns=(\d+) cycles=([-\d,]+)")
 NAMES = {
-    "lowlatency": ["pdlWait", "enterCall", "send", "receive tile 0", "finish tiles", "exitCall"],
-    "oneshot": ["pdlWait", "enterCall", "copy-in", "barrier", "sum + finish", "exitCall"],
-    "twoshot": ["pdlWait", "enterCall", "copy-in + barrier 0", "reduce slice + barrier 1", "gather + finish",
+    # enterCall runs before pdlWait (src/device/protocol.cuh), so the second point is the wait for the
+    # previous kernel, which includes what the entry's atomic did not hide.
+    "lowlatency": ["enterCall", "pdlWait", "send + settleEntry", "receive tile 0", "finish tiles", "exitCall"],
+    "oneshot": ["enterCall", "pdlWait", "copy-in", "settleEntry + barrier", "sum + finish", "exitCall"],
+    "twoshot": ["enterCall", "pdlWait", "copy-in + settleEntry + barrier 0", "reduce slice + barrier 1", "gather + finish",
                 "exitCall"],
 }
 

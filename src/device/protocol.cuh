@@ -1,16 +1,29 @@
 // The call protocol every multi-rank kernel follows: entry and exit, the one bounded wait, the
 // abort, descriptor checks and the flight recorder.
 //
-// Entry (enterCall, thread 0 of each CTA, after pdlWait): one atomic on the CTA's own word of
-// DeviceState::cta returns its epoch (calls this CTA index took part in) and whether another call of
-// this rank is running the same CTA index (two streams at once); a load of this rank's device abort
-// word, issued just before (both round trips overlap), says whether the group is already aborted.
-// Then:
+// Entry, in two parts, so that its round trip is not on the call's critical path:
+//   enterCall (thread 0 of each CTA, BEFORE pdlWait: it overlaps the tail of the previous kernel of
+//   the stream): one atomic on the CTA's own word of DeviceState::cta returns its epoch (calls this
+//   CTA index took part in) and how many calls of this rank hold the same CTA index; a load of this
+//   rank's device abort word, issued just before, says whether the group is already aborted.
+//   settleEntry (after pdlWait, before this call's first barrier flag or output store and before
+//   pdlLaunchDependents): the two loads issueEntryCheck sent right after pdlWait -- the CTA word and
+//   the abort word again -- must show exactly this call (one running, epoch + 1 taken) and no abort.
+// Why both: with programmatic dependent launch the previous kernel of the stream may still run when
+// enterCall runs, so one running mark besides ours is legitimate there (every kernel here triggers
+// its dependents only after its own enterCall, so that kernel has taken its epoch already and at
+// most that one kernel can still be running); after pdlWait it has finished, so any other mark, or
+// an epoch taken after ours, is a call of this rank on another stream. An abort raised by the
+// previous kernel after enterCall read the word is seen by the second load.
+// Outcomes:
 //   - aborted at entry: the call sends nothing, writes NaN into every output element it owns and
 //     leaves (kFlightRefused). Every later call of every rank -- eager or a CUDA-graph replay --
 //     therefore fails fast and writes nothing that looks valid;
-//   - another call running: the second call raises kErrConcurrent (the group aborts) and behaves as
-//     refused: it sends nothing, so it cannot corrupt what its peers receive;
+//   - two other calls running at entry, or another call seen by settleEntry: the call raises
+//     kErrConcurrent (the group aborts) and writes NaN. Caught at entry it sends nothing; caught by
+//     settleEntry it may have sent its data (low-latency sends before it settles), but it never
+//     passes a barrier or stores an output;
+//   - aborted by the time settleEntry runs: as refused, except that what it sent is sent;
 //   - otherwise the call runs.
 // Waits (Spin): poll; every kPollsPerCheck polls look at the abort word and the clock; past the
 // timeout the waiter records {peer, block, call, phase} and aborts the group. A CTA whose wait
@@ -162,6 +175,10 @@ __device__ inline void stampFlightStart(const KernelArgs& a, uint64_t epoch) {
   e->call = epoch + 1;
 }
 
+// Part one, before pdlWait (see the top of this file). Uniform across the CTA. kAfterWait: the
+// kernel enters after pdlWait instead and skips part two; then any other running mark is another
+// stream's call.
+template <bool kAfterWait = false>
 __device__ __forceinline__ CallState enterCall(const KernelArgs& a) {
   __shared__ uint64_t sEpoch;
   __shared__ uint32_t sStatus;
@@ -174,7 +191,7 @@ __device__ __forceinline__ CallState enterCall(const KernelArgs& a) {
                                    static_cast<unsigned long long>(kCtaEnter));
     const uint64_t epoch = old & kEpochMask;
     uint32_t status = kFlightOk;
-    if ((old >> kEpochBits) != 0) {
+    if ((old >> kEpochBits) > (kAfterWait ? 0 : 1)) {  // before the wait the previous kernel may run
       raiseError(a, kErrConcurrent, -1, /*phase=*/4, epoch);
       status = kFlightFailed;
     } else if (aborted) {
@@ -186,6 +203,43 @@ __device__ __forceinline__ CallState enterCall(const KernelArgs& a) {
   }
   __syncthreads();
   return CallState{sEpoch, sStatus};
+}
+
+// Part two: the loads, issued by thread 0 right after pdlWait; their latency overlaps what the call
+// does before settleEntry.
+struct EntryCheck {
+  uint64_t word = 0;     // DeviceState::cta[blockIdx.x] after pdlWait (thread 0 only)
+  uint32_t aborted = 0;  // the abort word after pdlWait (thread 0 only)
+};
+__device__ __forceinline__ EntryCheck issueEntryCheck(const KernelArgs& a, const CallState& cs) {
+  EntryCheck c;
+  if (threadIdx.x == 0 && cs.status == kFlightOk) {
+    c.aborted = loadVolatileU32(&a.state->abort);
+    c.word = *reinterpret_cast<const volatile uint64_t*>(&a.state->cta[blockIdx.x]);
+  }
+  return c;
+}
+// Settles part two: true (uniformly) if the call may go on. A call that may not has cs->status set
+// (kFlightFailed: another call of this rank holds the CTA index, raised as kErrConcurrent;
+// kFlightRefused: the group aborted) and must write NaN. Call it before pdlLaunchDependents (a later
+// kernel's enterCall would otherwise be counted here) and before any barrier flag or output store.
+__device__ __forceinline__ bool settleEntry(const KernelArgs& a, CallState* cs, const EntryCheck& c) {
+  __shared__ uint32_t sStatus;
+  if (threadIdx.x == 0) {
+    uint32_t status = cs->status;
+    if (status == kFlightOk) {
+      if ((c.word >> kEpochBits) != 1 || (c.word & kEpochMask) != ((cs->epoch + 1) & kEpochMask)) {
+        raiseError(a, kErrConcurrent, -1, /*phase=*/4, cs->epoch);
+        status = kFlightFailed;
+      } else if (c.aborted) {
+        status = kFlightRefused;
+      }
+    }
+    sStatus = status;
+  }
+  __syncthreads();
+  cs->status = sStatus;
+  return cs->status == kFlightOk;
 }
 
 // `failed`: this CTA's outputs were written as NaN (uniform across the CTA).

@@ -45,8 +45,9 @@ __global__ void __launch_bounds__(256) hierReduceScatterKernel(const __grid_cons
   const long long sliceVecs = h.sliceElems / E;          // vectors of one slice
   const HierCut cut = hierCtaCut(sliceVecs, gridDim.x, blockIdx.x);
   const long long v0 = cut.first, v1 = cut.last;
+  CallState cs = enterCall(a);  // before pdlWait: device/protocol.cuh
   pdlWait();
-  const CallState cs = enterCall(a);
+  const EntryCheck check = issueEntryCheck(a, cs);
   const bool go = cs.status == kFlightOk;
   uint4* mineIn = reinterpret_cast<uint4*>(h.in[a.rank]);  // [count / E], the layout of x
   for (int j = 0; go && j < a.nranks; ++j) {
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(256) hierReduceScatterKernel(const __grid_cons
       if (g < total) mineIn[g] = x[g];
     }
   }
-  const bool ok = go && ctaBarrier<PeerExchange>(a, cs.epoch, /*phase=*/0);
+  const bool ok = settleEntry(a, &cs, check) && ctaBarrier<PeerExchange>(a, cs.epoch, /*phase=*/0);
   float* out = h.slices[a.rank];  // [sliceElems]
   for (long long v = v0 + threadIdx.x; v < v1; v += blockDim.x) {
     const long long g = static_cast<long long>(a.rank) * sliceVecs + v;
@@ -92,7 +93,10 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) hierGatherKernel(con
   pdlWait();
   WeightCache<kVecs> w;
   if (kFused) w.load(reinterpret_cast<const uint4*>(a.weight), 0, V);
-  const CallState cs = enterCall(a);
+  // Entered after pdlWait, in one part: this kernel follows an NCCL all-reduce, whose time dwarfs
+  // the round trip, and the two-part entry made its fused variants spill. (Mixing is sound: a
+  // kernel that enters after its wait sees no earlier call's mark, so any other mark is concurrent.)
+  const CallState cs = enterCall</*kAfterWait=*/true>(a);
   const bool go = cs.status == kFlightOk;
   // This rank's NCCL all-reduce wrote slices[rank] in an earlier kernel: fence before the flag.
   if (go && threadIdx.x < a.nranks) __threadfence_system();

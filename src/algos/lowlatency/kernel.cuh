@@ -7,8 +7,9 @@
 // trip) and then polls only its own memory. No 16-byte atomicity and no sentinel value is assumed.
 //
 // Per call, CTA b (tiles as in device/args.h Tiling; a row may be split over a cluster of CTAs):
-//   0. after pdlWait: this thread's x, residual_in and weight loads are issued, then enterCall
-//      (their latency overlaps the entry atomic); a refused call writes NaN and leaves;
+//   0. enterCall before pdlWait (device/protocol.cuh: the entry atomic overlaps the previous
+//      kernel's tail); after it, this thread's x and weight loads and the entry check are issued;
+//      a refused call writes NaN and leaves;
 //   1. send: the CTA's descriptor, then every tile's x vectors, to region [b][parity][me] of every
 //      peer's buffer. Layout per 32 consecutive vectors (1 KiB): the 32 first halves (words x, y),
 //      then the 32 second halves (z, w), so each warp-wide 16-byte store writes 512 contiguous
@@ -197,11 +198,17 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
   const TileCursor tc(a);
   const int V = tc.chunkVecs;
   const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [tokens, nvec]
-  // Phase points (device/phase_clock.cuh): 0 start, 1 after pdlWait, 2 entered, 3 sent, 4 tile 0
-  // received, 5 tiles finished, 6 exited.
+  // Phase points (device/phase_clock.cuh): 0 start, 1 entered (before the wait), 2 after pdlWait,
+  // 3 sent, 4 tile 0 received, 5 tiles finished, 6 exited.
   PhaseClock::mark<0>();
-  pdlWait();
+  // A refused call (cs.status) sends nothing and waits for nothing, but still runs the tile loop with
+  // NaN so that the CTAs of a split row pass the same cluster barriers (a CTA of the cluster may not
+  // have been refused) and every output element it owns becomes NaN.
+  CallState cs = enterCall(a);
   PhaseClock::mark<1>();
+  pdlWait();
+  PhaseClock::mark<2>();
+  const EntryCheck check = issueEntryCheck(a, cs);
   uint4 own[kVecs];  // tile 0's x
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
@@ -210,12 +217,7 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
   }
   WeightCache<kVecs> w;
   if (kFused && !kExt) w.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
-  // A refused call (cs.status) sends nothing and waits for nothing, but still runs the tile loop with
-  // NaN so that the CTAs of a split row pass the same cluster barriers (a CTA of the cluster may not
-  // have been refused) and every output element it owns becomes NaN.
-  const CallState cs = enterCall(a);
-  PhaseClock::mark<2>();
-  const bool go = cs.status == kFlightOk;
+  bool go = cs.status == kFlightOk;
   const int parity = static_cast<int>(cs.epoch & 1);
   const uint32_t flag = llFlag(cs.epoch);
 
@@ -240,6 +242,9 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
     }
   }
 
+  // The entry check settles here, after the sends it overlapped (a call it stops has sent its data,
+  // but stores no output: device/protocol.cuh).
+  go = settleEntry(a, &cs, check);
   PhaseClock::mark<3>();
   // 2. receive, reduce, finish each tile.
   const ll::DescProbe probe = go ? ll::issueDescProbe(a, parity) : ll::DescProbe{};

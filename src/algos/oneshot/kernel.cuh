@@ -33,20 +33,21 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
   const uint4* x = reinterpret_cast<const uint4*>(a.x);                    // [tokens, nvec]
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
   const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
-  // Phase points (device/phase_clock.cuh): 0 start, 1 after pdlWait, 2 entered, 3 copied in,
-  // 4 barrier passed, 5 tiles finished, 6 exited.
+  // Phase points (device/phase_clock.cuh): 0 start, 1 entered (before the wait), 2 after pdlWait,
+  // 3 copied in, 4 barrier passed, 5 tiles finished, 6 exited.
   PhaseClock::mark<0>();
-  pdlWait();
+  // A refused call copies nothing and passes no barrier, but finishes its tiles with NaN (see
+  // lowlatency/kernel.cuh: the CTAs of a split row must pass the same cluster barriers).
+  CallState cs = enterCall(a);  // before pdlWait: device/protocol.cuh
   PhaseClock::mark<1>();
+  pdlWait();
+  PhaseClock::mark<2>();
   InputCache<kVecs> own, res;
   own.load(x + tc.at(0, 0), V);
   if (addResidual) res.load(residualIn + tc.at(0, 0), V);
   WeightCache<kVecs> w;
   if (kFused && !kExt) w.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
-  // A refused call copies nothing and passes no barrier, but finishes its tiles with NaN (see
-  // lowlatency/kernel.cuh: the CTAs of a split row must pass the same cluster barriers).
-  const CallState cs = enterCall(a);
-  PhaseClock::mark<2>();
+  const EntryCheck check = issueEntryCheck(a, cs);  // in flight with the loads above
   const bool go = cs.status == kFlightOk;
   const int parity = static_cast<int>(cs.epoch & 1);
 
@@ -60,7 +61,8 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
     }
   }
   PhaseClock::mark<3>();
-  const bool ok = go && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);  // go is uniform across the CTA
+  // Settled before the barrier flag: a call it stops never lets a peer read its copy.
+  const bool ok = settleEntry(a, &cs, check) && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);  // uniform
   PhaseClock::mark<4>();
   pdlLaunchDependents();
 

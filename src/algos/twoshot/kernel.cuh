@@ -41,13 +41,14 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
   const uint4* x = reinterpret_cast<const uint4*>(a.x);                    // [tokens, nvec]
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
   const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
-  // Phase points (device/phase_clock.cuh): 0 start, 1 after pdlWait, 2 entered, 3 scatter barrier
-  // passed, 4 gather barrier passed, 5 tiles finished, 6 exited.
+  // Phase points (device/phase_clock.cuh): 0 start, 1 entered (before the wait), 2 after pdlWait,
+  // 3 scatter barrier passed, 4 gather barrier passed, 5 tiles finished, 6 exited.
   PhaseClock::mark<0>();
-  pdlWait();
+  CallState cs = enterCall(a);  // before pdlWait: device/protocol.cuh
   PhaseClock::mark<1>();
-  const CallState cs = enterCall(a);
+  pdlWait();
   PhaseClock::mark<2>();
+  const EntryCheck check = issueEntryCheck(a, cs);
   const bool go = cs.status == kFlightOk;  // refused: as in one-shot
   const int parity = static_cast<int>(cs.epoch & 1);
   const int lo = sliceBegin(a.rank, V, n), hi = sliceBegin(a.rank + 1, V, n);
@@ -57,7 +58,8 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
   for (int j = 0; go && j < tc.tiles; ++j)
     for (int u = threadIdx.x; u < V; u += blockDim.x)
       if (u < lo || u >= hi) mine[static_cast<size_t>(j) * V + u] = x[tc.at(j, u)];
-  bool ok = go && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
+  // Settled before the first barrier flag: a call it stops never lets a peer read its copy.
+  bool ok = settleEntry(a, &cs, check) && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
   PhaseClock::mark<3>();
 
   if (ok) {
