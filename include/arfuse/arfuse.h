@@ -233,8 +233,13 @@ ARFUSE_API arfuseResult_t arfuseCommInitAll(arfuseComm_t* comms, int nranks, con
  * through NCCL: one communicator over every rank (the nccl path) and one per local index (the
  * hierarchical path, arfuseAlgoHierarchical). arfuseCommInitRank then needs the TCP rendezvous
  * (ARFUSE_BOOTSTRAP_ADDR / ARFUSE_BOOTSTRAP_IFNAME); arfuseCommInitRankWithAllGather needs nothing
- * more. arfuseCommRank / arfuseCommCount report the rank and size of the whole group. Errors also:
- * arfuseNcclError (an NCCL communicator could not be created). */
+ * more. arfuseCommRank / arfuseCommCount report the rank and size of the whole group. Every NCCL
+ * operation arfuse enqueues across hosts in an eager call is bounded by the timeout from its start on
+ * the GPU: past it the rank aborts its NCCL communicators and the group (sticky, as above; the
+ * operation's outputs are NaN) and reports arfusePeerTimeout naming the operation and every rank it
+ * waited with, by host and local rank. Operations captured into a CUDA graph are not bounded that way
+ * (docs/multihost.md "Safety"). Errors also: arfuseNcclError (an NCCL communicator could not be
+ * created). */
 #define ARFUSE_UNIQUE_ID_BYTES 128
 typedef struct {
   char internal[ARFUSE_UNIQUE_ID_BYTES];

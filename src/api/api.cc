@@ -215,7 +215,7 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
   void* normOut = pc->extended ? c.epi->normOut : c.normOut;
   void* residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
   const bool multiHost = g.multiHost != nullptr;  // across hosts: NCCL over every rank
-  if (multiHost) pc->nccl = multiHostNccl(g);
+  if (multiHost) pc->watch = g.multiHost->watch.get();
   pc->sendBuf = c.x;
   pc->count = static_cast<size_t>(c.tokens) * c.hidden;
   if (!pc->fused && !groupDeterministic(g)) {
@@ -280,7 +280,7 @@ void fillHierarchical(const MultiHost& mh, const Plan& plan, PlannedCall* pc) {
   hierarchicalScatterGeometry(mh.fabric, h.args.sliceElems, pc->dtype, &h.scatter.blocks, &h.scatter.threads);
   h.scatter.pdl = plan.pdl;
   pc->launch.pdl = false;  // the gather follows NCCL's kernel, which triggers no dependents
-  h.cross = mh.cross;
+  h.watch = mh.watch.get();
 }
 
 // Plans and checks a call and fills everything needed to issue it. pc->fields is set once the call
@@ -309,6 +309,7 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
   pc->fused = fused;
   pc->extended = extended;
   pc->twoShotVariant = plan.twoShotVariant;
+  pc->desc = makeCallDesc(c.op, c.dtype, plan.algo, 0, c.tokens, c.hidden);
   pc->launch = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
   pc->fields =
       fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype), arfuseAlgoName(plan.algo));
@@ -360,7 +361,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async.code()), msg.c_str());
       return async.code();
     }
-    if (g.multiHost) msg += "; " + intraHostRanksText(*g.multiHost);
+    if (g.multiHost) msg += "; " + multiHostErrorContext(g);
     // The line describes the call that failed on the device; `refused` names the call refused now.
     return fail(comm, async.code(), __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
@@ -558,8 +559,11 @@ arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path) {
   in.timeoutNs = groupTimeoutNs(g);
   in.shared = groupSharedArea(g);
   in.lastError = c->lastError;
+  std::string text = formatDump(in);
+  for (const std::string& line : multiHostWatchLines(g))  // a group that spans hosts: its NCCL operations
+    text += strprintf("arfuse-dump-note rank=%d nccl_watch: %s\n", c->logContext().rank, line.c_str());
   std::string err;
-  if (!writeDump(formatDump(in), path, &err))
+  if (!writeDump(text, path, &err))
     return fail(c, ARFUSE_FAIL(arfuseSystemError, "arfuseCommDumpState: %s", err.c_str()));
   return arfuseSuccess;
 }

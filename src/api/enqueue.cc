@@ -8,6 +8,7 @@
 #include "algos/registry.h"
 #include "api/group_schedule.h"
 #include "api/replica_check.h"
+#include "plan/plan.h"
 
 namespace arfuse {
 namespace {
@@ -19,7 +20,28 @@ ncclDataType_t ncclType(arfuseDataType_t d) {
 thread_local int tGroupDepth = 0;
 thread_local std::vector<PlannedCall> tDeferred;
 
-Status issueAllReduce(const PlannedCall& c) {
+// A group that spans hosts: the all-reduce (or all-gather) over every rank through the watch, which
+// bounds its wait; `grouped`: inside an NCCL group of arfuseGroupEnd (finishGroupedNccl follows).
+Status issueAcrossHosts(const PlannedCall& c, bool grouped) {
+  const size_t bytes = c.count * dtypeSize(c.dtype);
+  NcclIssue op;
+  op.info.op = c.gather ? "ncclAllGather" : "ncclAllReduce";
+  op.info.path = "nccl";
+  op.info.bytes = bytes;
+  op.info.comm = kNcclCommWorld;
+  op.info.desc = c.desc;
+  op.stream = c.stream;
+  op.grouped = grouped;
+  op.output = c.recvBuf;
+  op.outputBytes = c.gather ? bytes * static_cast<size_t>(c.la.sources) : bytes;
+  return c.watch->issue(op, [&](ncclComm_t nc) {
+    return c.gather ? ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.stream)
+                    : ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.stream);
+  });
+}
+
+Status issueAllReduce(const PlannedCall& c, bool grouped = false) {
+  if (c.watch) return issueAcrossHosts(c, grouped);
   ncclComm_t nc = c.nccl ? c.nccl : rankNccl(*c.comm->group, c.comm->rank);
   if (c.gather) {
     const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.stream);
@@ -152,6 +174,7 @@ arfuseResult_t groupEnd() {
       if (!open) continue;
       open = false;
       const ncclResult_t e = ncclGroupEnd();
+      finishGroupedNccl();  // the NCCL kernels are launched now: the watch's "after" events and guards follow
       if (e != ncclSuccess && first == arfuseSuccess)
         first =
             fail(nullptr, ARFUSE_FAIL(arfuseNcclError, "arfuseGroupEnd: ncclGroupEnd of the deferred all-reduces: %s",
@@ -172,8 +195,9 @@ arfuseResult_t groupEnd() {
     const PlannedCall& c = work[s.item];
     if (!commIsLive(c.comm)) continue;  // destroyed since the call: nothing of it may run
     DeviceScope scope(c.device);
-    first = report(c, s.kind == GroupStepKind::kAllReduce ? issueAllReduce(c) : issueLaunch(c));
+    first = report(c, s.kind == GroupStepKind::kAllReduce ? issueAllReduce(c, open) : issueLaunch(c));
   }
+  finishGroupedNccl();  // none left, unless a wave's group never ended
   return first;
 }
 

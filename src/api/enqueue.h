@@ -13,6 +13,7 @@
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
+#include "comm/multihost_watch.h"
 #include "core/status.h"
 #include "device/args.h"
 
@@ -59,7 +60,11 @@ struct PlannedCall {
   void* recvBuf = nullptr;
   size_t count = 0;
   bool gather = false;
-  ncclComm_t nccl = nullptr;  // a group that spans hosts: the communicator over every rank (else the rank's own)
+  ncclComm_t nccl = nullptr;  // the rank's own communicator (groups within one host)
+  // A group that spans hosts: the communicator over every rank, reached through its watch
+  // (comm/multihost_watch.h), which bounds the operation's wait.
+  MultiHostWatch* watch = nullptr;
+  CallDesc desc{};  // the call (op, dtype, path, shape), for the watch's error record
   // Hierarchical path (algos/hierarchical/args.h): its three steps, issued by its registry entry.
   HierLaunch hier{};
   // Local path, AllReduce: out = in (bytes; nothing when in place)

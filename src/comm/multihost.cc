@@ -27,6 +27,7 @@
 #include "comm/mp_protocol.h"
 #include "common/params.h"
 #include "core/status.h"
+#include "diag/records.h"
 #include "init/cuda_check.h"
 
 namespace arfuse {
@@ -219,7 +220,6 @@ Plan planMultiHost(const Group& g, const PlanRequest& req) {
   return makeMultiHostPlan(g.multiHost->fabric, g.limits, g.multiHost->policy, req);
 }
 int multiHostRanks(const Group& g) { return g.multiHost->nranks; }
-ncclComm_t multiHostNccl(const Group& g) { return g.multiHost->world; }
 void* multiHostNcclSum(const Group& g) { return g.multiHost->ncclSum; }
 
 std::string intraHostRanksText(const MultiHost& mh) {
@@ -227,6 +227,24 @@ std::string intraHostRanksText(const MultiHost& mh) {
   const std::vector<int>& rs = mh.layout.ranksOf[mh.hostIndex];
   for (size_t q = 0; q < rs.size(); ++q) t += strprintf("%s local rank %zu = rank %d", q ? "," : "", q, rs[q]);
   return t;
+}
+
+std::string multiHostErrorContext(const Group& g) {
+  const MultiHost& mh = *g.multiHost;
+  std::string t = intraHostRanksText(mh);
+  const std::vector<int>& rs = mh.layout.ranksOf[mh.hostIndex];
+  for (int q = 0; q < static_cast<int>(rs.size()) && q < kMaxRanks; ++q) {
+    ErrorRecord e;
+    if (q == mh.localRank) continue;  // this rank's own message names them already
+    if (!readErrorRecord(*g.shared, q, &e) || e.code != kErrNcclTimeout) continue;
+    t += strprintf("; local rank %d (rank %d) waited in NCCL communicator %s with: %s", q, rs[q],
+                   ncclCommName(e.block).c_str(), ncclCommPeers(mh.layout, e.block, rs[q]).c_str());
+  }
+  return t;
+}
+
+std::vector<std::string> multiHostWatchLines(const Group& g) {
+  return g.multiHost && g.multiHost->watch ? g.multiHost->watch->describe() : std::vector<std::string>();
 }
 
 bool mayNeedWorldNcclId() {
@@ -348,6 +366,13 @@ Status createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm) {
   }
   MultiHost* raw = mh.get();
   g->cleanups.push_back([raw] { releaseCrossHost(raw); });
+  // Runs before releaseCrossHost (cleanups run in reverse): the watchdog lets go of the watch first.
+  mh->watch.reset(new MultiHostWatch(g, raw, mh->localRank, in.device));
+  g->cleanups.push_back([raw] {
+    watchdogUnregister(raw->watch.get());
+    raw->watch.reset();
+  });
+  watchdogRegister(mh->watch.get());
   g->multiHost = mh;
   inner->globalRank = in.rank;
   ARFUSE_LOG(kLogInfo, inner->logContext(), "", "group spans %d hosts x %d ranks: %s; hierarchical path %s", l.hosts, L,

@@ -16,6 +16,7 @@
 
 #include "algos/hierarchical/plan.h"
 #include "comm/comm.h"
+#include "comm/multihost_watch.h"
 #include "init/host_layout.h"
 
 namespace arfuse {
@@ -33,6 +34,9 @@ struct MultiHost {
   float* slices = nullptr;     // hierarchical fp32 slice of the largest message
   char* peerIn[kMaxRanks] = {};
   float* peerSlices[kMaxRanks] = {};
+  // Every NCCL operation across hosts goes through it (comm/multihost_watch.h); registered with
+  // the watchdog from the end of init until destroy. world and cross are read and aborted under it.
+  std::unique_ptr<MultiHostWatch> watch;
 };
 
 // Phase A found ranks on several hosts: builds the group for this rank. `h` are phase A's hellos
@@ -54,5 +58,11 @@ bool mayNeedWorldNcclId();
 // "local ranks of host test:h1: 0 = global rank 2 1 = global rank 3": appended to the messages of the
 // intra-host group's kernel-recorded errors, which name local ranks.
 std::string intraHostRanksText(const MultiHost& mh);
+// What a failing call of a group that spans hosts appends to its message: intraHostRanksText, and
+// for a local rank whose NCCL operation across hosts timed out (kErrNcclTimeout, possibly recorded
+// by another process of this host), the ranks it waited with.
+std::string multiHostErrorContext(const Group& g);
+// The watch's lines for the state dump (arfuseCommDumpState).
+std::vector<std::string> multiHostWatchLines(const Group& g);
 
 }  // namespace arfuse

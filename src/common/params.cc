@@ -23,8 +23,9 @@ const std::vector<ParamSpec> kSpecs = {
      "Force the algorithm of every communicator whose config leaves `algo` at -1: auto, lowlatency, oneshot, "
      "twoshot, hoststaged, nccl, hierarchical (groups that span hosts: docs/multihost.md)."},
     {"ARFUSE_TIMEOUT_MS", "int", "10000",
-     "Bound on every device-side wait for a peer, in milliseconds, 1..86400000 (config `timeoutMs` wins). On expiry "
-     "the group is aborted and calls fail with arfusePeerTimeout. Multi-process init waits max(30 s, this).",
+     "Bound on every device-side wait for a peer, and on every NCCL operation arfuse enqueues across hosts (from its "
+     "start on the GPU; docs/multihost.md), in milliseconds, 1..86400000 (config `timeoutMs` wins). On expiry the "
+     "group is aborted and calls fail with arfusePeerTimeout. Multi-process init waits max(30 s, this).",
      1, 86400000},
     {"ARFUSE_LOG_LEVEL", "enum", "WARN", "Least severe log line printed on stderr: DEBUG, INFO, WARN, ERROR, NONE."},
     {"ARFUSE_BOOTSTRAP_ADDR", "address", "",
@@ -100,7 +101,8 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_WATCHDOG_MS", "int", "0",
      "Poll period of the host watchdog thread in milliseconds; 0 turns it off. It prints a kernel-recorded error "
      "(timeout, divergent call, concurrent use) as its canonical ERROR line as soon as it appears, even while the "
-     "host is blocked elsewhere, and one WARN line for a call still running after max(timeout, 2 s).",
+     "host is blocked elsewhere, and one WARN line for a call still running after max(timeout, 2 s). (A group that "
+     "spans hosts runs the thread anyway, to bound its NCCL operations: docs/multihost.md.)",
      0, 3600000},
     {"ARFUSE_DUMP_ON_SIGNAL", "bool", "0",
      "1: on SIGUSR1, write every live communicator's flight-recorder dump (the format `arfuse triage` reads) to "

@@ -77,10 +77,10 @@ struct Group {
 };
 
 // A group that spans hosts (comm/multihost.cc): its plan (algos/hierarchical/plan.h), its ranks and
-// the NCCL path's communicator and buffer over all of them.
+// the NCCL path's buffer over all of them (its communicators are reached only through the watch,
+// comm/multihost_watch.h, which may abort them).
 Plan planMultiHost(const Group& g, const PlanRequest& req);
 int multiHostRanks(const Group& g);
-ncclComm_t multiHostNccl(const Group& g);
 void* multiHostNcclSum(const Group& g);
 
 // ---- What the API layer reads of a group ----

@@ -14,6 +14,12 @@ constexpr int kMaxRanks = 16;  // == ARFUSE_MAX_RANKS
 constexpr int kErrPeerTimeout = 1;  // a wait for `peer` exceeded the timeout
 constexpr int kErrMismatch = 2;     // `peer` made a different call (descriptors differ)
 constexpr int kErrConcurrent = 3;   // two calls of this rank ran at the same time (two streams)
+// Written by the host, never by a kernel: an NCCL operation across hosts of this rank did not
+// finish within the timeout (comm/multihost_watch.h). peer -1; block = the communicator
+// (diag/nccl_watch.h kNcclCommWorld, or the local index); phase 5; call = the rank's NCCL
+// operation number across hosts; waitedMs = how long it had run on the GPU.
+constexpr int kErrNcclTimeout = 4;
+constexpr int kPhaseNcclAcrossHosts = 5;
 
 // What one call is, in two 32-bit words (each travels in the payload half of a flagged 8-byte word):
 //   w0 = op | dtype << 4 | algo << 8 | variant << 12 | hidden << 16   (hidden < 65536)
@@ -45,8 +51,8 @@ struct ErrorRecord {
   int code;  // kErr*
   int peer;  // the rank waited for / whose descriptor differs; -1 for kErrConcurrent
   int block;
-  int phase;  // 0/1 barrier phase, 2 low-latency data, 3 descriptor exchange, 4 call entry
-  int pad;
+  int phase;     // 0/1 barrier phase, 2 low-latency data, 3 descriptor exchange, 4 call entry, 5 NCCL across hosts
+  int waitedMs;  // kErrNcclTimeout only (kernels leave it 0)
   uint64_t call;
   CallDesc mine;    // this rank's call
   CallDesc theirs;  // the peer's call (kErrMismatch)

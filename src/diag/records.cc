@@ -62,6 +62,8 @@ const char* recordCodeName(int code) {
       return "mismatch";
     case kErrConcurrent:
       return "concurrent";
+    case kErrNcclTimeout:
+      return "nccl_timeout";
     default:
       return "unknown";
   }
@@ -75,6 +77,8 @@ int resultForRecordCode(int code) {
       return arfuseMismatch;
     case kErrConcurrent:
       return arfuseInvalidUsage;
+    case kErrNcclTimeout:
+      return arfusePeerTimeout;
     default:
       return arfuseInternalError;
   }
@@ -101,6 +105,14 @@ std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutN
           "two calls of rank %d ran at the same time (call %llu): a communicator must be used from one "
           "stream at a time",
           who, call);
+    case kErrNcclTimeout: {
+      std::string s =
+          strprintf("rank %d waited %.3f s in its NCCL operation %llu across hosts (communicator %s, timeout %.3f s)",
+                    who, e.waitedMs / 1e3, call, e.block < 0 ? "world" : strprintf("local index %d", e.block).c_str(),
+                    static_cast<double>(timeoutNs) / 1e9);
+      if (!callDescEmpty(e.mine)) s += " in " + describeCallDesc(e.mine, false) + " on path " + callDescPath(e.mine);
+      return s + "; its NCCL communicators and the group are aborted";
+    }
     default:
       return strprintf("rank %d recorded error code %d at call %llu (peer %d, block %d, phase %d)", who, e.code, call,
                        e.peer, e.block, e.phase);
@@ -119,6 +131,10 @@ std::string nextStepFor(int code) {
     case kErrConcurrent:
       return "issue every call of a communicator on one stream, or order the streams with events; destroy and "
              "recreate the communicators";
+    case kErrNcclTimeout:
+      return "a rank on another host that shares the communicator died, hung or skipped a call: read the logs of "
+             "the ranks that did not report this timeout, check the network between the hosts (NCCL_DEBUG=WARN); "
+             "destroy and recreate the communicators on every rank";
     default:
       return "report it with this line and `arfuse doctor` output";
   }
@@ -133,6 +149,7 @@ std::string errorRecordFields(const ErrorRecord& e) {
                    arfuseDataTypeName(static_cast<arfuseDataType_t>(descDtype(e.mine))), callDescPath(e.mine));
   if (e.peer >= 0) s += strprintf(" peer=%d", e.peer);
   if (e.code == kErrPeerTimeout) s += strprintf(" block=%d phase=%d", e.block, e.phase);
+  if (e.code == kErrNcclTimeout) s += strprintf(" nccl_comm=%d waited_ms=%d", e.block, e.waitedMs);
   return s;
 }
 
@@ -163,7 +180,7 @@ bool readErrorRecord(const GroupShared& s, int rank, ErrorRecord* out) {
   e.peer = v.peer;
   e.block = v.block;
   e.phase = v.phase;
-  e.pad = 0;
+  e.waitedMs = v.waitedMs;
   e.call = v.call;
   e.mine.w0 = v.mine.w0;
   e.mine.w1 = v.mine.w1;

@@ -114,7 +114,10 @@ class Watchdog {
       std::lock_guard<std::mutex> lock(mu_);
       sources_.emplace(s, Tracked());
     }
-    if (!running_ && (o.periodMs > 0 || o.dumpOnSignal)) start(o);
+    if (!running_ && (o.periodMs > 0 || o.dumpOnSignal || s->tickMs() > 0))
+      start(o);
+    else if (running_ && s->tickMs() > 0)
+      wake();  // the thread recomputes its period
     return running_;
   }
 
@@ -167,12 +170,28 @@ class Watchdog {
     running_ = true;
   }
 
-  void stop() {
-    // The flag says quit; the byte only wakes the thread (if the pipe is full it is awake anyway).
-    quit_.store(true);
+  // Wakes the thread (if the pipe is full it is awake anyway).
+  void wake() {
     const char c = kByteWake;
     while (write(writeFd_, &c, 1) < 0 && errno == EINTR) {
     }
+  }
+
+  // The poll period: ARFUSE_WATCHDOG_MS's, or the smallest tick period of a source; -1: none.
+  int periodMs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int p = options_.periodMs > 0 ? options_.periodMs : -1;
+    for (auto& [source, tracked] : sources_) {
+      const int t = source->tickMs();
+      if (t > 0) p = p < 0 ? t : std::min(p, t);
+    }
+    return p;
+  }
+
+  void stop() {
+    // The flag says quit; the byte only wakes the thread.
+    quit_.store(true);
+    wake();
     thread_->join();
     delete thread_;
     thread_ = nullptr;
@@ -186,7 +205,7 @@ class Watchdog {
   void loop() {
     for (;;) {
       pollfd p{readFd_, POLLIN, 0};
-      const int n = poll(&p, 1, options_.periodMs > 0 ? options_.periodMs : -1);
+      const int n = poll(&p, 1, periodMs());
       bool dump = false;
       if (n > 0) {
         char buf[64];
@@ -199,6 +218,8 @@ class Watchdog {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (options_.periodMs > 0) check(&out);
+        for (auto& [source, tracked] : sources_)
+          if (source->tickMs() > 0) source->tick();
         if (dump) dumpAll(&out);
       }
       for (const Output& o : out) {

@@ -9,6 +9,9 @@
 //    than max(group timeout, 2 s) of host time with no error recorded -> one WARN line naming the
 //    rank, the call and its op (the device-side timeout should have fired: something is wrong
 //    below arfuse, or its blocks never ran);
+//  - sources that ask for ticks (WatchSource::tickMs > 0: a group that spans hosts, whose NCCL
+//    operations across hosts are bounded that way, diag/nccl_watch.h) are ticked at that period
+//    whatever ARFUSE_WATCHDOG_MS says; the thread then runs while such a source is registered;
 //  - ARFUSE_DUMP_ON_SIGNAL=1: SIGUSR1 -> every registered group's local ranks dumped (dump.h) to
 //    stderr and to the ARFUSE_DEBUG_FILE file. The handler only writes one byte to a pipe
 //    (async-signal-safe); the thread does the work. An earlier SIGUSR1 handler is still called.
@@ -50,6 +53,13 @@ class WatchSource {
   // shared = the group's host-mapped area, lastError). `shared` must stay valid until
   // watchdogUnregister(this) returns.
   virtual std::vector<DumpInput> snapshot() const = 0;
+  // The period (ms) at which this source must be ticked, 0 for never; fixed for the source's life.
+  // A source with ticks keeps the thread running (and polling at the smallest such period) even
+  // when ARFUSE_WATCHDOG_MS is 0.
+  virtual int tickMs() const { return 0; }
+  // One tick, on the watchdog thread, under the watchdog's lock. It may block briefly (an abort)
+  // and may log (logLine), but must not call watchdogRegister / watchdogUnregister.
+  virtual void tick() {}
 };
 
 // Where the watchdog's output goes. The default prints log lines with arfuse::logLine (stderr and
@@ -66,7 +76,8 @@ class WatchdogSink {
 void watchdogSetSink(WatchdogSink* sink);
 
 // Adds a group. Starts the thread when it is not running and the options (the environment's, or
-// `options`) turn polling or the signal dump on; options are fixed while the thread runs.
+// `options`) turn polling or the signal dump on, or the source asks for ticks; options are fixed
+// while the thread runs (a running thread only learns the new source's tick period).
 // Returns true when the thread is running after the call.
 bool watchdogRegister(WatchSource* source);
 bool watchdogRegister(WatchSource* source, const WatchdogOptions& options);

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -387,6 +388,45 @@ TEST_F(Watchdog, RestartsAfterTheLastUnregister) {
     EXPECT_FALSE(watchdogRunning());
   }
   EXPECT_EQ(sink.lines(kLogError)[2].fields.rfind("code=arfusePeerTimeout call=12 ", 0), 0u);
+}
+
+// A group that spans hosts: its NCCL watch asks for ticks (WatchSource::tickMs).
+class TickingSource : public WatchSource {
+ public:
+  explicit TickingSource(int ms) : ms_(ms) {}
+  std::vector<DumpInput> snapshot() const override { return {}; }
+  int tickMs() const override { return ms_; }
+  void tick() override { ++ticks; }
+  std::atomic<int> ticks{0};
+
+ private:
+  int ms_;
+};
+
+TEST_F(Watchdog, SourceWithTicksRunsTheThreadEvenWithPollingOff) {
+  TickingSource t(5);
+  EXPECT_TRUE(watchdogRegister(&t, WatchdogOptions()));  // ARFUSE_WATCHDOG_MS=0, no signal dump
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (t.ticks.load() < 5 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+  EXPECT_GE(t.ticks.load(), 5);
+  watchdogUnregister(&t);
+  EXPECT_FALSE(watchdogRunning());
+  const int after = t.ticks.load();
+  std::this_thread::sleep_for(30ms);
+  EXPECT_EQ(t.ticks.load(), after);  // never touched after its unregistration
+}
+
+TEST_F(Watchdog, SourceWithTicksJoiningARunningThreadSetsItsPeriod) {
+  FakeGroup g;
+  ASSERT_TRUE(watchdogRegister(&g, polling(2000)));  // a slow poll
+  TickingSource t(5);
+  ASSERT_TRUE(watchdogRegister(&t, polling(2000)));
+  const auto until = std::chrono::steady_clock::now() + 1s;
+  while (t.ticks.load() < 10 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+  EXPECT_GE(t.ticks.load(), 10) << "ticked at the source's 5 ms, not the 2 s poll";
+  watchdogUnregister(&t);
+  watchdogUnregister(&g);
+  EXPECT_FALSE(watchdogRunning());
 }
 
 // The test binary runs with ARFUSE_WATCHDOG_MS=25, ARFUSE_DUMP_ON_SIGNAL=1 and ARFUSE_DEBUG_FILE set

@@ -5,7 +5,10 @@
 // reference itself), and prints a hash of its outputs, which the launcher compares across ranks
 // (bitwise equality). Afterwards the launcher checks that no shared-memory segment was left in
 // /dev/shm. `--kill-rank R` makes rank R die (SIGKILL) right after init: its peers must report a
-// timeout naming it, destroy must return, and nothing may leak.
+// timeout naming it, destroy must return, and nothing may leak. With --hosts H, rank R dies mid-run
+// instead (after every rank passed the first case): every survivor's first failing call must name
+// it (the NCCL watch names the communicator's ranks, docs/multihost.md "Safety") within a bound,
+// no later call may report success, and destroy must return (procs_killed.h).
 #include "procs.h"
 
 #include <cuda_runtime.h>
@@ -35,6 +38,7 @@
 #include "cli.h"
 #include "harness/harness.h"
 #include "harness/numeric.h"
+#include "procs_killed.h"
 
 extern char** environ;
 
@@ -115,8 +119,22 @@ int expectedMultiHostAlgo(const Case& c, int nranks, int hosts) {
   return local >= 2 && slice < bytes && bytes >= kHierarchicalMinBytes ? arfuseAlgoHierarchical : arfuseAlgoNccl;
 }
 
+// Mid-run kill: the ranks that passed the first case say so; the doomed rank waits (bounded) until
+// every other rank did, so that the survivors' failure is the one under test and not a race with
+// NCCL's last sends of that case, then dies abruptly.
+void passedFirstCase(const std::string& dir, int rank) { publishFile(dir, "pass0." + std::to_string(rank), "1"); }
+void dieAfterPeersPassed(const std::string& dir, int rank, int nranks) {
+  std::string text;
+  for (int q = 0; q < nranks; ++q)
+    if (q != rank) awaitFile(dir, "pass0." + std::to_string(q), 60, &text);
+  std::printf("rank %d: KILLED (by request, mid-run: after the first case)\n", rank);
+  std::fflush(stdout);
+  raise(SIGKILL);
+}
+
 int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus,
            int hosts, uint64_t seed) {
+  const bool midRun = killRank >= 0 && hosts > 0;
   if (hosts > 0) simulateHost(rank, nranks, hosts);
   auto say = [&](const char* fmt, auto... a) {
     std::printf("rank %d: ", rank);
@@ -148,7 +166,7 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
   if (arfuseCommInitRank(&comm, nranks, id, rank, device, &cfg) != arfuseSuccess)
     return say("FAIL init: %s", arfuseGetLastError()), kExitFailed;
   say("INIT ok in %.2f s on device %d", std::chrono::duration<double>(Clock::now() - t0).count(), device);
-  if (rank == killRank) {
+  if (rank == killRank && !midRun) {
     say("KILLED (by request, right after init)");
     raise(SIGKILL);
   }
@@ -157,6 +175,7 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   int failed = 0;
   for (size_t k = 0; k < sizeof kCases / sizeof kCases[0]; ++k) {
+    if (midRun && k == 1 && rank == killRank) dieAfterPeersPassed(dir, rank, nranks);
     const Case& c = kCases[k];
     const size_t n = static_cast<size_t>(c.tokens) * c.hidden, es = numeric::elemSize(c.dtype);
     arfusePlan_t plan;
@@ -196,6 +215,7 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
     cudaMemset(normOut, 0xFF, n * es);  // poison
     cudaMemset(resOut, 0xFF, n * es);
     cudaDeviceSynchronize();  // cudaMemset runs on the legacy stream, which `stream` does not wait for
+    const auto tc = Clock::now();
     arfuseResult_t st =
         c.op == arfuseOpAllReduce
             ? arfuseAllReduce(x, resOut, c.tokens, c.hidden, c.dtype, comm, stream)
@@ -204,7 +224,8 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
     arfuseResult_t async = arfuseSuccess;
     arfuseCommGetAsyncError(comm, &async);
     if (st != arfuseSuccess || async != arfuseSuccess) {
-      say("CASE %s algo=%s FAIL: %s", c.name, arfuseAlgoName(plan.algo), arfuseCommGetLastError(comm));
+      say("CASE %s algo=%s FAIL after %.2f s: %s", c.name, arfuseAlgoName(plan.algo),
+          std::chrono::duration<double>(Clock::now() - tc).count(), arfuseCommGetLastError(comm));
       ++failed;
     } else {
       std::vector<char> gotR(n * es), gotN(n * es);
@@ -240,13 +261,14 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
       if (c.op != arfuseOpAllReduce) hsh = fnv(gotN.data(), gotN.size(), hsh);
       say("CASE %s algo=%s err_residual=%.3e err_norm=%.3e hash=%016llx %s", c.name, arfuseAlgoName(plan.algo), eR, eN,
           static_cast<unsigned long long>(hsh), ok ? "PASS" : "FAIL");
+      if (midRun && k == 0 && ok) passedFirstCase(dir, rank);
     }
     cudaFree(x);
     cudaFree(r);
     cudaFree(w);
     cudaFree(normOut);
     cudaFree(resOut);
-    if (killRank >= 0) break;  // a peer is gone: one call shows the timeout
+    if (killRank >= 0 && !midRun) break;  // a peer is gone: one call shows the timeout
   }
   const auto td = Clock::now();
   const arfuseResult_t ds = arfuseCommDestroy(comm);
@@ -402,9 +424,8 @@ int selftestProcs(const std::vector<std::string>& args) {
     std::fprintf(stderr, "arfuse selftest: --kill-rank %d: must be 1..%d (rank 0 reports)\n", killRank, n - 1);
     return kExitUsage;
   }
-  if (hosts != 0 && (hosts < 2 || hosts > n || n % hosts != 0 || killRank >= 0)) {
-    std::fprintf(stderr, "arfuse selftest: --hosts %d: must be 2..%d and divide --procs %d (no --kill-rank)\n", hosts,
-                 n, n);
+  if (hosts != 0 && (hosts < 2 || hosts > n || n % hosts != 0)) {
+    std::fprintf(stderr, "arfuse selftest: --hosts %d: must be 2..%d and divide --procs %d\n", hosts, n, n);
     return kExitUsage;
   }
   const int ndev = harness::deviceCount();
@@ -433,7 +454,9 @@ int selftestProcs(const std::vector<std::string>& args) {
   std::printf("inputs: seed %llu (fresh per run)\n", static_cast<unsigned long long>(seed));
   std::printf("arfuse selftest --procs %d: %s; ranks on %s%s\n", n, arfuseGetBuildInfo(),
               realGpus ? "one GPU each" : "GPU 0 (processes time-slice one GPU: correctness only)",
-              killRank >= 0 ? (", rank " + std::to_string(killRank) + " dies after init").c_str() : "");
+              killRank < 0 ? ""
+              : hosts > 0  ? (", rank " + std::to_string(killRank) + " dies mid-run").c_str()
+                           : (", rank " + std::to_string(killRank) + " dies after init").c_str());
   std::fflush(stdout);
   std::vector<std::vector<std::string>> argvs;
   std::vector<std::string> logs;
@@ -464,7 +487,8 @@ int selftestProcs(const std::vector<std::string>& args) {
       if (at != std::string::npos) hashes[r].push_back(line.substr(at, 21));
     }
     const bool expectKilled = r == killRank;
-    const bool exitOk = expectKilled ? status[r] == 128 + SIGKILL : (killRank >= 0 ? true : status[r] == 0);
+    // A survivor of a kill may fail its calls, but never hang (124: killed at the deadline).
+    const bool exitOk = expectKilled ? status[r] == 128 + SIGKILL : (killRank >= 0 ? status[r] != 124 : status[r] == 0);
     if (!exitOk) {
       std::printf("rank %d: exit status %d%s\n", r, status[r],
                   status[r] == 124 ? " (killed: did not finish in time)" : "");
@@ -478,6 +502,20 @@ int selftestProcs(const std::vector<std::string>& args) {
         ++failures;
       }
     if (hashes[0].size() != sizeof kCases / sizeof kCases[0]) ++failures;
+  } else if (hosts > 0) {
+    // Every survivor: its first failing call names the dead rank within the bound (the NCCL watch
+    // fires one timeout after the operation started; the refused calls after it are immediate),
+    // no call after it reports success, and destroy returns.
+    const std::string dead = simulatedRankName(killRank, n, hosts);
+    const double boundS = 3.0 * timeoutMs / 1000.0 + 10.0;
+    for (int r = 0; r < n; ++r) {
+      if (r == killRank) continue;
+      std::ifstream in(dir + "/rank" + std::to_string(r) + ".log");
+      const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const KilledVerdict v = judgeSurvivor(all, dead, boundS);
+      std::printf("survivor rank %d: %s\n", r, v.describe().c_str());
+      if (!v.ok()) ++failures;
+    }
   } else {
     // Rank 0 must have reported the timeout naming the dead rank, and destroyed cleanly.
     std::ifstream in(dir + "/rank0.log");

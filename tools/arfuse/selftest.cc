@@ -32,7 +32,8 @@ void usage() {
       "  else all on GPU 0), checks every output against fp64 and across ranks, and that nothing is left\n"
       "  in /dev/shm; --kill-rank R kills rank R after init: rank 0 must name it and destroy must return.\n"
       "  --hosts H simulates H hosts of N/H ranks each (ARFUSE_TEST_HOST_ID, TEST ONLY; NCCL over loopback\n"
-      "  sockets with a host id per process), so the nccl and hierarchical paths across hosts run on one machine.\n"
+      "  sockets with a host id per process), so the nccl and hierarchical paths across hosts run on one machine;\n"
+      "  with --kill-rank R, rank R dies mid-run instead: every other rank must fail naming it within a bound.\n"
       "  Exit: 0 all passed, 1 a check failed, 2 usage, 3 no GPU.\n");
 }
 

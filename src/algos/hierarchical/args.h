@@ -6,9 +6,9 @@
 #include "algos/launch.h"
 #include "device/args.h"
 
-typedef struct ncclComm* ncclComm_t;
-
 namespace arfuse {
+
+class MultiHostWatch;  // comm/multihost_watch.h
 
 // k: the intra-host group's arguments, as for one-shot (k.nranks = L local ranks, k.rank = the local
 // index, k.peers / k.state / flags / abort / flight recorder of the intra-host group).
@@ -49,12 +49,13 @@ ARFUSE_HIER_HD long long hierOffset(long long e, long long sliceElems) {
 }
 
 // One hierarchical call as its launch (issue.cc) issues it: the reduce-scatter kernel (`scatter`),
-// ncclAllReduce of sliceElems fp32 in place at args.slices[args.k.rank] over `cross` (the ranks with
-// this local index, one per host), then the gather + epilogue kernel (AlgoLaunch::l), in stream order.
+// ncclAllReduce of sliceElems fp32 in place at args.slices[args.k.rank] over the communicator of
+// this local index (one rank per host), issued and bounded by `watch`, then the gather + epilogue
+// kernel (AlgoLaunch::l), in stream order.
 struct HierLaunch {
   HierArgs args;
   Launch scatter;
-  ncclComm_t cross;
+  MultiHostWatch* watch;
 };
 
 }  // namespace arfuse

@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include "algos/hierarchical/launch.h"
+#include "comm/multihost_watch.h"
 
 namespace arfuse {
 namespace {
@@ -15,9 +16,18 @@ Status launch(const AlgoLaunch& c) {
   const HierLaunch& h = *static_cast<const HierLaunch*>(c.path);
   ARFUSE_CHECK(kernelLaunchStatus(launchHierScatter(h.scatter, h.args, c.stream), h.scatter));
   float* slice = h.args.slices[h.args.k.rank];
-  const ncclResult_t nr =
-      ncclAllReduce(slice, slice, static_cast<size_t>(h.args.sliceElems), ncclFloat32, ncclSum, h.cross, c.stream);
-  if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllReduce across hosts: %s", ncclGetErrorString(nr));
+  const size_t elems = static_cast<size_t>(h.args.sliceElems);
+  NcclIssue op;
+  op.info.op = "ncclAllReduce";
+  op.info.path = "hierarchical";
+  op.info.bytes = elems * sizeof(float);
+  op.info.comm = h.args.k.rank;  // the local index: its communicator across hosts
+  op.info.desc = h.args.k.desc;
+  op.stream = c.stream;
+  op.output = slice;
+  op.outputBytes = op.info.bytes;
+  ARFUSE_CHECK(h.watch->issue(
+      op, [&](ncclComm_t nc) { return ncclAllReduce(slice, slice, elems, ncclFloat32, ncclSum, nc, c.stream); }));
   HierArgs gather = h.args;
   gather.k.desc.w0 |= 1u << 12;  // diag/device_records.h CallDesc: variant 1
   ARFUSE_CHECK(kernelLaunchStatus(launchHierGather(c.l, gather, c.stream), c.l));

@@ -1,0 +1,17 @@
+// The guard after every NCCL operation across hosts (comm/multihost_watch.h): a one-block kernel
+// that, when the group has aborted (the host-mapped abort word, GroupShared::abort), fills the
+// operation's output with NaN (bytes 0xFF: a NaN in bf16, fp16 and fp32 alike), so that an NCCL
+// operation ended by ncclCommAbort -- whose output is whatever NCCL had summed so far -- never
+// feeds valid-looking numbers to the epilogue or the caller. Nothing is written while the group
+// is healthy. Capturable: inside a CUDA graph it checks the abort at every replay.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+namespace arfuse {
+
+// Returns a cudaError_t value (as int). `abortWord`: the device view of GroupShared::abort.
+int launchNcclGuard(const int* abortWord, void* buf, size_t bytes, cudaStream_t stream);
+
+}  // namespace arfuse

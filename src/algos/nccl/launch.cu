@@ -1,0 +1,33 @@
+// The guard kernel after an NCCL operation across hosts (algos/nccl/guard.h).
+#include <stdint.h>
+
+#include "algos/nccl/guard.h"
+
+namespace arfuse {
+namespace {
+
+// One block (the common case is a healthy group: one load of host memory, then exit); an aborted
+// group fills the buffer with a grid-stride loop, 16 bytes per store where aligned.
+__global__ void ncclGuardKernel(const int* abortWord, char* buf, size_t bytes) {
+  __shared__ int aborted;
+  if (threadIdx.x == 0) aborted = *reinterpret_cast<const volatile int*>(abortWord);
+  __syncthreads();
+  if (!aborted) return;
+  const size_t head = (16 - (reinterpret_cast<uintptr_t>(buf) & 15)) & 15;
+  const size_t lead = head < bytes ? head : bytes;
+  const size_t vecs = (bytes - lead) / 16;
+  for (size_t i = threadIdx.x; i < lead; i += blockDim.x) buf[i] = static_cast<char>(0xFF);
+  uint4* v = reinterpret_cast<uint4*>(buf + lead);  // [vecs] 16-byte words
+  for (size_t i = threadIdx.x; i < vecs; i += blockDim.x) v[i] = make_uint4(~0u, ~0u, ~0u, ~0u);
+  for (size_t i = lead + vecs * 16 + threadIdx.x; i < bytes; i += blockDim.x) buf[i] = static_cast<char>(0xFF);
+}
+
+}  // namespace
+
+int launchNcclGuard(const int* abortWord, void* buf, size_t bytes, cudaStream_t stream) {
+  if (!abortWord || !buf || bytes == 0) return cudaSuccess;
+  ncclGuardKernel<<<1, 256, 0, stream>>>(abortWord, static_cast<char*>(buf), bytes);
+  return cudaGetLastError();
+}
+
+}  // namespace arfuse

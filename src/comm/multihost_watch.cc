@@ -1,0 +1,330 @@
+// The watch of a group that spans hosts (comm/multihost_watch.h): events around every NCCL
+// operation across hosts, their polling on the watchdog thread, and the abort on a timeout.
+#include "comm/multihost_watch.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "algos/nccl/guard.h"
+#include "comm/multihost.h"
+#include "core/group.h"
+#include "diag/records.h"
+
+namespace arfuse {
+namespace {
+
+// Watched operations in flight per rank at most; beyond (the caller is thousands of calls ahead of
+// its GPU) an operation is only guarded, and the dump says how many were.
+constexpr size_t kMaxWatched = 4096;
+
+uint64_t steadyNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// The watchdog thread queries events of streams that another thread may be capturing into a CUDA
+// graph: in the thread-local capture mode its queries never invalidate that capture.
+struct ThreadLocalCaptureMode {
+  cudaStreamCaptureMode saved = cudaStreamCaptureModeThreadLocal;
+  ThreadLocalCaptureMode() { cudaThreadExchangeStreamCaptureMode(&saved); }
+  ~ThreadLocalCaptureMode() { cudaThreadExchangeStreamCaptureMode(&saved); }
+};
+
+struct OnDevice {
+  int saved = -1;
+  explicit OnDevice(int device) {
+    cudaGetDevice(&saved);
+    if (saved != device) cudaSetDevice(device);
+  }
+  ~OnDevice() {
+    int now = -1;
+    cudaGetDevice(&now);
+    if (saved >= 0 && now != saved) cudaSetDevice(saved);
+  }
+};
+
+EventState queryEvent(EventHandle h) {
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(h));
+  if (e == cudaSuccess) return EventState::kDone;
+  cudaGetLastError();
+  return e == cudaErrorNotReady ? EventState::kPending : EventState::kError;
+}
+
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &st) != cudaSuccess) {
+    cudaGetLastError();
+    return true;  // cannot tell: do not record events into what may be a graph
+  }
+  return st != cudaStreamCaptureStatusNone;
+}
+
+struct Pending {
+  MultiHostWatch* watch;
+  uint64_t seq;
+  cudaStream_t stream;
+  void* output;
+  size_t bytes;
+};
+thread_local std::vector<Pending> tPending;
+
+}  // namespace
+
+MultiHostWatch::MultiHostWatch(Group* g, MultiHost* mh, int localRank, int device)
+    : g_(g), mh_(mh), localRank_(localRank), device_(device), list_(g->timeoutNs) {
+  const uint64_t ms = g->timeoutNs / 1000000ull;
+  tickMs_ = static_cast<int>(std::max<uint64_t>(10, std::min<uint64_t>(100, ms / 20)));
+}
+
+MultiHostWatch::~MultiHostWatch() {
+  OnDevice on(device_);
+  std::vector<EventHandle> all;
+  std::lock_guard<std::mutex> lock(listMu_);
+  list_.clear(&all);
+  for (EventHandle e : all) free_.push_back(static_cast<cudaEvent_t>(e));
+  for (cudaEvent_t e : free_) cudaEventDestroy(e);  // one still pending is released once it completes
+  free_.clear();
+  cudaGetLastError();
+}
+
+cudaEvent_t MultiHostWatch::takeEvent() {
+  {
+    std::lock_guard<std::mutex> lock(listMu_);
+    if (!free_.empty()) {
+      cudaEvent_t e = free_.back();
+      free_.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return e;
+}
+
+Status MultiHostWatch::issue(const NcclIssue& in, const std::function<ncclResult_t(ncclComm_t)>& call) {
+  NcclOpInfo info = in.info;
+  info.seq = ++seq_;
+  std::lock_guard<std::mutex> comm(commMu_);
+  if (raised_.load() || ncclAborted_)
+    return ARFUSE_FAIL(arfusePeerTimeout, "refused: the group was aborted: %s", abortText_.c_str());
+  ncclComm_t nc = info.comm == kNcclCommWorld ? mh_->world : mh_->cross;
+  if (!nc)
+    return ARFUSE_FAIL(arfuseNcclError, "the NCCL communicator %s across hosts is gone",
+                       ncclCommName(info.comm).c_str());
+  bool watched = !capturing(in.stream);
+  if (watched) {
+    std::lock_guard<std::mutex> lock(listMu_);
+    watched = list_.size() < kMaxWatched;
+    if (!watched) ++unwatched_;
+  }
+  cudaEvent_t before = watched ? takeEvent() : nullptr;
+  cudaEvent_t after = watched && !in.grouped ? takeEvent() : nullptr;
+  if (watched && (!before || (!in.grouped && !after) || cudaEventRecord(before, in.stream) != cudaSuccess)) {
+    cudaGetLastError();
+    std::lock_guard<std::mutex> lock(listMu_);
+    for (cudaEvent_t e : {before, after})
+      if (e) free_.push_back(e);
+    before = after = nullptr;
+    watched = false;
+    ++unwatched_;
+  }
+  hostCallSeq_.store(info.seq);
+  hostCallSince_.store(steadyNs());
+  const ncclResult_t nr = call(nc);
+  hostCallSince_.store(0);
+  if (nr != ncclSuccess) {
+    std::lock_guard<std::mutex> lock(listMu_);
+    for (cudaEvent_t e : {before, after})
+      if (e) free_.push_back(e);
+    return ARFUSE_FAIL(arfuseNcclError, "%s across hosts (communicator %s, path %s): %s", info.op,
+                       ncclCommName(info.comm).c_str(), info.path, ncclGetErrorString(nr));
+  }
+  if (in.grouped) {
+    noteGroupedNccl(this, info.seq, in.stream, in.output, in.outputBytes);
+  } else {
+    if (after) cudaEventRecord(after, in.stream);
+    const int e = launchNcclGuard(&g_->sharedDev->abort, in.output, in.outputBytes, in.stream);
+    if (e != cudaSuccess)
+      return ARFUSE_FAIL(arfuseCudaError, "the guard after %s across hosts: %s", info.op,
+                         cudaGetErrorString(static_cast<cudaError_t>(e)));
+  }
+  if (watched) {
+    std::lock_guard<std::mutex> lock(listMu_);
+    list_.push(info, before, after, steadyNs());
+  }
+  return Status();
+}
+
+void MultiHostWatch::finishGrouped(uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes) {
+  if (!capturing(stream)) {
+    cudaEvent_t after = takeEvent();
+    bool used = false;
+    if (after && cudaEventRecord(after, stream) == cudaSuccess) {
+      std::lock_guard<std::mutex> lock(listMu_);
+      used = list_.setAfter(seq, after);
+    }
+    if (after && !used) {
+      std::lock_guard<std::mutex> lock(listMu_);
+      free_.push_back(after);
+    }
+  }
+  launchNcclGuard(&g_->sharedDev->abort, output, outputBytes, stream);
+  cudaGetLastError();
+}
+
+void MultiHostWatch::tick() {
+  if (ncclAbortDone_) return;
+  OnDevice on(device_);
+  ThreadLocalCaptureMode mode;
+  const uint64_t now = steadyNs();
+  if (pendingNcclAbort_) {
+    abortNccl();
+    return;
+  }
+  NcclWatchVerdict v;
+  {
+    std::vector<EventHandle> released;
+    std::lock_guard<std::mutex> lock(listMu_);
+    v = list_.poll(now, queryEvent, &released);
+    for (EventHandle e : released) free_.push_back(static_cast<cudaEvent_t>(e));
+  }
+  if (raised_.load()) return;
+  if (v.kind == NcclWatchVerdict::kTimeout) {
+    timeout(v);
+    return;
+  }
+  if (v.kind == NcclWatchVerdict::kEventError && !eventErrorLogged_) {
+    eventErrorLogged_ = true;
+    ARFUSE_LOG(kLogWarn, rankLogContext(*g_, localRank_), "path=nccl",
+               "cudaEventQuery failed on the events around NCCL operation %llu across hosts (%s): the device or "
+               "its context failed; the next arfuse call reports the CUDA error",
+               static_cast<unsigned long long>(v.op.seq), v.op.op);
+  }
+  const uint64_t since = hostCallSince_.load();
+  if (since && now > since && now - since > list_.timeoutNs()) hostBlocked(now - since);
+}
+
+void MultiHostWatch::timeout(const NcclWatchVerdict& v) {
+  const uint64_t timeoutNs = list_.timeoutNs();
+  const std::string peers = ncclCommPeers(mh_->layout, v.op.comm, mh_->rank);
+  const std::string text = describeNcclTimeout(v.op, v.waitedNs, timeoutNs, peers) + "; next: " + ncclTimeoutNextStep();
+  const std::string fields = strprintf("nccl_op=%llu nccl_call=%s path=%s bytes=%zu nccl_comm=%s waited_ms=%llu",
+                                       static_cast<unsigned long long>(v.op.seq), v.op.op, v.op.path, v.op.bytes,
+                                       v.op.comm == kNcclCommWorld ? "world" : strprintf("%d", v.op.comm).c_str(),
+                                       static_cast<unsigned long long>(v.waitedNs / 1000000ull));
+  ErrorRecord rec{};
+  rec.code = kErrNcclTimeout;
+  rec.peer = -1;
+  rec.block = v.op.comm;
+  rec.phase = kPhaseNcclAcrossHosts;
+  rec.waitedMs = static_cast<int>(std::min<uint64_t>(v.waitedNs / 1000000ull, 1u << 30));
+  rec.call = v.op.seq;
+  rec.mine = v.op.desc;
+  raise(arfusePeerTimeout, text, fields, &rec);
+  abortNccl();
+}
+
+void MultiHostWatch::hostBlocked(uint64_t blockedNs) {
+  const unsigned long long seq = hostCallSeq_.load();
+  const std::string text = strprintf(
+      "NCCL operation %llu across hosts: the host call into NCCL has not returned after %.3f s (timeout %.3f s): "
+      "NCCL's host side is blocked, typically connecting to a peer that is gone (ranks of the group: %s). The "
+      "group is aborted now; this rank's NCCL communicators are aborted once that call returns; next: %s",
+      seq, blockedNs / 1e9, list_.timeoutNs() / 1e9, ncclCommPeers(mh_->layout, kNcclCommWorld, mh_->rank).c_str(),
+      ncclTimeoutNextStep().c_str());
+  raise(arfusePeerTimeout, text,
+        strprintf("nccl_op=%llu host_blocked_ms=%llu", seq, static_cast<unsigned long long>(blockedNs / 1000000ull)),
+        nullptr);
+  pendingNcclAbort_ = true;
+}
+
+void MultiHostWatch::raise(arfuseResult_t code, const std::string& text, const std::string& fields,
+                           const ErrorRecord* rec) {
+  abortText_ = text;
+  raised_.store(true);
+  GroupShared* s = g_->shared;
+  // The record first: the other local ranks of this host (other processes) read it from there.
+  if (rec && s && !static_cast<volatile int&>(s->records[localRank_].valid)) {
+    volatile ErrorRecord& r = s->records[localRank_];
+    r.code = rec->code;
+    r.peer = rec->peer;
+    r.block = rec->block;
+    r.phase = rec->phase;
+    r.waitedMs = rec->waitedMs;
+    r.call = rec->call;
+    r.mine.w0 = rec->mine.w0;
+    r.mine.w1 = rec->mine.w1;
+    r.theirs.w0 = r.theirs.w1 = 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    r.valid = 1;
+    ErrorRecord mine = *rec;
+    mine.valid = 1;
+    claimErrorReport(s, localRank_, mine);  // this process prints it once, below, with its whole text
+  }
+  raiseHostError(*g_, localRank_, code, text, fields, __FILE__, __LINE__);
+  // The device abort words: this rank's (its own error claimed too, so that no kernel of it
+  // overwrites the record) and, with peer access, every local peer's, as a failing kernel does.
+  static const uint32_t kSet[2] = {1u, 1u};
+  const RankResources& rr = g_->ranks[localRank_];
+  if (rr.control && rr.aux) {
+    cudaMemcpyAsync(&rr.control->state.abort, kSet, sizeof kSet, cudaMemcpyHostToDevice, rr.aux);
+    if (g_->fabric.p2p)
+      for (int p = 0; p < g_->nranks; ++p)
+        if (p != localRank_ && g_->peers.control[p])
+          cudaMemcpyAsync(&g_->peers.control[p]->state.abort, kSet, sizeof kSet[0], cudaMemcpyHostToDevice, rr.aux);
+    g_->deviceAbortSet.store(true);
+  }
+  cudaGetLastError();
+}
+
+void MultiHostWatch::abortNccl() {
+  std::unique_lock<std::mutex> comm(commMu_, std::try_to_lock);
+  if (!comm.owns_lock()) {  // the caller's thread is inside an NCCL host call: the next tick retries
+    pendingNcclAbort_ = true;
+    return;
+  }
+  pendingNcclAbort_ = false;
+  ncclAborted_ = true;
+  // NCCL's kernels of these communicators exit; their streams move on (the guards write NaN).
+  for (ncclComm_t* c : {&mh_->world, &mh_->cross})
+    if (*c) {
+      ncclCommAbort(*c);
+      *c = nullptr;
+    }
+  std::vector<EventHandle> all;
+  std::lock_guard<std::mutex> lock(listMu_);
+  list_.clear(&all);
+  for (EventHandle e : all) free_.push_back(static_cast<cudaEvent_t>(e));
+  ncclAbortDone_ = true;
+}
+
+std::vector<std::string> MultiHostWatch::describe() {
+  std::vector<std::string> out;
+  {
+    std::lock_guard<std::mutex> lock(listMu_);
+    out = list_.describe(steadyNs());
+    if (unwatched_)
+      out.push_back(
+          strprintf("%llu NCCL operations across hosts were not watched (captured into a CUDA graph, or "
+                    "too many in flight)",
+                    static_cast<unsigned long long>(unwatched_)));
+  }
+  if (raised_.load()) out.push_back("aborted: " + abortText_);
+  return out;
+}
+
+void noteGroupedNccl(MultiHostWatch* w, uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes) {
+  tPending.push_back(Pending{w, seq, stream, output, outputBytes});
+}
+
+void finishGroupedNccl() {
+  std::vector<Pending> p;
+  p.swap(tPending);
+  for (const Pending& x : p) x.watch->finishGrouped(x.seq, x.stream, x.output, x.bytes);
+}
+
+}  // namespace arfuse
