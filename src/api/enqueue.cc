@@ -22,11 +22,11 @@ thread_local std::vector<PlannedCall> tDeferred;
 Status issueAllReduce(const PlannedCall& c) {
   ncclComm_t nc = c.nccl ? c.nccl : rankNccl(*c.comm->group, c.comm->rank);
   if (c.gather) {
-    const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.stream);
+    const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.launch.stream);
     if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllGather: %s", ncclGetErrorString(nr));
     return Status();
   }
-  const ncclResult_t nr = ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.stream);
+  const ncclResult_t nr = ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.launch.stream);
   if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllReduce: %s", ncclGetErrorString(nr));
   return Status();
 }
@@ -35,21 +35,10 @@ Status issueAllReduce(const PlannedCall& c) {
 // call for every other path, through the path's registry entry. The replica check goes first, so
 // that it copies what the call reads.
 Status issueLaunch(const PlannedCall& c) {
-  if (c.check) ARFUSE_CHECK(enqueueReplicaCheck(c.comm, c.checkShape, c.checkResidual, c.checkWeight, c.stream));
+  if (c.check) ARFUSE_CHECK(enqueueReplicaCheck(c.comm, c.checkShape, c.checkResidual, c.checkWeight, c.launch.stream));
   const AlgoEntry* entry = findAlgo(c.algo);
   if (!entry || !entry->launch) return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(c.algo));
-  AlgoLaunch call;
-  call.l = c.launch;
-  call.ka = &c.ka;
-  call.la = &c.la;
-  call.fused = c.fused;
-  call.twoShotVariant = c.twoShotVariant;
-  call.copySrc = c.copySrc;
-  call.copyDst = c.copyDst;
-  call.copyBytes = c.copyBytes;
-  call.stream = c.stream;
-  call.path = &c.hier;
-  ARFUSE_CHECK(entry->launch(call));
+  ARFUSE_CHECK(entry->launch(c.launch));
   return Status();
 }
 
@@ -58,7 +47,9 @@ arfuseResult_t report(const PlannedCall& c, const Status& st) {
   return st.ok() ? arfuseSuccess : fail(c.comm, st, c.fields);
 }
 
-bool sameStream(const PlannedCall& a, const PlannedCall& b) { return a.device == b.device && a.stream == b.stream; }
+bool sameStream(const PlannedCall& a, const PlannedCall& b) {
+  return a.device == b.device && a.launch.stream == b.launch.stream;
+}
 
 }  // namespace
 
@@ -84,12 +75,13 @@ arfuseResult_t enqueueCall(const PlannedCall& c) {
     bool defer = c.hasAllReduce();
     for (const PlannedCall& d : tDeferred) {
       if (d.comm == c.comm && !sameStream(d, c))
-        return report(c, ARFUSE_FAIL(arfuseInvalidUsage,
-                                     "rank %d: this call is on stream %p but its earlier call in this "
-                                     "arfuseGroupStart/End is on stream %p and waits for arfuseGroupEnd (NCCL path), "
-                                     "so no event can order the two: inside a group, make every call of a "
-                                     "communicator on one stream",
-                                     c.comm->rank, static_cast<void*>(c.stream), static_cast<void*>(d.stream)));
+        return report(
+            c, ARFUSE_FAIL(arfuseInvalidUsage,
+                           "rank %d: this call is on stream %p but its earlier call in this "
+                           "arfuseGroupStart/End is on stream %p and waits for arfuseGroupEnd (NCCL path), "
+                           "so no event can order the two: inside a group, make every call of a "
+                           "communicator on one stream",
+                           c.comm->rank, static_cast<void*>(c.launch.stream), static_cast<void*>(d.launch.stream)));
       defer = defer || sameStream(d, c);
     }
     if (defer) {
@@ -139,7 +131,7 @@ arfuseResult_t groupEnd() {
   std::vector<GroupItem> items(work.size());
   for (size_t i = 0; i < work.size(); ++i) {
     items[i].device = work[i].device;
-    items[i].stream = reinterpret_cast<uintptr_t>(work[i].stream);
+    items[i].stream = reinterpret_cast<uintptr_t>(work[i].launch.stream);
     items[i].allReduce = work[i].hasAllReduce();
     items[i].launch = work[i].hasLaunch();
   }
