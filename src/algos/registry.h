@@ -68,7 +68,7 @@ struct AlgoLaunch {
   LocalArgs la{};     // local path, and the NCCL path's epilogue (la.x = the all-reduce's output)
   HierLaunch hier{};  // hierarchical path (algos/hierarchical/args.h)
   bool fused = false;
-  bool twoShotVariant = false;
+  bool variant = false;  // Plan.variant: host-staged two-shot, low-latency two-phase
   // The local path's plain all-reduce: out = in (nothing when in place)
   const void* copySrc = nullptr;
   void* copyDst = nullptr;

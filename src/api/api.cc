@@ -248,7 +248,7 @@ void fillKernelArgs(const Group& g, const arfuseComm* comm, const CallArgs& c, c
   KernelArgs& ka = pc->launch.ka;
   fillGroupKernelArgs(g, comm->rank, &ka);
   ka.pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
-  ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
+  ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.variant ? 1 : 0, c.tokens, c.hidden);
   ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
   ka.x = c.x;
   ka.residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
@@ -308,7 +308,7 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
   pc->dtype = c.dtype;
   pc->launch.fused = fused;
   pc->extended = extended;
-  pc->launch.twoShotVariant = plan.twoShotVariant;
+  pc->launch.variant = plan.variant;
   pc->launch.l = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
   pc->fields =
       fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype), arfuseAlgoName(plan.algo));

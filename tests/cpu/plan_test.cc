@@ -31,12 +31,12 @@ TEST(Plan, LowLatencyTwoPhaseVariant) {
   p = makePlan(nvlink8(), Limits{}, pol, req(16));  // 229376 B
   ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency) << p.reason;
-  EXPECT_TRUE(p.twoShotVariant);
+  EXPECT_TRUE(p.variant);
   EXPECT_NE(p.reason.find("two-phase variant"), std::string::npos) << p.reason;
   EXPECT_GE(p.geo.chunkVecs, 8);
   p = makePlan(nvlink8(), Limits{}, pol, req(4));  // within the one-phase limit: one-phase
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
-  EXPECT_FALSE(p.twoShotVariant);
+  EXPECT_FALSE(p.variant);
   p = makePlan(nvlink8(), Limits{}, pol, req(19));  // 272384 B: above the limit
   EXPECT_NE(p.algo, arfuseAlgoLowLatency) << p.reason;
   Fabric two = nvlink8();
@@ -52,13 +52,13 @@ TEST(Plan, LowLatencyTwoPhaseVariant) {
   pol.llTwoPhase = 1;  // forced on: even a one-token call
   p = makePlan(nvlink8(), Limits{}, pol, req(1));
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
-  EXPECT_TRUE(p.twoShotVariant) << p.reason;
+  EXPECT_TRUE(p.variant) << p.reason;
   EXPECT_NE(p.reason.find("ARFUSE_LL_TWO_PHASE=1"), std::string::npos) << p.reason;
   p = makePlan(nvlink8(), Limits{}, pol, req(1, 32));  // 4 vectors a row < 8 ranks: one-phase
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
-  EXPECT_FALSE(p.twoShotVariant);
+  EXPECT_FALSE(p.variant);
   p = makePlan(nvlink8(), Limits{}, pol, ext);  // extended: never
-  EXPECT_FALSE(p.twoShotVariant && p.algo == arfuseAlgoLowLatency);
+  EXPECT_FALSE(p.variant && p.algo == arfuseAlgoLowLatency);
 }
 
 TEST(Plan, TinyLowLatencySmallOneShotLargeTwoShot) {
@@ -113,12 +113,12 @@ TEST(Plan, NoP2PUsesHostStagingUpToItsLimitThenNccl) {
   PlanPolicy pol;                               // host one-shot up to 128 KiB read per rank, host staging up to 1 MiB
   Plan p = makePlan(f, Limits{}, pol, req(1));  // 14336 B x 7 peers = 100352 B: one-shot
   EXPECT_EQ(p.algo, arfuseAlgoHostStaged) << p.reason;
-  EXPECT_FALSE(p.twoShotVariant);
+  EXPECT_FALSE(p.variant);
   EXPECT_NE(p.reason.find("one-shot variant"), std::string::npos) << p.reason;
   EXPECT_NE(p.reason.find("cudaDeviceCanAccessPeer(0, 3) = 0"), std::string::npos) << p.reason;
   p = makePlan(f, Limits{}, pol, req(16));
   EXPECT_EQ(p.algo, arfuseAlgoHostStaged);
-  EXPECT_TRUE(p.twoShotVariant) << p.reason;
+  EXPECT_TRUE(p.variant) << p.reason;
   p = makePlan(f, Limits{}, pol, req(128));  // 1.75 MiB > 1 MiB: NCCL
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("host-staged limit"), std::string::npos) << p.reason;
@@ -126,7 +126,7 @@ TEST(Plan, NoP2PUsesHostStagingUpToItsLimitThenNccl) {
   EXPECT_EQ(makePlan(f, Limits{}, pol, req(128)).algo, arfuseAlgoHostStaged);
   Fabric two = f;
   two.nranks = 2;  // two ranks: one-shot moves the same bytes with one barrier fewer
-  EXPECT_FALSE(makePlan(two, Limits{}, pol, req(64)).twoShotVariant);
+  EXPECT_FALSE(makePlan(two, Limits{}, pol, req(64)).variant);
   // Forced on a fabric with peer access (virtual ranks): needs the area.
   pol.forcedAlgo = arfuseAlgoHostStaged;
   pol.forcedBy = "config";
@@ -166,9 +166,9 @@ TEST(Plan, ForcedAlgorithmsAndTheirRefusals) {
   p = makePlan(nvlink8(), Limits{}, pol, req(5));
   EXPECT_EQ(p.status, arfuseSuccess) << p.reason;
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
-  EXPECT_TRUE(p.twoShotVariant);
+  EXPECT_TRUE(p.variant);
   EXPECT_NE(p.reason.find("two-phase variant"), std::string::npos) << p.reason;
-  EXPECT_FALSE(makePlan(nvlink8(), Limits{}, pol, req(4)).twoShotVariant);
+  EXPECT_FALSE(makePlan(nvlink8(), Limits{}, pol, req(4)).variant);
   EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(4)).algo, arfuseAlgoLowLatency);
   // ... unless the policy turns the variant off: then the one-phase limit refuses it
   pol.llTwoPhase = 0;

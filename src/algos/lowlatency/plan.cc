@@ -1,6 +1,6 @@
 // The low-latency path's registry entry: the smallest messages, with peer access, whose tiles fit
 // the per-CTA regions of the low-latency buffer; above its one-phase limit, where the policy allows
-// it, the two-phase variant (Plan.twoShotVariant; algos/lowlatency/kernel.cuh).
+// it, the two-phase variant (Plan.variant; algos/lowlatency/kernel.cuh).
 #include <algorithm>
 
 #include "algos/registry.h"
@@ -116,7 +116,7 @@ Verdict canImplement(const PlanContext& c) {
 bool geometry(const PlanContext& c, Plan* p, std::string* why) {
   if (!planning::barrierGeometry(c, arfuseAlgoLowLatency, p, why)) return false;
   bool capped = false;
-  p->twoShotVariant = twoPhase(c, *p, c.forced ? c.f.lowLatencyMaxBytes : onePhaseMax(c, &capped));
+  p->variant = twoPhase(c, *p, c.forced ? c.f.lowLatencyMaxBytes : onePhaseMax(c, &capped));
   return true;
 }
 
