@@ -37,12 +37,19 @@ struct PlanContext {
 };
 
 // canImplement's answer: ok with the plan's reason, or the reason the path cannot take the call
-// (for a forced call, the refusal the caller reads, with its code).
+// (for a forced call, the refusal the caller reads, with its code). An entry that had to compute
+// the call's geometry to decide hands it back with its yes (hasGeometry: blocks, threads, geo, pdl,
+// variant, as its geometry function would set them), and makePlan uses it instead of asking again.
 struct Verdict {
   bool ok = false;
   std::string reason;
   arfuseResult_t code = arfuseUnsupported;
+  bool hasGeometry = false;
+  Plan geometry;
   static Verdict yes(std::string why) { return Verdict{true, std::move(why), arfuseSuccess}; }
+  static Verdict yes(std::string why, const Plan& geometry) {
+    return Verdict{true, std::move(why), arfuseSuccess, true, geometry};
+  }
   static Verdict no(std::string why, arfuseResult_t code = arfuseUnsupported) {
     return Verdict{false, std::move(why), code};
   }
