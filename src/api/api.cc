@@ -214,7 +214,7 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
   const void* residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
   void* normOut = pc->extended ? c.epi->normOut : c.normOut;
   void* residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
-  const bool multiHost = g.multiHost != nullptr;  // across hosts: NCCL over every rank
+  const bool multiHost = groupMultiHost(g) != nullptr;  // across hosts: NCCL over every rank
   if (multiHost) pc->nccl = multiHostNccl(g);
   pc->sendBuf = c.x;
   pc->count = static_cast<size_t>(c.tokens) * c.hidden;
@@ -339,7 +339,7 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
       return Status();
     case arfuseAlgoHierarchical:
       fillKernelArgs(g, comm, c, plan, ext, pc);
-      fillHierarchical(*g.multiHost, plan, pc);
+      fillHierarchical(*groupMultiHost(g), plan, pc);
       return Status();
     default:
       return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(plan.algo));
@@ -360,7 +360,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async.code()), msg.c_str());
       return async.code();
     }
-    if (g.multiHost) msg += "; " + intraHostRanksText(*g.multiHost);
+    if (const MultiHost* mh = groupMultiHost(g)) msg += "; " + intraHostRanksText(*mh);
     // The line describes the call that failed on the device; `refused` names the call refused now.
     return fail(comm, async.code(), __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
@@ -525,7 +525,7 @@ arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
     return arfuseSuccess;                                                                         \
   }
 COMM_GETTER(arfuseCommRank, int, c->globalRank >= 0 ? c->globalRank : c->rank)
-COMM_GETTER(arfuseCommCount, int, c->group->multiHost ? multiHostRanks(*c->group) : groupRanks(*c->group))
+COMM_GETTER(arfuseCommCount, int, groupMultiHost(*c->group) ? multiHostRanks(*c->group) : groupRanks(*c->group))
 COMM_GETTER(arfuseCommDevice, int, c->device)
 COMM_GETTER(arfuseCommIsVirtual, int, groupHasVirtualRanks(*c->group) ? 1 : 0)
 
