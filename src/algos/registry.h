@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/hierarchical/args.h"
 #include "algos/launch.h"
 #include "arfuse/arfuse.h"
 #include "core/status.h"
@@ -36,12 +37,19 @@ struct PlanContext {
 };
 
 // canImplement's answer: ok with the plan's reason, or the reason the path cannot take the call
-// (for a forced call, the refusal the caller reads, with its code).
+// (for a forced call, the refusal the caller reads, with its code). An entry that had to compute
+// the call's geometry to decide hands it back with its yes (hasGeometry: blocks, threads, geo, pdl,
+// variant, as its geometry function would set them), and makePlan uses it instead of asking again.
 struct Verdict {
   bool ok = false;
   std::string reason;
   arfuseResult_t code = arfuseUnsupported;
+  bool hasGeometry = false;
+  Plan geometry;
   static Verdict yes(std::string why) { return Verdict{true, std::move(why), arfuseSuccess}; }
+  static Verdict yes(std::string why, const Plan& geometry) {
+    return Verdict{true, std::move(why), arfuseSuccess, true, geometry};
+  }
   static Verdict no(std::string why, arfuseResult_t code = arfuseUnsupported) {
     return Verdict{false, std::move(why), code};
   }
@@ -57,20 +65,22 @@ struct WorkspaceInputs {
   bool deterministic;
 };
 
-// One planned call at launch: the instantiation and geometry, the arguments of the path's kernel
-// (ka for the multi-rank kernels, la for the single-GPU add+RMSNorm) and the stream.
+// What a path's launch reads: the instantiation and geometry, the arguments of the path's kernel
+// (ka for the multi-rank kernels, la for the single-GPU add+RMSNorm, hier for the hierarchical
+// path's three steps) and the stream. A planned call (api/enqueue.h PlannedCall) holds one, filled
+// once by the planning in api.cc, and enqueue hands it to the entry as it is.
 struct AlgoLaunch {
   Launch l;
-  const KernelArgs* ka = nullptr;
-  const LocalArgs* la = nullptr;
+  KernelArgs ka{};    // one-shot, two-shot, low-latency, host-staged, hierarchical (intra-host)
+  LocalArgs la{};     // local path, and the NCCL path's epilogue (la.x = the all-reduce's output)
+  HierLaunch hier{};  // hierarchical path (algos/hierarchical/args.h)
   bool fused = false;
-  bool twoShotVariant = false;
+  bool variant = false;  // Plan.variant: host-staged two-shot, low-latency two-phase
   // The local path's plain all-reduce: out = in (nothing when in place)
   const void* copySrc = nullptr;
   void* copyDst = nullptr;
   size_t copyBytes = 0;
   cudaStream_t stream = nullptr;
-  const void* path = nullptr;  // what only one path's launch reads (the hierarchical path: HierLaunch)
 };
 
 struct AlgoEntry {
@@ -86,12 +96,22 @@ struct AlgoEntry {
   Status (*launch)(const AlgoLaunch& call) = nullptr;
 };
 
-// The entries in plan order. Mutable so that a test can add a path of its own.
-std::vector<AlgoEntry>& algoRegistry();
-// The entry of `algo`, or nullptr.
+// The ids a path may have: the values arfuseAlgo_t can hold (its enumerators fit 4 bits).
+constexpr int kAlgoIds = 16;
+static_assert(arfuseNumAlgos <= kAlgoIds, "the lookup table must cover every arfuseAlgo_t");
+
+// The entries in plan order: the one list of paths.
+const std::vector<AlgoEntry>& algoRegistry();
+// The entry of `algo`, or nullptr: a table indexed by the id, built from the list (every launch
+// looks its path up here).
 const AlgoEntry* findAlgo(arfuseAlgo_t algo);
 // Binds a path's launch to its entry (issue.cc, at library load). Returns true (for a static).
 bool bindAlgoLaunch(arfuseAlgo_t algo, Status (*launch)(const AlgoLaunch&));
+// A path added to the list before the entry of `before` (at the end if none), and removed again: for
+// tests (tests/cpu/registry_test.cc), not thread-safe. addAlgo is false if the id is out of range
+// (0..kAlgoIds-1) or taken.
+bool addAlgo(const AlgoEntry& e, arfuseAlgo_t before);
+void removeAlgo(arfuseAlgo_t algo);
 
 // Shared by the entries (plan/plan.cc).
 namespace planning {

@@ -214,11 +214,11 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
   const void* residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
   void* normOut = pc->extended ? c.epi->normOut : c.normOut;
   void* residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
-  const bool multiHost = g.multiHost != nullptr;  // across hosts: NCCL over every rank
-  if (multiHost) pc->watch = g.multiHost->watch.get();
+  const bool multiHost = groupMultiHost(g) != nullptr;  // across hosts: NCCL over every rank
+  if (multiHost) pc->watch = groupMultiHost(g)->watch.get();
   pc->sendBuf = c.x;
   pc->count = static_cast<size_t>(c.tokens) * c.hidden;
-  if (!pc->fused && !groupDeterministic(g)) {
+  if (!pc->launch.fused && !groupDeterministic(g)) {
     pc->recvBuf = c.residualOut;
     return;
   }
@@ -228,27 +228,27 @@ void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const E
   // the rank's stream, in groups too (api/group_schedule.h).
   pc->recvBuf = multiHost ? multiHostNcclSum(g) : rankNcclSum(g, comm->rank);
   pc->gather = groupDeterministic(g);
-  pc->la = LocalArgs{pc->recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
-                     c.eps,       1.0f / c.hidden, 1,        0,       {},          ext};
+  pc->launch.la = LocalArgs{pc->recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
+                            c.eps,       1.0f / c.hidden, 1,        0,       {},          ext};
   if (pc->gather) {
-    pc->la.sources = multiHost ? multiHostRanks(g) : groupRanks(g);
-    pc->la.sourceStride = pc->count;
+    pc->launch.la.sources = multiHost ? multiHostRanks(g) : groupRanks(g);
+    pc->launch.la.sourceStride = pc->count;
   }
-  if (!pc->fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
-    pc->la.residualOut = c.residualOut;
-    pc->launch.blocks =
+  if (!pc->launch.fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
+    pc->launch.la.residualOut = c.residualOut;
+    pc->launch.l.blocks =
         std::max(1, std::min(4 * groupSmCount(g), static_cast<int>((pc->count / dtypeVecElems(c.dtype) + 255) / 256)));
-    pc->launch.threads = 256;
+    pc->launch.l.threads = 256;
   }
 }
 
 // The multi-rank kernels' arguments (one-shot, two-shot, low-latency, host-staged).
 void fillKernelArgs(const Group& g, const arfuseComm* comm, const CallArgs& c, const Plan& plan, const EpiArgs& ext,
                     PlannedCall* pc) {
-  KernelArgs& ka = pc->ka;
+  KernelArgs& ka = pc->launch.ka;
   fillGroupKernelArgs(g, comm->rank, &ka);
   ka.pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
-  ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.twoShotVariant ? 1 : 0, c.tokens, c.hidden);
+  ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.variant ? 1 : 0, c.tokens, c.hidden);
   ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
   ka.x = c.x;
   ka.residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
@@ -262,24 +262,24 @@ void fillKernelArgs(const Group& g, const arfuseComm* comm, const CallArgs& c, c
   ka.ext = ext;
 }
 
-// The hierarchical call's three steps (pc->ka filled as for one-shot, over the intra-host group):
+// The hierarchical call's three steps (pc->launch.ka filled as for one-shot, over the intra-host group):
 // the reduce-scatter kernel's grid, the views of the local ranks' buffers, the slice that crosses
 // hosts and its communicator; the gather + epilogue kernel has the plan's geometry.
 void fillHierarchical(const MultiHost& mh, const Plan& plan, PlannedCall* pc) {
-  HierLaunch& h = pc->hier;
-  h.args.k = pc->ka;
-  h.args.count = static_cast<long long>(pc->ka.tokens) * pc->ka.hidden;
+  HierLaunch& h = pc->launch.hier;
+  h.args.k = pc->launch.ka;
+  h.args.count = static_cast<long long>(pc->launch.ka.tokens) * pc->launch.ka.hidden;
   h.args.sliceElems = hierarchicalSliceElems(h.args.count, mh.layout.localRanks);
   for (int q = 0; q < mh.layout.localRanks; ++q) {
     h.args.in[q] = mh.peerIn[q];
     h.args.slices[q] = mh.peerSlices[q];
   }
-  h.scatter = pc->launch;
+  h.scatter = pc->launch.l;
   h.scatter.vecs = 1;
   h.scatter.chunks = 1;
   hierarchicalScatterGeometry(mh.fabric, h.args.sliceElems, pc->dtype, &h.scatter.blocks, &h.scatter.threads);
   h.scatter.pdl = plan.pdl;
-  pc->launch.pdl = false;  // the gather follows NCCL's kernel, which triggers no dependents
+  pc->launch.l.pdl = false;  // the gather follows NCCL's kernel, which triggers no dependents
   h.watch = mh.watch.get();
 }
 
@@ -303,14 +303,14 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
   void* residualOut = extended ? c.epi->residualOut : c.residualOut;
   pc->comm = comm;
   pc->device = comm->device;
-  pc->stream = stream;
+  pc->launch.stream = stream;
   pc->algo = plan.algo;
   pc->dtype = c.dtype;
-  pc->fused = fused;
+  pc->launch.fused = fused;
   pc->extended = extended;
-  pc->twoShotVariant = plan.twoShotVariant;
+  pc->launch.variant = plan.variant;
   pc->desc = makeCallDesc(c.op, c.dtype, plan.algo, 0, c.tokens, c.hidden);
-  pc->launch = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
+  pc->launch.l = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
   pc->fields =
       fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype), arfuseAlgoName(plan.algo));
   if (fused && replicaCheckEnabled()) {
@@ -322,12 +322,12 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
   switch (plan.algo) {
     case arfuseAlgoLocal:
       if (!fused && c.residualOut != c.x) {
-        pc->copySrc = c.x;
-        pc->copyDst = c.residualOut;
-        pc->copyBytes = bytes;
+        pc->launch.copySrc = c.x;
+        pc->launch.copyDst = c.residualOut;
+        pc->launch.copyBytes = bytes;
       }
-      pc->la = LocalArgs{c.x,   residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
-                         c.eps, 1.0f / c.hidden, 1,        0,       {},          ext};
+      pc->launch.la = LocalArgs{c.x,   residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
+                                c.eps, 1.0f / c.hidden, 1,        0,       {},          ext};
       return Status();
     case arfuseAlgoNccl:
       fillNccl(g, comm, c, ext, pc);
@@ -340,7 +340,7 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
       return Status();
     case arfuseAlgoHierarchical:
       fillKernelArgs(g, comm, c, plan, ext, pc);
-      fillHierarchical(*g.multiHost, plan, pc);
+      fillHierarchical(*groupMultiHost(g), plan, pc);
       return Status();
     default:
       return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(plan.algo));
@@ -361,7 +361,7 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async.code()), msg.c_str());
       return async.code();
     }
-    if (g.multiHost) msg += "; " + multiHostErrorContext(g);
+    if (groupMultiHost(g)) msg += "; " + multiHostErrorContext(g);
     // The line describes the call that failed on the device; `refused` names the call refused now.
     return fail(comm, async.code(), __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));
@@ -526,7 +526,7 @@ arfuseResult_t arfuseCommDestroy(arfuseComm_t comm) {
     return arfuseSuccess;                                                                         \
   }
 COMM_GETTER(arfuseCommRank, int, c->globalRank >= 0 ? c->globalRank : c->rank)
-COMM_GETTER(arfuseCommCount, int, c->group->multiHost ? multiHostRanks(*c->group) : groupRanks(*c->group))
+COMM_GETTER(arfuseCommCount, int, groupMultiHost(*c->group) ? multiHostRanks(*c->group) : groupRanks(*c->group))
 COMM_GETTER(arfuseCommDevice, int, c->device)
 COMM_GETTER(arfuseCommIsVirtual, int, groupHasVirtualRanks(*c->group) ? 1 : 0)
 

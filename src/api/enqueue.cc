@@ -30,13 +30,13 @@ Status issueAcrossHosts(const PlannedCall& c, bool grouped) {
   op.info.bytes = bytes;
   op.info.comm = kNcclCommWorld;
   op.info.desc = c.desc;
-  op.stream = c.stream;
+  op.stream = c.launch.stream;
   op.grouped = grouped;
   op.output = c.recvBuf;
-  op.outputBytes = c.gather ? bytes * static_cast<size_t>(c.la.sources) : bytes;
+  op.outputBytes = c.gather ? bytes * static_cast<size_t>(c.launch.la.sources) : bytes;
   return c.watch->issue(op, [&](ncclComm_t nc) {
-    return c.gather ? ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.stream)
-                    : ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.stream);
+    return c.gather ? ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.launch.stream)
+                    : ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.launch.stream);
   });
 }
 
@@ -44,11 +44,11 @@ Status issueAllReduce(const PlannedCall& c, bool grouped = false) {
   if (c.watch) return issueAcrossHosts(c, grouped);
   ncclComm_t nc = c.nccl ? c.nccl : rankNccl(*c.comm->group, c.comm->rank);
   if (c.gather) {
-    const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.stream);
+    const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.launch.stream);
     if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllGather: %s", ncclGetErrorString(nr));
     return Status();
   }
-  const ncclResult_t nr = ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.stream);
+  const ncclResult_t nr = ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.launch.stream);
   if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllReduce: %s", ncclGetErrorString(nr));
   return Status();
 }
@@ -57,21 +57,10 @@ Status issueAllReduce(const PlannedCall& c, bool grouped = false) {
 // call for every other path, through the path's registry entry. The replica check goes first, so
 // that it copies what the call reads.
 Status issueLaunch(const PlannedCall& c) {
-  if (c.check) ARFUSE_CHECK(enqueueReplicaCheck(c.comm, c.checkShape, c.checkResidual, c.checkWeight, c.stream));
+  if (c.check) ARFUSE_CHECK(enqueueReplicaCheck(c.comm, c.checkShape, c.checkResidual, c.checkWeight, c.launch.stream));
   const AlgoEntry* entry = findAlgo(c.algo);
   if (!entry || !entry->launch) return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(c.algo));
-  AlgoLaunch call;
-  call.l = c.launch;
-  call.ka = &c.ka;
-  call.la = &c.la;
-  call.fused = c.fused;
-  call.twoShotVariant = c.twoShotVariant;
-  call.copySrc = c.copySrc;
-  call.copyDst = c.copyDst;
-  call.copyBytes = c.copyBytes;
-  call.stream = c.stream;
-  call.path = &c.hier;
-  ARFUSE_CHECK(entry->launch(call));
+  ARFUSE_CHECK(entry->launch(c.launch));
   return Status();
 }
 
@@ -80,7 +69,9 @@ arfuseResult_t report(const PlannedCall& c, const Status& st) {
   return st.ok() ? arfuseSuccess : fail(c.comm, st, c.fields);
 }
 
-bool sameStream(const PlannedCall& a, const PlannedCall& b) { return a.device == b.device && a.stream == b.stream; }
+bool sameStream(const PlannedCall& a, const PlannedCall& b) {
+  return a.device == b.device && a.launch.stream == b.launch.stream;
+}
 
 }  // namespace
 
@@ -106,12 +97,13 @@ arfuseResult_t enqueueCall(const PlannedCall& c) {
     bool defer = c.hasAllReduce();
     for (const PlannedCall& d : tDeferred) {
       if (d.comm == c.comm && !sameStream(d, c))
-        return report(c, ARFUSE_FAIL(arfuseInvalidUsage,
-                                     "rank %d: this call is on stream %p but its earlier call in this "
-                                     "arfuseGroupStart/End is on stream %p and waits for arfuseGroupEnd (NCCL path), "
-                                     "so no event can order the two: inside a group, make every call of a "
-                                     "communicator on one stream",
-                                     c.comm->rank, static_cast<void*>(c.stream), static_cast<void*>(d.stream)));
+        return report(
+            c, ARFUSE_FAIL(arfuseInvalidUsage,
+                           "rank %d: this call is on stream %p but its earlier call in this "
+                           "arfuseGroupStart/End is on stream %p and waits for arfuseGroupEnd (NCCL path), "
+                           "so no event can order the two: inside a group, make every call of a "
+                           "communicator on one stream",
+                           c.comm->rank, static_cast<void*>(c.launch.stream), static_cast<void*>(d.launch.stream)));
       defer = defer || sameStream(d, c);
     }
     if (defer) {
@@ -161,7 +153,7 @@ arfuseResult_t groupEnd() {
   std::vector<GroupItem> items(work.size());
   for (size_t i = 0; i < work.size(); ++i) {
     items[i].device = work[i].device;
-    items[i].stream = reinterpret_cast<uintptr_t>(work[i].stream);
+    items[i].stream = reinterpret_cast<uintptr_t>(work[i].launch.stream);
     items[i].allReduce = work[i].hasAllReduce();
     items[i].launch = work[i].hasLaunch();
   }

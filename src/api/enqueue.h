@@ -8,8 +8,7 @@
 
 #include <string>
 
-#include "algos/hierarchical/args.h"
-#include "algos/launch.h"
+#include "algos/registry.h"
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
@@ -45,15 +44,13 @@ struct DeviceScope {
 struct PlannedCall {
   arfuseComm* comm = nullptr;
   int device = 0;  // comm->device, kept so that a deferred call never reads a destroyed handle
-  cudaStream_t stream = nullptr;
   arfuseAlgo_t algo = arfuseAlgoAuto;
   arfuseDataType_t dtype = arfuseBfloat16;
-  bool fused = false;     // AllReduceAddRmsNorm (or the extended epilogue)
   bool extended = false;  // arfuseAllReduceEpilogue
-  bool twoShotVariant = false;
-  Launch launch;    // the kernel's instantiation and geometry (the plan's)
-  KernelArgs ka{};  // one-shot, two-shot, low-latency, host-staged
-  LocalArgs la{};   // local path, and the NCCL path's epilogue (la.x = the all-reduce's output)
+  // What the path's launch reads (algos/registry.h), handed to its entry as it is: the kernel's
+  // instantiation and geometry (the plan's), its arguments, the stream (every step's), fused
+  // (AllReduceAddRmsNorm or the extended epilogue) and the local path's copy.
+  AlgoLaunch launch;
   // NCCL path: the all-reduce (count elements of dtype), or in the deterministic mode an all-gather
   // of every rank's input into recvBuf (then la.sources = nranks: the epilogue sums them in order)
   const void* sendBuf = nullptr;
@@ -65,12 +62,6 @@ struct PlannedCall {
   // (comm/multihost_watch.h), which bounds the operation's wait.
   MultiHostWatch* watch = nullptr;
   CallDesc desc{};  // the call (op, dtype, path, shape), for the watch's error record
-  // Hierarchical path (algos/hierarchical/args.h): its three steps, issued by its registry entry.
-  HierLaunch hier{};
-  // Local path, AllReduce: out = in (bytes; nothing when in place)
-  const void* copySrc = nullptr;
-  void* copyDst = nullptr;
-  size_t copyBytes = 0;
   // ARFUSE_CHECK_REPLICAS: what to compare, copied just before the call reads it
   bool check = false;
   ReplicaShape checkShape;
@@ -79,7 +70,7 @@ struct PlannedCall {
   std::string fields;  // the canonical line's fields for this call (op, bytes, dtype, path)
 
   bool hasAllReduce() const { return algo == arfuseAlgoNccl; }  // the hierarchical one is inside its launch
-  bool hasLaunch() const { return algo != arfuseAlgoNccl || fused || gather; }
+  bool hasLaunch() const { return algo != arfuseAlgoNccl || launch.fused || gather; }
 };
 
 // Issues the call now, or, inside arfuseGroupStart/End, defers it when stream order requires

@@ -189,7 +189,7 @@ Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config,
     return st.through(__FILE__, __LINE__);
   }
 
-  g->lastStream.resize(nranks);
+  enableStreamChecks(*g);
   startWatching(g);
   g->live = nranks;
   for (int r = 0; r < nranks; ++r) {

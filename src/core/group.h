@@ -2,6 +2,17 @@
 // workspace, the peer and host views, NCCL, the host-side state of the checks). Private to the
 // library. The init layer (src/init, src/transport, src/comm) builds it field by field; the API
 // layer (src/api) reads it only through the named functions at the end of this file.
+//
+// Why most fields stay public: they are written once, at creation, by many builders (init/
+// group_builder.cc, transport/p2p.cc, hostmem.cc, nccl.cc, local.cc, ipc.cc, comm/multiprocess.cc,
+// comm/multihost.cc) and freed by comm/comm.cc freeGroup; befriending each of them would make the
+// list of friends the list of the init layer, and protect nothing the layer rule does not. The
+// fields the issue named -- the peer views (peers), the host area (host, hostArena*), the per-rank
+// staging and NCCL communicators (ranks[r].staging, .nccl, .ncclSum) -- are read outside src/init,
+// src/transport and src/comm only by fillGroupKernelArgs, rankNccl and rankNcclSum below (a CPU test,
+// tests/cpu/layers_test.sh, keeps src/api to that). The state the API layer itself writes after
+// creation, the per-rank last stream, is private: only the stream check below touches it, under
+// its mutex.
 #pragma once
 
 #include <nccl.h>
@@ -34,6 +45,12 @@ struct RankResources {
   cudaStream_t aux = nullptr;  // this rank's own stream for host copies (flight recorder), never a caller's
 };
 
+struct Group;
+// In-process groups: turns on the per-rank stream check (comm/comm.cc, at creation).
+inline void enableStreamChecks(Group& g);
+inline bool groupChecksStreams(const Group& g);
+inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why);
+
 struct Group {
   int nranks = 0;
   Fabric fabric;
@@ -49,11 +66,6 @@ struct Group {
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
   std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
-  // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
-  // streamMu. Two ranks on one GPU must never share a stream, nor pair the legacy default stream
-  // with a blocking one: a rank's call waits for its peers' calls, which would queue behind it.
-  std::mutex streamMu;
-  std::vector<StreamIdentity> lastStream;
   // Host-side state of the opt-in checks (api/replica_check.cc), created on first use under apiMu,
   // and an error the host raised for the whole group (a replica mismatch): reported by
   // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
@@ -74,7 +86,23 @@ struct Group {
   // Set for a group that spans hosts (comm/multihost.h): this group is the rank's intra-host
   // group, and this what crosses hosts (freed by the cleanups above).
   std::shared_ptr<MultiHost> multiHost;
+
+ private:
+  // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
+  // streamMu_; empty: not checked. Two ranks on one GPU must never share a stream, nor pair the
+  // legacy default stream with a blocking one: a rank's call waits for its peers' calls, which
+  // would queue behind it.
+  std::mutex streamMu_;
+  std::vector<StreamIdentity> lastStream_;
+  friend void enableStreamChecks(Group& g);
+  friend bool groupChecksStreams(const Group& g);
+  friend int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why);
 };
+
+inline void enableStreamChecks(Group& g) {
+  std::lock_guard<std::mutex> lock(g.streamMu_);
+  g.lastStream_.resize(static_cast<size_t>(g.nranks));
+}
 
 // A group that spans hosts (comm/multihost.cc): its plan (algos/hierarchical/plan.h), its ranks and
 // the NCCL path's buffer over all of them (its communicators are reached only through the watch,
@@ -94,6 +122,8 @@ inline int groupSmCount(const Group& g) { return g.fabric.smCount; }
 inline bool groupFlightRecorder(const Group& g) { return g.flight; }
 inline uint64_t groupTimeoutNs(const Group& g) { return g.timeoutNs; }
 inline GroupShared* groupSharedArea(const Group& g) { return g.shared; }
+// What a group that spans hosts adds (comm/multihost.h), or nullptr.
+inline const MultiHost* groupMultiHost(const Group& g) { return g.multiHost.get(); }
 
 // The plan of a call on this group (the same function answers arfuseCommQueryPlan).
 inline Plan planOn(const Group& g, const PlanRequest& req) {
@@ -124,17 +154,17 @@ inline void fillGroupKernelArgs(const Group& g, int r, KernelArgs* ka) {
 
 // Whether rank r's calls are checked for sharing a stream with another rank of its GPU (in-process
 // groups with virtual ranks, any path but local).
-inline bool groupChecksStreams(const Group& g) { return !g.lastStream.empty() && g.fabric.virtualRanks; }
+inline bool groupChecksStreams(const Group& g) { return !g.lastStream_.empty() && g.fabric.virtualRanks; }
 // Records the stream rank r's call runs on, unless it conflicts (api/streams.h streamConflict) with
 // the last stream of another rank on `device`: then returns that rank, with *why, and records nothing.
 inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why) {
-  std::lock_guard<std::mutex> lock(g.streamMu);
+  std::lock_guard<std::mutex> lock(g.streamMu_);
   for (int q = 0; q < g.nranks; ++q) {
     if (q == r || g.ranks[q].device != device) continue;
-    *why = streamConflict(mine, g.lastStream[q]);
+    *why = streamConflict(mine, g.lastStream_[q]);
     if (!why->empty()) return q;
   }
-  g.lastStream[r] = mine;
+  g.lastStream_[r] = mine;
   return -1;
 }
 

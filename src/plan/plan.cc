@@ -270,6 +270,14 @@ void stagingWorkspace(const WorkspaceInputs& in, Workspace* w) {
 
 namespace {
 
+// The call's geometry on entry e: the one its canImplement computed, else its geometry function's
+// (on a fresh plan; false with *why if nothing covers the call).
+bool geometryOf(const AlgoEntry& e, const PlanContext& c, const Verdict& v, Plan* p, std::string* why) {
+  if (!v.hasGeometry) return e.geometry(c, p, why);
+  *p = v.geometry;
+  return true;
+}
+
 // The entry the caller forced, or the refusal.
 Plan planForced(const AlgoEntry* e, const PlanContext& c) {
   if (!e)
@@ -279,11 +287,11 @@ Plan planForced(const AlgoEntry* e, const PlanContext& c) {
   const Verdict v = e->canImplement(c);
   if (!v.ok) return failure(v.code, v.reason);
   Plan p;
-  p.algo = e->algo;
   std::string why;
-  if (!e->geometry(c, &p, &why))
+  if (!geometryOf(*e, c, v, &p, &why))
     return failure(arfuseUnsupported,
                    strprintf("algo=%s (forced by %s): %s; use auto", e->name, c.forcedBy, why.c_str()));
+  p.algo = e->algo;
   p.reason = v.reason;
   return p;
 }
@@ -295,10 +303,11 @@ Plan planAuto(const PlanContext& c) {
     const Verdict v = e.canImplement(c);
     if (!v.ok) continue;
     Plan p;
+    std::string why;
+    const bool cut = geometryOf(e, c, v, &p, &why);
     p.algo = e.algo;
     p.reason = v.reason;
-    std::string why;
-    if (e.geometry(c, &p, &why)) return p;
+    if (cut) return p;
     // A path's regions hold any call the communicator accepts; reaching this is a bug, which
     // NCCL, the always-correct fallback, serves when it exists.
     const AlgoEntry* nccl = findAlgo(arfuseAlgoNccl);

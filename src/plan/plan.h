@@ -105,9 +105,13 @@ struct Plan {
   arfuseAlgo_t algo = arfuseAlgoAuto;
   int blocks = 0;
   int threads = 0;
-  // hoststaged: the two-shot variant (reduce-scatter, then gather); lowlatency: the two-phase variant
-  // (push to the owner of each slice, then the owner pushes the reduced slice)
-  bool twoShotVariant = false;
+  // The path's second kernel instead of its first; what that is, per path:
+  //   hoststaged: the two-shot kernels (reduce-scatter, then gather) instead of one-shot;
+  //   lowlatency: the two-phase kernel (push each slice to its owner, then the owner pushes the
+  //               reduced slice) instead of pushing every row to every peer;
+  //   local, nccl, oneshot, twoshot, hierarchical: none (always false).
+  // It is also the variant of the call's descriptor (diag/device_records.h), which ranks compare.
+  bool variant = false;
   Geometry geo;
   bool pdl = false;    // launch with programmatic dependent launch
   std::string reason;  // why this algorithm, or, on failure, the error message naming the argument

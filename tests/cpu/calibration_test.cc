@@ -242,8 +242,8 @@ TEST(Calibration, TwoPhaseLowLatencyWindowFromItsPoints) {
   auto plan = [&](int tokens) { return planAt(f, p, tokens); };
   Plan p16 = plan(16);
   EXPECT_EQ(p16.algo, arfuseAlgoLowLatency) << p16.reason;
-  EXPECT_TRUE(p16.twoShotVariant) << p16.reason;
-  EXPECT_FALSE(plan(4).twoShotVariant);  // within the one-phase limit
+  EXPECT_TRUE(p16.variant) << p16.reason;
+  EXPECT_FALSE(plan(4).variant);  // within the one-phase limit
   EXPECT_EQ(plan(32).algo, arfuseAlgoTwoShot) << plan(32).reason;
   // it round-trips through the file like every other path's points
   Calibration back;

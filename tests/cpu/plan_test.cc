@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "device/args.h"
+#include "diag/log.h"
 #include "plan_fixtures.h"
 
 namespace arfuse {
@@ -31,12 +32,12 @@ TEST(Plan, LowLatencyTwoPhaseVariant) {
   p = makePlan(nvlink8(), Limits{}, pol, req(16));  // 229376 B
   ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency) << p.reason;
-  EXPECT_TRUE(p.twoShotVariant);
+  EXPECT_TRUE(p.variant);
   EXPECT_NE(p.reason.find("two-phase variant"), std::string::npos) << p.reason;
   EXPECT_GE(p.geo.chunkVecs, 8);
   p = makePlan(nvlink8(), Limits{}, pol, req(4));  // within the one-phase limit: one-phase
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
-  EXPECT_FALSE(p.twoShotVariant);
+  EXPECT_FALSE(p.variant);
   p = makePlan(nvlink8(), Limits{}, pol, req(19));  // 272384 B: above the limit
   EXPECT_NE(p.algo, arfuseAlgoLowLatency) << p.reason;
   Fabric two = nvlink8();
@@ -52,13 +53,110 @@ TEST(Plan, LowLatencyTwoPhaseVariant) {
   pol.llTwoPhase = 1;  // forced on: even a one-token call
   p = makePlan(nvlink8(), Limits{}, pol, req(1));
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
-  EXPECT_TRUE(p.twoShotVariant) << p.reason;
+  EXPECT_TRUE(p.variant) << p.reason;
   EXPECT_NE(p.reason.find("ARFUSE_LL_TWO_PHASE=1"), std::string::npos) << p.reason;
   p = makePlan(nvlink8(), Limits{}, pol, req(1, 32));  // 4 vectors a row < 8 ranks: one-phase
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
-  EXPECT_FALSE(p.twoShotVariant);
+  EXPECT_FALSE(p.variant);
   p = makePlan(nvlink8(), Limits{}, pol, ext);  // extended: never
-  EXPECT_FALSE(p.twoShotVariant && p.algo == arfuseAlgoLowLatency);
+  EXPECT_FALSE(p.variant && p.algo == arfuseAlgoLowLatency);
+}
+
+// A plan in one line: every field a launch reads, and the reason.
+std::string describe(const Plan& p) {
+  return strprintf("%s %s blocks=%d threads=%d chunks=%d chunkVecs=%d slots=%d vecs=%d pdl=%d variant=%d | %s",
+                   arfuseGetErrorName(p.status), arfuseAlgoName(p.algo), p.blocks, p.threads, p.geo.chunks,
+                   p.geo.chunkVecs, p.geo.slots, p.geo.vecs, p.pdl, p.variant, p.reason.c_str());
+}
+
+// The low-latency entry's plans with ARFUSE_LL_TWO_PHASE=1, auto and forced, against those recorded
+// before its geometry was computed once per plan instead of up to three times (issue 22): the same
+// plans, field for field.
+TEST(Plan, LowLatencyForcedTwoPhasePlansAreUnchanged) {
+  struct Case {
+    bool forced;
+    int nranks;
+    PlanRequest r;
+    const char* want;
+  };
+  PlanRequest ext = req(2);
+  ext.extended = true;
+  const Case cases[] = {
+      {false, 8, req(1),
+       "arfuseSuccess lowlatency blocks=4 threads=224 chunks=4 chunkVecs=224 slots=1 vecs=1 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant, ARFUSE_LL_TWO_PHASE=1): 14336 B, 8 ranks"},
+      {false, 8, req(4),
+       "arfuseSuccess lowlatency blocks=16 threads=224 chunks=4 chunkVecs=224 slots=4 vecs=1 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant, ARFUSE_LL_TWO_PHASE=1): 57344 B, 8 ranks"},
+      {false, 8, req(1, 32),
+       "arfuseSuccess lowlatency blocks=1 threads=32 chunks=1 chunkVecs=4 slots=1 vecs=1 pdl=1 variant=0 | lowlatency: "
+       "64 B <= 65536 B: rows pushed with readiness in every word, no separate barrier"},
+      {false, 8, req(5),
+       "arfuseSuccess oneshot blocks=20 threads=224 chunks=4 chunkVecs=224 slots=5 vecs=1 pdl=1 variant=0 | oneshot: "
+       "71680 B x 7 peers = 501760 B <= one-shot limit 524288 B (built-in default, not calibrated)"},
+      {false, 3, req(2, 4096, arfuseFloat32),
+       "arfuseSuccess lowlatency blocks=8 threads=256 chunks=4 chunkVecs=256 slots=2 vecs=1 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant, ARFUSE_LL_TWO_PHASE=1): 32768 B, 3 ranks"},
+      {false, 8, ext,
+       "arfuseSuccess lowlatency blocks=2 threads=256 chunks=1 chunkVecs=896 slots=2 vecs=4 pdl=1 variant=0 | "
+       "lowlatency: 28672 B <= 65536 B: rows pushed with readiness in every word, no separate barrier"},
+      {true, 8, req(1),
+       "arfuseSuccess lowlatency blocks=4 threads=224 chunks=4 chunkVecs=224 slots=1 vecs=1 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant): forced by config (14336 B, 8 ranks)"},
+      {true, 8, req(4),
+       "arfuseSuccess lowlatency blocks=16 threads=224 chunks=4 chunkVecs=224 slots=4 vecs=1 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant): forced by config (57344 B, 8 ranks)"},
+      {true, 8, req(5),
+       "arfuseSuccess lowlatency blocks=20 threads=224 chunks=4 chunkVecs=224 slots=5 vecs=1 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant): forced by config (71680 B, 8 ranks)"},
+      {true, 8, req(16),
+       "arfuseSuccess lowlatency blocks=32 threads=256 chunks=2 chunkVecs=448 slots=16 vecs=2 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant): forced by config (229376 B, 8 ranks)"},
+      {true, 8, req(1, 32),
+       "arfuseSuccess lowlatency blocks=1 threads=32 chunks=1 chunkVecs=4 slots=1 vecs=1 pdl=1 variant=0 | lowlatency: "
+       "forced by config (64 B, 8 ranks)"},
+      {true, 8, req(40),
+       "arfuseUnsupported auto blocks=0 threads=0 chunks=1 chunkVecs=0 slots=1 vecs=1 pdl=0 variant=0 | "
+       "algo=lowlatency (forced by config) carries at most 65536 B per rank (524288 B in its two-phase variant); this "
+       "call has 573440 B (tokens=40 x hidden=7168); use auto"},
+      {true, 8, req(2048, 32),
+       "arfuseUnsupported auto blocks=0 threads=0 chunks=1 chunkVecs=0 slots=1 vecs=1 pdl=0 variant=0 | "
+       "algo=lowlatency (forced by config) cannot take this call (lowlatency: a CTA would carry 65536 B (64 tiles of 4 "
+       "vectors), more than its 32768 B region); use auto"},
+      {true, 3, req(2, 4096, arfuseFloat32),
+       "arfuseSuccess lowlatency blocks=8 threads=256 chunks=4 chunkVecs=256 slots=2 vecs=1 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant): forced by config (32768 B, 3 ranks)"},
+      {true, 2, req(3),
+       "arfuseSuccess lowlatency blocks=12 threads=224 chunks=4 chunkVecs=224 slots=3 vecs=1 pdl=1 variant=1 | "
+       "lowlatency (two-phase variant): forced by config (43008 B, 2 ranks)"},
+      {true, 8, ext,
+       "arfuseSuccess lowlatency blocks=2 threads=256 chunks=1 chunkVecs=896 slots=2 vecs=4 pdl=1 variant=0 | "
+       "lowlatency: forced by config (28672 B, 8 ranks)"},
+  };
+  for (const Case& k : cases) {
+    Fabric f = nvlink8();
+    f.nranks = k.nranks;
+    f.clusters = true;
+    f.pdl = true;
+    PlanPolicy pol;
+    pol.llTwoPhase = 1;
+    if (k.forced) {
+      pol.forcedAlgo = arfuseAlgoLowLatency;
+      pol.forcedBy = "config";
+    }
+    EXPECT_EQ(describe(makePlan(f, Limits{}, pol, k.r)), k.want) << "forced=" << k.forced << " ranks=" << k.nranks;
+  }
+  // Without peer access the forced call is refused before any geometry.
+  Fabric nop2p = nvlink8();
+  nop2p.p2p = false;
+  nop2p.p2pDetail = "x";
+  PlanPolicy pol;
+  pol.llTwoPhase = 1;
+  pol.forcedAlgo = arfuseAlgoLowLatency;
+  pol.forcedBy = "config";
+  EXPECT_EQ(describe(makePlan(nop2p, Limits{}, pol, req(1))),
+            "arfuseUnsupported auto blocks=0 threads=0 chunks=1 chunkVecs=0 slots=1 vecs=1 pdl=0 variant=0 | "
+            "algo=lowlatency (forced by config) needs peer access between all ranks: x; use algo=nccl or auto");
 }
 
 TEST(Plan, TinyLowLatencySmallOneShotLargeTwoShot) {
@@ -113,12 +211,12 @@ TEST(Plan, NoP2PUsesHostStagingUpToItsLimitThenNccl) {
   PlanPolicy pol;                               // host one-shot up to 128 KiB read per rank, host staging up to 1 MiB
   Plan p = makePlan(f, Limits{}, pol, req(1));  // 14336 B x 7 peers = 100352 B: one-shot
   EXPECT_EQ(p.algo, arfuseAlgoHostStaged) << p.reason;
-  EXPECT_FALSE(p.twoShotVariant);
+  EXPECT_FALSE(p.variant);
   EXPECT_NE(p.reason.find("one-shot variant"), std::string::npos) << p.reason;
   EXPECT_NE(p.reason.find("cudaDeviceCanAccessPeer(0, 3) = 0"), std::string::npos) << p.reason;
   p = makePlan(f, Limits{}, pol, req(16));
   EXPECT_EQ(p.algo, arfuseAlgoHostStaged);
-  EXPECT_TRUE(p.twoShotVariant) << p.reason;
+  EXPECT_TRUE(p.variant) << p.reason;
   p = makePlan(f, Limits{}, pol, req(128));  // 1.75 MiB > 1 MiB: NCCL
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("host-staged limit"), std::string::npos) << p.reason;
@@ -126,7 +224,7 @@ TEST(Plan, NoP2PUsesHostStagingUpToItsLimitThenNccl) {
   EXPECT_EQ(makePlan(f, Limits{}, pol, req(128)).algo, arfuseAlgoHostStaged);
   Fabric two = f;
   two.nranks = 2;  // two ranks: one-shot moves the same bytes with one barrier fewer
-  EXPECT_FALSE(makePlan(two, Limits{}, pol, req(64)).twoShotVariant);
+  EXPECT_FALSE(makePlan(two, Limits{}, pol, req(64)).variant);
   // Forced on a fabric with peer access (virtual ranks): needs the area.
   pol.forcedAlgo = arfuseAlgoHostStaged;
   pol.forcedBy = "config";
@@ -166,9 +264,9 @@ TEST(Plan, ForcedAlgorithmsAndTheirRefusals) {
   p = makePlan(nvlink8(), Limits{}, pol, req(5));
   EXPECT_EQ(p.status, arfuseSuccess) << p.reason;
   EXPECT_EQ(p.algo, arfuseAlgoLowLatency);
-  EXPECT_TRUE(p.twoShotVariant);
+  EXPECT_TRUE(p.variant);
   EXPECT_NE(p.reason.find("two-phase variant"), std::string::npos) << p.reason;
-  EXPECT_FALSE(makePlan(nvlink8(), Limits{}, pol, req(4)).twoShotVariant);
+  EXPECT_FALSE(makePlan(nvlink8(), Limits{}, pol, req(4)).variant);
   EXPECT_EQ(makePlan(nvlink8(), Limits{}, pol, req(4)).algo, arfuseAlgoLowLatency);
   // ... unless the policy turns the variant off: then the one-phase limit refuses it
   pol.llTwoPhase = 0;

@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include "plan_fixtures.h"
 
 namespace arfuse {
@@ -42,13 +40,9 @@ struct DummyPath {
     e.canImplement = dummyCan;
     e.geometry = dummyGeometry;
     e.workspace = dummyWorkspace;
-    auto& r = algoRegistry();
-    r.insert(std::find_if(r.begin(), r.end(), [&](const AlgoEntry& x) { return x.algo == before; }), e);
+    EXPECT_TRUE(addAlgo(e, before));
   }
-  ~DummyPath() {
-    auto& r = algoRegistry();
-    r.erase(std::remove_if(r.begin(), r.end(), [](const AlgoEntry& x) { return x.algo == kDummy; }), r.end());
-  }
+  ~DummyPath() { removeAlgo(kDummy); }
 };
 
 TEST(Registry, OneEntryPerPathInPlanOrder) {
@@ -63,6 +57,22 @@ TEST(Registry, OneEntryPerPathInPlanOrder) {
   EXPECT_EQ(names, (std::vector<std::string>{"local", "lowlatency", "hoststaged", "nccl", "oneshot", "twoshot",
                                              "hierarchical"}));
   EXPECT_EQ(findAlgo(kDummy), nullptr);
+}
+
+// The lookup table follows the list: an added path is found by its id, the entries after it still
+// by theirs, and after its removal it is gone again.
+TEST(Registry, LookupFollowsTheList) {
+  {
+    DummyPath dummy(arfuseAlgoOneShot);
+    const AlgoEntry* d = findAlgo(kDummy);
+    ASSERT_NE(d, nullptr);
+    EXPECT_STREQ(d->name, "dummy");
+    EXPECT_FALSE(addAlgo(*d, arfuseAlgoAuto));  // the id is taken
+    for (const AlgoEntry& e : algoRegistry()) EXPECT_EQ(findAlgo(e.algo), &e);
+  }
+  EXPECT_EQ(findAlgo(kDummy), nullptr);
+  for (const AlgoEntry& e : algoRegistry()) EXPECT_EQ(findAlgo(e.algo), &e);
+  EXPECT_EQ(findAlgo(arfuseAlgoAuto), nullptr);  // auto is no path
 }
 
 TEST(Registry, AutoPlanWalksAnAddedPath) {

@@ -55,6 +55,18 @@ bool parseAlgo(const std::string& v, int* algo) {
   return false;
 }
 
+// The items of a comma list, empty ones included ("a,,b" -> a, "", b).
+std::vector<std::string> commaItems(const std::string& v) {
+  std::vector<std::string> items;
+  size_t p = 0;
+  while (true) {
+    const size_t c = v.find(',', p);
+    items.push_back(v.substr(p, c == std::string::npos ? std::string::npos : c - p));
+    if (c == std::string::npos) return items;
+    p = c + 1;
+  }
+}
+
 }  // namespace
 
 const ModelPreset* findModel(const std::string& name) {
@@ -137,222 +149,13 @@ const char* benchUsage() {
          "  --nccl-sweep-child FILE          internal: what each sweep child runs (baseline only, JSON to FILE)\n";
 }
 
-bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::string* error) {
-  BenchArgs a;
-  a.commandLine = "arfuse bench";
-  for (const std::string& s : args) a.commandLine += " " + s;
-  a.rawArgs = args;
-  long long b = -1, e = -1, f = 2;
-  int graphReplays = 0;
-  bool itersGiven = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& k = args[i];
-    auto value = [&](std::string* v) {
-      if (i + 1 >= args.size()) {
-        *error = k + " needs a value";
-        return false;
-      }
-      *v = args[++i];
-      return true;
-    };
-    std::string v;
-    long long x = 0;
-    if (k == "-h" || k == "--help") {
-      a.help = true;
-    } else if (k == "--op") {
-      if (!value(&v)) return false;
-      if (v != "fused" && v != "allreduce" && v != "addrmsnorm") {
-        *error = "--op " + v + ": use fused, allreduce or addrmsnorm";
-        return false;
-      }
-      a.op = v;
-    } else if (k == "--tokens") {
-      if (!value(&v)) return false;
-      a.tokens.clear();
-      size_t p = 0;
-      while (true) {
-        size_t c = v.find(',', p);
-        const std::string item = v.substr(p, c == std::string::npos ? std::string::npos : c - p);
-        if (!toInt(item, 1, 1 << 20, &x)) {
-          *error = "--tokens: '" + item + "' is not a token count in 1..1048576";
-          return false;
-        }
-        a.tokens.push_back(static_cast<int>(x));
-        if (c == std::string::npos) break;
-        p = c + 1;
-      }
-    } else if (k == "-b" || k == "-e" || k == "-f") {
-      if (!value(&v)) return false;
-      if (!toInt(v, k == "-f" ? 2 : 1, 1LL << 40, &x)) {
-        *error = k + " " + v + (k == "-f" ? ": factor must be an integer >= 2" : ": not a byte count");
-        return false;
-      }
-      (k == "-b" ? b : k == "-e" ? e : f) = x;
-    } else if (k == "--hidden") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 8, 1 << 20, &x) || x % 8) {
-        *error = "--hidden " + v + ": must be a positive multiple of 8";
-        return false;
-      }
-      a.hidden = static_cast<int>(x);
-    } else if (k == "--dtype" || k == "-d") {
-      if (!value(&v)) return false;
-      if (!parseDtype(v, &a.dtype)) {
-        *error = k + " " + v + ": use bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float)";
-        return false;
-      }
-    } else if (k == "--ranks") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 1, ARFUSE_MAX_RANKS, &x)) {
-        *error = "--ranks " + v + ": must be 1.." + std::to_string(ARFUSE_MAX_RANKS);
-        return false;
-      }
-      a.ranks = static_cast<int>(x);
-    } else if (k == "--algo") {
-      if (!value(&v)) return false;
-      a.algos.clear();
-      if (v != "all") {
-        size_t p = 0;
-        while (true) {
-          const size_t c = v.find(',', p);
-          const std::string item = v.substr(p, c == std::string::npos ? std::string::npos : c - p);
-          int algo = 0;
-          if (!parseAlgo(item, &algo)) {
-            *error = "--algo " + item +
-                     ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
-                     "hierarchical, nccl-symm, or all";
-            return false;
-          }
-          if (std::find(a.algos.begin(), a.algos.end(), algo) != a.algos.end()) {
-            *error = "--algo: '" + item + "' is given twice";
-            return false;
-          }
-          a.algos.push_back(algo);
-          if (c == std::string::npos) break;
-          p = c + 1;
-        }
-      }
-    } else if (k == "--epilogue") {
-      if (!value(&v)) return false;
-      a.epilogues.clear();
-      size_t p = 0;
-      while (true) {
-        size_t c = v.find(',', p);
-        const std::string item = v.substr(p, c == std::string::npos ? std::string::npos : c - p);
-        int kind = 0;
-        if (!harness::parseEpilogue(item, &kind)) {
-          *error = "--epilogue: '" + item + "' is not an epilogue; use a comma list of " + harness::epilogueNameList();
-          return false;
-        }
-        for (int e : a.epilogues)
-          if (e == kind) {
-            *error = "--epilogue: '" + item + "' is given twice";
-            return false;
-          }
-        a.epilogues.push_back(kind);
-        if (c == std::string::npos) break;
-        p = c + 1;
-      }
-    } else if (k == "-n" || k == "-w" || k == "--calls") {
-      if (!value(&v)) return false;
-      if (!toInt(v, k == "-w" ? 0 : 1, 1000000, &x)) {
-        *error = k + " " + v + ": must be an integer" + (k == "-w" ? " >= 0" : " >= 1");
-        return false;
-      }
-      (k == "-n" ? a.iters : k == "-w" ? a.warmup : a.callsPerGraph) = static_cast<int>(x);
-      if (k == "-n") itersGiven = true;
-    } else if (k == "-c") {
-      if (!value(&v)) return false;
-      if (v != "0" && v != "1") {
-        *error = "-c " + v + ": use 0 or 1";
-        return false;
-      }
-      a.check = v == "1";
-    } else if (k == "-G") {
-      if (!value(&v)) return false;
-      if (v == "0") {
-        *error =
-            "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the "
-            "host); give -G N (N >= 1 replays) or leave -G out";
-        return false;
-      }
-      if (!toInt(v, 1, 1000000, &x)) {
-        *error = "-G " + v + ": the number of timed CUDA-graph replays, an integer >= 1";
-        return false;
-      }
-      graphReplays = static_cast<int>(x);
-    } else if (k == "--virtual") {
-      a.virtualRanks = true;
-    } else if (k == "--verify-pass") {
-      a.verifyPass = true;
-    } else if (k == "--model") {
-      if (!value(&v)) return false;
-      const ModelPreset* m = findModel(v);
-      if (!m) {
-        *error = "--model " + v + ": use kimi-k2, deepseek-v3, llama-3-70b or qwen3-235b";
-        return false;
-      }
-      a.model = m->name;
-      a.hidden = m->hidden;
-      a.layers = m->layers;
-    } else if (k == "--layers") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 1, 1000, &x)) {
-        *error = "--layers " + v + ": must be 1..1000";
-        return false;
-      }
-      a.layers = static_cast<int>(x);
-    } else if (k == "--nccl-sweep" || k.compare(0, 13, "--nccl-sweep=") == 0) {
-      a.ncclSweep = true;
-      if (k.size() > 12) {
-        a.ncclSweepSpec = k.substr(13);
-      } else if (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') {
-        a.ncclSweepSpec = args[++i];  // --nccl-sweep SPEC: a SPEC never starts with '-'
-      }
-      std::vector<NcclSetting> settings;
-      if (!expandNcclSweep(a.ncclSweepSpec, &settings, error)) return false;
-    } else if (k == "--nccl-sweep-timeout") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 1, 3600, &x)) {
-        *error = "--nccl-sweep-timeout " + v + ": seconds, 1..3600";
-        return false;
-      }
-      a.ncclSweepTimeoutS = static_cast<int>(x);
-    } else if (k == "--nccl-sweep-child") {
-      if (!value(&a.ncclSweepChild)) return false;
-    } else if (k == "--procs" || k == "--procs-timeout" || k == "--proc-rank") {
-      if (!value(&v)) return false;
-      const long long lo = k == "--procs" ? 2 : k == "--proc-rank" ? 0 : 1;
-      const long long hi = k == "--procs-timeout" ? 7200 : ARFUSE_MAX_RANKS - (k == "--proc-rank" ? 1 : 0);
-      if (!toInt(v, lo, hi, &x)) {
-        *error = k + " " + v + ": must be " + std::to_string(lo) + ".." + std::to_string(hi) +
-                 (k == "--procs-timeout" ? " seconds" : "");
-        return false;
-      }
-      (k == "--procs" ? a.procs : k == "--proc-rank" ? a.procRank : a.procsTimeoutS) = static_cast<int>(x);
-    } else if (k == "--proc-dir") {
-      if (!value(&a.procDir)) return false;
-    } else if (k == "--hosts") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 2, ARFUSE_MAX_RANKS, &x)) {
-        *error = "--hosts " + v + ": must be 2.." + std::to_string(ARFUSE_MAX_RANKS);
-        return false;
-      }
-      a.hosts = static_cast<int>(x);
-    } else if (k == "--machine") {
-      if (!value(&a.machine)) return false;
-      if (a.machine.empty()) {
-        *error = "--machine needs a label, e.g. --machine h200x4";
-        return false;
-      }
-    } else if (k == "-J") {
-      if (!value(&v)) return false;
-      a.jsonPath = v;
-    } else {
-      *error = "unknown argument '" + k + "'";
-      return false;
-    }
-  }
+namespace {
+
+// What no single flag decides: -G against -n, the flags --procs, --verify-pass, --epilogue and
+// --nccl-sweep rule out or need, and the token list of a -b/-e/-f byte sweep.
+bool finishBenchArgs(long long b, long long e, long long f, int graphReplays, bool itersGiven, BenchArgs* out,
+                     std::string* error) {
+  BenchArgs& a = *out;
   if (graphReplays) {
     if (itersGiven && graphReplays != a.iters) {
       *error = "-G " + std::to_string(graphReplays) + " and -n " + std::to_string(a.iters) +
@@ -462,6 +265,211 @@ bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::s
       if (a.tokens.empty() || a.tokens.back() != t) a.tokens.push_back(static_cast<int>(t));
     }
   }
+  return true;
+}
+
+}  // namespace
+
+bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::string* error) {
+  BenchArgs a;
+  a.commandLine = "arfuse bench";
+  for (const std::string& s : args) a.commandLine += " " + s;
+  a.rawArgs = args;
+  long long b = -1, e = -1, f = 2;
+  int graphReplays = 0;
+  bool itersGiven = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& k = args[i];
+    auto value = [&](std::string* v) {
+      if (i + 1 >= args.size()) {
+        *error = k + " needs a value";
+        return false;
+      }
+      *v = args[++i];
+      return true;
+    };
+    std::string v;
+    long long x = 0;
+    if (k == "-h" || k == "--help") {
+      a.help = true;
+    } else if (k == "--op") {
+      if (!value(&v)) return false;
+      if (v != "fused" && v != "allreduce" && v != "addrmsnorm") {
+        *error = "--op " + v + ": use fused, allreduce or addrmsnorm";
+        return false;
+      }
+      a.op = v;
+    } else if (k == "--tokens") {
+      if (!value(&v)) return false;
+      a.tokens.clear();
+      for (const std::string& item : commaItems(v)) {
+        if (!toInt(item, 1, 1 << 20, &x)) {
+          *error = "--tokens: '" + item + "' is not a token count in 1..1048576";
+          return false;
+        }
+        a.tokens.push_back(static_cast<int>(x));
+      }
+    } else if (k == "-b" || k == "-e" || k == "-f") {
+      if (!value(&v)) return false;
+      if (!toInt(v, k == "-f" ? 2 : 1, 1LL << 40, &x)) {
+        *error = k + " " + v + (k == "-f" ? ": factor must be an integer >= 2" : ": not a byte count");
+        return false;
+      }
+      (k == "-b" ? b : k == "-e" ? e : f) = x;
+    } else if (k == "--hidden") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 8, 1 << 20, &x) || x % 8) {
+        *error = "--hidden " + v + ": must be a positive multiple of 8";
+        return false;
+      }
+      a.hidden = static_cast<int>(x);
+    } else if (k == "--dtype" || k == "-d") {
+      if (!value(&v)) return false;
+      if (!parseDtype(v, &a.dtype)) {
+        *error = k + " " + v + ": use bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float)";
+        return false;
+      }
+    } else if (k == "--ranks") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 1, ARFUSE_MAX_RANKS, &x)) {
+        *error = "--ranks " + v + ": must be 1.." + std::to_string(ARFUSE_MAX_RANKS);
+        return false;
+      }
+      a.ranks = static_cast<int>(x);
+    } else if (k == "--algo") {
+      if (!value(&v)) return false;
+      a.algos.clear();
+      for (const std::string& item : v == "all" ? std::vector<std::string>{} : commaItems(v)) {
+        int algo = 0;
+        if (!parseAlgo(item, &algo)) {
+          *error = "--algo " + item +
+                   ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
+                   "hierarchical, nccl-symm, or all";
+          return false;
+        }
+        if (std::find(a.algos.begin(), a.algos.end(), algo) != a.algos.end()) {
+          *error = "--algo: '" + item + "' is given twice";
+          return false;
+        }
+        a.algos.push_back(algo);
+      }
+    } else if (k == "--epilogue") {
+      if (!value(&v)) return false;
+      a.epilogues.clear();
+      for (const std::string& item : commaItems(v)) {
+        int kind = 0;
+        if (!harness::parseEpilogue(item, &kind)) {
+          *error = "--epilogue: '" + item + "' is not an epilogue; use a comma list of " + harness::epilogueNameList();
+          return false;
+        }
+        for (int e : a.epilogues)
+          if (e == kind) {
+            *error = "--epilogue: '" + item + "' is given twice";
+            return false;
+          }
+        a.epilogues.push_back(kind);
+      }
+    } else if (k == "-n" || k == "-w" || k == "--calls") {
+      if (!value(&v)) return false;
+      if (!toInt(v, k == "-w" ? 0 : 1, 1000000, &x)) {
+        *error = k + " " + v + ": must be an integer" + (k == "-w" ? " >= 0" : " >= 1");
+        return false;
+      }
+      (k == "-n" ? a.iters : k == "-w" ? a.warmup : a.callsPerGraph) = static_cast<int>(x);
+      if (k == "-n") itersGiven = true;
+    } else if (k == "-c") {
+      if (!value(&v)) return false;
+      if (v != "0" && v != "1") {
+        *error = "-c " + v + ": use 0 or 1";
+        return false;
+      }
+      a.check = v == "1";
+    } else if (k == "-G") {
+      if (!value(&v)) return false;
+      if (v == "0") {
+        *error =
+            "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the "
+            "host); give -G N (N >= 1 replays) or leave -G out";
+        return false;
+      }
+      if (!toInt(v, 1, 1000000, &x)) {
+        *error = "-G " + v + ": the number of timed CUDA-graph replays, an integer >= 1";
+        return false;
+      }
+      graphReplays = static_cast<int>(x);
+    } else if (k == "--virtual") {
+      a.virtualRanks = true;
+    } else if (k == "--verify-pass") {
+      a.verifyPass = true;
+    } else if (k == "--model") {
+      if (!value(&v)) return false;
+      const ModelPreset* m = findModel(v);
+      if (!m) {
+        *error = "--model " + v + ": use kimi-k2, deepseek-v3, llama-3-70b or qwen3-235b";
+        return false;
+      }
+      a.model = m->name;
+      a.hidden = m->hidden;
+      a.layers = m->layers;
+    } else if (k == "--layers") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 1, 1000, &x)) {
+        *error = "--layers " + v + ": must be 1..1000";
+        return false;
+      }
+      a.layers = static_cast<int>(x);
+    } else if (k == "--nccl-sweep" || k.compare(0, 13, "--nccl-sweep=") == 0) {
+      a.ncclSweep = true;
+      if (k.size() > 12) {
+        a.ncclSweepSpec = k.substr(13);
+      } else if (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') {
+        a.ncclSweepSpec = args[++i];  // --nccl-sweep SPEC: a SPEC never starts with '-'
+      }
+      std::vector<NcclSetting> settings;
+      if (!expandNcclSweep(a.ncclSweepSpec, &settings, error)) return false;
+    } else if (k == "--nccl-sweep-timeout") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 1, 3600, &x)) {
+        *error = "--nccl-sweep-timeout " + v + ": seconds, 1..3600";
+        return false;
+      }
+      a.ncclSweepTimeoutS = static_cast<int>(x);
+    } else if (k == "--nccl-sweep-child") {
+      if (!value(&a.ncclSweepChild)) return false;
+    } else if (k == "--procs" || k == "--procs-timeout" || k == "--proc-rank") {
+      if (!value(&v)) return false;
+      const long long lo = k == "--procs" ? 2 : k == "--proc-rank" ? 0 : 1;
+      const long long hi = k == "--procs-timeout" ? 7200 : ARFUSE_MAX_RANKS - (k == "--proc-rank" ? 1 : 0);
+      if (!toInt(v, lo, hi, &x)) {
+        *error = k + " " + v + ": must be " + std::to_string(lo) + ".." + std::to_string(hi) +
+                 (k == "--procs-timeout" ? " seconds" : "");
+        return false;
+      }
+      (k == "--procs" ? a.procs : k == "--proc-rank" ? a.procRank : a.procsTimeoutS) = static_cast<int>(x);
+    } else if (k == "--proc-dir") {
+      if (!value(&a.procDir)) return false;
+    } else if (k == "--hosts") {
+      if (!value(&v)) return false;
+      if (!toInt(v, 2, ARFUSE_MAX_RANKS, &x)) {
+        *error = "--hosts " + v + ": must be 2.." + std::to_string(ARFUSE_MAX_RANKS);
+        return false;
+      }
+      a.hosts = static_cast<int>(x);
+    } else if (k == "--machine") {
+      if (!value(&a.machine)) return false;
+      if (a.machine.empty()) {
+        *error = "--machine needs a label, e.g. --machine h200x4";
+        return false;
+      }
+    } else if (k == "-J") {
+      if (!value(&v)) return false;
+      a.jsonPath = v;
+    } else {
+      *error = "unknown argument '" + k + "'";
+      return false;
+    }
+  }
+  if (!finishBenchArgs(b, e, f, graphReplays, itersGiven, &a, error)) return false;
   *out = a;
   return true;
 }

@@ -118,8 +118,11 @@ Status archSupport(int cc, const std::vector<int>& built, std::string* text);
 std::vector<Check> runChecks(const Report& r);
 // 1 when any check is FAIL, else 0.
 int exitCode(const std::vector<Check>& checks);
+// The report and its checks as text and as JSON (doctor_render.cc).
 std::string renderText(const Report& r, const std::vector<Check>& checks);
 std::string renderJson(const Report& r, const std::vector<Check>& checks);
+// "13.0" from a CUDA version number (13000).
+std::string cudaVersionText(int v);
 
 }  // namespace checkup
 }  // namespace cli

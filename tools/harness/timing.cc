@@ -11,6 +11,7 @@
 #include "harness/harness.h"
 #include "harness/numeric.h"
 #include "harness/rotation.h"
+#include "harness/world_detail.h"
 
 namespace arfuse {
 namespace harness {
@@ -28,16 +29,6 @@ Timing summarise(std::vector<double> perIterMs, int callsPerGraph) {
   t.medianUs = perIterMs[perIterMs.size() / 2] * scale;
   return t;
 }
-
-#define T_CUDA(call)                                                \
-  do {                                                              \
-    cudaError_t e_ = (call);                                        \
-    if (e_ != cudaSuccess) {                                        \
-      cudaGetLastError();                                           \
-      t.error = std::string(#call) + ": " + cudaGetErrorString(e_); \
-      return t;                                                     \
-    }                                                               \
-  } while (0)
 
 void fillRandom(std::vector<uint8_t>& bytes, arfuseDataType_t dtype, uint64_t seed, float lo, float hi) {
   const size_t n = bytes.size() / numeric::elemSize(dtype);
@@ -188,6 +179,147 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
   t = summarise(ms, callsPerGraph);
   t.sets = sets;
   t.footprintBytes = sets * setBytes;
+  return t;
+}
+
+Timing World::timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int warmup) {
+  Timing t;
+  if (!ok()) {
+    t.error = error_;
+    return t;
+  }
+  const int n = nranks();
+  const size_t count = static_cast<size_t>(spec.tokens) * spec.hidden;
+  const size_t bytes = count * numeric::elemSize(spec.dtype);
+  if (bytes > capacityBytes_) {
+    t.error = "harness: case larger than the world's buffers";
+    return t;
+  }
+  Rng rng(spec.seed);
+  HostTensor x(spec.dtype, count), w(spec.dtype, spec.hidden);
+  w.fill(rng, 0.5f, 1.5f);
+  for (int r = 0; r < n; ++r) {
+    RankBuffers& b = *bufs_[r];
+    T_CUDA(cudaSetDevice(devices_[r]));
+    for (int k = 0; k < kSlots; ++k) {
+      x.fill(rng, -1.f, 1.f);
+      T_CUDA(cudaMemcpy(b.x[k], x.bytes.data(), bytes, cudaMemcpyHostToDevice));
+    }
+    x.fill(rng, -1.f, 1.f);
+    T_CUDA(cudaMemcpy(b.res[0], x.bytes.data(), bytes, cudaMemcpyHostToDevice));
+    T_CUDA(cudaMemcpy(b.weight, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    T_CUDA(cudaDeviceSynchronize());
+  }
+  if (callsPerGraph < 2) {
+    t.error = "harness: timeGraph needs at least 2 calls per graph";
+    return t;
+  }
+  const bool fused = spec.op == arfuseOpAllReduceAddRmsNorm;
+  const bool viaEpilogue = fused && spec.epilogue != kEpilogueNone;
+  const EpilogueForm form = epilogueForm(spec.epilogue);
+  if (viaEpilogue) {
+    if (!ensureEpilogueBuffers(&t.error)) return t;
+    const float scaleIn = epilogueScaleIn(form.quant);
+    for (int r = 0; r < n; ++r) {
+      T_CUDA(cudaSetDevice(devices_[r]));
+      T_CUDA(cudaMemcpy(bufs_[r]->scaleIn, &scaleIn, sizeof scaleIn, cudaMemcpyHostToDevice));
+    }
+  }
+  // Events recorded *inside* each rank's graph, after its first call: that call absorbs the skew
+  // between the host's graph launches on different ranks, so only steady-state calls are timed.
+  std::vector<cudaEvent_t> startEv(n, nullptr), endEv(n, nullptr);
+  for (int r = 0; r < n; ++r) {
+    T_CUDA(cudaSetDevice(devices_[r]));
+    T_CUDA(cudaEventCreate(&startEv[r]));
+    T_CUDA(cudaEventCreate(&endEv[r]));
+  }
+  std::vector<cudaGraphExec_t> execs(n, nullptr);
+  std::string enqueueError;
+  auto enqueue = [&] {
+    for (int i = 0; i < callsPerGraph && enqueueError.empty(); ++i) {
+      if (i == 1)
+        for (int r = 0; r < n; ++r)
+          cudaEventRecordWithFlags(startEv[r], static_cast<cudaStream_t>(streams_[r]), cudaEventRecordExternal);
+      arfuseGroupStart();
+      for (int r = 0; r < n && enqueueError.empty(); ++r) {
+        RankBuffers& b = *bufs_[r];
+        // Residual updated in place and chained; x rotates over 8 slots; norm_out is separate.
+        arfuseResult_t st;
+        if (viaEpilogue) {
+          // The variant's call: quant_out takes norm_out's slot (the quantised variants write no norm).
+          arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
+          e.residualIn = form.residualIn ? b.res[0] : nullptr;
+          e.residualOut = form.residualOut ? b.res[0] : nullptr;
+          e.normOut = form.normOut ? b.norm[i % kSlots] : nullptr;
+          e.weightPlusOne = form.plusOne ? 1 : 0;
+          e.quant = form.quant;
+          e.quantOut = form.quant != arfuseQuantNone ? b.norm[i % kSlots] : nullptr;
+          e.scaleOut = scaleOutBytes(form.quant, form.layout, spec.tokens, spec.hidden) ? b.scale[i % kSlots] : nullptr;
+          e.scaleIn = static_cast<const float*>(b.scaleIn);
+          e.scaleLayout = form.layout;
+          st = arfuseAllReduceEpilogue(b.x[i % kSlots], b.weight, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype,
+                                       comms_[r], streams_[r]);
+        } else if (fused) {
+          st = arfuseAllReduceAddRmsNorm(b.x[i % kSlots], b.res[0], b.weight, spec.eps, b.norm[i % kSlots], b.res[0],
+                                         spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r]);
+        } else {
+          st = arfuseAllReduce(b.x[i % kSlots], b.norm[i % kSlots], spec.tokens, spec.hidden, spec.dtype, comms_[r],
+                               streams_[r]);
+        }
+        if (st != arfuseSuccess) enqueueError = arfuseCommGetLastError(comms_[r]);
+      }
+      if (arfuseGroupEnd() != arfuseSuccess && enqueueError.empty()) enqueueError = arfuseGetLastError();
+    }
+    for (int r = 0; r < n; ++r)
+      cudaEventRecordWithFlags(endEv[r], static_cast<cudaStream_t>(streams_[r]), cudaEventRecordExternal);
+    return enqueueError.empty();
+  };
+  std::string captureError;
+  if (!captureGraphs(enqueue, &execs, &captureError)) {
+    t.error = enqueueError.empty() ? captureError : enqueueError;
+    return t;
+  }
+  // One replay per rank per iteration, then wait for all: the host never runs ahead of the GPUs, so
+  // a full launch queue can never make one rank wait on the host feeding another.
+  std::vector<double> ms;
+  for (int it = 0; it < warmup + iters; ++it) {
+    for (int r = 0; r < n; ++r) {
+      T_CUDA(cudaSetDevice(devices_[r]));
+      T_CUDA(cudaGraphLaunch(execs[r], static_cast<cudaStream_t>(streams_[r])));
+    }
+    double worst = 0;
+    for (int r = 0; r < n; ++r) {
+      T_CUDA(cudaSetDevice(devices_[r]));
+      T_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
+      float m = 0;
+      T_CUDA(cudaEventElapsedTime(&m, startEv[r], endEv[r]));
+      worst = std::max(worst, static_cast<double>(m));
+    }
+    if (it >= warmup) ms.push_back(worst);
+  }
+  for (int r = 0; r < n; ++r) {
+    arfuseResult_t async = arfuseSuccess;
+    arfuseCommGetAsyncError(comms_[r], &async);
+    if (async != arfuseSuccess) {
+      t.error = arfuseCommGetLastError(comms_[r]);
+      return t;
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    cudaEventDestroy(startEv[r]);
+    cudaEventDestroy(endEv[r]);
+    cudaGraphExecDestroy(execs[r]);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double scale = 1000.0 / (callsPerGraph - 1);
+  t.ok = true;
+  t.iters = iters;
+  // x and norm_out rotate over kSlots slots; the residual is chained in place (one buffer).
+  t.sets = std::min(kSlots, callsPerGraph);
+  t.footprintBytes = static_cast<size_t>(t.sets) * 2 * bytes + bytes;
+  t.minUs = ms.front() * scale;
+  t.maxUs = ms.back() * scale;
+  t.medianUs = ms[ms.size() / 2] * scale;
   return t;
 }
 

@@ -13,7 +13,7 @@ namespace arfuse {
 namespace {
 
 Status launch(const AlgoLaunch& c) {
-  const HierLaunch& h = *static_cast<const HierLaunch*>(c.path);
+  const HierLaunch& h = c.hier;
   ARFUSE_CHECK(kernelLaunchStatus(launchHierScatter(h.scatter, h.args, c.stream), h.scatter));
   float* slice = h.args.slices[h.args.k.rank];
   const size_t elems = static_cast<size_t>(h.args.sliceElems);

@@ -45,7 +45,7 @@ Verdict canImplement(const PlanContext& c) {
 
 bool geometry(const PlanContext& c, Plan* p, std::string* why) {
   if (!planning::barrierGeometry(c, arfuseAlgoHostStaged, p, why)) return false;
-  p->twoShotVariant = planning::hostTwoShot(c.f, c.policy, c.bytes);
+  p->variant = planning::hostTwoShot(c.f, c.policy, c.bytes);
   return true;
 }
 

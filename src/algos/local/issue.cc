@@ -6,7 +6,7 @@ namespace arfuse {
 namespace {
 
 Status launch(const AlgoLaunch& c) {
-  if (c.fused) return localLaunchStatus(launchLocal(c.l, *c.la, c.stream), c.l);
+  if (c.fused) return localLaunchStatus(launchLocal(c.l, c.la, c.stream), c.l);
   if (c.copyBytes == 0) return Status();
   const cudaError_t e = cudaMemcpyAsync(c.copyDst, c.copySrc, c.copyBytes, cudaMemcpyDeviceToDevice, c.stream);
   if (e != cudaSuccess) return ARFUSE_FAIL(arfuseCudaError, "cudaMemcpyAsync: %s", cudaGetErrorString(e));

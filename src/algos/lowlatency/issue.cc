@@ -4,9 +4,7 @@
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) {
-  return kernelLaunchStatus(launchLowLatency(c.l, c.twoShotVariant, *c.ka, c.stream), c.l);
-}
+Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchLowLatency(c.l, c.variant, c.ka, c.stream), c.l); }
 
 [[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoLowLatency, launch);
 

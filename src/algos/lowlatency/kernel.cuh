@@ -19,7 +19,7 @@
 //      the descriptor of each peer (its own flagged slot) is checked before any output is written;
 //   3. the shared epilogue (device/epilogue.cuh), whose canonical row reduction makes the bits the
 //      same as every other path's.
-// Two-phase variant (kTwoPhase; Plan.twoShotVariant), for messages where pushing the whole message
+// Two-phase variant (kTwoPhase; Plan.variant), for messages where pushing the whole message
 // to every peer costs more than a second one-way trip: vector u of a tile is owned by rank
 // u * n / V (contiguous slices of the tile, at least one vector each since V >= n). Phase 1 sends
 // each vector only to its owner; the owner sums it over all ranks in rank order (fp32), adds the

@@ -1,6 +1,6 @@
 // The low-latency path's registry entry: the smallest messages, with peer access, whose tiles fit
 // the per-CTA regions of the low-latency buffer; above its one-phase limit, where the policy allows
-// it, the two-phase variant (Plan.twoShotVariant; algos/lowlatency/kernel.cuh).
+// it, the two-phase variant (Plan.variant; algos/lowlatency/kernel.cuh).
 #include <algorithm>
 
 #include "algos/registry.h"
@@ -8,14 +8,35 @@
 namespace arfuse {
 namespace {
 
+// The call's tiles on this path (planning::barrierGeometry), computed on first use and then reused:
+// canImplement asks for them up to three times (the limit, the two-phase window, the variant).
+class Tiles {
+ public:
+  explicit Tiles(const PlanContext& c) : c_(c) {}
+  // Whether they fit the per-CTA regions; if not, *why says why.
+  bool fit(std::string* why) {
+    if (!done_) ok_ = planning::barrierGeometry(c_, arfuseAlgoLowLatency, &plan_, &why_);
+    done_ = true;
+    if (!ok_) *why = why_;
+    return ok_;
+  }
+  // The geometry (after a fit() that returned true).
+  const Plan& plan() const { return plan_; }
+
+ private:
+  const PlanContext& c_;
+  bool done_ = false, ok_ = false;
+  Plan plan_;
+  std::string why_;
+};
+
 // Small enough, and the tiles fit the per-CTA regions.
-bool fits(const PlanContext& c, long long llMax, std::string* why) {
+bool fits(const PlanContext& c, long long llMax, Tiles& tiles, std::string* why) {
   if (c.bytes > llMax) {
     *why = strprintf("%lld B > %lld B", c.bytes, llMax);
     return false;
   }
-  Plan probe;
-  return planning::barrierGeometry(c, arfuseAlgoLowLatency, &probe, why);
+  return tiles.fit(why);
 }
 
 // The one-phase limit of the auto plan: the buffer's, or a calibration's below it.
@@ -46,65 +67,74 @@ bool twoPhase(const PlanContext& c, const Plan& p, long long onePhaseLimit) {
   return c.policy.llTwoPhase == 1 || c.bytes > onePhaseLimit;
 }
 
+// The one-phase limit the variant is chosen against: the buffer's for a forced call, else the auto
+// plan's.
+long long variantLimit(const PlanContext& c) {
+  bool capped = false;
+  return c.forced ? c.f.lowLatencyMaxBytes : onePhaseMax(c, &capped);
+}
+
 // The two-phase variant for a call above the one-phase limit: its tiles fit, and are wide enough.
-bool twoPhaseFits(const PlanContext& c, long long onePhaseLimit, std::string* why) {
+bool twoPhaseFits(const PlanContext& c, long long onePhaseLimit, Tiles& tiles, std::string* why) {
   const long long cap = twoPhaseCap(c);
   if (c.bytes <= onePhaseLimit || c.bytes > cap) return false;
-  Plan probe;
-  if (!planning::barrierGeometry(c, arfuseAlgoLowLatency, &probe, why)) return false;
-  if (probe.geo.chunkVecs < c.f.nranks) {
-    *why = strprintf("a tile of %d vectors is too narrow for the two-phase variant at %d ranks", probe.geo.chunkVecs,
-                     c.f.nranks);
+  if (!tiles.fit(why)) return false;
+  if (tiles.plan().geo.chunkVecs < c.f.nranks) {
+    *why = strprintf("a tile of %d vectors is too narrow for the two-phase variant at %d ranks",
+                     tiles.plan().geo.chunkVecs, c.f.nranks);
     return false;
   }
   return true;
 }
 
-Verdict canImplement(const PlanContext& c) {
+// A forced call: within the buffer's limit (two-phase if ARFUSE_LL_TWO_PHASE=1), or above it the
+// two-phase variant up to its cap, else the refusal.
+Verdict forcedVerdict(const PlanContext& c, Tiles& tiles) {
   const Fabric& f = c.f;
   std::string why;
-  if (c.forced) {
-    if (f.p2p && c.bytes > f.lowLatencyMaxBytes) {
-      const long long cap = twoPhaseCap(c);
-      if (c.bytes <= cap) {
-        if (!twoPhaseFits(c, f.lowLatencyMaxBytes, &why))
-          return Verdict::no(strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto",
-                                       c.forcedBy, why.c_str()));
-        return Verdict::yes(strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", c.forcedBy,
-                                      c.bytes, f.nranks));
-      }
-      return Verdict::no(strprintf(
-          "algo=lowlatency (forced by %s) carries at most %lld B per rank%s; "
-          "this call has %lld B (tokens=%d x hidden=%d); use auto",
-          c.forcedBy, f.lowLatencyMaxBytes, cap > 0 ? strprintf(" (%lld B in its two-phase variant)", cap).c_str() : "",
-          c.bytes, c.req.tokens, c.req.hidden));
+  if (f.p2p && c.bytes > f.lowLatencyMaxBytes) {
+    const long long cap = twoPhaseCap(c);
+    if (c.bytes <= cap) {
+      if (!twoPhaseFits(c, f.lowLatencyMaxBytes, tiles, &why))
+        return Verdict::no(
+            strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy, why.c_str()));
+      return Verdict::yes(
+          strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", c.forcedBy, c.bytes, f.nranks));
     }
-    if (f.p2p && !fits(c, f.lowLatencyMaxBytes, &why))
-      return Verdict::no(
-          strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy, why.c_str()));
-    Verdict v = planning::forcedPeerPath(c, "lowlatency");
-    Plan probe;
-    if (v.ok && planning::barrierGeometry(c, arfuseAlgoLowLatency, &probe, &why) &&
-        twoPhase(c, probe, f.lowLatencyMaxBytes))
-      v.reason =
-          strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", c.forcedBy, c.bytes, f.nranks);
-    return v;
+    return Verdict::no(strprintf(
+        "algo=lowlatency (forced by %s) carries at most %lld B per rank%s; "
+        "this call has %lld B (tokens=%d x hidden=%d); use auto",
+        c.forcedBy, f.lowLatencyMaxBytes, cap > 0 ? strprintf(" (%lld B in its two-phase variant)", cap).c_str() : "",
+        c.bytes, c.req.tokens, c.req.hidden));
   }
+  if (f.p2p && !fits(c, f.lowLatencyMaxBytes, tiles, &why))
+    return Verdict::no(
+        strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy, why.c_str()));
+  Verdict v = planning::forcedPeerPath(c, "lowlatency");
+  if (v.ok && tiles.fit(&why) && twoPhase(c, tiles.plan(), f.lowLatencyMaxBytes))
+    v.reason =
+        strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", c.forcedBy, c.bytes, f.nranks);
+  return v;
+}
+
+// The auto plan: up to the one-phase limit (two-phase if ARFUSE_LL_TWO_PHASE=1), or inside the
+// two-phase window above it.
+Verdict autoVerdict(const PlanContext& c, Tiles& tiles) {
+  const Fabric& f = c.f;
+  std::string why;
   if (!f.p2p) return planning::noPeerAccess(c);
   bool capped = false;
   const long long llMax = onePhaseMax(c, &capped);
-  if (!fits(c, llMax, &why)) {
+  if (!fits(c, llMax, tiles, &why)) {
     std::string twoWhy;
-    if (twoPhaseFits(c, llMax, &twoWhy))
+    if (twoPhaseFits(c, llMax, tiles, &twoWhy))
       return Verdict::yes(strprintf(
           "lowlatency (two-phase variant): %lld B in (%lld, %lld] B at %d ranks: each slice pushed to its owner, "
           "the owner's sum pushed back, 2(n-1)/n of the message each way",
           c.bytes, llMax, twoPhaseCap(c), f.nranks));
     return Verdict::no(why);
   }
-  Plan probe;
-  if (c.policy.llTwoPhase == 1 && planning::barrierGeometry(c, arfuseAlgoLowLatency, &probe, &why) &&
-      twoPhase(c, probe, llMax))
+  if (c.policy.llTwoPhase == 1 && tiles.fit(&why) && twoPhase(c, tiles.plan(), llMax))
     return Verdict::yes(
         strprintf("lowlatency (two-phase variant, ARFUSE_LL_TWO_PHASE=1): %lld B, %d ranks", c.bytes, f.nranks));
   return Verdict::yes(
@@ -113,10 +143,21 @@ Verdict canImplement(const PlanContext& c) {
                 c.bytes, llMax, capped ? strprintf(" (%s)", c.origin).c_str() : ""));
 }
 
+// A yes carries the geometry its decision computed (every yes has fitted the tiles), with the
+// variant, so that makePlan does not compute it again.
+Verdict canImplement(const PlanContext& c) {
+  Tiles tiles(c);
+  Verdict v = c.forced ? forcedVerdict(c, tiles) : autoVerdict(c, tiles);
+  std::string why;
+  if (!v.ok || !tiles.fit(&why)) return v;
+  Plan g = tiles.plan();
+  g.variant = twoPhase(c, g, variantLimit(c));
+  return Verdict::yes(std::move(v.reason), g);
+}
+
 bool geometry(const PlanContext& c, Plan* p, std::string* why) {
   if (!planning::barrierGeometry(c, arfuseAlgoLowLatency, p, why)) return false;
-  bool capped = false;
-  p->twoShotVariant = twoPhase(c, *p, c.forced ? c.f.lowLatencyMaxBytes : onePhaseMax(c, &capped));
+  p->variant = twoPhase(c, *p, variantLimit(c));
   return true;
 }
 

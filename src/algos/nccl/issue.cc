@@ -6,7 +6,7 @@
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) { return localLaunchStatus(launchLocal(c.l, *c.la, c.stream), c.l); }
+Status launch(const AlgoLaunch& c) { return localLaunchStatus(launchLocal(c.l, c.la, c.stream), c.l); }
 
 [[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoNccl, launch);
 

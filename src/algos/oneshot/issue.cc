@@ -4,7 +4,7 @@
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchOneShot(c.l, *c.ka, c.stream), c.l); }
+Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchOneShot(c.l, c.ka, c.stream), c.l); }
 
 [[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoOneShot, launch);
 
