@@ -361,7 +361,6 @@ arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t s
       comm->lastError = strprintf("%s: %s", arfuseGetErrorName(async.code()), msg.c_str());
       return async.code();
     }
-    if (groupMultiHost(g)) msg += "; " + multiHostErrorContext(g);
     // The line describes the call that failed on the device; `refused` names the call refused now.
     return fail(comm, async.code(), __FILE__, __LINE__, msg,
                 asyncFields.empty() ? fields : asyncFields + " refused=" + std::string(func + 6));

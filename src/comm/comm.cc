@@ -23,6 +23,7 @@
 #include "algos/launch.h"
 #include "comm/config.h"
 #include "comm/handles.h"
+#include "comm/multihost.h"
 #include "common/no_device.h"
 #include "common/params.h"
 #include "diag/records.h"
@@ -251,7 +252,18 @@ Status groupAsyncError(const Group& g, int rank, std::string* fields, bool* firs
   for (int r = 0; r < g.nranks && who < 0; ++r)
     if (readErrorRecord(*g.shared, r, &e)) who = r;
   if (who < 0) return Status(arfusePeerTimeout, "the group was aborted (no kernel error record)");
-  std::string message = describeErrorRecord(e, who, g.timeoutNs) + ". next: " + nextStepFor(e.code);
+  // A group that spans hosts records local ranks (its kernels run within one host): name them
+  // globally, with their host, as every other message of such a group does.
+  std::function<std::string(int)> rankName;
+  if (const MultiHost* mh = g.multiHost.get())
+    rankName = [mh](int q) {
+      const std::vector<int>& rs = mh->layout.ranksOf[mh->hostIndex];
+      return q >= 0 && q < static_cast<int>(rs.size()) ? describeRank(mh->layout, rs[q]) : strprintf("rank %d", q);
+    };
+  std::string message = describeErrorRecord(e, who, g.timeoutNs, rankName) + ". next: " + nextStepFor(e.code);
+  // The host's other local ranks, and what any of them waits for across hosts (a local peer stuck in
+  // NCCL is why this rank's intra-host wait failed).
+  if (g.multiHost) message += "; " + multiHostErrorContext(g);
   if (fields) {
     // The record's fields without its code= (the caller's line carries the code).
     std::string f = errorRecordFields(e);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "algos/nccl/guard.h"
 #include "comm/multihost.h"
@@ -133,6 +134,7 @@ Status MultiHostWatch::issue(const NcclIssue& in, const std::function<ncclResult
     ++unwatched_;
   }
   hostCallSeq_.store(info.seq);
+  hostCallComm_.store(info.comm == kNcclCommWorld ? 0 : 1);
   hostCallSince_.store(steadyNs());
   const ncclResult_t nr = call(nc);
   hostCallSince_.store(0);
@@ -225,6 +227,7 @@ void MultiHostWatch::timeout(const NcclWatchVerdict& v) {
   rec.call = v.op.seq;
   rec.mine = v.op.desc;
   raise(arfusePeerTimeout, text, fields, &rec);
+  firstAbort_ = v.op.comm == kNcclCommWorld ? 0 : 1;
   abortNccl();
 }
 
@@ -239,6 +242,7 @@ void MultiHostWatch::hostBlocked(uint64_t blockedNs) {
   raise(arfusePeerTimeout, text,
         strprintf("nccl_op=%llu host_blocked_ms=%llu", seq, static_cast<unsigned long long>(blockedNs / 1000000ull)),
         nullptr);
+  firstAbort_ = hostCallComm_.load();  // the communicator of the blocked host call goes first
   pendingNcclAbort_ = true;
 }
 
@@ -290,7 +294,12 @@ void MultiHostWatch::abortNccl() {
   pendingNcclAbort_ = false;
   ncclAborted_ = true;
   // NCCL's kernels of these communicators exit; their streams move on (the guards write NaN).
-  for (ncclComm_t* c : {&mh_->world, &mh_->cross})
+  // The communicator whose operation is stuck goes first: ncclCommAbort sets its own abort flag,
+  // then frees its memory, which waits for the device -- so aborting the other one first waits
+  // forever for the stuck kernel (the hierarchical path's operation is on `cross`).
+  ncclComm_t* order[2] = {&mh_->world, &mh_->cross};
+  if (firstAbort_ == 1) std::swap(order[0], order[1]);
+  for (ncclComm_t* c : order)
     if (*c) {
       ncclCommAbort(*c);
       *c = nullptr;

@@ -85,9 +85,11 @@ class MultiHostWatch : public WatchSource {
   uint64_t unwatched_ = 0;  // under listMu_
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> hostCallSeq_{0};
+  std::atomic<int> hostCallComm_{0};        // the communicator of that call: 0 world, 1 cross
   std::atomic<uint64_t> hostCallSince_{0};  // steady-clock ns when the caller's thread entered NCCL; 0: not in it
   std::atomic<bool> raised_{false};         // the watch raised the group's error
   bool ncclAborted_ = false;                // under commMu_
+  int firstAbort_ = 0;  // which communicator abortNccl aborts first: 0 world, 1 cross (the stuck one)
   // Watchdog thread only:
   bool pendingNcclAbort_ = false;
   bool ncclAbortDone_ = false;

@@ -84,20 +84,22 @@ int resultForRecordCode(int code) {
   }
 }
 
-std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutNs) {
+std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutNs,
+                                const std::function<std::string(int)>& rankName) {
   const unsigned long long call = e.call;
+  auto name = [&](int r) { return rankName ? rankName(r) : strprintf("rank %d", r); };
   switch (e.code) {
     case kErrPeerTimeout: {
-      std::string s = strprintf("rank %d waited %.3f s for rank %d at call %llu (block %d, phase %d)", who,
-                                static_cast<double>(timeoutNs) / 1e9, e.peer, call, e.block, e.phase);
+      std::string s = strprintf("%s waited %.3f s for %s at call %llu (block %d, phase %d)", name(who).c_str(),
+                                static_cast<double>(timeoutNs) / 1e9, name(e.peer).c_str(), call, e.block, e.phase);
       if (!callDescEmpty(e.mine)) s += " in " + describeCallDesc(e.mine, true);
       return s + "; the group is aborted";
     }
     case kErrMismatch: {
       // The path is named only when it is what differs: the shapes are what users get wrong.
       const bool pathDiffers = descAlgo(e.mine) != descAlgo(e.theirs) || descVariant(e.mine) != descVariant(e.theirs);
-      return strprintf("divergent call at call %llu: rank %d made %s, rank %d made %s", call, who,
-                       describeCallDesc(e.mine, pathDiffers).c_str(), e.peer,
+      return strprintf("divergent call at call %llu: %s made %s, %s made %s", call, name(who).c_str(),
+                       describeCallDesc(e.mine, pathDiffers).c_str(), name(e.peer).c_str(),
                        describeCallDesc(e.theirs, pathDiffers).c_str());
     }
     case kErrConcurrent:
@@ -106,10 +108,10 @@ std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutN
           "stream at a time",
           who, call);
     case kErrNcclTimeout: {
-      std::string s =
-          strprintf("rank %d waited %.3f s in its NCCL operation %llu across hosts (communicator %s, timeout %.3f s)",
-                    who, e.waitedMs / 1e3, call, e.block < 0 ? "world" : strprintf("local index %d", e.block).c_str(),
-                    static_cast<double>(timeoutNs) / 1e9);
+      std::string s = strprintf(
+          "%s waited %.3f s in its NCCL operation %llu across hosts (communicator %s, timeout %.3f s)",
+          name(who).c_str(), e.waitedMs / 1e3, call,
+          e.block < 0 ? "world" : strprintf("local index %d", e.block).c_str(), static_cast<double>(timeoutNs) / 1e9);
       if (!callDescEmpty(e.mine)) s += " in " + describeCallDesc(e.mine, false) + " on path " + callDescPath(e.mine);
       return s + "; its NCCL communicators and the group are aborted";
     }

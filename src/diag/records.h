@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include <functional>
 #include <string>
 
 #include "diag/device_records.h"
@@ -40,7 +41,10 @@ int resultForRecordCode(int code);
 //   two calls of rank 1 ran at the same time (call 9): a communicator must be used from one stream
 //     at a time
 // No trailing period and no "next:" (see nextStepFor), so callers can append to it.
-std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutNs);
+// `rankName` names a rank of the group that recorded it (default "rank N"; a group that spans hosts
+// passes one that gives the global rank, host and local rank of its intra-host ranks).
+std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutNs,
+                                const std::function<std::string(int)>& rankName = nullptr);
 // The "next:" advice for a record code (without the "next: " prefix).
 std::string nextStepFor(int code);
 // The key=value fields of the canonical log line for the record:

@@ -3,6 +3,8 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "diag/records.h"
 #include "diag_test_util.h"
@@ -53,6 +55,20 @@ TEST(DiagRecords, TimeoutSentenceNamesBothRanksCallBlockPhaseAndCall) {
             "code=arfusePeerTimeout call=17 op=AllReduceAddRmsNorm bytes=14336 dtype=bf16 path=oneshot peer=2 block=5 "
             "phase=0");
   EXPECT_NE(nextStepFor(kErrPeerTimeout).find("arfuse triage"), std::string::npos);
+}
+
+// A group that spans hosts records local ranks; its namer gives the global rank and host.
+TEST(DiagRecords, TimeoutSentenceUsesTheGroupsRankNames) {
+  const ErrorRecord e = rec(kErrPeerTimeout, 1, 4, CallDesc{0, 0}, {0, 0}, 0, 0);
+  const std::vector<int> global = {2, 3};  // host h1's local ranks 0 and 1
+  auto name = [&](int q) {
+    return "rank " + std::to_string(global[q]) + " (host h1, local rank " + std::to_string(q) + ")";
+  };
+  EXPECT_EQ(describeErrorRecord(e, 0, 3000000000ull, name),
+            "rank 2 (host h1, local rank 0) waited 3.000 s for rank 3 (host h1, local rank 1) at call 4 (block 0, "
+            "phase 0); the group is aborted");
+  const ErrorRecord m = rec(kErrMismatch, 0, 9, fusedDesc(), fusedDesc(2), 0, 3);
+  EXPECT_NE(describeErrorRecord(m, 1, 0, name).find("rank 3 (host h1, local rank 1) made"), std::string::npos);
 }
 
 TEST(DiagRecords, MismatchSentenceDecodesBothDescriptors) {

@@ -30,6 +30,10 @@ Status launch(const AlgoLaunch& c) {
       op, [&](ncclComm_t nc) { return ncclAllReduce(slice, slice, elems, ncclFloat32, ncclSum, nc, c.stream); }));
   HierArgs gather = h.args;
   gather.k.desc.w0 |= 1u << 12;  // diag/device_records.h CallDesc: variant 1
+  // The gather waits for local peers that may be stuck in the NCCL all-reduce above: bounded at
+  // twice the timeout, so that such a peer's NCCL watch (bounded at one) reports first and this
+  // rank's message names whom it waits for across hosts, not only the local peer.
+  gather.k.timeoutNs = 2 * gather.k.timeoutNs;
   ARFUSE_CHECK(kernelLaunchStatus(launchHierGather(c.l, gather, c.stream), c.l));
   return Status();
 }
