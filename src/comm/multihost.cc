@@ -364,6 +364,7 @@ Status createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm) {
       mh->policy.forcedBy = rc.policy.forcedBy;
     }
   }
+  g->logRanks = mh->layout.ranksOf[mh->hostIndex];  // its log lines name global ranks
   MultiHost* raw = mh.get();
   g->cleanups.push_back([raw] { releaseCrossHost(raw); });
   // Runs before releaseCrossHost (cleanups run in reverse): the watchdog lets go of the watch first.

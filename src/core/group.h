@@ -86,6 +86,9 @@ struct Group {
   // Set for a group that spans hosts (comm/multihost.h): this group is the rank's intra-host
   // group, and this what crosses hosts (freed by the cleanups above).
   std::shared_ptr<MultiHost> multiHost;
+  // A group that spans hosts: the global rank of each rank of this (intra-host) group, which log
+  // lines show; empty: the ranks are global already.
+  std::vector<int> logRanks;
 
  private:
   // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
@@ -171,7 +174,10 @@ inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& m
 // Multi-process groups: one local rank, peers in other processes.
 inline bool groupIsMultiProcess(const Group& g) { return g.multiProcess; }
 // The log context of local rank r.
-inline LogContext rankLogContext(const Group& g, int r) { return LogContext{r, g.ranks[r].device, g.ranks[r].arch}; }
+inline LogContext rankLogContext(const Group& g, int r) {
+  const int shown = r >= 0 && r < static_cast<int>(g.logRanks.size()) ? g.logRanks[r] : r;
+  return LogContext{shown, g.ranks[r].device, g.ranks[r].arch};
+}
 
 // The host-side state of an opt-in check (api/replica_check.cc), made by make() on first use.
 template <typename T, typename Make>
