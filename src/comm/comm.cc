@@ -255,23 +255,28 @@ Status groupAsyncError(const Group& g, int rank, std::string* fields, bool* firs
   // A group that spans hosts records local ranks (its kernels run within one host): name them
   // globally, with their host, as every other message of such a group does.
   std::function<std::string(int)> rankName;
+  const std::vector<int>& globalOf = g.logRanks;  // empty unless the group spans hosts
+  auto global = [&globalOf](int q) { return q >= 0 && q < static_cast<int>(globalOf.size()) ? globalOf[q] : q; };
   if (const MultiHost* mh = g.multiHost.get())
-    rankName = [mh](int q) {
-      const std::vector<int>& rs = mh->layout.ranksOf[mh->hostIndex];
-      return q >= 0 && q < static_cast<int>(rs.size()) ? describeRank(mh->layout, rs[q]) : strprintf("rank %d", q);
+    rankName = [mh, &globalOf](int q) {
+      return q >= 0 && q < static_cast<int>(globalOf.size()) ? describeRank(mh->layout, globalOf[q])
+                                                             : strprintf("rank %d", q);
     };
   std::string message = describeErrorRecord(e, who, g.timeoutNs, rankName) + ". next: " + nextStepFor(e.code);
   // The host's other local ranks, and what any of them waits for across hosts (a local peer stuck in
   // NCCL is why this rank's intra-host wait failed).
   if (g.multiHost) message += "; " + multiHostErrorContext(g);
   if (fields) {
-    // The record's fields without its code= (the caller's line carries the code).
-    std::string f = errorRecordFields(e);
+    // The record's fields without its code= (the caller's line carries the code); its peer as the
+    // group's log lines name ranks (globally, when it spans hosts).
+    ErrorRecord shown = e;
+    shown.peer = global(e.peer);
+    std::string f = errorRecordFields(shown);
     if (f.rfind("code=", 0) == 0) {
       const size_t sp = f.find(' ');
       f = sp == std::string::npos ? "" : f.substr(sp + 1);
     }
-    if (who != rank) f += strprintf(" recorded_by=%d", who);
+    if (who != rank) f += strprintf(" recorded_by=%d", global(who));
     *fields = f;
   }
   if (firstReport) *firstReport = claimErrorReport(g.shared, rank, e);

@@ -413,9 +413,11 @@ int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_
   else
     ++unstampedEvents_;
   // Facts for the cross-rank analyses, from every occurrence.
-  std::string seq, lastDone, waitedFor, code, peer;
+  std::string seq, lastDone, waitedFor, code, peer, waitsWith;
   for (const auto& [k, v] : details) {
-    if (k == "seq")
+    if (k == "waits_with")
+      waitsWith = v;
+    else if (k == "seq")
       seq = v;
     else if (k == "last_completed")
       lastDone = v;
@@ -427,6 +429,15 @@ int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_
       peer = v;
   }
   if (waitedFor.empty() && code == "arfusePeerTimeout") waitedFor = peer;
+  if (!waitsWith.empty()) {  // "rank 1 (host a, local rank 1), rank 3 (host b, local rank 1)"
+    std::set<int> with;
+    for (size_t at = waitsWith.find("rank "); at != std::string::npos; at = waitsWith.find("rank ", at + 5)) {
+      if (at >= 6 && waitsWith.compare(at - 6, 6, "local ") == 0) continue;  // "local rank L"
+      const char* p = waitsWith.c_str() + at + 5;
+      if (*p >= '0' && *p <= '9') with.insert(clampRank(std::strtol(p, nullptr, 10)));
+    }
+    if (!with.empty()) ncclWaits_.emplace_back(occ.rank, std::move(with));
+  }
   if (occ.rank >= 0) {
     if (!seq.empty()) seqByRank_.emplace(occ.rank, toLong(seq));
     if (!lastDone.empty()) lastCompletedByRank_.emplace(occ.rank, toLong(lastDone));

@@ -158,6 +158,7 @@ class Analyzer {
   void handleTorchrunSummary(std::string_view body, const Occurrence& occ);
   void analyseWatchdog(Result* r);
   void analyseArfuseTimeouts(Result* r);
+  void analyseNcclWatch(Result* r);
   void analyseFlightRecorder(Result* r);
   void analyseErrorRecords(Result* r);
 
@@ -174,6 +175,9 @@ class Analyzer {
   std::map<int, long> seqByRank_;             // c10d watchdog: SeqNum at timeout
   std::map<int, long> lastCompletedByRank_;   // c10d: "last completed NCCL work"
   std::map<int, std::pair<int, int>> waits_;  // arfuse timeouts: waiting rank -> (peer, group)
+  // arfuse's NCCL watch across hosts: per line, the reporting rank (-1 unknown) and the ranks its
+  // operation waits with.
+  std::vector<std::pair<int, std::set<int>>> ncclWaits_;
   struct FrRank {
     int dev = -1, nranks = 0;
     long lastCompleted = -1, firstPending = -1;

@@ -161,6 +161,40 @@ void Analyzer::analyseArfuseTimeouts(Result* r) {
   (void)r;
 }
 
+// arfuse's NCCL watch across hosts: every survivor stuck in a communicator lists the ranks its
+// operation waits with, and NCCL cannot say which of them stopped. A line's own rank is the one
+// rank all the lines list but it (robust to lines that show a local rank), else the rank it was
+// printed with; the listed ranks that report nothing are the silent ones.
+void Analyzer::analyseNcclWatch(Result* r) {
+  (void)r;
+  if (ncclWaits_.empty()) return;
+  std::set<int> listed, reporters;
+  for (const auto& [rank, with] : ncclWaits_) listed.insert(with.begin(), with.end());
+  for (const auto& [rank, with] : ncclWaits_) {
+    std::set<int> others;
+    for (int q : listed)
+      if (!with.count(q)) others.insert(q);
+    if (others.size() == 1)
+      reporters.insert(*others.begin());
+    else if (rank >= 0)
+      reporters.insert(rank);
+  }
+  std::set<int> silent;
+  for (int q : listed)
+    if (!reporters.count(q)) silent.insert(q);
+  if (silent.empty()) return;
+  const bool one = silent.size() == 1;
+  const std::string head = "rank" + std::string(one ? " " : "s ") + rankList(silent) + (one ? " is" : " are") +
+                           " silent: rank" + (reporters.size() > 1 ? "s " : " ") + rankList(reporters) +
+                           " timed out in NCCL operations across hosts that wait with " + (one ? "it" : "them") +
+                           ", and " + (one ? "it reports" : "they report") + " no such timeout";
+  for (auto& g : groups_) {
+    if (catalog_.sig(g.sig).id != "arfuse.nccl_watch_timeout") continue;
+    g.setDetail("headline", head);
+    g.setDetail("silent_ranks", rankList(silent));
+  }
+}
+
 // Flight-recorder dumps: the rank whose progress (last epoch reached) is lowest is the one every
 // other rank waits for. Produces a derived event when the dumps single one out.
 void Analyzer::analyseFlightRecorder(Result* r) {
@@ -398,6 +432,8 @@ Result Analyzer::finish() {
   // arfusePeerTimeout line waits for may never print a line itself (it is the stuck one).
   int highest = maxRank_;
   for (const auto& [waiter, pg] : waits_) highest = std::max(highest, pg.first);
+  for (const auto& [rank, with] : ncclWaits_)
+    if (!with.empty()) highest = std::max(highest, *with.rbegin());
   r.nranks = std::max(nranksHint_, highest + 1);
   r.nranksSource = nranksHint_ >= highest + 1 && nranksHint_ > 0
                        ? nranksHintSource_
@@ -406,6 +442,7 @@ Result Analyzer::finish() {
 
   analyseWatchdog(&r);
   analyseArfuseTimeouts(&r);
+  analyseNcclWatch(&r);
   analyseFlightRecorder(&r);
   analyseErrorRecords(&r);
 
