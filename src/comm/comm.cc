@@ -258,10 +258,7 @@ Status groupAsyncError(const Group& g, int rank, std::string* fields, bool* firs
   const std::vector<int>& globalOf = g.logRanks;  // empty unless the group spans hosts
   auto global = [&globalOf](int q) { return q >= 0 && q < static_cast<int>(globalOf.size()) ? globalOf[q] : q; };
   if (const MultiHost* mh = g.multiHost.get())
-    rankName = [mh, &globalOf](int q) {
-      return q >= 0 && q < static_cast<int>(globalOf.size()) ? describeRank(mh->layout, globalOf[q])
-                                                             : strprintf("rank %d", q);
-    };
+    rankName = [mh, &globalOf](int q) { return describeLocalRank(mh->layout, globalOf, q); };
   std::string message = describeErrorRecord(e, who, g.timeoutNs, rankName) + ". next: " + nextStepFor(e.code);
   // The host's other local ranks, and what any of them waits for across hosts (a local peer stuck in
   // NCCL is why this rank's intra-host wait failed).

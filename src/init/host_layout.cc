@@ -72,4 +72,9 @@ std::string describeRank(const HostLayout& l, int rank) {
   return strprintf("rank %d (host %s, local rank %d)", rank, l.labels[l.hostOf[rank]].c_str(), l.localOf[rank]);
 }
 
+std::string describeLocalRank(const HostLayout& l, const std::vector<int>& globalOf, int q) {
+  if (q < 0 || q >= static_cast<int>(globalOf.size())) return strprintf("rank %d", q);
+  return describeRank(l, globalOf[q]);
+}
+
 }  // namespace arfuse

@@ -45,5 +45,8 @@ HostLayout groupHosts(const std::vector<uint64_t>& hashes, const std::vector<std
 
 // "host node-a (rank 4) local rank 1": how messages name a rank of a multi-host group.
 std::string describeRank(const HostLayout& l, int rank);
+// Rank q of a host's intra-host group, whose global ranks are `globalOf` (the kernels of such a
+// group record local ranks): "rank G (host H, local rank q)"; "rank q" when q is not one of them.
+std::string describeLocalRank(const HostLayout& l, const std::vector<int>& globalOf, int q);
 
 }  // namespace arfuse
