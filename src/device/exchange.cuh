@@ -43,24 +43,24 @@ struct HostExchange {
   static constexpr bool kRegionIsLocal = false;
 };
 
-// fp32 sum, in rank order 0..n-1, of the vector at byte `offset` of every rank's region; this rank's
-// own part is `own` (from x: never read back through the exchange). Loads of up to 8 ranks are in
-// flight before the additions, which still happen strictly in rank order.
-template <class X, typename T>
-__device__ __forceinline__ void sumRanks(const KernelArgs& a, int parity, size_t offset, const uint4& own, float* acc) {
+// fp32 sum, in rank order 0..n-1, of one vector of every rank: this rank's is `own`, rank r's is
+// load(r). Loads of up to 8 ranks are in flight before the additions, which still happen strictly in
+// rank order (the bits every path and rank produce).
+template <typename T, class Load>
+__device__ __forceinline__ void sumRankOrder(int nranks, int rank, const uint4& own, Load&& load, float* acc) {
   constexpr int E = Vec<T>::kElems;
 #pragma unroll
   for (int e = 0; e < E; ++e) acc[e] = 0.f;
-  for (int r0 = 0; r0 < a.nranks; r0 += 8) {
+  for (int r0 = 0; r0 < nranks; r0 += 8) {
     uint4 buf[8];
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
       const int r = r0 + s;
-      if (r < a.nranks) buf[s] = r == a.rank ? own : X::load(X::region(a, r, parity) + offset);
+      if (r < nranks) buf[s] = r == rank ? own : load(r);
     }
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
-      if (r0 + s < a.nranks) {
+      if (r0 + s < nranks) {
         float f[E];
         Vec<T>::toFloat(buf[s], f);
 #pragma unroll
@@ -68,6 +68,14 @@ __device__ __forceinline__ void sumRanks(const KernelArgs& a, int parity, size_t
       }
     }
   }
+}
+
+// The same over the exchange: the vector at byte `offset` of every rank's region (one-shot); this
+// rank's own part is `own` (from x: never read back through the exchange).
+template <class X, typename T>
+__device__ __forceinline__ void sumRanks(const KernelArgs& a, int parity, size_t offset, const uint4& own, float* acc) {
+  sumRankOrder<T>(
+      a.nranks, a.rank, own, [&](int r) { return X::load(X::region(a, r, parity) + offset); }, acc);
 }
 
 }  // namespace arfuse

@@ -42,6 +42,7 @@
 
 #include "device/args.h"
 #include "device/memory.cuh"
+#include "device/phase_clock.cuh"
 #include "device/vec.cuh"
 
 namespace arfuse {
@@ -203,6 +204,17 @@ __device__ __forceinline__ CallState enterCall(const KernelArgs& a) {
   }
   __syncthreads();
   return CallState{sEpoch, sStatus};
+}
+
+// Part one, then the wait on the previous kernel (programmatic dependent launch), with the phase
+// points 0 (start), 1 (entered) and 2 (after the wait) of the kernels that mark them.
+__device__ __forceinline__ CallState enterThenWait(const KernelArgs& a) {
+  PhaseClock::mark<0>();
+  const CallState cs = enterCall(a);
+  PhaseClock::mark<1>();
+  pdlWait();
+  PhaseClock::mark<2>();
+  return cs;
 }
 
 // Part two: the loads, issued by thread 0 right after pdlWait; their latency overlaps what the call

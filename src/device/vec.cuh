@@ -79,6 +79,17 @@ struct Vec<__nv_bfloat16> : Bf16Vec {};
 template <>
 struct Vec<__half> : Fp16Vec {};
 
+// A thread's vectors of a tile of V vectors: u = threadIdx.x + i * blockDim.x for i < kVecs, those
+// with u < V; f(i, u) runs for each, in order of i (unrolled, so arrays indexed by i stay registers).
+template <int kVecs, class F>
+__device__ __forceinline__ void forThreadVecs(int V, F&& f) {
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int u = threadIdx.x + i * blockDim.x;
+    if (u < V) f(i, u);
+  }
+}
+
 // A vector of quiet NaNs of T: what a failed call writes (device/protocol.cuh).
 template <typename T>
 __device__ __forceinline__ uint4 nanVec() {

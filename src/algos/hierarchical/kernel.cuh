@@ -103,13 +103,8 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) hierGatherKernel(con
   const bool ok = go && ctaBarrier<PeerExchange>(a, cs.epoch, /*phase=*/0);
   pdlLaunchDependents();
   for (int j = 0; j < tc.tiles; ++j) {
-    uint4 packed[kVecs];
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) packed[i] = make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int u = threadIdx.x + i * blockDim.x;
-      if (u >= V) continue;
+    uint4 packed[kVecs] = {};
+    forThreadVecs<kVecs>(V, [&](int i, int u) {
       float acc[E];
 #pragma unroll
       for (int e = 0; e < E; ++e) acc[e] = 0.f;
@@ -128,7 +123,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) hierGatherKernel(con
       uint4 r;
       if (kFused) r = residualIn[tc.at(j, u)];
       packed[i] = roundSum<T>(acc, kFused ? &r : nullptr, !ok);
-    }
+    });
     finishTile<T, kFused, kVecs, false>(a, tc, j, packed, !ok, w, &sm);
   }
   exitCall(a, cs, !ok);

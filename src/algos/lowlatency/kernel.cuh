@@ -200,14 +200,10 @@ __global__ void __launch_bounds__(kLlMaxThreads) lowLatencyKernel(const __grid_c
   const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [tokens, nvec]
   // Phase points (device/phase_clock.cuh): 0 start, 1 entered (before the wait), 2 after pdlWait,
   // 3 sent, 4 tile 0 received, 5 tiles finished, 6 exited.
-  PhaseClock::mark<0>();
   // A refused call (cs.status) sends nothing and waits for nothing, but still runs the tile loop with
   // NaN so that the CTAs of a split row pass the same cluster barriers (a CTA of the cluster may not
   // have been refused) and every output element it owns becomes NaN.
-  CallState cs = enterCall(a);
-  PhaseClock::mark<1>();
-  pdlWait();
-  PhaseClock::mark<2>();
+  CallState cs = enterThenWait(a);  // device/protocol.cuh
   const EntryCheck check = issueEntryCheck(a, cs);
   uint4 own[kVecs];  // tile 0's x
 #pragma unroll

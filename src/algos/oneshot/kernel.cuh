@@ -35,13 +35,9 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
   const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
   // Phase points (device/phase_clock.cuh): 0 start, 1 entered (before the wait), 2 after pdlWait,
   // 3 copied in, 4 barrier passed, 5 tiles finished, 6 exited.
-  PhaseClock::mark<0>();
   // A refused call copies nothing and passes no barrier, but finishes its tiles with NaN (see
   // lowlatency/kernel.cuh: the CTAs of a split row must pass the same cluster barriers).
-  CallState cs = enterCall(a);  // before pdlWait: device/protocol.cuh
-  PhaseClock::mark<1>();
-  pdlWait();
-  PhaseClock::mark<2>();
+  CallState cs = enterThenWait(a);  // device/protocol.cuh
   InputCache<kVecs> own, res;
   own.load(x + tc.at(0, 0), V);
   if (addResidual) res.load(residualIn + tc.at(0, 0), V);
