@@ -13,6 +13,8 @@
 #                 variant forced at 1/4/16/32 (proxy_ll2_tp*.json), and -- when .carry/baseline
 #                 holds an older tree (git archive REV | tar -x -C .carry/baseline) -- the same table
 #                 from that tree, built beside this one (baseline_tp*.json): before/after in one run
+#   --large       with --proxy: also auto, one-shot and two-shot at 64/256/1024/2048 tokens on 2/4/8
+#                 virtual ranks, from both trees (proxy_large_tp*.json, baseline_large_tp*.json)
 #   --smoke       right after the build: selftest --quick, the fault matrix and batch invariance,
 #                 then everything else as time allows
 #   --experiments with --proxy: the 1- and 16-token proxy rows again with PDL off, rows never split
@@ -39,6 +41,7 @@ quick=0
 bench_only=0
 tests_only=0
 proxy=0
+large=0
 smoke=0
 experiments=0
 peers=0
@@ -47,6 +50,7 @@ for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
     --proxy) proxy=1 ;;
+    --large) large=1 ;;
     --smoke) smoke=1 ;;
     --experiments) experiments=1 ;;
     --peers) peers=1 ;;
@@ -161,6 +165,13 @@ proxy_bench() {  # binary, prefix
       --hidden 7168 -n 30 -J "$OUT/${2}_tp${n}.json"
     note "proxy $2 TP$n: rc=$?"
   done
+  if [ $large = 1 ]; then  # the large-message paths: two-shot against one-shot and auto
+    for n in 2 4 8; do
+      step "proxy large $2 TP$n" 90 "$OUT/proxy.txt" "$1" bench --op fused --ranks $n --algo auto,oneshot,twoshot \
+        --tokens 64,256,1024,2048 --hidden 7168 -n 20 -J "$OUT/${2}_large_tp${n}.json"
+      note "proxy large $2 TP$n: rc=$?"
+    done
+  fi
 }
 if [ $proxy = 1 ]; then
   proxy_bench "$build/bin/arfuse" proxy

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <algorithm>
+
 #include "diag/device_records.h"
 
 namespace arfuse {
@@ -36,6 +38,12 @@ constexpr size_t kLlRegionBytes = 2 * kLlCtaDataBytes;
 // (algos/lowlatency/kernel.cuh), so a narrow tile takes more than twice its data. A CTA's tiles
 // must fit kLlRegionBytes (the plan checks these bytes, not the data's).
 constexpr size_t llTileBytes(int chunkVecs) { return static_cast<size_t>((chunkVecs + 31) / 32) * 1024; }
+// Vectors one tile of chunkVecs takes in a two-shot region of n ranks (algos/twoshot/kernel.cuh): the
+// owner of a slice receives n - 1 pushed parts of its width, which exceed the tile only for rows
+// narrower than (n - 1)^2 vectors.
+constexpr int twoShotTileVecs(int chunkVecs, int nranks) {
+  return nranks <= 1 ? chunkVecs : std::max(chunkVecs, (nranks - 1) * ((chunkVecs + nranks - 1) / nranks));
+}
 
 // A 16-byte flag slot: two 8-byte words {counter:32 | payload:32}, the payloads being the two words
 // of the writer's CallDesc. Each 8-byte word is single-copy atomic, so a reader that sees a counter

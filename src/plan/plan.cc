@@ -103,6 +103,11 @@ long long ctaRegionUse(const Geometry& g, int tokens) {
   return tiles * g.chunkVecs * 16;
 }
 
+long long twoShotRegionUse(const Geometry& g, int tokens, int nranks) {
+  const long long tiles = (tokens + g.slots - 1) / g.slots;
+  return tiles * twoShotTileVecs(g.chunkVecs, nranks) * 16;
+}
+
 long long llRegionUse(const Geometry& g, int tokens) {
   const long long tiles = (tokens + g.slots - 1) / g.slots;
   return tiles * static_cast<long long>(llTileBytes(g.chunkVecs));
@@ -238,6 +243,14 @@ bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::stri
       break;
     case arfuseAlgoHostStaged:
       cap = f.hostRegionBytes;
+      if (hostTwoShot(f, c.policy, c.bytes)) {  // pushed slots; the own slice's copy in the staging too
+        use = twoShotRegionUse(p->geo, c.req.tokens, f.nranks);
+        if (f.stagingRegionBytes > 0) cap = std::min(cap, f.stagingRegionBytes);
+      }
+      break;
+    case arfuseAlgoTwoShot:
+      use = twoShotRegionUse(p->geo, c.req.tokens, f.nranks);
+      cap = f.stagingRegionBytes;
       break;
     default:
       cap = f.stagingRegionBytes;
@@ -261,8 +274,11 @@ bool localGeometry(const PlanContext& c, Plan* p, std::string*) {
 
 void stagingWorkspace(const WorkspaceInputs& in, Workspace* w) {
   // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, CTAs of its class)).
+  // Each row has room for two-shot's pushed slots (device/args.h twoShotTileVecs: n - 1 vectors more
+  // at most, only for rows narrower than (n - 1)^2 vectors).
   const size_t rowsPerCta = (static_cast<size_t>(in.limits.maxTokens) + in.fewest - 1) / in.fewest;
-  w->stagingRegionBytes = (rowsPerCta * w->maxRowBytes + 255) / 256 * 256;
+  const size_t slack = static_cast<size_t>(std::max(0, in.nranks - 1)) * 16;
+  w->stagingRegionBytes = (rowsPerCta * (w->maxRowBytes + slack) + 255) / 256 * 256;
   w->stagingBytes = in.ctas * 2 * w->stagingRegionBytes;
 }
 

@@ -151,6 +151,8 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int*
                   int maxChunks = 8);
 // Bytes one CTA puts in its region for a call with this geometry.
 long long ctaRegionUse(const Geometry& g, int tokens);
+// The same for two-shot, whose tiles take twoShotTileVecs vectors each (device/args.h).
+long long twoShotRegionUse(const Geometry& g, int tokens, int nranks);
 // The same in a low-latency region: flagged words, whole 1 KiB groups per tile (device/args.h).
 long long llRegionUse(const Geometry& g, int tokens);
 // The vectors-per-thread instantiation of `algo` for `kind` (0 all-reduce, 1 fused, 2 extended) that

@@ -405,12 +405,15 @@ TEST(Plan, WorkspaceFitsEveryCallAndFollowsTheDtypes) {
   lim.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
   const Workspace bf16 = workspaceFor(lim, 4, 128, 0);
   EXPECT_EQ(bf16.elemBytes, 2u);
-  EXPECT_EQ(bf16.stagingRegionBytes, 2u * 7168 * 2);
+  // Two rows per CTA region, each with room for two-shot's pushed slots (3 vectors at 4 ranks),
+  // rounded up to 256 B.
+  const auto region = [](size_t rowBytes) { return (2 * (rowBytes + 3 * 16) + 255) / 256 * 256; };
+  EXPECT_EQ(bf16.stagingRegionBytes, region(7168 * 2));
   EXPECT_EQ(bf16.stagingBytes, 128u * 2 * bf16.stagingRegionBytes);
   EXPECT_EQ(bf16.llBytes, static_cast<size_t>(kLlMaxCtas) * 2 * 4 * kLlRegionBytes);
   EXPECT_EQ(bf16.hostSlotBytes, 0u);
   lim.dtypeMask |= ARFUSE_DTYPE_BIT(arfuseFloat32);
-  EXPECT_EQ(workspaceFor(lim, 4, 128, 0).stagingRegionBytes, 2 * bf16.stagingRegionBytes);
+  EXPECT_EQ(workspaceFor(lim, 4, 128, 0).stagingRegionBytes, region(7168 * 4));
   Fabric f = nvlink8();
   f.nranks = 4;
   f.maxBlocks = 128;
@@ -423,6 +426,38 @@ TEST(Plan, WorkspaceFitsEveryCallAndFollowsTheDtypes) {
     }
   const Workspace host = workspaceFor(lim, 4, 128, 1 << 20);
   EXPECT_GE(host.hostRegionBytes * 128, 1u << 20);
+}
+
+// Two-shot's layout (algos/twoshot/kernel.cuh): the owner of slice q receives n - 1 parts of its
+// width w_q in one tile of twoShotTileVecs vectors, so the parts never overlap and slot 0 (the
+// reduced slice) stays inside the tile; and every forced two-shot call the limits allow fits the
+// workspace, also for rows narrower than (n - 1)^2 vectors, where the tile is wider than the row.
+TEST(Plan, TwoShotPushedSlotsFitTheTileAndTheWorkspace) {
+  const auto begin = [](int r, int len, int n) { return static_cast<int>(static_cast<long long>(r) * len / n); };
+  for (int n = 2; n <= 8; ++n)
+    for (int v = 1; v <= 600; ++v)
+      for (int q = 0; q < n; ++q)
+        ASSERT_LE((n - 1) * (begin(q + 1, v, n) - begin(q, v, n)), twoShotTileVecs(v, n)) << n << " ranks, " << v;
+  EXPECT_EQ(twoShotTileVecs(9, 8), 14);  // 72 bf16 elements, 8 ranks: 7 parts of 2 vectors
+  EXPECT_EQ(twoShotTileVecs(896, 4), 896);
+  for (int n : {2, 3, 4, 8})
+    for (int hidden : {72, 136, 1024, 7168}) {
+      Limits lim;
+      lim.maxTokens = 300;
+      lim.maxHidden = hidden;
+      lim.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
+      Fabric f = nvlink8();
+      f.nranks = n;
+      f.maxBlocks = 128;
+      f.stagingRegionBytes = static_cast<long long>(workspaceFor(lim, n, 128, 0).stagingRegionBytes);
+      PlanPolicy pol;
+      pol.forcedAlgo = arfuseAlgoTwoShot;
+      for (int tokens : {1, 7, 64, 129, 300}) {
+        Plan p = makePlan(f, lim, pol, req(tokens, hidden));
+        ASSERT_EQ(p.status, arfuseSuccess) << n << " ranks, hidden " << hidden << ", " << tokens << ": " << p.reason;
+        EXPECT_LE(twoShotRegionUse(p.geo, tokens, n), f.stagingRegionBytes) << n << " " << hidden << " " << tokens;
+      }
+    }
 }
 
 // Per-class CTA caps from residency: 16 virtual ranks on one 132-SM GPU whose low-latency kernel fits

@@ -149,6 +149,27 @@ TEST(Gpu_VirtualRanks, AutoPlanIsWhatRuns) {
   }
 }
 
+// Rows narrower than (n - 1)^2 vectors: two-shot's pushed parts take more room than the row
+// (device/args.h twoShotTileVecs: 9 vectors of bf16 at 8 ranks take 14), over peer access and in
+// the host-staged path's two-shot variant (1024 tokens: 1 MiB of peer bytes, above its one-shot limit).
+TEST(Gpu_VirtualRanks, TwoShotRowsNarrowerThanItsSlots) {
+  for (int algo : {int(arfuseAlgoTwoShot), int(arfuseAlgoHostStaged)}) {
+    World w(onGpu0(8), 1024, 72, algo, 20000);
+    ASSERT_TRUE(w.ok()) << w.error();
+    uint64_t seed = 9100 + algo;
+    for (int tokens : {1, 17, 300, 1024}) {
+      CaseSpec s;
+      s.dtype = arfuseBfloat16;
+      s.hidden = 72;
+      s.tokens = tokens;
+      s.seed = ++seed;
+      CaseResult r = w.run(s);
+      ASSERT_TRUE(r.ok) << describe(8, algo, s) << ": " << r.error;
+      ASSERT_EQ(r.algo, arfuseAlgoName(arfuseAlgo_t(algo)));
+    }
+  }
+}
+
 // Forced above its one-phase limit the low-latency path runs its two-phase variant (and says so);
 // above what that carries it is refused with the limit named.
 TEST(Gpu_VirtualRanks, LowLatencyRefusesLargeMessages) {

@@ -54,7 +54,10 @@ bool geometry(const PlanContext& c, Plan* p, std::string* why) {
 void workspace(const WorkspaceInputs& in, Workspace* w) {
   if (in.hostMessageBytes <= 0) return;
   const size_t h = static_cast<size_t>(in.hostMessageBytes);
-  w->hostRegionBytes = ((h + in.fewest - 1) / in.fewest + w->maxRowBytes + 255) / 256 * 256;
+  const size_t bytes = (h + in.fewest - 1) / in.fewest + w->maxRowBytes;
+  // Room for the two-shot variant's pushed slots: n - 1 vectors more per row at most (device/args.h).
+  const size_t rows = (bytes + w->maxRowBytes - 1) / std::max<size_t>(1, w->maxRowBytes);
+  w->hostRegionBytes = (bytes + rows * static_cast<size_t>(std::max(0, in.nranks - 1)) * 16 + 255) / 256 * 256;
   w->hostSlotBytes = in.ctas * 2 * w->hostRegionBytes;
 }
 
