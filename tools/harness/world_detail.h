@@ -57,25 +57,22 @@ inline std::string cudaText(const char* what, cudaError_t e) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
 
-#define H_CUDA(call)                   \
-  do {                                 \
-    cudaError_t e_ = (call);           \
-    if (e_ != cudaSuccess) {           \
-      cudaGetLastError();              \
-      res.error = cudaText(#call, e_); \
-      return res;                      \
-    }                                  \
+// Runs a CUDA call; on failure clears CUDA's last error, puts "<call text>: <CUDA's text>" in
+// `errorText` and returns `failed` from the enclosing function. The call's text is stringified by
+// the macros below (before any macro in it expands), so a message quotes the source as written.
+#define HARNESS_CUDA_OR_RETURN(call, callText, errorText, failed) \
+  do {                                                            \
+    cudaError_t e_ = (call);                                      \
+    if (e_ != cudaSuccess) {                                      \
+      cudaGetLastError();                                         \
+      (errorText) = cudaText(callText, e_);                       \
+      return failed;                                              \
+    }                                                             \
   } while (0)
-
-#define T_CUDA(call)                 \
-  do {                               \
-    cudaError_t e_ = (call);         \
-    if (e_ != cudaSuccess) {         \
-      cudaGetLastError();            \
-      t.error = cudaText(#call, e_); \
-      return t;                      \
-    }                                \
-  } while (0)
+// In a function building the CaseResult `res`, the Timing `t`, or returning false with *error.
+#define H_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, res.error, res)
+#define T_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, t.error, t)
+#define B_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, *error, false)
 
 inline double relErr(const std::vector<double>& ref, const HostTensor& got) {
   double num = 0, den = 0;
