@@ -115,6 +115,35 @@ World::~World() {
   }
 }
 
+bool World::groupCall(const std::function<arfuseResult_t(int r)>& call, std::string* error) {
+  arfuseGroupStart();
+  for (int r = 0; r < nranks(); ++r)
+    if (call(r) != arfuseSuccess) {
+      arfuseGroupEnd();
+      *error = arfuseCommGetLastError(comms_[r]);
+      return false;
+    }
+  if (arfuseGroupEnd() != arfuseSuccess) {
+    *error = arfuseGetLastError();
+    return false;
+  }
+  return true;
+}
+
+bool World::waitForRank(int r, std::string* error) {
+  B_CUDA(cudaSetDevice(devices_[r]));
+  B_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
+  return true;
+}
+
+bool World::noAsyncError(int r, std::string* error) {
+  arfuseResult_t async = arfuseSuccess;
+  arfuseCommGetAsyncError(comms_[r], &async);
+  if (async == arfuseSuccess) return true;
+  *error = arfuseCommGetLastError(comms_[r]);
+  return false;
+}
+
 CaseResult World::run(const CaseSpec& spec) {
   CaseResult res;
   if (!ok()) {
@@ -155,46 +184,38 @@ CaseResult World::run(const CaseSpec& spec) {
     H_CUDA(cudaMemsetAsync(b.res[1], 0xFF, bytes, s));
     H_CUDA(cudaStreamSynchronize(s));  // host buffers are pageable
   }
-  arfuseGroupStart();
-  for (int r = 0; r < n; ++r) {
+  auto collective = [&](int r) {
     RankBuffers& b = *bufs_[r];
     void* normOut = spec.inPlace ? b.x[0] : b.norm[0];
     void* resOut = spec.inPlace ? b.res[0] : b.res[1];
-    if (spec.direct && n == 1 && fused) {
-      H_CUDA(cudaSetDevice(devices_[r]));
-      if (arfuseAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens, spec.hidden, spec.dtype,
-                           streams_[r]) != arfuseSuccess) {
-        arfuseGroupEnd();
-        res.error = arfuseGetLastError();
-        return res;
-      }
-      continue;
-    }
-    arfuseResult_t st =
-        fused ? arfuseAllReduceAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens,
-                                          spec.hidden, spec.dtype, comms_[r], streams_[r])
-              : arfuseAllReduce(b.x[0], normOut, spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r]);
-    if (st != arfuseSuccess) {
+    return fused ? arfuseAllReduceAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens,
+                                             spec.hidden, spec.dtype, comms_[r], streams_[r])
+                 : arfuseAllReduce(b.x[0], normOut, spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r]);
+  };
+  if (spec.direct && n == 1 && fused) {  // arfuseAddRmsNorm: no communicator; its error is the thread's
+    arfuseGroupStart();
+    const int r = 0;
+    RankBuffers& b = *bufs_[r];
+    void* normOut = spec.inPlace ? b.x[0] : b.norm[0];
+    void* resOut = spec.inPlace ? b.res[0] : b.res[1];
+    H_CUDA(cudaSetDevice(devices_[r]));
+    if (arfuseAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens, spec.hidden, spec.dtype,
+                         streams_[r]) != arfuseSuccess) {
       arfuseGroupEnd();
-      res.error = arfuseCommGetLastError(comms_[r]);
+      res.error = arfuseGetLastError();
       return res;
     }
-  }
-  if (arfuseGroupEnd() != arfuseSuccess) {
-    res.error = arfuseGetLastError();
+    if (arfuseGroupEnd() != arfuseSuccess) {
+      res.error = arfuseGetLastError();
+      return res;
+    }
+  } else if (!groupCall(collective, &res.error)) {
     return res;
   }
   std::vector<HostTensor> outNorm(n, HostTensor(spec.dtype, count)), outRes(n, HostTensor(spec.dtype, count));
   for (int r = 0; r < n; ++r) {
     RankBuffers& b = *bufs_[r];
-    H_CUDA(cudaSetDevice(devices_[r]));
-    H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
-    arfuseResult_t async = arfuseSuccess;
-    arfuseCommGetAsyncError(comms_[r], &async);
-    if (async != arfuseSuccess) {
-      res.error = arfuseCommGetLastError(comms_[r]);
-      return res;
-    }
+    if (!waitForRank(r, &res.error) || !noAsyncError(r, &res.error)) return res;
     H_CUDA(cudaMemcpy(outNorm[r].bytes.data(), spec.inPlace ? b.x[0] : b.norm[0], bytes, cudaMemcpyDeviceToHost));
     if (fused)
       H_CUDA(cudaMemcpy(outRes[r].bytes.data(), spec.inPlace ? b.res[0] : b.res[1], bytes, cudaMemcpyDeviceToHost));
@@ -321,8 +342,7 @@ CaseResult World::runEpilogue(const CaseSpec& spec) {
       H_CUDA(cudaMemsetAsync(b.scale[0], 0x5A, sBytes ? sBytes : 16, s));  // the padding must be zeroed
       H_CUDA(cudaStreamSynchronize(s));                                    // host buffers are pageable
     }
-    arfuseGroupStart();
-    for (int r = 0; r < n; ++r) {
+    auto epilogueCall = [&](int r) {
       RankBuffers& b = *bufs_[r];
       arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
       e.residualIn = f.residualIn ? b.res[0] : nullptr;
@@ -334,28 +354,14 @@ CaseResult World::runEpilogue(const CaseSpec& spec) {
       e.scaleOut = sBytes ? b.scale[0] : nullptr;
       e.scaleIn = static_cast<const float*>(b.scaleIn);
       e.scaleLayout = f.layout;
-      if (arfuseAllReduceEpilogue(b.x[0], b.weight, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comms_[r],
-                                  streams_[r]) != arfuseSuccess) {
-        arfuseGroupEnd();
-        res.error = arfuseCommGetLastError(comms_[r]);
-        return res;
-      }
-    }
-    if (arfuseGroupEnd() != arfuseSuccess) {
-      res.error = arfuseGetLastError();
-      return res;
-    }
+      return arfuseAllReduceEpilogue(b.x[0], b.weight, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comms_[r],
+                                     streams_[r]);
+    };
+    if (!groupCall(epilogueCall, &res.error)) return res;
     std::vector<EpilogueOutputs> out(n);
     for (int r = 0; r < n; ++r) {
       RankBuffers& b = *bufs_[r];
-      H_CUDA(cudaSetDevice(devices_[r]));
-      H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
-      arfuseResult_t async = arfuseSuccess;
-      arfuseCommGetAsyncError(comms_[r], &async);
-      if (async != arfuseSuccess) {
-        res.error = arfuseCommGetLastError(comms_[r]);
-        return res;
-      }
+      if (!waitForRank(r, &res.error) || !noAsyncError(r, &res.error)) return res;
       EpilogueOutputs& o = out[r];
       if (f.residualOut) {
         o.residual.resize(bytes);

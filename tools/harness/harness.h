@@ -91,6 +91,13 @@ class World {
  private:
   struct RankBuffers;
   CaseResult runEpilogue(const CaseSpec& spec);
+  // One arfuseGroupStart/End around call(r) for every rank in order. The first rank whose call
+  // fails ends the group, and its communicator's last error is the one in *error.
+  bool groupCall(const std::function<arfuseResult_t(int r)>& call, std::string* error);
+  // Waits for rank r's stream; false with CUDA's error in *error.
+  bool waitForRank(int r, std::string* error);
+  // False with the communicator's last error in *error when rank r has an asynchronous error.
+  bool noAsyncError(int r, std::string* error);
   bool ensureEpilogueBuffers(std::string* error);
   bool captureGraphs(const std::function<bool()>& enqueue, std::vector<cudaGraphExec_t>* execs, std::string* error);
   CaseResult chained(const CaseSpec& spec, int calls, int replays, bool graph);

@@ -95,19 +95,8 @@ CaseResult World::chained(const CaseSpec& spec, int calls, int replays, bool gra
                                      spec.hidden, spec.dtype, comms_[r], streams_[r]);
   };
   auto enqueueAll = [&]() -> bool {
-    for (int i = 0; i < calls; ++i) {
-      arfuseGroupStart();
-      for (int r = 0; r < n; ++r)
-        if (enqueue(r, i) != arfuseSuccess) {
-          arfuseGroupEnd();
-          res.error = arfuseCommGetLastError(comms_[r]);
-          return false;
-        }
-      if (arfuseGroupEnd() != arfuseSuccess) {
-        res.error = arfuseGetLastError();
-        return false;
-      }
-    }
+    for (int i = 0; i < calls; ++i)
+      if (!groupCall([&](int r) { return enqueue(r, i); }, &res.error)) return false;
     return true;
   };
 
@@ -158,13 +147,9 @@ CaseResult World::chained(const CaseSpec& spec, int calls, int replays, bool gra
     std::vector<HostTensor> gotRes(n, HostTensor(spec.dtype, count)), gotNorm(n, HostTensor(spec.dtype, count));
     for (int r = 0; r < n; ++r) {
       RankBuffers& b = *bufs_[r];
-      H_CUDA(cudaSetDevice(devices_[r]));
-      H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
-      arfuseResult_t async = arfuseSuccess;
-      arfuseCommGetAsyncError(comms_[r], &async);
-      if (async != arfuseSuccess) {
+      if (!waitForRank(r, &res.error)) return res;
+      if (!noAsyncError(r, &res.error)) {
         res.ok = false;
-        res.error = arfuseCommGetLastError(comms_[r]);
         return res;
       }
       finalRes = spec.inPlace ? b.res[0] : b.res[calls % 2];
@@ -261,31 +246,19 @@ CaseResult World::runSequence(const CaseSpec& spec, const std::vector<int>& toke
     H_CUDA(cudaDeviceSynchronize());
   }
   for (int i = 0; i < calls; ++i) {
-    arfuseGroupStart();
-    for (int r = 0; r < n; ++r) {
+    auto call = [&](int r) {
       RankBuffers& b = *bufs_[r];
-      if (arfuseAllReduceAddRmsNorm(b.x[i], b.res[0], b.weight, spec.eps, b.norm[i], b.x[4 + i], tokens[i], spec.hidden,
-                                    spec.dtype, comms_[r], streams_[r]) != arfuseSuccess) {
-        arfuseGroupEnd();
-        res.error = arfuseCommGetLastError(comms_[r]);
-        return res;
-      }
-    }
-    if (arfuseGroupEnd() != arfuseSuccess) {
-      res.error = arfuseGetLastError();
-      return res;
-    }
+      return arfuseAllReduceAddRmsNorm(b.x[i], b.res[0], b.weight, spec.eps, b.norm[i], b.x[4 + i], tokens[i],
+                                       spec.hidden, spec.dtype, comms_[r], streams_[r]);
+    };
+    if (!groupCall(call, &res.error)) return res;
   }
   res.ok = res.identical = res.allWritten = true;
   std::vector<std::vector<HostTensor>> gotN(calls), gotR(calls);
   for (int r = 0; r < n; ++r) {
-    H_CUDA(cudaSetDevice(devices_[r]));
-    H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
-    arfuseResult_t async = arfuseSuccess;
-    arfuseCommGetAsyncError(comms_[r], &async);
-    if (async != arfuseSuccess) {
+    if (!waitForRank(r, &res.error)) return res;
+    if (!noAsyncError(r, &res.error)) {
       res.ok = false;
-      res.error = arfuseCommGetLastError(comms_[r]);
       return res;
     }
   }

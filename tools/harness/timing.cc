@@ -297,14 +297,8 @@ Timing World::timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int 
     }
     if (it >= warmup) ms.push_back(worst);
   }
-  for (int r = 0; r < n; ++r) {
-    arfuseResult_t async = arfuseSuccess;
-    arfuseCommGetAsyncError(comms_[r], &async);
-    if (async != arfuseSuccess) {
-      t.error = arfuseCommGetLastError(comms_[r]);
-      return t;
-    }
-  }
+  for (int r = 0; r < n; ++r)
+    if (!noAsyncError(r, &t.error)) return t;
   for (int r = 0; r < n; ++r) {
     cudaEventDestroy(startEv[r]);
     cudaEventDestroy(endEv[r]);
