@@ -80,12 +80,7 @@ CaseResult World::chained(const CaseSpec& spec, int calls, int replays, bool gra
     return res;
   }
   arfusePlan_t plan;
-  if (arfuseCommQueryPlan(comms_[0], arfuseOpAllReduceAddRmsNorm, spec.tokens, spec.hidden, spec.dtype, &plan) !=
-      arfuseSuccess) {
-    res.error = arfuseCommGetLastError(comms_[0]);
-    return res;
-  }
-  res.algo = arfuseAlgoName(plan.algo);
+  if (!queryPlan(arfuseOpAllReduceAddRmsNorm, spec, &plan, &res)) return res;
   // Slot use of call i: x[i % 8], norm_out[i % 8], residual res[i % 2] -> res[(i+1) % 2] (or res[0] in place).
   auto enqueue = [&](int r, int i) {
     RankBuffers& b = *bufs_[r];

@@ -1,7 +1,7 @@
 // What the harness's World cases share (harness.cc: one call and the epilogue variants;
 // sequences.cc: chained calls, graphs and shape sequences; timing.cc: graph timing): the buffer
-// slots of a rank, reproducible fills, host tensors and the fp64 references. Internal to
-// tools/harness.
+// slots of a rank, reproducible fills, host tensors, one call's inputs, the CUDA-check macros and
+// the fp64 references. Internal to tools/harness.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -112,6 +112,27 @@ inline std::vector<double> normRef(const std::vector<double>& res, const HostTen
   }
   return out;
 }
+
+// The inputs of one call, drawn from spec.seed in a fixed order: x of ranks 0..n-1, then the
+// residual and the weight, which every rank shares.
+struct World::CallInputs {
+  std::vector<HostTensor> xs;  // [rank]
+  HostTensor resid, weight;
+  CallInputs(const CaseSpec& spec, int nranks, size_t count)
+      : xs(nranks, HostTensor(spec.dtype, count)), resid(spec.dtype, count), weight(spec.dtype, spec.hidden) {
+    Rng rng(spec.seed);
+    for (HostTensor& x : xs) x.fill(rng, -1.f, 1.f);
+    resid.fill(rng, -1.f, 1.f);
+    weight.fill(rng, 0.5f, 1.5f);
+  }
+};
+
+// What an epilogue variant's call adds to uploadCall: the value of *scaleIn, and the bytes of
+// quant_out (norm[1]) and scale_out (scale[0]) to poison.
+struct World::EpilogueInputs {
+  float scaleIn;
+  size_t qBytes, sBytes;
+};
 
 struct World::RankBuffers {
   void* x[kSlots] = {};
