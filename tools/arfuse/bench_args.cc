@@ -161,6 +161,19 @@ struct BenchParse {
   bool itersGiven = false;
 };
 
+// A whole-number option of lo..hi (K/M/G suffixes allowed); a bad value is "<name> <value><why>".
+void intOption(Options* o, const char* name, long long lo, long long hi, const std::string& why, int* out) {
+  o->value({name}, [lo, hi, why, out](const std::string& k, const std::string& v, std::string* error) {
+    long long x = 0;
+    if (!toInt(v, lo, hi, &x)) {
+      *error = k + " " + v + why;
+      return false;
+    }
+    *out = static_cast<int>(x);
+    return true;
+  });
+}
+
 // --op, --tokens, -b/-e/-f, --hidden, -d, --model, --layers: what one call computes, and its sizes.
 void addShapeOptions(Options* o, BenchParse* p) {
   BenchArgs& a = p->a;
@@ -220,29 +233,13 @@ void addShapeOptions(Options* o, BenchParse* p) {
     a.layers = m->layers;
     return true;
   });
-  o->value({"--layers"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    long long x = 0;
-    if (!toInt(v, 1, 1000, &x)) {
-      *error = "--layers " + v + ": must be 1..1000";
-      return false;
-    }
-    a.layers = static_cast<int>(x);
-    return true;
-  });
+  intOption(o, "--layers", 1, 1000, ": must be 1..1000", &a.layers);
 }
 
 // --ranks, --virtual, --algo, --epilogue, --verify-pass: which paths run, on which ranks.
 void addPathOptions(Options* o, BenchParse* p) {
   BenchArgs& a = p->a;
-  o->value({"--ranks"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    long long x = 0;
-    if (!toInt(v, 1, ARFUSE_MAX_RANKS, &x)) {
-      *error = "--ranks " + v + ": must be 1.." + std::to_string(ARFUSE_MAX_RANKS);
-      return false;
-    }
-    a.ranks = static_cast<int>(x);
-    return true;
-  });
+  intOption(o, "--ranks", 1, ARFUSE_MAX_RANKS, ": must be 1.." + std::to_string(ARFUSE_MAX_RANKS), &a.ranks);
   o->flag({"--virtual"}, [&a] { a.virtualRanks = true; });
   o->value({"--algo"}, [&a](const std::string&, const std::string& v, std::string* error) {
     a.algos.clear();
@@ -345,15 +342,7 @@ void addProcessOptions(Options* o, BenchParse* p) {
              return true;
            });
   o->text({"--proc-dir"}, &a.procDir);
-  o->value({"--hosts"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    long long x = 0;
-    if (!toInt(v, 2, ARFUSE_MAX_RANKS, &x)) {
-      *error = "--hosts " + v + ": must be 2.." + std::to_string(ARFUSE_MAX_RANKS);
-      return false;
-    }
-    a.hosts = static_cast<int>(x);
-    return true;
-  });
+  intOption(o, "--hosts", 2, ARFUSE_MAX_RANKS, ": must be 2.." + std::to_string(ARFUSE_MAX_RANKS), &a.hosts);
   // --nccl-sweep[=SPEC] or --nccl-sweep SPEC: a SPEC never starts with '-'.
   o->optionalValue("--nccl-sweep", [&a](const std::string* spec, std::string* error) {
     a.ncclSweep = true;
@@ -361,15 +350,7 @@ void addProcessOptions(Options* o, BenchParse* p) {
     std::vector<NcclSetting> settings;
     return expandNcclSweep(a.ncclSweepSpec, &settings, error);
   });
-  o->value({"--nccl-sweep-timeout"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    long long x = 0;
-    if (!toInt(v, 1, 3600, &x)) {
-      *error = "--nccl-sweep-timeout " + v + ": seconds, 1..3600";
-      return false;
-    }
-    a.ncclSweepTimeoutS = static_cast<int>(x);
-    return true;
-  });
+  intOption(o, "--nccl-sweep-timeout", 1, 3600, ": seconds, 1..3600", &a.ncclSweepTimeoutS);
   o->text({"--nccl-sweep-child"}, &a.ncclSweepChild);
 }
 
