@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <utility>
 
 namespace arfuse {
 namespace cli {
@@ -23,6 +24,76 @@ bool toInt(const std::string& s, long long lo, long long hi, long long* v) {
 std::string range(long long lo, long long hi) { return "from " + std::to_string(lo) + " to " + std::to_string(hi); }
 
 }  // namespace
+
+void Options::add(std::initializer_list<const char*> names, Takes takes, decltype(Option::apply) apply) {
+  options_.push_back(Option{std::vector<std::string>(names.begin(), names.end()), takes, std::move(apply)});
+}
+
+void Options::flag(std::initializer_list<const char*> names, std::function<void()> set) {
+  add(names, Takes::kNothing, [set](const std::string&, const std::string*, std::string*) {
+    set();
+    return true;
+  });
+}
+
+void Options::value(std::initializer_list<const char*> names, Apply apply) {
+  add(names, Takes::kValue, [apply](const std::string& name, const std::string* value, std::string* error) {
+    return apply(name, *value, error);
+  });
+}
+
+void Options::text(std::initializer_list<const char*> names, std::string* out) {
+  add(names, Takes::kValue, [out](const std::string&, const std::string* value, std::string*) {
+    *out = *value;
+    return true;
+  });
+}
+
+void Options::optionalValue(const char* name, ApplyOptional apply) {
+  add({name}, Takes::kOptionalValue,
+      [apply](const std::string&, const std::string* value, std::string* error) { return apply(value, error); });
+}
+
+const Options::Option* Options::find(const std::string& arg, std::string* inlineValue) const {
+  for (const Option& o : options_)
+    for (const std::string& name : o.names)
+      if (arg == name) return &o;
+  for (const Option& o : options_) {
+    const std::string prefix = o.names[0] + "=";
+    if (o.takes == Takes::kOptionalValue && arg.compare(0, prefix.size(), prefix) == 0) {
+      *inlineValue = arg.substr(prefix.size());
+      return &o;
+    }
+  }
+  return nullptr;
+}
+
+bool Options::parse(const std::vector<std::string>& args, std::string* error) const {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& k = args[i];
+    std::string inlineValue;
+    const Option* o = find(k, &inlineValue);
+    if (!o) {
+      *error = "unknown argument '" + k + "'";
+      return false;
+    }
+    const std::string* value = nullptr;
+    if (o->takes == Takes::kValue) {
+      if (i + 1 >= args.size()) {
+        *error = k + " needs a value";
+        return false;
+      }
+      value = &args[++i];
+    } else if (o->takes == Takes::kOptionalValue) {
+      if (k != o->names[0])
+        value = &inlineValue;
+      else if (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-')
+        value = &args[++i];
+    }
+    if (!o->apply(k, value, error)) return false;
+  }
+  return true;
+}
 
 bool parseIntArg(const std::string& option, const std::string& text, long long lo, long long hi, int* out,
                  std::string* error) {

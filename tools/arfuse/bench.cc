@@ -66,6 +66,42 @@ BenchTiming fromHarness(const harness::Timing& t) {
   return b;
 }
 
+// The one-GPU world in which -c 1 checks each call against fp64 before it is timed (null with -c 0).
+std::unique_ptr<harness::World> checkWorld(const BenchArgs& a) {
+  int maxTokens = 1;
+  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  std::unique_ptr<harness::World> world;
+  if (a.check) world.reset(new harness::World({0}, maxTokens, a.hidden, -1));
+  return world;
+}
+
+// The two rows of a single-GPU point: the call's (local) and the SM copy's, both of `moved` bytes.
+void singleGpuRows(int tokens, double moved, Row* norm, Row* copy) {
+  norm->tokens = copy->tokens = tokens;
+  norm->bytes = copy->bytes = static_cast<long long>(moved);
+  norm->algo = "local";
+  norm->role = "addrmsnorm";
+  copy->algo = "memcpy";
+  copy->role = "copy";
+}
+
+// Times the call of `spec`, then an SM copy of copyBytes the same way, into their rows; false when
+// either failed, with the call's error (if it failed) and the copy's in the rows.
+bool timeAgainstCopy(const BenchArgs& a, const harness::CaseSpec& spec, size_t copyBytes, Row* norm, Row* copy) {
+  const harness::Timing tn = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
+  const harness::Timing tc = harness::timeSingleGpu(0, spec, copyBytes, a.callsPerGraph, a.iters, a.warmup);
+  norm->t = fromHarness(tn);
+  copy->t = fromHarness(tc);
+  norm->sets = tn.sets;
+  norm->footprintBytes = static_cast<long long>(tn.footprintBytes);
+  copy->sets = tc.sets;
+  copy->footprintBytes = static_cast<long long>(tc.footprintBytes);
+  if (norm->t.ok && copy->t.ok) return true;
+  if (!norm->t.ok) norm->error = norm->t.error;
+  copy->error = copy->t.error;
+  return false;
+}
+
 // Without --epilogue: today's table (the copy moves 2 x tokens x hidden elements; the weight is not
 // counted in it), kept as it is so that earlier results stay comparable.
 int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copyPeak) {
@@ -75,10 +111,7 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
       "graph's calls allow (JSON: rotation)\n");
   std::printf("%8s %12s %10s %10s %10s %10s %10s %9s %5s %7s\n", "tokens", "bytes_moved", "norm_us", "norm_GBps",
               "copy_us", "copy_GBps", "peak_pct", "of_copy", "sets", "#wrong");
-  int maxTokens = 1;
-  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
-  std::unique_ptr<harness::World> world;  // the fp64 check of arfuseAddRmsNorm, before it is timed
-  if (a.check) world.reset(new harness::World({0}, maxTokens, a.hidden, -1));
+  const std::unique_ptr<harness::World> world = checkWorld(a);  // the fp64 check of arfuseAddRmsNorm
   for (int tokens : a.tokens) {
     harness::CaseSpec spec;
     spec.dtype = a.dtype;
@@ -87,12 +120,7 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
     const size_t n = static_cast<size_t>(tokens) * a.hidden * esize;
     const double moved = 4.0 * n + a.hidden * esize;  // read x, residual; write residual, norm; weight
     Row norm, copy;
-    norm.tokens = copy.tokens = tokens;
-    norm.bytes = copy.bytes = static_cast<long long>(moved);
-    norm.algo = "local";
-    norm.role = "addrmsnorm";
-    copy.algo = "memcpy";
-    copy.role = "copy";
+    singleGpuRows(tokens, moved, &norm, &copy);
     if (world) {
       spec.direct = true;  // arfuseAddRmsNorm, what is timed
       spec.seed = 77 + tokens;
@@ -101,18 +129,7 @@ int benchSingleGpuLegacy(const BenchArgs& a, std::vector<Row>* rows, double copy
       if (!c.ok) norm.error = world->ok() ? c.error : world->error();
       spec.direct = false;
     }
-    const harness::Timing tn = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
-    const harness::Timing tc =
-        harness::timeSingleGpu(0, spec, 2 * n, a.callsPerGraph, a.iters, a.warmup);  // same bytes
-    norm.t = fromHarness(tn);
-    copy.t = fromHarness(tc);
-    norm.sets = tn.sets;
-    norm.footprintBytes = static_cast<long long>(tn.footprintBytes);
-    copy.sets = tc.sets;
-    copy.footprintBytes = static_cast<long long>(tc.footprintBytes);
-    if (!norm.t.ok || !copy.t.ok) {
-      if (!norm.t.ok) norm.error = norm.t.error;
-      copy.error = copy.t.error;
+    if (!timeAgainstCopy(a, spec, 2 * n, &norm, &copy)) {  // the copy moves the same bytes
       std::printf("%8d error: %s%s\n", tokens, norm.t.error.c_str(), copy.t.error.c_str());
       rows->push_back(norm);
       rows->push_back(copy);
@@ -142,10 +159,7 @@ int benchSingleGpuEpilogues(const BenchArgs& a, std::vector<Row>* rows, double c
       "residual_out + quant_out + scales, no norm_out\n");
   std::printf("%14s %8s %12s %10s %10s %10s %10s %10s %9s %7s\n", "epilogue", "tokens", "bytes_moved", "norm_us",
               "norm_GBps", "copy_us", "copy_GBps", "peak_pct", "of_copy", "#wrong");
-  int maxTokens = 1;
-  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
-  std::unique_ptr<harness::World> world;
-  if (a.check) world.reset(new harness::World({0}, maxTokens, a.hidden, -1));
+  const std::unique_ptr<harness::World> world = checkWorld(a);
   const int total = static_cast<int>(a.tokens.size() * a.epilogues.size());
   int done = 0;
   for (size_t i = 0; i < a.tokens.size(); ++i) {
@@ -163,12 +177,7 @@ int benchSingleGpuEpilogues(const BenchArgs& a, std::vector<Row>* rows, double c
       const size_t copyBytes =
           (static_cast<size_t>(moved / 2) + 15) / 16 * 16;  // the copy kernel moves 16-byte vectors
       Row norm, copy;
-      norm.tokens = copy.tokens = tokens;
-      norm.bytes = copy.bytes = static_cast<long long>(moved);
-      norm.algo = "local";
-      norm.role = "addrmsnorm";
-      copy.algo = "memcpy";
-      copy.role = "copy";
+      singleGpuRows(tokens, moved, &norm, &copy);
       norm.epilogue = copy.epilogue = name;
       if (world) {
         harness::CaseResult c;
@@ -182,17 +191,7 @@ int benchSingleGpuEpilogues(const BenchArgs& a, std::vector<Row>* rows, double c
         norm.wrong = c.ok ? 0 : 1;
         if (!c.ok) norm.error = c.error;
       }
-      const harness::Timing tn = harness::timeSingleGpu(0, spec, 0, a.callsPerGraph, a.iters, a.warmup);
-      const harness::Timing tc = harness::timeSingleGpu(0, spec, copyBytes, a.callsPerGraph, a.iters, a.warmup);
-      norm.t = fromHarness(tn);
-      copy.t = fromHarness(tc);
-      norm.sets = tn.sets;
-      norm.footprintBytes = static_cast<long long>(tn.footprintBytes);
-      copy.sets = tc.sets;
-      copy.footprintBytes = static_cast<long long>(tc.footprintBytes);
-      if (!norm.t.ok || !copy.t.ok) {
-        if (!norm.t.ok) norm.error = norm.t.error;
-        copy.error = copy.t.error;
+      if (!timeAgainstCopy(a, spec, copyBytes, &norm, &copy)) {
         std::printf("%14s %8d error: %s%s\n", name, tokens, norm.t.error.c_str(), copy.t.error.c_str());
         rows->push_back(norm);
         rows->push_back(copy);

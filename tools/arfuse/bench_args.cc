@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "args.h"
 #include "nccl_sweep.h"
 
 namespace arfuse {
@@ -151,19 +152,225 @@ const char* benchUsage() {
 
 namespace {
 
-// What no single flag decides: -G against -n, the flags --procs, --verify-pass, --epilogue and
-// --nccl-sweep rule out or need, and the token list of a -b/-e/-f byte sweep.
-bool finishBenchArgs(long long b, long long e, long long f, int graphReplays, bool itersGiven, BenchArgs* out,
-                     std::string* error) {
-  BenchArgs& a = *out;
-  if (graphReplays) {
-    if (itersGiven && graphReplays != a.iters) {
-      *error = "-G " + std::to_string(graphReplays) + " and -n " + std::to_string(a.iters) +
+// What the options set beyond BenchArgs: the -b/-e/-f byte sweep and -G, which finishBenchArgs
+// turns into tokens and iters.
+struct BenchParse {
+  BenchArgs a;
+  long long b = -1, e = -1, f = 2;
+  int graphReplays = 0;
+  bool itersGiven = false;
+};
+
+// A whole-number option of lo..hi (K/M/G suffixes allowed); a bad value is "<name> <value><why>".
+void intOption(Options* o, const char* name, long long lo, long long hi, const std::string& why, int* out) {
+  o->value({name}, [lo, hi, why, out](const std::string& k, const std::string& v, std::string* error) {
+    long long x = 0;
+    if (!toInt(v, lo, hi, &x)) {
+      *error = k + " " + v + why;
+      return false;
+    }
+    *out = static_cast<int>(x);
+    return true;
+  });
+}
+
+// --op, --tokens, -b/-e/-f, --hidden, -d, --model, --layers: what one call computes, and its sizes.
+void addShapeOptions(Options* o, BenchParse* p) {
+  BenchArgs& a = p->a;
+  o->value({"--op"}, [&a](const std::string&, const std::string& v, std::string* error) {
+    if (v != "fused" && v != "allreduce" && v != "addrmsnorm") {
+      *error = "--op " + v + ": use fused, allreduce or addrmsnorm";
+      return false;
+    }
+    a.op = v;
+    return true;
+  });
+  o->value({"--tokens"}, [&a](const std::string&, const std::string& v, std::string* error) {
+    a.tokens.clear();
+    for (const std::string& item : commaItems(v)) {
+      long long x = 0;
+      if (!toInt(item, 1, 1 << 20, &x)) {
+        *error = "--tokens: '" + item + "' is not a token count in 1..1048576";
+        return false;
+      }
+      a.tokens.push_back(static_cast<int>(x));
+    }
+    return true;
+  });
+  o->value({"-b", "-e", "-f"}, [p](const std::string& k, const std::string& v, std::string* error) {
+    long long x = 0;
+    if (!toInt(v, k == "-f" ? 2 : 1, 1LL << 40, &x)) {
+      *error = k + " " + v + (k == "-f" ? ": factor must be an integer >= 2" : ": not a byte count");
+      return false;
+    }
+    (k == "-b" ? p->b : k == "-e" ? p->e : p->f) = x;
+    return true;
+  });
+  o->value({"--hidden"}, [&a](const std::string&, const std::string& v, std::string* error) {
+    long long x = 0;
+    if (!toInt(v, 8, 1 << 20, &x) || x % 8) {
+      *error = "--hidden " + v + ": must be a positive multiple of 8";
+      return false;
+    }
+    a.hidden = static_cast<int>(x);
+    return true;
+  });
+  o->value({"--dtype", "-d"}, [&a](const std::string& k, const std::string& v, std::string* error) {
+    if (!parseDtype(v, &a.dtype)) {
+      *error = k + " " + v + ": use bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float)";
+      return false;
+    }
+    return true;
+  });
+  o->value({"--model"}, [&a](const std::string&, const std::string& v, std::string* error) {
+    const ModelPreset* m = findModel(v);
+    if (!m) {
+      *error = "--model " + v + ": use kimi-k2, deepseek-v3, llama-3-70b or qwen3-235b";
+      return false;
+    }
+    a.model = m->name;
+    a.hidden = m->hidden;
+    a.layers = m->layers;
+    return true;
+  });
+  intOption(o, "--layers", 1, 1000, ": must be 1..1000", &a.layers);
+}
+
+// --ranks, --virtual, --algo, --epilogue, --verify-pass: which paths run, on which ranks.
+void addPathOptions(Options* o, BenchParse* p) {
+  BenchArgs& a = p->a;
+  intOption(o, "--ranks", 1, ARFUSE_MAX_RANKS, ": must be 1.." + std::to_string(ARFUSE_MAX_RANKS), &a.ranks);
+  o->flag({"--virtual"}, [&a] { a.virtualRanks = true; });
+  o->value({"--algo"}, [&a](const std::string&, const std::string& v, std::string* error) {
+    a.algos.clear();
+    for (const std::string& item : v == "all" ? std::vector<std::string>{} : commaItems(v)) {
+      int algo = 0;
+      if (!parseAlgo(item, &algo)) {
+        *error = "--algo " + item +
+                 ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
+                 "hierarchical, nccl-symm, or all";
+        return false;
+      }
+      if (std::find(a.algos.begin(), a.algos.end(), algo) != a.algos.end()) {
+        *error = "--algo: '" + item + "' is given twice";
+        return false;
+      }
+      a.algos.push_back(algo);
+    }
+    return true;
+  });
+  o->value({"--epilogue"}, [&a](const std::string&, const std::string& v, std::string* error) {
+    a.epilogues.clear();
+    for (const std::string& item : commaItems(v)) {
+      int kind = 0;
+      if (!harness::parseEpilogue(item, &kind)) {
+        *error = "--epilogue: '" + item + "' is not an epilogue; use a comma list of " + harness::epilogueNameList();
+        return false;
+      }
+      if (std::find(a.epilogues.begin(), a.epilogues.end(), kind) != a.epilogues.end()) {
+        *error = "--epilogue: '" + item + "' is given twice";
+        return false;
+      }
+      a.epilogues.push_back(kind);
+    }
+    return true;
+  });
+  o->flag({"--verify-pass"}, [&a] { a.verifyPass = true; });
+}
+
+// -n, -w, --calls, -G, -c, -J, --machine: how it is timed and checked, and where results go.
+void addTimingOptions(Options* o, BenchParse* p) {
+  BenchArgs& a = p->a;
+  o->value({"-n", "-w", "--calls"}, [p](const std::string& k, const std::string& v, std::string* error) {
+    long long x = 0;
+    if (!toInt(v, k == "-w" ? 0 : 1, 1000000, &x)) {
+      *error = k + " " + v + ": must be an integer" + (k == "-w" ? " >= 0" : " >= 1");
+      return false;
+    }
+    (k == "-n" ? p->a.iters : k == "-w" ? p->a.warmup : p->a.callsPerGraph) = static_cast<int>(x);
+    if (k == "-n") p->itersGiven = true;
+    return true;
+  });
+  o->value({"-G"}, [p](const std::string&, const std::string& v, std::string* error) {
+    if (v == "0") {
+      *error =
+          "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the "
+          "host); give -G N (N >= 1 replays) or leave -G out";
+      return false;
+    }
+    long long x = 0;
+    if (!toInt(v, 1, 1000000, &x)) {
+      *error = "-G " + v + ": the number of timed CUDA-graph replays, an integer >= 1";
+      return false;
+    }
+    p->graphReplays = static_cast<int>(x);
+    return true;
+  });
+  o->value({"-c"}, [&a](const std::string&, const std::string& v, std::string* error) {
+    if (v != "0" && v != "1") {
+      *error = "-c " + v + ": use 0 or 1";
+      return false;
+    }
+    a.check = v == "1";
+    return true;
+  });
+  o->text({"-J"}, &a.jsonPath);
+  o->value({"--machine"}, [&a](const std::string&, const std::string& v, std::string* error) {
+    a.machine = v;
+    if (a.machine.empty()) {
+      *error = "--machine needs a label, e.g. --machine h200x4";
+      return false;
+    }
+    return true;
+  });
+}
+
+// --procs, --procs-timeout, --proc-rank, --proc-dir, --hosts, --nccl-sweep*: runs over other processes.
+void addProcessOptions(Options* o, BenchParse* p) {
+  BenchArgs& a = p->a;
+  o->value({"--procs", "--procs-timeout", "--proc-rank"},
+           [&a](const std::string& k, const std::string& v, std::string* error) {
+             const long long lo = k == "--procs" ? 2 : k == "--proc-rank" ? 0 : 1;
+             const long long hi = k == "--procs-timeout" ? 7200 : ARFUSE_MAX_RANKS - (k == "--proc-rank" ? 1 : 0);
+             long long x = 0;
+             if (!toInt(v, lo, hi, &x)) {
+               *error = k + " " + v + ": must be " + std::to_string(lo) + ".." + std::to_string(hi) +
+                        (k == "--procs-timeout" ? " seconds" : "");
+               return false;
+             }
+             (k == "--procs" ? a.procs : k == "--proc-rank" ? a.procRank : a.procsTimeoutS) = static_cast<int>(x);
+             return true;
+           });
+  o->text({"--proc-dir"}, &a.procDir);
+  intOption(o, "--hosts", 2, ARFUSE_MAX_RANKS, ": must be 2.." + std::to_string(ARFUSE_MAX_RANKS), &a.hosts);
+  // --nccl-sweep[=SPEC] or --nccl-sweep SPEC: a SPEC never starts with '-'.
+  o->optionalValue("--nccl-sweep", [&a](const std::string* spec, std::string* error) {
+    a.ncclSweep = true;
+    if (spec) a.ncclSweepSpec = *spec;
+    std::vector<NcclSetting> settings;
+    return expandNcclSweep(a.ncclSweepSpec, &settings, error);
+  });
+  intOption(o, "--nccl-sweep-timeout", 1, 3600, ": seconds, 1..3600", &a.ncclSweepTimeoutS);
+  o->text({"--nccl-sweep-child"}, &a.ncclSweepChild);
+}
+
+// -G against -n: both set the timed replays.
+bool resolveReplays(BenchParse* p, std::string* error) {
+  BenchArgs& a = p->a;
+  if (p->graphReplays) {
+    if (p->itersGiven && p->graphReplays != a.iters) {
+      *error = "-G " + std::to_string(p->graphReplays) + " and -n " + std::to_string(a.iters) +
                " disagree: both set the timed CUDA-graph replays; give one";
       return false;
     }
-    a.iters = graphReplays;
+    a.iters = p->graphReplays;
   }
+  return true;
+}
+
+// --hosts and --procs, and what --procs rules out; a --procs run has one rank per process.
+bool checkProcs(BenchArgs* out, std::string* error) {
+  BenchArgs& a = *out;
   if (a.hosts && !a.procs) {
     *error = "--hosts " + std::to_string(a.hosts) + " needs --procs N (one process per rank on the simulated hosts)";
     return false;
@@ -194,6 +401,11 @@ bool finishBenchArgs(long long b, long long e, long long f, int graphReplays, bo
     }
     a.ranks = a.procs;
   }
+  return true;
+}
+
+// What --verify-pass needs: a layer count, one arfuse path against the NCCL baseline, the fused call.
+bool checkVerifyPass(const BenchArgs& a, std::string* error) {
   if (a.verifyPass && a.layers == 0) {
     *error = "--verify-pass needs a layer count: give --model or --layers";
     return false;
@@ -210,25 +422,34 @@ bool finishBenchArgs(long long b, long long e, long long f, int graphReplays, bo
     *error = "--verify-pass times the fused operation; drop --op " + a.op;
     return false;
   }
-  if (a.epilogueTable()) {
-    std::string why;
-    if (a.op == "allreduce")
-      why = "applies to --op fused and addrmsnorm (all-reduce has no epilogue)";
-    else if (a.verifyPass)
-      why = "--verify-pass times arfuseAllReduceAddRmsNorm only; drop --epilogue";
-    else if (a.ncclSweep)
-      why = "--nccl-sweep re-runs the baseline, which has no epilogue; drop --epilogue";
-    else if (!a.ncclSweepChild.empty())
-      why = "a sweep child times the baseline only";
-    for (int e : a.epilogues)
-      if (why.empty() && harness::epilogueForm(e).nvfp4() && a.hidden % 16)
-        why = std::string(harness::epilogueName(e)) +
-              " needs --hidden a multiple of 16 (NVFP4 blocks of 16); --hidden " + std::to_string(a.hidden);
-    if (!why.empty()) {
-      *error = "--epilogue: " + why;
-      return false;
-    }
+  return true;
+}
+
+// What an --epilogue table rules out, and NVFP4's blocks of 16.
+bool checkEpilogues(const BenchArgs& a, std::string* error) {
+  if (!a.epilogueTable()) return true;
+  std::string why;
+  if (a.op == "allreduce")
+    why = "applies to --op fused and addrmsnorm (all-reduce has no epilogue)";
+  else if (a.verifyPass)
+    why = "--verify-pass times arfuseAllReduceAddRmsNorm only; drop --epilogue";
+  else if (a.ncclSweep)
+    why = "--nccl-sweep re-runs the baseline, which has no epilogue; drop --epilogue";
+  else if (!a.ncclSweepChild.empty())
+    why = "a sweep child times the baseline only";
+  for (int e : a.epilogues)
+    if (why.empty() && harness::epilogueForm(e).nvfp4() && a.hidden % 16)
+      why = std::string(harness::epilogueName(e)) + " needs --hidden a multiple of 16 (NVFP4 blocks of 16); --hidden " +
+            std::to_string(a.hidden);
+  if (!why.empty()) {
+    *error = "--epilogue: " + why;
+    return false;
   }
+  return true;
+}
+
+// What an NCCL sweep, and a sweep's child, need: the baseline on real ranks, two or more.
+bool checkNcclSweep(const BenchArgs& a, std::string* error) {
   if (a.ncclSweep) {
     std::string why;
     if (a.op == "addrmsnorm")
@@ -248,6 +469,13 @@ bool finishBenchArgs(long long b, long long e, long long f, int graphReplays, bo
     *error = "--nccl-sweep-child (internal) needs --ranks >= 2, real ranks and --op fused or allreduce";
     return false;
   }
+  return true;
+}
+
+// -b/-e/-f: the token counts of bytes per rank from -b to -e, times -f (one row per distinct count).
+bool byteSweepTokens(BenchParse* p, std::string* error) {
+  BenchArgs& a = p->a;
+  const long long b = p->b, e = p->e, f = p->f;
   if ((b >= 0) != (e >= 0)) {
     *error = "-b and -e go together (bytes per rank from -b to -e, times -f)";
     return false;
@@ -268,209 +496,27 @@ bool finishBenchArgs(long long b, long long e, long long f, int graphReplays, bo
   return true;
 }
 
+// What no single option decides, in this order (--procs sets the ranks the sweep checks read).
+bool finishBenchArgs(BenchParse* p, std::string* error) {
+  return resolveReplays(p, error) && checkProcs(&p->a, error) && checkVerifyPass(p->a, error) &&
+         checkEpilogues(p->a, error) && checkNcclSweep(p->a, error) && byteSweepTokens(p, error);
+}
+
 }  // namespace
 
 bool parseBenchArgs(const std::vector<std::string>& args, BenchArgs* out, std::string* error) {
-  BenchArgs a;
-  a.commandLine = "arfuse bench";
-  for (const std::string& s : args) a.commandLine += " " + s;
-  a.rawArgs = args;
-  long long b = -1, e = -1, f = 2;
-  int graphReplays = 0;
-  bool itersGiven = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& k = args[i];
-    auto value = [&](std::string* v) {
-      if (i + 1 >= args.size()) {
-        *error = k + " needs a value";
-        return false;
-      }
-      *v = args[++i];
-      return true;
-    };
-    std::string v;
-    long long x = 0;
-    if (k == "-h" || k == "--help") {
-      a.help = true;
-    } else if (k == "--op") {
-      if (!value(&v)) return false;
-      if (v != "fused" && v != "allreduce" && v != "addrmsnorm") {
-        *error = "--op " + v + ": use fused, allreduce or addrmsnorm";
-        return false;
-      }
-      a.op = v;
-    } else if (k == "--tokens") {
-      if (!value(&v)) return false;
-      a.tokens.clear();
-      for (const std::string& item : commaItems(v)) {
-        if (!toInt(item, 1, 1 << 20, &x)) {
-          *error = "--tokens: '" + item + "' is not a token count in 1..1048576";
-          return false;
-        }
-        a.tokens.push_back(static_cast<int>(x));
-      }
-    } else if (k == "-b" || k == "-e" || k == "-f") {
-      if (!value(&v)) return false;
-      if (!toInt(v, k == "-f" ? 2 : 1, 1LL << 40, &x)) {
-        *error = k + " " + v + (k == "-f" ? ": factor must be an integer >= 2" : ": not a byte count");
-        return false;
-      }
-      (k == "-b" ? b : k == "-e" ? e : f) = x;
-    } else if (k == "--hidden") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 8, 1 << 20, &x) || x % 8) {
-        *error = "--hidden " + v + ": must be a positive multiple of 8";
-        return false;
-      }
-      a.hidden = static_cast<int>(x);
-    } else if (k == "--dtype" || k == "-d") {
-      if (!value(&v)) return false;
-      if (!parseDtype(v, &a.dtype)) {
-        *error = k + " " + v + ": use bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float)";
-        return false;
-      }
-    } else if (k == "--ranks") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 1, ARFUSE_MAX_RANKS, &x)) {
-        *error = "--ranks " + v + ": must be 1.." + std::to_string(ARFUSE_MAX_RANKS);
-        return false;
-      }
-      a.ranks = static_cast<int>(x);
-    } else if (k == "--algo") {
-      if (!value(&v)) return false;
-      a.algos.clear();
-      for (const std::string& item : v == "all" ? std::vector<std::string>{} : commaItems(v)) {
-        int algo = 0;
-        if (!parseAlgo(item, &algo)) {
-          *error = "--algo " + item +
-                   ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
-                   "hierarchical, nccl-symm, or all";
-          return false;
-        }
-        if (std::find(a.algos.begin(), a.algos.end(), algo) != a.algos.end()) {
-          *error = "--algo: '" + item + "' is given twice";
-          return false;
-        }
-        a.algos.push_back(algo);
-      }
-    } else if (k == "--epilogue") {
-      if (!value(&v)) return false;
-      a.epilogues.clear();
-      for (const std::string& item : commaItems(v)) {
-        int kind = 0;
-        if (!harness::parseEpilogue(item, &kind)) {
-          *error = "--epilogue: '" + item + "' is not an epilogue; use a comma list of " + harness::epilogueNameList();
-          return false;
-        }
-        for (int e : a.epilogues)
-          if (e == kind) {
-            *error = "--epilogue: '" + item + "' is given twice";
-            return false;
-          }
-        a.epilogues.push_back(kind);
-      }
-    } else if (k == "-n" || k == "-w" || k == "--calls") {
-      if (!value(&v)) return false;
-      if (!toInt(v, k == "-w" ? 0 : 1, 1000000, &x)) {
-        *error = k + " " + v + ": must be an integer" + (k == "-w" ? " >= 0" : " >= 1");
-        return false;
-      }
-      (k == "-n" ? a.iters : k == "-w" ? a.warmup : a.callsPerGraph) = static_cast<int>(x);
-      if (k == "-n") itersGiven = true;
-    } else if (k == "-c") {
-      if (!value(&v)) return false;
-      if (v != "0" && v != "1") {
-        *error = "-c " + v + ": use 0 or 1";
-        return false;
-      }
-      a.check = v == "1";
-    } else if (k == "-G") {
-      if (!value(&v)) return false;
-      if (v == "0") {
-        *error =
-            "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the "
-            "host); give -G N (N >= 1 replays) or leave -G out";
-        return false;
-      }
-      if (!toInt(v, 1, 1000000, &x)) {
-        *error = "-G " + v + ": the number of timed CUDA-graph replays, an integer >= 1";
-        return false;
-      }
-      graphReplays = static_cast<int>(x);
-    } else if (k == "--virtual") {
-      a.virtualRanks = true;
-    } else if (k == "--verify-pass") {
-      a.verifyPass = true;
-    } else if (k == "--model") {
-      if (!value(&v)) return false;
-      const ModelPreset* m = findModel(v);
-      if (!m) {
-        *error = "--model " + v + ": use kimi-k2, deepseek-v3, llama-3-70b or qwen3-235b";
-        return false;
-      }
-      a.model = m->name;
-      a.hidden = m->hidden;
-      a.layers = m->layers;
-    } else if (k == "--layers") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 1, 1000, &x)) {
-        *error = "--layers " + v + ": must be 1..1000";
-        return false;
-      }
-      a.layers = static_cast<int>(x);
-    } else if (k == "--nccl-sweep" || k.compare(0, 13, "--nccl-sweep=") == 0) {
-      a.ncclSweep = true;
-      if (k.size() > 12) {
-        a.ncclSweepSpec = k.substr(13);
-      } else if (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') {
-        a.ncclSweepSpec = args[++i];  // --nccl-sweep SPEC: a SPEC never starts with '-'
-      }
-      std::vector<NcclSetting> settings;
-      if (!expandNcclSweep(a.ncclSweepSpec, &settings, error)) return false;
-    } else if (k == "--nccl-sweep-timeout") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 1, 3600, &x)) {
-        *error = "--nccl-sweep-timeout " + v + ": seconds, 1..3600";
-        return false;
-      }
-      a.ncclSweepTimeoutS = static_cast<int>(x);
-    } else if (k == "--nccl-sweep-child") {
-      if (!value(&a.ncclSweepChild)) return false;
-    } else if (k == "--procs" || k == "--procs-timeout" || k == "--proc-rank") {
-      if (!value(&v)) return false;
-      const long long lo = k == "--procs" ? 2 : k == "--proc-rank" ? 0 : 1;
-      const long long hi = k == "--procs-timeout" ? 7200 : ARFUSE_MAX_RANKS - (k == "--proc-rank" ? 1 : 0);
-      if (!toInt(v, lo, hi, &x)) {
-        *error = k + " " + v + ": must be " + std::to_string(lo) + ".." + std::to_string(hi) +
-                 (k == "--procs-timeout" ? " seconds" : "");
-        return false;
-      }
-      (k == "--procs" ? a.procs : k == "--proc-rank" ? a.procRank : a.procsTimeoutS) = static_cast<int>(x);
-    } else if (k == "--proc-dir") {
-      if (!value(&a.procDir)) return false;
-    } else if (k == "--hosts") {
-      if (!value(&v)) return false;
-      if (!toInt(v, 2, ARFUSE_MAX_RANKS, &x)) {
-        *error = "--hosts " + v + ": must be 2.." + std::to_string(ARFUSE_MAX_RANKS);
-        return false;
-      }
-      a.hosts = static_cast<int>(x);
-    } else if (k == "--machine") {
-      if (!value(&a.machine)) return false;
-      if (a.machine.empty()) {
-        *error = "--machine needs a label, e.g. --machine h200x4";
-        return false;
-      }
-    } else if (k == "-J") {
-      if (!value(&v)) return false;
-      a.jsonPath = v;
-    } else {
-      *error = "unknown argument '" + k + "'";
-      return false;
-    }
-  }
-  if (!finishBenchArgs(b, e, f, graphReplays, itersGiven, &a, error)) return false;
-  *out = a;
+  BenchParse p;
+  p.a.commandLine = "arfuse bench";
+  for (const std::string& s : args) p.a.commandLine += " " + s;
+  p.a.rawArgs = args;
+  Options o;
+  o.flag({"-h", "--help"}, [&p] { p.a.help = true; });
+  addShapeOptions(&o, &p);
+  addPathOptions(&o, &p);
+  addTimingOptions(&o, &p);
+  addProcessOptions(&o, &p);
+  if (!o.parse(args, error) || !finishBenchArgs(&p, error)) return false;
+  *out = p.a;
   return true;
 }
 

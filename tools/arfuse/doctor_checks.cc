@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "args.h"
 #include "topo/json.h"
 
 namespace arfuse {
@@ -458,77 +459,57 @@ const char* usage() {
 }
 
 bool parseArgs(const std::vector<std::string>& args, Args* a, std::string* error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& s = args[i];
-    auto value = [&](std::string* v) {
-      if (i + 1 >= args.size()) {
-        *error = s + " needs a value";
-        return false;
-      }
-      *v = args[++i];
-      return true;
-    };
-    std::string v;
-    if (s == "-h" || s == "--help") {
-      a->help = true;
-    } else if (s == "--json") {
-      a->json = true;
-    } else if (s == "--calibrate") {
-      a->calibrate = true;
-    } else if (s == "--clean") {
-      a->clean = true;
-    } else if (s == "--no-selftest") {
-      a->selftest = false;
-    } else if (s == "--no-measure") {
-      a->measure = false;
-    } else if (s == "--virtual") {
-      a->virtualRanks = true;
-    } else if (s == "--quick") {
-      a->quick = true;
-    } else if (s == "--topology") {
-      if (!value(&a->topologyPath)) return false;
-    } else if (s == "--save-topology") {
-      if (!value(&a->saveTopology)) return false;
-    } else if (s == "--out") {
-      if (!value(&a->out)) return false;
-    } else if (s == "--ranks") {
-      if (!value(&v)) return false;
-      if (!parseIntList(v, &a->ranks) ||
-          std::any_of(a->ranks.begin(), a->ranks.end(), [](int n) { return n < 2 || n > 16; })) {
-        *error = "--ranks " + v + ": each count must be 2..16";
-        return false;
-      }
-    } else if (s == "--tokens") {
-      if (!value(&v)) return false;
-      if (!parseIntList(v, &a->tokens)) {
-        *error = "--tokens " + v + ": expected a comma-separated list of positive integers";
-        return false;
-      }
-    } else if (s == "--hidden") {
-      if (!value(&v)) return false;
-      if (!parseInt(v, 8, 1 << 20, &a->hidden) || a->hidden % 8 != 0) {
-        *error = "--hidden " + v + ": expected a positive multiple of 8";
-        return false;
-      }
-    } else if (s == "--dtype") {
-      if (!value(&v)) return false;
-      if (v != "bf16" && v != "fp16" && v != "fp32") {
-        *error = "--dtype " + v + ": expected bf16, fp16 or fp32";
-        return false;
-      }
-      a->dtype = v;
-    } else if (s == "-n" || s == "--calls" || s == "-w") {
-      if (!value(&v)) return false;
-      int* dst = s == "-n" ? &a->iters : s == "--calls" ? &a->calls : &a->warmup;
-      if (!parseInt(v, s == "-w" ? 0 : 1, 100000, dst)) {
-        *error = s + " " + v + ": expected an integer >= " + (s == "-w" ? "0" : "1");
-        return false;
-      }
-    } else {
-      *error = "unknown argument '" + s + "'";
+  Options o;
+  o.flag({"-h", "--help"}, [a] { a->help = true; });
+  o.flag({"--json"}, [a] { a->json = true; });
+  o.flag({"--calibrate"}, [a] { a->calibrate = true; });
+  o.flag({"--clean"}, [a] { a->clean = true; });
+  o.flag({"--no-selftest"}, [a] { a->selftest = false; });
+  o.flag({"--no-measure"}, [a] { a->measure = false; });
+  o.flag({"--virtual"}, [a] { a->virtualRanks = true; });
+  o.flag({"--quick"}, [a] { a->quick = true; });
+  o.text({"--topology"}, &a->topologyPath);
+  o.text({"--save-topology"}, &a->saveTopology);
+  o.text({"--out"}, &a->out);
+  o.value({"--ranks"}, [a](const std::string&, const std::string& v, std::string* error) {
+    if (!parseIntList(v, &a->ranks) ||
+        std::any_of(a->ranks.begin(), a->ranks.end(), [](int n) { return n < 2 || n > 16; })) {
+      *error = "--ranks " + v + ": each count must be 2..16";
       return false;
     }
-  }
+    return true;
+  });
+  o.value({"--tokens"}, [a](const std::string&, const std::string& v, std::string* error) {
+    if (!parseIntList(v, &a->tokens)) {
+      *error = "--tokens " + v + ": expected a comma-separated list of positive integers";
+      return false;
+    }
+    return true;
+  });
+  o.value({"--hidden"}, [a](const std::string&, const std::string& v, std::string* error) {
+    if (!parseInt(v, 8, 1 << 20, &a->hidden) || a->hidden % 8 != 0) {
+      *error = "--hidden " + v + ": expected a positive multiple of 8";
+      return false;
+    }
+    return true;
+  });
+  o.value({"--dtype"}, [a](const std::string&, const std::string& v, std::string* error) {
+    if (v != "bf16" && v != "fp16" && v != "fp32") {
+      *error = "--dtype " + v + ": expected bf16, fp16 or fp32";
+      return false;
+    }
+    a->dtype = v;
+    return true;
+  });
+  o.value({"-n", "--calls", "-w"}, [a](const std::string& s, const std::string& v, std::string* error) {
+    int* dst = s == "-n" ? &a->iters : s == "--calls" ? &a->calls : &a->warmup;
+    if (!parseInt(v, s == "-w" ? 0 : 1, 100000, dst)) {
+      *error = s + " " + v + ": expected an integer >= " + (s == "-w" ? "0" : "1");
+      return false;
+    }
+    return true;
+  });
+  if (!o.parse(args, error)) return false;
   if (a->calibrate && !a->topologyPath.empty()) {
     *error = "--calibrate measures this machine; it cannot use --topology";
     return false;

@@ -27,62 +27,53 @@ const char* planUsage() {
 
 bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::string* error) {
   PlanArgs a;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& k = args[i];
-    auto value = [&](std::string* v) {
-      if (i + 1 >= args.size()) {
-        *error = k + " needs a value";
-        return false;
-      }
-      *v = args[++i];
-      return true;
-    };
-    std::string v;
-    if (k == "-h" || k == "--help") {
-      a.help = true;
-    } else if (k == "--ranks") {
-      if (!value(&v) || !parseIntArg(k, v, 1, ARFUSE_MAX_RANKS, &a.ranks, error)) return false;
-      a.ranksGiven = true;
-    } else if (k == "--hidden") {
-      if (!value(&v) || !parseIntArg(k, v, 1, 1 << 20, &a.hidden, error)) return false;
-    } else if (k == "--tokens") {
-      if (!value(&v) || !parseIntListArg(k, v, 1, 1 << 20, &a.tokens, error)) return false;
-    } else if (k == "--devices") {
-      if (!value(&v) || !parseIntListArg(k, v, 0, 1023, &a.devices, error)) return false;
-    } else if (k == "--topology") {
-      if (!value(&v)) return false;
-      if (v.empty()) return *error = "--topology wants a file name", false;
-      a.topology = v;
-    } else if (k == "--dtype") {
-      if (!value(&v)) return false;
-      if (v == "bf16" || v == "bfloat16")
-        a.dtype = arfuseBfloat16;
-      else if (v == "fp16" || v == "float16")
-        a.dtype = arfuseFloat16;
-      else if (v == "fp32" || v == "float32")
-        a.dtype = arfuseFloat32;
-      else
-        return *error = "--dtype wants bf16, fp16 or fp32, got '" + v + "'", false;
-    } else if (k == "--algo") {
-      if (!value(&v)) return false;
-      a.algo = parseAlgoName(v);
-      if (a.algo < 0)
-        return *error =
-                   "--algo wants auto, lowlatency, oneshot, twoshot, hoststaged, nccl or hierarchical, got '" + v + "'",
-               false;
-    } else if (k == "--no-p2p") {
-      a.noP2p = true;
-    } else if (k == "--virtual") {
-      a.virtualRanks = true;
-    } else if (k == "--allreduce") {
-      a.allreduce = true;
-    } else if (k == "--hosts") {
-      if (!value(&v) || !parseIntArg(k, v, 2, ARFUSE_MAX_RANKS, &a.hosts, error)) return false;
-    } else {
-      *error = "unknown argument '" + k + "'";
-      return false;
-    }
-  }
+  Options o;
+  o.flag({"-h", "--help"}, [&] { a.help = true; });
+  o.value({"--ranks"}, [&](const std::string& k, const std::string& v, std::string* error) {
+    if (!parseIntArg(k, v, 1, ARFUSE_MAX_RANKS, &a.ranks, error)) return false;
+    a.ranksGiven = true;
+    return true;
+  });
+  o.value({"--hidden"}, [&](const std::string& k, const std::string& v, std::string* error) {
+    return parseIntArg(k, v, 1, 1 << 20, &a.hidden, error);
+  });
+  o.value({"--tokens"}, [&](const std::string& k, const std::string& v, std::string* error) {
+    return parseIntListArg(k, v, 1, 1 << 20, &a.tokens, error);
+  });
+  o.value({"--devices"}, [&](const std::string& k, const std::string& v, std::string* error) {
+    return parseIntListArg(k, v, 0, 1023, &a.devices, error);
+  });
+  o.value({"--topology"}, [&](const std::string&, const std::string& v, std::string* error) {
+    if (v.empty()) return *error = "--topology wants a file name", false;
+    a.topology = v;
+    return true;
+  });
+  o.value({"--dtype"}, [&](const std::string&, const std::string& v, std::string* error) {
+    if (v == "bf16" || v == "bfloat16")
+      a.dtype = arfuseBfloat16;
+    else if (v == "fp16" || v == "float16")
+      a.dtype = arfuseFloat16;
+    else if (v == "fp32" || v == "float32")
+      a.dtype = arfuseFloat32;
+    else
+      return *error = "--dtype wants bf16, fp16 or fp32, got '" + v + "'", false;
+    return true;
+  });
+  o.value({"--algo"}, [&](const std::string&, const std::string& v, std::string* error) {
+    a.algo = parseAlgoName(v);
+    if (a.algo < 0)
+      return *error =
+                 "--algo wants auto, lowlatency, oneshot, twoshot, hoststaged, nccl or hierarchical, got '" + v + "'",
+             false;
+    return true;
+  });
+  o.flag({"--no-p2p"}, [&] { a.noP2p = true; });
+  o.flag({"--virtual"}, [&] { a.virtualRanks = true; });
+  o.flag({"--allreduce"}, [&] { a.allreduce = true; });
+  o.value({"--hosts"}, [&](const std::string& k, const std::string& v, std::string* error) {
+    return parseIntArg(k, v, 2, ARFUSE_MAX_RANKS, &a.hosts, error);
+  });
+  if (!o.parse(args, error)) return false;
   if (a.help) return *out = a, true;
   if (!a.topology.empty() && (a.ranksGiven || a.noP2p || a.virtualRanks))
     return *error =

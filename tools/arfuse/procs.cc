@@ -374,127 +374,147 @@ bool awaitFile(const std::string& dir, const std::string& name, double timeoutS,
   }
 }
 
-// The hidden worker entry: `arfuse selftest --proc-rank R --procs N --proc-dir D [...]`.
-int selftestProcs(const std::vector<std::string>& args) {
-  int n = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1, hosts = 0;
+namespace {
+
+// `selftest --procs N [...]` as the user gives it, and as the launcher gives it to each worker
+// (--proc-rank, --proc-dir and --seed added). Values are read leniently (atoi), as the launcher
+// writes them; checkProcsArgs bounds what matters.
+struct ProcsArgs {
+  int nranks = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1, hosts = 0;
   uint64_t seed = 0;  // the launcher draws it (fresh inputs every run) and gives it to every rank
   bool forceVirtual = false;
   std::string dir;
+};
+
+// False when the arguments are a usage error, which it has printed.
+bool parseProcsArgs(const std::vector<std::string>& args, ProcsArgs* out) {
+  ProcsArgs& p = *out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
     if (a == "--procs")
-      n = std::atoi(next().c_str());
+      p.nranks = std::atoi(next().c_str());
     else if (a == "--proc-rank")
-      rank = std::atoi(next().c_str());
+      p.rank = std::atoi(next().c_str());
     else if (a == "--proc-dir")
-      dir = next();
+      p.dir = next();
     else if (a == "--kill-rank")
-      killRank = std::atoi(next().c_str());
+      p.killRank = std::atoi(next().c_str());
     else if (a == "--timeout-ms")
-      timeoutMs = std::atoi(next().c_str());
+      p.timeoutMs = std::atoi(next().c_str());
     else if (a == "--virtual")
-      forceVirtual = true;
+      p.forceVirtual = true;
     else if (a == "--hosts")
-      hosts = std::atoi(next().c_str());
+      p.hosts = std::atoi(next().c_str());
     else if (a == "--seed")
-      seed = std::strtoull(next().c_str(), nullptr, 10);
+      p.seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--algo") {
       const std::string v = next();
-      algo = -2;
+      p.algo = -2;
       for (int k = 0; k < arfuseNumAlgos; ++k)
-        if (v == arfuseAlgoName(arfuseAlgo_t(k))) algo = k == arfuseAlgoAuto ? -1 : k;
-      if (algo == -2) {
+        if (v == arfuseAlgoName(arfuseAlgo_t(k))) p.algo = k == arfuseAlgoAuto ? -1 : k;
+      if (p.algo == -2) {
         std::fprintf(stderr,
                      "arfuse selftest: --algo %s: use auto, lowlatency, oneshot, twoshot, hoststaged, nccl or "
                      "hierarchical\n",
                      v.c_str());
-        return kExitUsage;
+        return false;
       }
     } else {
       std::fprintf(stderr, "arfuse selftest --procs: unknown argument '%s'\n", a.c_str());
-      return kExitUsage;
+      return false;
     }
   }
+  return true;
+}
+
+// False when the rank count, the rank to kill or the simulated hosts cannot be; printed.
+bool checkProcsArgs(const ProcsArgs& p) {
+  const int n = p.nranks;
   if (n < 2 || n > ARFUSE_MAX_RANKS) {
     std::fprintf(stderr, "arfuse selftest: --procs %d: must be 2..%d\n", n, ARFUSE_MAX_RANKS);
-    return kExitUsage;
+    return false;
   }
-  if (killRank >= n || killRank == 0) {
-    std::fprintf(stderr, "arfuse selftest: --kill-rank %d: must be 1..%d (rank 0 reports)\n", killRank, n - 1);
-    return kExitUsage;
+  if (p.killRank >= n || p.killRank == 0) {
+    std::fprintf(stderr, "arfuse selftest: --kill-rank %d: must be 1..%d (rank 0 reports)\n", p.killRank, n - 1);
+    return false;
   }
-  if (hosts != 0 && (hosts < 2 || hosts > n || n % hosts != 0)) {
-    std::fprintf(stderr, "arfuse selftest: --hosts %d: must be 2..%d and divide --procs %d\n", hosts, n, n);
-    return kExitUsage;
+  if (p.hosts != 0 && (p.hosts < 2 || p.hosts > n || n % p.hosts != 0)) {
+    std::fprintf(stderr, "arfuse selftest: --hosts %d: must be 2..%d and divide --procs %d\n", p.hosts, n, n);
+    return false;
   }
-  const int ndev = harness::deviceCount();
-  const bool realGpus = !forceVirtual && ndev >= n;
-  if (rank >= 0) return worker(rank, n, dir, algo, timeoutMs, killRank, realGpus, hosts, seed);
+  return true;
+}
 
-  if (ndev == 0) {
-    std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n  Why: %s.\n",
-                noDeviceReason().c_str());
-    return kExitNoDevice;
-  }
-  // ---- launcher ----
-  char tmpl[] = "/tmp/arfuse-procs-XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    std::perror("mkdtemp");
-    return kExitFailed;
-  }
-  dir = tmpl;
-  const std::set<std::string> before = arfuseSegments();
-  seed = std::random_device()() & 0xFFFFFFFFu;
-  if (hosts > 0)
+std::string rankLog(const std::string& dir, int r) { return dir + "/rank" + std::to_string(r) + ".log"; }
+
+// What the launcher prints before it starts the workers: the scenario and the inputs' seed.
+void printRunHeader(const ProcsArgs& p, bool realGpus) {
+  const int n = p.nranks;
+  if (p.hosts > 0)
     std::printf(
         "simulated hosts: %d x %d ranks (ARFUSE_TEST_HOST_ID h0..h%d; NCCL: a host id per process, loopback "
         "sockets)\n",
-        hosts, n / hosts, hosts - 1);
-  std::printf("inputs: seed %llu (fresh per run)\n", static_cast<unsigned long long>(seed));
+        p.hosts, n / p.hosts, p.hosts - 1);
+  std::printf("inputs: seed %llu (fresh per run)\n", static_cast<unsigned long long>(p.seed));
   std::printf("arfuse selftest --procs %d: %s; ranks on %s%s\n", n, arfuseGetBuildInfo(),
               realGpus ? "one GPU each" : "GPU 0 (processes time-slice one GPU: correctness only)",
-              killRank < 0 ? ""
-              : hosts > 0  ? (", rank " + std::to_string(killRank) + " dies mid-run").c_str()
-                           : (", rank " + std::to_string(killRank) + " dies after init").c_str());
+              p.killRank < 0 ? ""
+              : p.hosts > 0  ? (", rank " + std::to_string(p.killRank) + " dies mid-run").c_str()
+                             : (", rank " + std::to_string(p.killRank) + " dies after init").c_str());
   std::fflush(stdout);
+}
+
+// Each worker's command line: the run's settings, its rank, the meeting directory and the seed.
+std::vector<std::vector<std::string>> workerArgvs(const ProcsArgs& p) {
+  const int n = p.nranks;
   std::vector<std::vector<std::string>> argvs;
-  std::vector<std::string> logs;
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> argv = {
         "/proc/self/exe",  "selftest",   "--procs", std::to_string(n), "--proc-rank",
-        std::to_string(r), "--proc-dir", dir,       "--timeout-ms",    std::to_string(timeoutMs)};
-    if (algo >= 0) argv.insert(argv.end(), {"--algo", arfuseAlgoName(arfuseAlgo_t(algo))});
-    if (killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(killRank)});
-    if (forceVirtual) argv.push_back("--virtual");
-    if (hosts > 0) argv.insert(argv.end(), {"--hosts", std::to_string(hosts)});
-    argv.insert(argv.end(), {"--seed", std::to_string(seed)});
+        std::to_string(r), "--proc-dir", p.dir,     "--timeout-ms",    std::to_string(p.timeoutMs)};
+    if (p.algo >= 0) argv.insert(argv.end(), {"--algo", arfuseAlgoName(arfuseAlgo_t(p.algo))});
+    if (p.killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(p.killRank)});
+    if (p.forceVirtual) argv.push_back("--virtual");
+    if (p.hosts > 0) argv.insert(argv.end(), {"--hosts", std::to_string(p.hosts)});
+    argv.insert(argv.end(), {"--seed", std::to_string(p.seed)});
     argvs.push_back(argv);
-    logs.push_back(dir + "/rank" + std::to_string(r) + ".log");
   }
-  // Bounded wait: init timeout + the calls; then kill whatever is left.
-  const std::vector<int> status =
-      waitAll(spawnSelf(argvs, logs), Clock::now() + std::chrono::milliseconds(60000 + 4 * timeoutMs));
-  // Collect: every rank's lines, hashes per case, the expectations of the scenario.
+  return argvs;
+}
+
+// Every rank's lines, printed, with their output hashes per case; a rank whose exit status the
+// scenario does not allow counts as a failure (returned).
+int collectRanks(const ProcsArgs& p, const std::vector<int>& status, std::vector<std::vector<std::string>>* hashes) {
   int failures = 0;
-  std::vector<std::vector<std::string>> hashes(n);
-  for (int r = 0; r < n; ++r) {
-    std::ifstream in(dir + "/rank" + std::to_string(r) + ".log");
+  hashes->assign(p.nranks, {});
+  for (int r = 0; r < p.nranks; ++r) {
+    std::ifstream in(rankLog(p.dir, r));
     std::string line;
     while (std::getline(in, line)) {
       std::printf("  %s\n", line.c_str());
       const size_t at = line.find("hash=");
-      if (at != std::string::npos) hashes[r].push_back(line.substr(at, 21));
+      if (at != std::string::npos) (*hashes)[r].push_back(line.substr(at, 21));
     }
-    const bool expectKilled = r == killRank;
+    const bool expectKilled = r == p.killRank;
     // A survivor of a kill may fail its calls, but never hang (124: killed at the deadline).
-    const bool exitOk = expectKilled ? status[r] == 128 + SIGKILL : (killRank >= 0 ? status[r] != 124 : status[r] == 0);
+    const bool exitOk =
+        expectKilled ? status[r] == 128 + SIGKILL : (p.killRank >= 0 ? status[r] != 124 : status[r] == 0);
     if (!exitOk) {
       std::printf("rank %d: exit status %d%s\n", r, status[r],
                   status[r] == 124 ? " (killed: did not finish in time)" : "");
       ++failures;
     }
   }
+  return failures;
+}
+
+// The scenario's own expectations, printed; the number not met. No kill: every rank's outputs
+// bitwise equal and every case run. A mid-run kill over simulated hosts: every survivor's verdict
+// (procs_killed.h). A kill after init: rank 0 named the dead rank and destroyed cleanly.
+int judgeScenario(const ProcsArgs& p, const std::vector<std::vector<std::string>>& hashes) {
+  const int n = p.nranks, killRank = p.killRank;
+  int failures = 0;
   if (killRank < 0) {
     for (int r = 1; r < n; ++r)
       if (hashes[r] != hashes[0]) {
@@ -502,15 +522,15 @@ int selftestProcs(const std::vector<std::string>& args) {
         ++failures;
       }
     if (hashes[0].size() != sizeof kCases / sizeof kCases[0]) ++failures;
-  } else if (hosts > 0) {
+  } else if (p.hosts > 0) {
     // Every survivor: its first failing call names the dead rank within the bound (the NCCL watch
     // fires one timeout after the operation started; the refused calls after it are immediate),
     // no call after it reports success, and destroy returns.
-    const std::string dead = simulatedRankName(killRank, n, hosts);
-    const double boundS = 3.0 * timeoutMs / 1000.0 + 10.0;
+    const std::string dead = simulatedRankName(killRank, n, p.hosts);
+    const double boundS = 3.0 * p.timeoutMs / 1000.0 + 10.0;
     for (int r = 0; r < n; ++r) {
       if (r == killRank) continue;
-      std::ifstream in(dir + "/rank" + std::to_string(r) + ".log");
+      std::ifstream in(rankLog(p.dir, r));
       const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       const KilledVerdict v = judgeSurvivor(all, dead, boundS);
       std::printf("survivor rank %d: %s\n", r, v.describe().c_str());
@@ -518,7 +538,7 @@ int selftestProcs(const std::vector<std::string>& args) {
     }
   } else {
     // Rank 0 must have reported the timeout naming the dead rank, and destroyed cleanly.
-    std::ifstream in(dir + "/rank0.log");
+    std::ifstream in(rankLog(p.dir, 0));
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const std::string named = "for rank " + std::to_string(killRank);
     const bool reported = all.find("FAIL") != std::string::npos && all.find(named) != std::string::npos;
@@ -527,19 +547,64 @@ int selftestProcs(const std::vector<std::string>& args) {
                 destroyed ? "returned" : "did NOT return");
     if (!reported || !destroyed) ++failures;
   }
+  return failures;
+}
+
+// 1 (printed) when an arfuse segment not in `before` is left in /dev/shm, else 0.
+int leakedSegments(const std::set<std::string>& before) {
   std::set<std::string> after = arfuseSegments();
   for (const std::string& s : before) after.erase(s);
   if (!after.empty()) {
     std::printf("LEAK: /dev/shm/%s left behind\n", after.begin()->c_str());
-    ++failures;
-  } else {
-    std::printf("/dev/shm: no arfuse segment left behind\n");
+    return 1;
   }
+  std::printf("/dev/shm: no arfuse segment left behind\n");
+  return 0;
+}
+
+// The launcher: a private directory, a fresh seed, the workers bounded in time, then the verdict.
+int launchProcs(ProcsArgs p, bool realGpus) {
+  char tmpl[] = "/tmp/arfuse-procs-XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    std::perror("mkdtemp");
+    return kExitFailed;
+  }
+  p.dir = tmpl;
+  const std::set<std::string> before = arfuseSegments();
+  p.seed = std::random_device()() & 0xFFFFFFFFu;
+  printRunHeader(p, realGpus);
+  const int n = p.nranks;
+  std::vector<std::string> logs;
+  for (int r = 0; r < n; ++r) logs.push_back(rankLog(p.dir, r));
+  // Bounded wait: init timeout + the calls; then kill whatever is left.
+  const std::vector<int> status =
+      waitAll(spawnSelf(workerArgvs(p), logs), Clock::now() + std::chrono::milliseconds(60000 + 4 * p.timeoutMs));
+  std::vector<std::vector<std::string>> hashes;
+  int failures = collectRanks(p, status, &hashes);
+  failures += judgeScenario(p, hashes);
+  failures += leakedSegments(before);
   std::printf("\nselftest --procs %d: %s\n", n, failures ? "FAILED" : "passed");
-  for (int r = 0; r < n; ++r) std::remove((dir + "/rank" + std::to_string(r) + ".log").c_str());
-  std::remove((dir + "/id").c_str());
-  rmdir(dir.c_str());
+  for (int r = 0; r < n; ++r) std::remove(rankLog(p.dir, r).c_str());
+  std::remove((p.dir + "/id").c_str());
+  rmdir(p.dir.c_str());
   return failures ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+
+// The hidden worker entry: `arfuse selftest --proc-rank R --procs N --proc-dir D [...]`.
+int selftestProcs(const std::vector<std::string>& args) {
+  ProcsArgs p;
+  if (!parseProcsArgs(args, &p) || !checkProcsArgs(p)) return kExitUsage;
+  const int ndev = harness::deviceCount();
+  const bool realGpus = !p.forceVirtual && ndev >= p.nranks;
+  if (p.rank >= 0) return worker(p.rank, p.nranks, p.dir, p.algo, p.timeoutMs, p.killRank, realGpus, p.hosts, p.seed);
+  if (ndev == 0) {
+    std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n  Why: %s.\n",
+                noDeviceReason().c_str());
+    return kExitNoDevice;
+  }
+  return launchProcs(p, realGpus);
 }
 
 }  // namespace cli

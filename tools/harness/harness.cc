@@ -115,86 +115,132 @@ World::~World() {
   }
 }
 
+bool World::admits(size_t bytes, std::string* error) const {
+  if (!ok()) {
+    *error = error_;
+    return false;
+  }
+  if (bytes > capacityBytes_) {
+    *error = "harness: case larger than the world's buffers";
+    return false;
+  }
+  return true;
+}
+
+bool World::queryPlan(arfuseOp_t op, const CaseSpec& spec, arfusePlan_t* plan, CaseResult* res) const {
+  if (arfuseCommQueryPlan(comms_[0], op, spec.tokens, spec.hidden, spec.dtype, plan) != arfuseSuccess) {
+    res->error = arfuseCommGetLastError(comms_[0]);
+    return false;
+  }
+  res->algo = arfuseAlgoName(plan->algo);
+  return true;
+}
+
+// Rank by rank, on its stream: the inputs into x[0], res[0] and weight, NaN (0xFF in every dtype)
+// into norm[0] and res[1]; an epilogue variant's *scaleIn too, and its quant_out (norm[1]) and
+// scale_out (scale[0], whose padding the call must zero) poisoned. Each rank is waited for before
+// the next: the host buffers are pageable.
+bool World::uploadCall(const CallInputs& in, size_t bytes, const EpilogueInputs* epi, std::string* error) {
+  const std::vector<HostTensor>& xs = in.xs;
+  const HostTensor &resid = in.resid, &weight = in.weight;
+  const float scaleIn = epi ? epi->scaleIn : 0.f;
+  const size_t qBytes = epi ? epi->qBytes : 0, sBytes = epi ? epi->sBytes : 0;
+  for (int r = 0; r < nranks(); ++r) {
+    RankBuffers& b = *bufs_[r];
+    cudaStream_t s = static_cast<cudaStream_t>(streams_[r]);
+    B_CUDA(cudaSetDevice(devices_[r]));
+    B_CUDA(cudaMemcpyAsync(b.x[0], xs[r].bytes.data(), bytes, cudaMemcpyHostToDevice, s));
+    B_CUDA(cudaMemcpyAsync(b.res[0], resid.bytes.data(), bytes, cudaMemcpyHostToDevice, s));
+    B_CUDA(cudaMemcpyAsync(b.weight, weight.bytes.data(), weight.bytes.size(), cudaMemcpyHostToDevice, s));
+    if (epi) B_CUDA(cudaMemcpyAsync(b.scaleIn, &scaleIn, sizeof scaleIn, cudaMemcpyHostToDevice, s));
+    B_CUDA(cudaMemsetAsync(b.norm[0], 0xFF, bytes, s));
+    B_CUDA(cudaMemsetAsync(b.res[1], 0xFF, bytes, s));
+    if (epi) {
+      B_CUDA(cudaMemsetAsync(b.norm[1], 0xFF, qBytes ? qBytes : 16, s));
+      B_CUDA(cudaMemsetAsync(b.scale[0], 0x5A, sBytes ? sBytes : 16, s));
+    }
+    B_CUDA(cudaStreamSynchronize(s));
+  }
+  return true;
+}
+
+bool World::groupCall(const std::function<arfuseResult_t(int r)>& call, std::string* error) {
+  arfuseGroupStart();
+  for (int r = 0; r < nranks(); ++r)
+    if (call(r) != arfuseSuccess) {
+      arfuseGroupEnd();
+      *error = arfuseCommGetLastError(comms_[r]);
+      return false;
+    }
+  if (arfuseGroupEnd() != arfuseSuccess) {
+    *error = arfuseGetLastError();
+    return false;
+  }
+  return true;
+}
+
+bool World::waitForRank(int r, std::string* error) {
+  B_CUDA(cudaSetDevice(devices_[r]));
+  B_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
+  return true;
+}
+
+bool World::noAsyncError(int r, std::string* error) {
+  arfuseResult_t async = arfuseSuccess;
+  arfuseCommGetAsyncError(comms_[r], &async);
+  if (async == arfuseSuccess) return true;
+  *error = arfuseCommGetLastError(comms_[r]);
+  return false;
+}
+
 CaseResult World::run(const CaseSpec& spec) {
   CaseResult res;
-  if (!ok()) {
-    res.error = error_;
-    return res;
-  }
-  if (spec.epilogue != kEpilogueNone && spec.op == arfuseOpAllReduceAddRmsNorm) return runEpilogue(spec);
   const int n = nranks();
   const size_t count = static_cast<size_t>(spec.tokens) * spec.hidden;
   const size_t bytes = count * numeric::elemSize(spec.dtype);
-  if (bytes > capacityBytes_) {
-    res.error = "harness: case larger than the world's buffers";
-    return res;
-  }
+  if (!admits(bytes, &res.error)) return res;
+  if (spec.epilogue != kEpilogueNone && spec.op == arfuseOpAllReduceAddRmsNorm) return runEpilogue(spec);
   arfusePlan_t plan;
-  if (arfuseCommQueryPlan(comms_[0], spec.op, spec.tokens, spec.hidden, spec.dtype, &plan) != arfuseSuccess) {
-    res.error = arfuseCommGetLastError(comms_[0]);
-    return res;
-  }
-  res.algo = arfuseAlgoName(plan.algo);
+  if (!queryPlan(spec.op, spec, &plan, &res)) return res;
 
-  Rng rng(spec.seed);
-  std::vector<HostTensor> xs(n, HostTensor(spec.dtype, count));
-  for (HostTensor& x : xs) x.fill(rng, -1.f, 1.f);
-  HostTensor resid(spec.dtype, count), weight(spec.dtype, spec.hidden);
-  resid.fill(rng, -1.f, 1.f);
-  weight.fill(rng, 0.5f, 1.5f);
+  const CallInputs in(spec, n, count);
+  const std::vector<HostTensor>& xs = in.xs;
+  const HostTensor &resid = in.resid, &weight = in.weight;
   const bool fused = spec.op == arfuseOpAllReduceAddRmsNorm;
+  if (!uploadCall(in, bytes, nullptr, &res.error)) return res;
 
-  for (int r = 0; r < n; ++r) {
-    RankBuffers& b = *bufs_[r];
-    cudaStream_t s = static_cast<cudaStream_t>(streams_[r]);
-    H_CUDA(cudaSetDevice(devices_[r]));
-    H_CUDA(cudaMemcpyAsync(b.x[0], xs[r].bytes.data(), bytes, cudaMemcpyHostToDevice, s));
-    H_CUDA(cudaMemcpyAsync(b.res[0], resid.bytes.data(), bytes, cudaMemcpyHostToDevice, s));
-    H_CUDA(cudaMemcpyAsync(b.weight, weight.bytes.data(), weight.bytes.size(), cudaMemcpyHostToDevice, s));
-    H_CUDA(cudaMemsetAsync(b.norm[0], 0xFF, bytes, s));  // NaN in every dtype
-    H_CUDA(cudaMemsetAsync(b.res[1], 0xFF, bytes, s));
-    H_CUDA(cudaStreamSynchronize(s));  // host buffers are pageable
-  }
-  arfuseGroupStart();
-  for (int r = 0; r < n; ++r) {
+  auto collective = [&](int r) {
     RankBuffers& b = *bufs_[r];
     void* normOut = spec.inPlace ? b.x[0] : b.norm[0];
     void* resOut = spec.inPlace ? b.res[0] : b.res[1];
-    if (spec.direct && n == 1 && fused) {
-      H_CUDA(cudaSetDevice(devices_[r]));
-      if (arfuseAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens, spec.hidden, spec.dtype,
-                           streams_[r]) != arfuseSuccess) {
-        arfuseGroupEnd();
-        res.error = arfuseGetLastError();
-        return res;
-      }
-      continue;
-    }
-    arfuseResult_t st =
-        fused ? arfuseAllReduceAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens,
-                                          spec.hidden, spec.dtype, comms_[r], streams_[r])
-              : arfuseAllReduce(b.x[0], normOut, spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r]);
-    if (st != arfuseSuccess) {
+    return fused ? arfuseAllReduceAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens,
+                                             spec.hidden, spec.dtype, comms_[r], streams_[r])
+                 : arfuseAllReduce(b.x[0], normOut, spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r]);
+  };
+  if (spec.direct && n == 1 && fused) {  // arfuseAddRmsNorm: no communicator; its error is the thread's
+    arfuseGroupStart();
+    const int r = 0;
+    RankBuffers& b = *bufs_[r];
+    void* normOut = spec.inPlace ? b.x[0] : b.norm[0];
+    void* resOut = spec.inPlace ? b.res[0] : b.res[1];
+    H_CUDA(cudaSetDevice(devices_[r]));
+    if (arfuseAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens, spec.hidden, spec.dtype,
+                         streams_[r]) != arfuseSuccess) {
       arfuseGroupEnd();
-      res.error = arfuseCommGetLastError(comms_[r]);
+      res.error = arfuseGetLastError();
       return res;
     }
-  }
-  if (arfuseGroupEnd() != arfuseSuccess) {
-    res.error = arfuseGetLastError();
+    if (arfuseGroupEnd() != arfuseSuccess) {
+      res.error = arfuseGetLastError();
+      return res;
+    }
+  } else if (!groupCall(collective, &res.error)) {
     return res;
   }
   std::vector<HostTensor> outNorm(n, HostTensor(spec.dtype, count)), outRes(n, HostTensor(spec.dtype, count));
   for (int r = 0; r < n; ++r) {
     RankBuffers& b = *bufs_[r];
-    H_CUDA(cudaSetDevice(devices_[r]));
-    H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
-    arfuseResult_t async = arfuseSuccess;
-    arfuseCommGetAsyncError(comms_[r], &async);
-    if (async != arfuseSuccess) {
-      res.error = arfuseCommGetLastError(comms_[r]);
-      return res;
-    }
+    if (!waitForRank(r, &res.error) || !noAsyncError(r, &res.error)) return res;
     H_CUDA(cudaMemcpy(outNorm[r].bytes.data(), spec.inPlace ? b.x[0] : b.norm[0], bytes, cudaMemcpyDeviceToHost));
     if (fused)
       H_CUDA(cudaMemcpy(outRes[r].bytes.data(), spec.inPlace ? b.res[0] : b.res[1], bytes, cudaMemcpyDeviceToHost));
@@ -263,7 +309,7 @@ bool World::ensureEpilogueBuffers(std::string* error) {
 // norm_out norm[0], quant_out norm[1], scale_out scale[0]. Checked by checkEpilogue; a variant
 // that does not write norm_out runs first with norm_out (so the quantised bytes can be checked
 // against the reference applied to it), then as asked, and must write the same bytes.
-CaseResult World::runEpilogue(const CaseSpec& spec) {
+CaseResult World::runEpilogue(const CaseSpec& spec) {  // run() admitted the case
   CaseResult res;
   const int n = nranks();
   const size_t count = static_cast<size_t>(spec.tokens) * spec.hidden;
@@ -271,26 +317,13 @@ CaseResult World::runEpilogue(const CaseSpec& spec) {
   const EpilogueForm form = epilogueForm(spec.epilogue);
   const size_t qBytes = quantOutBytes(form.quant, spec.tokens, spec.hidden);
   const size_t sBytes = scaleOutBytes(form.quant, form.layout, spec.tokens, spec.hidden);
-  if (bytes > capacityBytes_) {
-    res.error = "harness: case larger than the world's buffers";
-    return res;
-  }
   if (!ensureEpilogueBuffers(&res.error)) return res;
   arfusePlan_t plan;
-  if (arfuseCommQueryPlan(comms_[0], arfuseOpAllReduceAddRmsNorm, spec.tokens, spec.hidden, spec.dtype, &plan) !=
-      arfuseSuccess) {
-    res.error = arfuseCommGetLastError(comms_[0]);
-    return res;
-  }
-  res.algo = arfuseAlgoName(plan.algo);
+  if (!queryPlan(arfuseOpAllReduceAddRmsNorm, spec, &plan, &res)) return res;
 
-  Rng rng(spec.seed);
-  std::vector<HostTensor> xs(n, HostTensor(spec.dtype, count));
-  for (HostTensor& x : xs) x.fill(rng, -1.f, 1.f);
-  HostTensor resid(spec.dtype, count), weight(spec.dtype, spec.hidden);
-  resid.fill(rng, -1.f, 1.f);
-  weight.fill(rng, 0.5f, 1.5f);
+  const CallInputs in(spec, n, count);
   const float scaleIn = epilogueScaleIn(form.quant);
+  const EpilogueInputs epi{scaleIn, qBytes, sBytes};
 
   EpilogueCase c;
   c.dtype = spec.dtype;
@@ -298,31 +331,17 @@ CaseResult World::runEpilogue(const CaseSpec& spec) {
   c.hidden = spec.hidden;
   c.eps = spec.eps;
   c.scaleIn = scaleIn;
-  for (const HostTensor& x : xs) c.x.push_back(x.bytes.data());
-  c.residualIn = form.residualIn ? resid.bytes.data() : nullptr;
-  c.weight = weight.bytes.data();
+  for (const HostTensor& x : in.xs) c.x.push_back(x.bytes.data());
+  c.residualIn = form.residualIn ? in.resid.bytes.data() : nullptr;
+  c.weight = in.weight.bytes.data();
   c.exactSum = plan.algo != arfuseAlgoNccl;
 
   std::vector<EpilogueOutputs> withNorm;
   for (int pass = 0; pass < (form.normOut ? 1 : 2); ++pass) {
     EpilogueForm f = form;
     f.normOut = form.normOut || pass == 0;  // the first pass always writes norm_out
-    for (int r = 0; r < n; ++r) {
-      RankBuffers& b = *bufs_[r];
-      cudaStream_t s = static_cast<cudaStream_t>(streams_[r]);
-      H_CUDA(cudaSetDevice(devices_[r]));
-      H_CUDA(cudaMemcpyAsync(b.x[0], xs[r].bytes.data(), bytes, cudaMemcpyHostToDevice, s));
-      H_CUDA(cudaMemcpyAsync(b.res[0], resid.bytes.data(), bytes, cudaMemcpyHostToDevice, s));
-      H_CUDA(cudaMemcpyAsync(b.weight, weight.bytes.data(), weight.bytes.size(), cudaMemcpyHostToDevice, s));
-      H_CUDA(cudaMemcpyAsync(b.scaleIn, &scaleIn, sizeof scaleIn, cudaMemcpyHostToDevice, s));
-      H_CUDA(cudaMemsetAsync(b.norm[0], 0xFF, bytes, s));  // NaN in every dtype
-      H_CUDA(cudaMemsetAsync(b.res[1], 0xFF, bytes, s));
-      H_CUDA(cudaMemsetAsync(b.norm[1], 0xFF, qBytes ? qBytes : 16, s));
-      H_CUDA(cudaMemsetAsync(b.scale[0], 0x5A, sBytes ? sBytes : 16, s));  // the padding must be zeroed
-      H_CUDA(cudaStreamSynchronize(s));                                    // host buffers are pageable
-    }
-    arfuseGroupStart();
-    for (int r = 0; r < n; ++r) {
+    if (!uploadCall(in, bytes, &epi, &res.error)) return res;
+    auto epilogueCall = [&](int r) {
       RankBuffers& b = *bufs_[r];
       arfuseEpilogue_t e = ARFUSE_EPILOGUE_INITIALIZER;
       e.residualIn = f.residualIn ? b.res[0] : nullptr;
@@ -334,28 +353,14 @@ CaseResult World::runEpilogue(const CaseSpec& spec) {
       e.scaleOut = sBytes ? b.scale[0] : nullptr;
       e.scaleIn = static_cast<const float*>(b.scaleIn);
       e.scaleLayout = f.layout;
-      if (arfuseAllReduceEpilogue(b.x[0], b.weight, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comms_[r],
-                                  streams_[r]) != arfuseSuccess) {
-        arfuseGroupEnd();
-        res.error = arfuseCommGetLastError(comms_[r]);
-        return res;
-      }
-    }
-    if (arfuseGroupEnd() != arfuseSuccess) {
-      res.error = arfuseGetLastError();
-      return res;
-    }
+      return arfuseAllReduceEpilogue(b.x[0], b.weight, spec.eps, &e, spec.tokens, spec.hidden, spec.dtype, comms_[r],
+                                     streams_[r]);
+    };
+    if (!groupCall(epilogueCall, &res.error)) return res;
     std::vector<EpilogueOutputs> out(n);
     for (int r = 0; r < n; ++r) {
       RankBuffers& b = *bufs_[r];
-      H_CUDA(cudaSetDevice(devices_[r]));
-      H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
-      arfuseResult_t async = arfuseSuccess;
-      arfuseCommGetAsyncError(comms_[r], &async);
-      if (async != arfuseSuccess) {
-        res.error = arfuseCommGetLastError(comms_[r]);
-        return res;
-      }
+      if (!waitForRank(r, &res.error) || !noAsyncError(r, &res.error)) return res;
       EpilogueOutputs& o = out[r];
       if (f.residualOut) {
         o.residual.resize(bytes);

@@ -90,7 +90,23 @@ class World {
 
  private:
   struct RankBuffers;
+  struct CallInputs;
+  struct EpilogueInputs;
   CaseResult runEpilogue(const CaseSpec& spec);
+  // What a one-call case or a timing needs first: a built world and tensors of `bytes` that fit its
+  // buffers; false with the reason in *error.
+  bool admits(size_t bytes, std::string* error) const;
+  // Rank 0's plan for the case, its path named in res->algo; false with the error in res->error.
+  bool queryPlan(arfuseOp_t op, const CaseSpec& spec, arfusePlan_t* plan, CaseResult* res) const;
+  // One call's inputs into slot 0 of every rank and NaN into its outputs (sequences: their own slots).
+  bool uploadCall(const CallInputs& in, size_t bytes, const EpilogueInputs* epi, std::string* error);
+  // One arfuseGroupStart/End around call(r) for every rank in order. The first rank whose call
+  // fails ends the group, and its communicator's last error is the one in *error.
+  bool groupCall(const std::function<arfuseResult_t(int r)>& call, std::string* error);
+  // Waits for rank r's stream; false with CUDA's error in *error.
+  bool waitForRank(int r, std::string* error);
+  // False with the communicator's last error in *error when rank r has an asynchronous error.
+  bool noAsyncError(int r, std::string* error);
   bool ensureEpilogueBuffers(std::string* error);
   bool captureGraphs(const std::function<bool()>& enqueue, std::vector<cudaGraphExec_t>* execs, std::string* error);
   CaseResult chained(const CaseSpec& spec, int calls, int replays, bool graph);

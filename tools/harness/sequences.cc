@@ -80,12 +80,7 @@ CaseResult World::chained(const CaseSpec& spec, int calls, int replays, bool gra
     return res;
   }
   arfusePlan_t plan;
-  if (arfuseCommQueryPlan(comms_[0], arfuseOpAllReduceAddRmsNorm, spec.tokens, spec.hidden, spec.dtype, &plan) !=
-      arfuseSuccess) {
-    res.error = arfuseCommGetLastError(comms_[0]);
-    return res;
-  }
-  res.algo = arfuseAlgoName(plan.algo);
+  if (!queryPlan(arfuseOpAllReduceAddRmsNorm, spec, &plan, &res)) return res;
   // Slot use of call i: x[i % 8], norm_out[i % 8], residual res[i % 2] -> res[(i+1) % 2] (or res[0] in place).
   auto enqueue = [&](int r, int i) {
     RankBuffers& b = *bufs_[r];
@@ -95,19 +90,8 @@ CaseResult World::chained(const CaseSpec& spec, int calls, int replays, bool gra
                                      spec.hidden, spec.dtype, comms_[r], streams_[r]);
   };
   auto enqueueAll = [&]() -> bool {
-    for (int i = 0; i < calls; ++i) {
-      arfuseGroupStart();
-      for (int r = 0; r < n; ++r)
-        if (enqueue(r, i) != arfuseSuccess) {
-          arfuseGroupEnd();
-          res.error = arfuseCommGetLastError(comms_[r]);
-          return false;
-        }
-      if (arfuseGroupEnd() != arfuseSuccess) {
-        res.error = arfuseGetLastError();
-        return false;
-      }
-    }
+    for (int i = 0; i < calls; ++i)
+      if (!groupCall([&](int r) { return enqueue(r, i); }, &res.error)) return false;
     return true;
   };
 
@@ -158,13 +142,9 @@ CaseResult World::chained(const CaseSpec& spec, int calls, int replays, bool gra
     std::vector<HostTensor> gotRes(n, HostTensor(spec.dtype, count)), gotNorm(n, HostTensor(spec.dtype, count));
     for (int r = 0; r < n; ++r) {
       RankBuffers& b = *bufs_[r];
-      H_CUDA(cudaSetDevice(devices_[r]));
-      H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
-      arfuseResult_t async = arfuseSuccess;
-      arfuseCommGetAsyncError(comms_[r], &async);
-      if (async != arfuseSuccess) {
+      if (!waitForRank(r, &res.error)) return res;
+      if (!noAsyncError(r, &res.error)) {
         res.ok = false;
-        res.error = arfuseCommGetLastError(comms_[r]);
         return res;
       }
       finalRes = spec.inPlace ? b.res[0] : b.res[calls % 2];
@@ -261,31 +241,19 @@ CaseResult World::runSequence(const CaseSpec& spec, const std::vector<int>& toke
     H_CUDA(cudaDeviceSynchronize());
   }
   for (int i = 0; i < calls; ++i) {
-    arfuseGroupStart();
-    for (int r = 0; r < n; ++r) {
+    auto call = [&](int r) {
       RankBuffers& b = *bufs_[r];
-      if (arfuseAllReduceAddRmsNorm(b.x[i], b.res[0], b.weight, spec.eps, b.norm[i], b.x[4 + i], tokens[i], spec.hidden,
-                                    spec.dtype, comms_[r], streams_[r]) != arfuseSuccess) {
-        arfuseGroupEnd();
-        res.error = arfuseCommGetLastError(comms_[r]);
-        return res;
-      }
-    }
-    if (arfuseGroupEnd() != arfuseSuccess) {
-      res.error = arfuseGetLastError();
-      return res;
-    }
+      return arfuseAllReduceAddRmsNorm(b.x[i], b.res[0], b.weight, spec.eps, b.norm[i], b.x[4 + i], tokens[i],
+                                       spec.hidden, spec.dtype, comms_[r], streams_[r]);
+    };
+    if (!groupCall(call, &res.error)) return res;
   }
   res.ok = res.identical = res.allWritten = true;
   std::vector<std::vector<HostTensor>> gotN(calls), gotR(calls);
   for (int r = 0; r < n; ++r) {
-    H_CUDA(cudaSetDevice(devices_[r]));
-    H_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_[r])));
-    arfuseResult_t async = arfuseSuccess;
-    arfuseCommGetAsyncError(comms_[r], &async);
-    if (async != arfuseSuccess) {
+    if (!waitForRank(r, &res.error)) return res;
+    if (!noAsyncError(r, &res.error)) {
       res.ok = false;
-      res.error = arfuseCommGetLastError(comms_[r]);
       return res;
     }
   }

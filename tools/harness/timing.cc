@@ -184,17 +184,10 @@ Timing timeSingleGpu(int device, const CaseSpec& spec, size_t copyBytes, int cal
 
 Timing World::timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int warmup) {
   Timing t;
-  if (!ok()) {
-    t.error = error_;
-    return t;
-  }
   const int n = nranks();
   const size_t count = static_cast<size_t>(spec.tokens) * spec.hidden;
   const size_t bytes = count * numeric::elemSize(spec.dtype);
-  if (bytes > capacityBytes_) {
-    t.error = "harness: case larger than the world's buffers";
-    return t;
-  }
+  if (!admits(bytes, &t.error)) return t;
   Rng rng(spec.seed);
   HostTensor x(spec.dtype, count), w(spec.dtype, spec.hidden);
   w.fill(rng, 0.5f, 1.5f);
@@ -297,14 +290,8 @@ Timing World::timeGraph(const CaseSpec& spec, int callsPerGraph, int iters, int 
     }
     if (it >= warmup) ms.push_back(worst);
   }
-  for (int r = 0; r < n; ++r) {
-    arfuseResult_t async = arfuseSuccess;
-    arfuseCommGetAsyncError(comms_[r], &async);
-    if (async != arfuseSuccess) {
-      t.error = arfuseCommGetLastError(comms_[r]);
-      return t;
-    }
-  }
+  for (int r = 0; r < n; ++r)
+    if (!noAsyncError(r, &t.error)) return t;
   for (int r = 0; r < n; ++r) {
     cudaEventDestroy(startEv[r]);
     cudaEventDestroy(endEv[r]);

@@ -1,7 +1,7 @@
 // What the harness's World cases share (harness.cc: one call and the epilogue variants;
 // sequences.cc: chained calls, graphs and shape sequences; timing.cc: graph timing): the buffer
-// slots of a rank, reproducible fills, host tensors and the fp64 references. Internal to
-// tools/harness.
+// slots of a rank, reproducible fills, host tensors, one call's inputs, the CUDA-check macros and
+// the fp64 references. Internal to tools/harness.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -57,25 +57,22 @@ inline std::string cudaText(const char* what, cudaError_t e) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
 
-#define H_CUDA(call)                   \
-  do {                                 \
-    cudaError_t e_ = (call);           \
-    if (e_ != cudaSuccess) {           \
-      cudaGetLastError();              \
-      res.error = cudaText(#call, e_); \
-      return res;                      \
-    }                                  \
+// Runs a CUDA call; on failure clears CUDA's last error, puts "<call text>: <CUDA's text>" in
+// `errorText` and returns `failed` from the enclosing function. The call's text is stringified by
+// the macros below (before any macro in it expands), so a message quotes the source as written.
+#define HARNESS_CUDA_OR_RETURN(call, callText, errorText, failed) \
+  do {                                                            \
+    cudaError_t e_ = (call);                                      \
+    if (e_ != cudaSuccess) {                                      \
+      cudaGetLastError();                                         \
+      (errorText) = cudaText(callText, e_);                       \
+      return failed;                                              \
+    }                                                             \
   } while (0)
-
-#define T_CUDA(call)                 \
-  do {                               \
-    cudaError_t e_ = (call);         \
-    if (e_ != cudaSuccess) {         \
-      cudaGetLastError();            \
-      t.error = cudaText(#call, e_); \
-      return t;                      \
-    }                                \
-  } while (0)
+// In a function building the CaseResult `res`, the Timing `t`, or returning false with *error.
+#define H_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, res.error, res)
+#define T_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, t.error, t)
+#define B_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, *error, false)
 
 inline double relErr(const std::vector<double>& ref, const HostTensor& got) {
   double num = 0, den = 0;
@@ -115,6 +112,27 @@ inline std::vector<double> normRef(const std::vector<double>& res, const HostTen
   }
   return out;
 }
+
+// The inputs of one call, drawn from spec.seed in a fixed order: x of ranks 0..n-1, then the
+// residual and the weight, which every rank shares.
+struct World::CallInputs {
+  std::vector<HostTensor> xs;  // [rank]
+  HostTensor resid, weight;
+  CallInputs(const CaseSpec& spec, int nranks, size_t count)
+      : xs(nranks, HostTensor(spec.dtype, count)), resid(spec.dtype, count), weight(spec.dtype, spec.hidden) {
+    Rng rng(spec.seed);
+    for (HostTensor& x : xs) x.fill(rng, -1.f, 1.f);
+    resid.fill(rng, -1.f, 1.f);
+    weight.fill(rng, 0.5f, 1.5f);
+  }
+};
+
+// What an epilogue variant's call adds to uploadCall: the value of *scaleIn, and the bytes of
+// quant_out (norm[1]) and scale_out (scale[0]) to poison.
+struct World::EpilogueInputs {
+  float scaleIn;
+  size_t qBytes, sBytes;
+};
 
 struct World::RankBuffers {
   void* x[kSlots] = {};
