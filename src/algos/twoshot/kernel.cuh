@@ -8,10 +8,10 @@
 //   rank stored there itself; after the reduction, slot 0 holds slice q's rounded sums.
 // Per call, CTA b (tiles as in device/args.h Tiling):
 //   1. the entry settles first: a call it stops never writes into a peer's region;
-//   2. push: for every peer q, slice q of each of the CTA's tiles goes from x straight into this
-//      rank's slot of q's region (one pass over x; the wire is written, never waited on for a read;
-//      no copy-in on the critical path). The loop runs over tiles x slice flat, so every thread has
-//      work even where a slice is narrower than the CTA;
+//   2. push: every vector of the CTA's tiles outside this rank's slice goes from x straight into
+//      this rank's slot of its owner's region (one pass over x; the wire is written, never waited on
+//      for a read; no copy-in on the critical path), flat over tiles x V with a few loads in flight
+//      per thread, the first of them issued before the entry settled;
 //   3. barrier 0 (flags carry the descriptor: a divergent call stops here);
 //   4. rank r sums its slice of each tile over the n ranks in rank order (fp32; its own part from x,
 //      the others from its own region: local reads), adds residual_in, rounds once, and writes the
@@ -47,25 +47,36 @@ __device__ __forceinline__ int sliceOwner(int u, int len, int n) {
 // The slot of rank `src`'s part of slice `owner` in the owner's region (0..n-2).
 __device__ __forceinline__ int twoShotSlot(int src, int owner, int n) { return (src - owner - 1 + 2 * n) % n; }
 
-// Step 2 for one peer: slice [lo, lo + w) of each of the CTA's tiles, from x into `dst` (the slot's
-// first vector of tile 0; tile j at j * S). Four loads in flight per thread before their stores.
-__device__ __forceinline__ void pushSlice(const uint4* x, const TileCursor& tc, int lo, int w, int S, uint4* dst) {
-  constexpr int kInFlight = 4;
-  const int total = tc.tiles * w;
-  for (int f0 = threadIdx.x; f0 < total; f0 += kInFlight * blockDim.x) {
-    uint4 v[kInFlight];
+// Step 2 in batches: the vectors f = f0 + k * blockDim.x (k < kN) of the CTA's tiles, flat over
+// tiles x V, except this rank's own slice, each into this rank's slot of its owner's region. All of
+// a batch's loads are issued before its stores; the first batch is loaded before the entry settles.
+template <int kN>
+struct PushBatch {
+  uint4 v[kN];
+  int f0;
+  __device__ void load(const uint4* x, const TileCursor& tc, int V, int total, int lo, int hi) {
 #pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      const int f = f0 + k * blockDim.x;
-      if (f < total) v[k] = x[tc.at(f / w, lo + f % w)];
-    }
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      const int f = f0 + k * blockDim.x;
-      if (f < total) dst[static_cast<size_t>(f / w) * S + f % w] = v[k];
+    for (int k = 0; k < kN; ++k) {
+      const int f = f0 + k * static_cast<int>(blockDim.x);
+      const int j = f / V, u = f - j * V;
+      // Defined everywhere (a conditionally set register array goes to the stack).
+      v[k] = f < total && (u < lo || u >= hi) ? x[tc.at(j, u)] : make_uint4(0, 0, 0, 0);
     }
   }
-}
+  template <class X>
+  __device__ void store(const KernelArgs& a, int parity, int V, int S, int total, int lo, int hi) const {
+    const int n = a.nranks;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const int f = f0 + k * static_cast<int>(blockDim.x);
+      const int j = f / V, u = f - j * V;
+      if (f >= total || (u >= lo && u < hi)) continue;
+      const int q = sliceOwner(u, V, n), qlo = sliceBegin(q, V, n), qw = sliceBegin(q + 1, V, n) - qlo;
+      uint4* slot = reinterpret_cast<uint4*>(X::region(a, q, parity)) + twoShotSlot(a.rank, q, n) * qw;
+      slot[static_cast<size_t>(j) * S + (u - qlo)] = v[k];
+    }
+  }
+};
 
 template <class X, typename T, bool kFused, int kVecs, bool kExt = false>
 __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const __grid_constant__ KernelArgs a) {
@@ -86,12 +97,17 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
   uint4* ownCopy = X::kRegionIsLocal ? mine : reinterpret_cast<uint4*>(PeerExchange::region(a, a.rank, parity));
 
   // A refused call (as in one-shot) pushes nothing and passes no barrier, but finishes with NaN.
+  constexpr int kBatch = kVecs <= 2 ? 2 : 4;  // loads in flight per thread (4 spill in the narrow variants)
+  PushBatch<kBatch> push;
+  push.f0 = threadIdx.x;
+  const int pushTotal = tc.tiles * V;
+  if (cs.status == kFlightOk) push.load(x, tc, V, pushTotal, lo, lo + w);  // loads only: in flight with the check
   bool ok = settleEntry(a, &cs, check);
   if (ok) {
-    for (int d = 1; d < n; ++d) {  // peers from rank + 1 on: the ranks start on different peers
-      const int q = (a.rank + d) % n;
-      const int qlo = sliceBegin(q, V, n), qw = sliceBegin(q + 1, V, n) - qlo;
-      pushSlice(x, tc, qlo, qw, S, reinterpret_cast<uint4*>(X::region(a, q, parity)) + twoShotSlot(a.rank, q, n) * qw);
+    while (push.f0 < pushTotal) {
+      push.template store<X>(a, parity, V, S, pushTotal, lo, lo + w);
+      push.f0 += kBatch * blockDim.x;
+      if (push.f0 < pushTotal) push.load(x, tc, V, pushTotal, lo, lo + w);
     }
     ok = ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
   }
