@@ -218,12 +218,12 @@ CaseResult World::run(const CaseSpec& spec) {
                  : arfuseAllReduce(b.x[0], normOut, spec.tokens, spec.hidden, spec.dtype, comms_[r], streams_[r]);
   };
   if (spec.direct && n == 1 && fused) {  // arfuseAddRmsNorm: no communicator; its error is the thread's
-    arfuseGroupStart();
     const int r = 0;
     RankBuffers& b = *bufs_[r];
     void* normOut = spec.inPlace ? b.x[0] : b.norm[0];
     void* resOut = spec.inPlace ? b.res[0] : b.res[1];
-    H_CUDA(cudaSetDevice(devices_[r]));
+    H_CUDA(cudaSetDevice(devices_[r]));  // before the group opens: its failure leaves none open
+    arfuseGroupStart();
     if (arfuseAddRmsNorm(b.x[0], b.res[0], b.weight, spec.eps, normOut, resOut, spec.tokens, spec.hidden, spec.dtype,
                          streams_[r]) != arfuseSuccess) {
       arfuseGroupEnd();

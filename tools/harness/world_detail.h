@@ -69,9 +69,10 @@ inline std::string cudaText(const char* what, cudaError_t e) {
       return failed;                                              \
     }                                                             \
   } while (0)
-// In a function building the CaseResult `res`, the Timing `t`, or returning false with *error.
-#define H_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, res.error, res)
-#define T_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, t.error, t)
+// In a function building the CaseResult `res`, the Timing `t`, or returning false with *error. The
+// result returned is marked failed: a CUDA error after `res.ok = true` must not pass a test.
+#define H_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, res.error, (res.ok = false, res))
+#define T_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, t.error, (t.ok = false, t))
 #define B_CUDA(call) HARNESS_CUDA_OR_RETURN(call, #call, *error, false)
 
 inline double relErr(const std::vector<double>& ref, const HostTensor& got) {
