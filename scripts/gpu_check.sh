@@ -171,6 +171,11 @@ proxy_bench() {  # binary, prefix
         --tokens 64,256,1024,2048 --hidden 7168 -n 20 -J "$OUT/${2}_large_tp${n}.json"
       note "proxy large $2 TP$n: rc=$?"
     done
+    # rows narrower than two-shot's pushed slots (device/args.h twoShotTileVecs), each point checked
+    # against fp64 by the bench (#wrong), peer and host-staged (its two-shot variant from 1024 tokens)
+    step "proxy narrow $2 TP8" 60 "$OUT/proxy.txt" "$1" bench --op fused --ranks 8 --algo twoshot,hoststaged \
+      --tokens 1,17,300,1024 --hidden 72 -n 3 -J "$OUT/${2}_narrow_tp8.json"
+    note "proxy narrow $2 TP8: rc=$? $(grep -c '"wrong": 0' "$OUT/${2}_narrow_tp8.json" 2>/dev/null) rows with 0 wrong"
   fi
 }
 if [ $proxy = 1 ]; then
