@@ -8,10 +8,10 @@
 //   rank stored there itself; after the reduction, slot 0 holds slice q's rounded sums.
 // Per call, CTA b (tiles as in device/args.h Tiling):
 //   1. the entry settles first: a call it stops never writes into a peer's region;
-//   2. push: for every peer q, slice q of each of the CTA's tiles goes from x straight into this
-//      rank's slot of q's region (one pass over x; the wire is written, never waited on for a read;
-//      no copy-in on the critical path). The loop runs over tiles x slice flat, so every thread has
-//      work even where a slice is narrower than the CTA;
+//   2. push: slice q of the CTA's tiles goes from x straight into this rank's slot of q's region,
+//      for every peer q (one pass over x; the wire is written, never waited on for a read; no
+//      copy-in on the critical path): flat over tiles x w_q, in rounds that keep one load per peer
+//      in flight per thread, the first round's loads issued before the entry settled;
 //   3. barrier 0 (flags carry the descriptor: a divergent call stops here);
 //   4. rank r sums its slice of each tile over the n ranks in rank order (fp32; its own part from x,
 //      the others from its own region: local reads), adds residual_in, rounds once, and writes the
@@ -35,37 +35,51 @@
 
 namespace arfuse {
 
-__device__ __forceinline__ int sliceBegin(int r, int len, int n) {
-  return static_cast<int>((static_cast<long long>(r) * len) / n);
-}
-__device__ __forceinline__ int sliceOwner(int u, int len, int n) {
-  int c = static_cast<int>((static_cast<long long>(u) * n) / len);
-  while (c + 1 < n && sliceBegin(c + 1, len, n) <= u) ++c;
-  while (c > 0 && sliceBegin(c, len, n) > u) --c;
+// len <= kMaxVecsPerRow and r <= n <= kMaxRanks: the products fit 32 bits.
+__device__ __forceinline__ int sliceBegin(int r, int len, int n) { return r * len / n; }
+// The owner of vector u, from the slice begins of ranks 0..n (begin[], in shared memory).
+__device__ __forceinline__ int sliceOwner(const int* begin, int u, int len, int n) {
+  int c = u * n / len;  // at most one slice off
+  while (c + 1 < n && begin[c + 1] <= u) ++c;
+  while (c > 0 && begin[c] > u) --c;
   return c;
 }
 // The slot of rank `src`'s part of slice `owner` in the owner's region (0..n-2).
 __device__ __forceinline__ int twoShotSlot(int src, int owner, int n) { return (src - owner - 1 + 2 * n) % n; }
 
-// Step 2 for one peer: slice [lo, lo + w) of each of the CTA's tiles, from x into `dst` (the slot's
-// first vector of tile 0; tile j at j * S). Four loads in flight per thread before their stores.
-__device__ __forceinline__ void pushSlice(const uint4* x, const TileCursor& tc, int lo, int w, int S, uint4* dst) {
-  constexpr int kInFlight = 4;
-  const int total = tc.tiles * w;
-  for (int f0 = threadIdx.x; f0 < total; f0 += kInFlight * blockDim.x) {
-    uint4 v[kInFlight];
+// Step 2, one round: thread t takes item f of every peer's part (the peers in the order rank + 1,
+// rank + 2, ...; peer q's part is slice q of the CTA's tiles, flat over tiles x w_q: tile f / w_q,
+// vector lo_q + f % w_q) and stores it into this rank's slot of q's region. The loads of kPeers
+// peers are in flight before their stores (one round trip per round, not one per peer); the first
+// round's are issued before the entry settles.
+template <class X, int kPeers>
+struct PeerPush {
+  const KernelArgs& a;
+  const uint4* x;
+  const TileCursor& tc;
+  const int* begin;  // slice begins of ranks 0..n
+  int S, parity;
+  uint4 v[kPeers];
+  __device__ void load(int f, int d0) {
+    const int n = a.nranks;
 #pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      const int f = f0 + k * blockDim.x;
-      if (f < total) v[k] = x[tc.at(f / w, lo + f % w)];
-    }
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      const int f = f0 + k * blockDim.x;
-      if (f < total) dst[static_cast<size_t>(f / w) * S + f % w] = v[k];
+    for (int k = 0; k < kPeers; ++k) {
+      const int d = d0 + 1 + k, q = (a.rank + d) % n, lo = begin[q], w = begin[q + 1] - lo;
+      // Defined everywhere (a conditionally set register array goes to the stack).
+      v[k] = d < n && f < tc.tiles * w ? x[tc.at(f / w, lo + f % w)] : make_uint4(0, 0, 0, 0);
     }
   }
-}
+  __device__ void store(int f, int d0) const {
+    const int n = a.nranks;
+#pragma unroll
+    for (int k = 0; k < kPeers; ++k) {
+      const int d = d0 + 1 + k, q = (a.rank + d) % n, lo = begin[q], w = begin[q + 1] - lo;
+      if (d >= n || f >= tc.tiles * w) continue;
+      uint4* slot = reinterpret_cast<uint4*>(X::region(a, q, parity)) + twoShotSlot(a.rank, q, n) * w;
+      slot[static_cast<size_t>(f / w) * S + f % w] = v[k];
+    }
+  }
+};
 
 template <class X, typename T, bool kFused, int kVecs, bool kExt = false>
 __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const __grid_constant__ KernelArgs a) {
@@ -78,21 +92,27 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
   const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
   // Phase points (device/phase_clock.cuh): 0 start, 1 entered (before the wait), 2 after pdlWait,
   // 3 scatter barrier passed, 4 gather barrier passed, 5 tiles finished, 6 exited.
-  CallState cs = enterThenWait(a);  // device/protocol.cuh
+  __shared__ int sBegin[kMaxRanks + 1];  // slice begins of ranks 0..n
+  if (static_cast<int>(threadIdx.x) <= n) sBegin[threadIdx.x] = sliceBegin(threadIdx.x, V, n);
+  CallState cs = enterThenWait(a);  // device/protocol.cuh; its __syncthreads publishes sBegin
   const EntryCheck check = issueEntryCheck(a, cs);
   const int parity = static_cast<int>(cs.epoch & 1);
-  const int lo = sliceBegin(a.rank, V, n), w = sliceBegin(a.rank + 1, V, n) - lo;
+  const int lo = sBegin[a.rank], w = sBegin[a.rank + 1] - lo;
   uint4* mine = reinterpret_cast<uint4*>(X::region(a, a.rank, parity));  // [tiles][S]
   uint4* ownCopy = X::kRegionIsLocal ? mine : reinterpret_cast<uint4*>(PeerExchange::region(a, a.rank, parity));
 
   // A refused call (as in one-shot) pushes nothing and passes no barrier, but finishes with NaN.
+  constexpr int kPeers = 4;  // peers per round trip (7 spill in the fused variants)
+  PeerPush<X, kPeers> push{a, x, tc, sBegin, S, parity, {}};
+  const int rounds = tc.tiles * ((V + n - 1) / n);        // items of the widest part
+  if (cs.status == kFlightOk) push.load(threadIdx.x, 0);  // loads only: in flight with the check
   bool ok = settleEntry(a, &cs, check);
   if (ok) {
-    for (int d = 1; d < n; ++d) {  // peers from rank + 1 on: the ranks start on different peers
-      const int q = (a.rank + d) % n;
-      const int qlo = sliceBegin(q, V, n), qw = sliceBegin(q + 1, V, n) - qlo;
-      pushSlice(x, tc, qlo, qw, S, reinterpret_cast<uint4*>(X::region(a, q, parity)) + twoShotSlot(a.rank, q, n) * qw);
-    }
+    for (int f = threadIdx.x; f < rounds; f += blockDim.x)
+      for (int d0 = 0; d0 < n - 1; d0 += kPeers) {
+        if (f != static_cast<int>(threadIdx.x) || d0 != 0) push.load(f, d0);
+        push.store(f, d0);
+      }
     ok = ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
   }
   PhaseClock::mark<3>();
@@ -132,8 +152,8 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
         packed[i] = nanVec<T>();
         return;
       }
-      const int owner = sliceOwner(u, V, n);
-      const size_t off = static_cast<size_t>(j) * S + (u - sliceBegin(owner, V, n));
+      const int owner = sliceOwner(sBegin, u, V, n);
+      const size_t off = static_cast<size_t>(j) * S + (u - sBegin[owner]);
       packed[i] = owner == a.rank ? loadL2(ownCopy + off) : X::load(X::region(a, owner, parity) + off * 16);
     });
     finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, wc, &sm);
