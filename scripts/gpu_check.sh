@@ -25,6 +25,9 @@
 #                 kernels print clock64() stamps of their phases; low-latency at 1 token, one-shot at 16
 #                 and two-shot at 64 on 2/4/8 virtual ranks, summarised by scripts/phase_report.py
 #                 (phases_tp*.json), next to the same runs of the normal build (PROXY figures)
+#   --calibrated-proxy  the auto plan once calibrated on virtual ranks: doctor --calibrate over
+#                 2/4/8 virtual ranks, then auto (with that file) beside every forced path at 1..2048
+#                 tokens (proxy_calibrated_tp*.json): whether auto follows the measured best path
 #   --peers       the single-GPU peers (bench/peers.py --single: torch.compile, FlashInfer, a copy;
 #                 FlashInfer from .carry/peers, scripts/fetch_peer_wheels.sh), the rotated
 #                 addrmsnorm bench and `bench --procs 2` on the one GPU (h200_*.json)
@@ -46,6 +49,7 @@ smoke=0
 experiments=0
 peers=0
 phases=0
+calproxy=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
@@ -55,6 +59,7 @@ for a in "$@"; do
     --experiments) experiments=1 ;;
     --peers) peers=1 ;;
     --phases) phases=1 ;;
+    --calibrated-proxy) calproxy=1 ;;
     --bench-only) bench_only=1 ;;
     --tests-only) tests_only=1 ;;
     *) echo "gpu_check.sh: unknown argument $a"; exit 2 ;;
@@ -236,6 +241,21 @@ if [ $phases = 1 ]; then
     done
   else
     note "phase-timing build FAILED (build_phases.log)"; tail -5 "$OUT/build_phases.log" >> "$summary"
+  fi
+fi
+# ---- calibrated proxy: the plan's crossovers from this GPU's own measurements (virtual ranks) ------
+if [ $calproxy = 1 ]; then
+  step "calibrate proxy" 200 "$OUT/calibrate_proxy.txt" "$build/bin/arfuse" doctor --calibrate --ranks 2,4,8 \
+    --tokens 1,4,16,64,256,1024,2048 -n 10 --out "$OUT/calibration_proxy.json"
+  note "doctor --calibrate --ranks 2,4,8 (virtual): rc=$? in ${last_step_s:-0} s"
+  grep -iE "fastest up to|applies|limit" "$OUT/calibrate_proxy.txt" | head -12 | sed 's/^/  /' >> "$summary"
+  if [ -s "$OUT/calibration_proxy.json" ]; then
+    for n in 2 4 8; do
+      step "proxy calibrated TP$n" 60 "$OUT/proxy.txt" env ARFUSE_CALIBRATION_FILE="$OUT/calibration_proxy.json" \
+        "$build/bin/arfuse" bench --op fused --ranks $n --algo auto,lowlatency,oneshot,twoshot \
+        --tokens 1,4,16,64,256,1024,2048 --hidden 7168 -n 20 -J "$OUT/proxy_calibrated_tp${n}.json"
+      note "proxy calibrated TP$n: rc=$?"
+    done
   fi
 fi
 # GPU_CHECK_FIRST: a command (run from the build directory) before everything else, e.g. a gtest
