@@ -67,6 +67,8 @@ class MultiHostWatch : public WatchSource {
   // One line per watched operation still in flight, and the abort if any (the state dump).
   std::vector<std::string> describe();
   bool aborted() const { return raised_.load(); }
+  // How long an operation like `info` may run on the GPU before the watch calls it a timeout.
+  uint64_t boundNs(const NcclOpInfo& info) const { return list_.boundNs(info); }
 
  private:
   cudaEvent_t takeEvent();

@@ -53,10 +53,11 @@ NcclWatchVerdict NcclWatchList::poll(uint64_t nowNs, const EventQuery& query, st
       }
     }
     // The oldest started operation past the bound wins over an event error found earlier.
-    if (o.started && nowNs - o.startNs > timeoutNs_ && v.kind != NcclWatchVerdict::kTimeout) {
+    if (o.started && nowNs - o.startNs > boundNs(o.info) && v.kind != NcclWatchVerdict::kTimeout) {
       v.kind = NcclWatchVerdict::kTimeout;
       v.op = o.info;
       v.waitedNs = nowNs - o.startNs;
+      v.boundNs = boundNs(o.info);
     }
     ++it;
   }
@@ -106,12 +107,16 @@ std::string describeNcclTimeout(const NcclOpInfo& op, uint64_t waitedNs, uint64_
   std::string what =
       strprintf("%s, path %s, %zu B, communicator %s", op.op, op.path, op.bytes, ncclCommName(op.comm).c_str());
   if (!callDescEmpty(op.desc)) what += ", in " + describeCallDesc(op.desc, false);
+  const std::string bound =
+      op.peerWaitNs ? strprintf("bound %.3f s: the timeout %.3f s + %.3f s for the peers' own bounded wait before it",
+                                (timeoutNs + op.peerWaitNs) / 1e9, timeoutNs / 1e9, op.peerWaitNs / 1e9)
+                    : strprintf("timeout %.3f s", timeoutNs / 1e9);
   return strprintf(
-      "NCCL operation %llu across hosts (%s) did not finish %.3f s after it started on the GPU (timeout %.3f s); "
+      "NCCL operation %llu across hosts (%s) did not finish %.3f s after it started on the GPU (%s); "
       "it waits with: %s. NCCL does not say which of them stopped: the rank(s) that do not report this same "
       "timeout (dead, hung, or making other calls) are the ones. This rank's NCCL communicators are aborted and "
       "the group is aborted",
-      static_cast<unsigned long long>(op.seq), what.c_str(), waitedNs / 1e9, timeoutNs / 1e9, peers.c_str());
+      static_cast<unsigned long long>(op.seq), what.c_str(), waitedNs / 1e9, bound.c_str(), peers.c_str());
 }
 
 std::string ncclTimeoutNextStep() {

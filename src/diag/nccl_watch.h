@@ -8,8 +8,12 @@
 // "before" and "after". A watchdog tick (diag/watchdog.h) polls them: an operation *starts* when
 // its "before" event has completed (the GPU reached it: earlier work on the stream does not count
 // against the bound), and ends when its "after" event has completed. An operation started more
-// than the group's timeout ago and not ended is a timeout (comm/multihost_watch.cc then aborts
-// NCCL and the group). The start is the first tick that sees "before" complete, so a timeout fires
+// than its bound ago and not ended is a timeout (comm/multihost_watch.cc then aborts NCCL and the
+// group). The bound is the group's timeout plus the operation's peerWaitNs: the time its peers may
+// legitimately spend in a bounded wait of their own before they enter it (the hierarchical path's
+// ranks enter its all-reduce after an intra-host barrier bounded by the timeout; without the margin,
+// a rank whose local peer died gives up on that barrier just as the other hosts' ranks give up on
+// it, and they name the wrong rank). The start is the first tick that sees "before" complete, so a timeout fires
 // between timeout and timeout + one poll period after the real start.
 //
 // Inside arfuseGroupStart/End the NCCL kernel launches at the NCCL group's end, after the call
@@ -42,6 +46,7 @@ struct NcclOpInfo {
   size_t bytes = 0;           // bytes this rank sends (the NCCL call's count x its dtype's size)
   int comm = kNcclCommWorld;  // kNcclCommWorld, or the local index j of the communicator across hosts
   CallDesc desc{};            // the arfuse call it belongs to (empty: unknown)
+  uint64_t peerWaitNs = 0;    // a peer's bounded wait before it enters the operation (added to the bound)
 };
 
 enum class EventState { kPending, kDone, kError };
@@ -53,6 +58,7 @@ struct NcclWatchVerdict {
   enum Kind { kNone, kTimeout, kEventError } kind = kNone;
   NcclOpInfo op;
   uint64_t waitedNs = 0;  // kTimeout: since the operation started on the GPU
+  uint64_t boundNs = 0;   // kTimeout: the operation's bound (the timeout + op.peerWaitNs)
 };
 
 class NcclWatchList {
@@ -70,6 +76,7 @@ class NcclWatchList {
   void clear(std::vector<EventHandle>* released);
   size_t size() const { return ops_.size(); }
   uint64_t timeoutNs() const { return timeoutNs_; }
+  uint64_t boundNs(const NcclOpInfo& op) const { return timeoutNs_ + op.peerWaitNs; }
   // A line per operation still watched, for the state dump:
   //   "nccl op 17 ncclAllReduce path=nccl 14336 B comm=world: running on the GPU for 1.250 s"
   std::vector<std::string> describe(uint64_t nowNs) const;
@@ -93,9 +100,10 @@ std::string ncclCommPeers(const HostLayout& l, int comm, int self);
 // The message of a timeout, e.g.
 //   NCCL operation 17 across hosts (ncclAllReduce, path nccl, 14336 B, communicator world, in
 //   AllReduceAddRmsNorm bf16 tokens=1 hidden=7168) did not finish 3.012 s after it started on the
-//   GPU (timeout 3.000 s); it waits with: <peers>. NCCL does not say which of them stopped: the
-//   rank(s) that did not report this same timeout (dead, hung, or making other calls) are the ones;
-//   NCCL's communicators of this rank are aborted and the group is aborted
+//   GPU (timeout 3.000 s); it waits with: <peers>. (With op.peerWaitNs: "(bound 6.000 s: the
+//   timeout 3.000 s + 3.000 s for the peers' own bounded wait before it)".) NCCL does not say which of them stopped:
+//   the rank(s) that did not report this same timeout (dead, hung, or making other calls) are the ones; NCCL's
+//   communicators of this rank are aborted and the group is aborted
 std::string describeNcclTimeout(const NcclOpInfo& op, uint64_t waitedNs, uint64_t timeoutNs, const std::string& peers);
 // The "next:" advice for it.
 std::string ncclTimeoutNextStep();

@@ -62,6 +62,41 @@ TEST(NcclWatch, QueuedOperationNeverTimesOutItIsCountedFromItsStartOnTheGpu) {
   EXPECT_TRUE(rel.empty());
 }
 
+// The hierarchical path's all-reduce: its peers on other hosts enter it only after their own
+// intra-host barrier, bounded by the same timeout. With one bound for both, a peer whose local peer
+// died gave up on that barrier just as this rank gave up on it (and named the live peer instead of
+// the dead one: gpu_multihost_2x2_killed_hierarchical failed so on the H200). Its bound adds that wait.
+TEST(NcclWatch, OperationWhosePeersWaitFirstGetsTheirBoundedWaitOnTopOfTheTimeout) {
+  FakeEvents ev;
+  NcclWatchList w(3000 * kMs);
+  std::vector<EventHandle> rel;
+  NcclOpInfo hier = op(1, 0);
+  hier.path = "hierarchical";
+  hier.peerWaitNs = 3000 * kMs;
+  EXPECT_EQ(w.boundNs(hier), 6000 * kMs);
+  EXPECT_EQ(w.boundNs(op(2)), 3000 * kMs);  // the nccl path's: its peers enter it directly
+  w.push(hier, ev.make(1), ev.make(2), 0);
+  w.push(op(2), ev.make(3), ev.make(4), 0);
+  ev.done(1);
+  ev.done(3);
+  EXPECT_EQ(w.poll(0, ev.query(), &rel).kind, NcclWatchVerdict::kNone);  // both start at 0
+  const NcclWatchVerdict plain = w.poll(3001 * kMs, ev.query(), &rel);
+  ASSERT_EQ(plain.kind, NcclWatchVerdict::kTimeout);
+  EXPECT_EQ(plain.op.seq, 2u);  // only the one without a peer wait is past its bound
+  EXPECT_EQ(plain.boundNs, 3000 * kMs);
+  ev.done(4);
+  EXPECT_EQ(w.poll(6000 * kMs, ev.query(), &rel).kind, NcclWatchVerdict::kNone);  // exactly its bound
+  const NcclWatchVerdict v = w.poll(6001 * kMs, ev.query(), &rel);
+  ASSERT_EQ(v.kind, NcclWatchVerdict::kTimeout);
+  EXPECT_EQ(v.op.seq, 1u);
+  EXPECT_EQ(v.boundNs, 6000 * kMs);
+  const std::string m = describeNcclTimeout(v.op, v.waitedNs, w.timeoutNs(), "rank 2");
+  EXPECT_NE(m.find("did not finish 6.001 s after it started on the GPU (bound 6.000 s: the timeout 3.000 s + 3.000 s "
+                   "for the peers' own bounded wait before it); it waits with: rank 2."),
+            std::string::npos)
+      << m;
+}
+
 TEST(NcclWatch, FinishedOperationsReleaseBothEvents) {
   FakeEvents ev;
   NcclWatchList w(100 * kMs);

@@ -524,7 +524,8 @@ int judgeScenario(const ProcsArgs& p, const std::vector<std::vector<std::string>
     if (hashes[0].size() != sizeof kCases / sizeof kCases[0]) ++failures;
   } else if (p.hosts > 0) {
     // Every survivor: its first failing call names the dead rank within the bound (the NCCL watch
-    // fires one timeout after the operation started; the refused calls after it are immediate),
+    // fires one timeout after the operation started, two on the hierarchical path, whose gather
+    // waits three; the refused calls after it are immediate),
     // no call after it reports success, and destroy returns.
     const std::string dead = simulatedRankName(killRank, n, p.hosts);
     const double boundS = 3.0 * p.timeoutMs / 1000.0 + 10.0;
