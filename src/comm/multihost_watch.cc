@@ -251,8 +251,12 @@ void MultiHostWatch::raise(arfuseResult_t code, const std::string& text, const s
   abortText_ = text;
   raised_.store(true);
   GroupShared* s = g_->shared;
+  // A kernel of this rank that failed first (an intra-host wait for a local peer that died, before
+  // this rank's NCCL operation could start) left the cause: it stays what this rank reports.
+  ErrorRecord earlier{};
+  const bool afterRecord = s && readErrorRecord(*s, localRank_, &earlier);
   // The record first: the other local ranks of this host (other processes) read it from there.
-  if (rec && s && !static_cast<volatile int&>(s->records[localRank_].valid)) {
+  if (rec && s && !afterRecord) {
     volatile ErrorRecord& r = s->records[localRank_];
     r.code = rec->code;
     r.peer = rec->peer;
@@ -269,7 +273,7 @@ void MultiHostWatch::raise(arfuseResult_t code, const std::string& text, const s
     mine.valid = 1;
     claimErrorReport(s, localRank_, mine);  // this process prints it once, below, with its whole text
   }
-  raiseHostError(*g_, localRank_, code, text, fields, __FILE__, __LINE__);
+  raiseHostError(*g_, localRank_, code, text, fields, __FILE__, __LINE__, afterRecord);
   // The device abort words: this rank's (its own error claimed too, so that no kernel of it
   // overwrites the record) and, with peer access, every local peer's, as a failing kernel does.
   static const uint32_t kSet[2] = {1u, 1u};

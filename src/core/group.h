@@ -192,15 +192,24 @@ inline bool groupHasHostError(const Group& g) { return g.hostError.load(std::mem
 // Raises it, once: the text and fields, then the code; one ERROR line (at file:line, for local rank
 // r); then the group's host-mapped abort, so that every wait of every rank's kernels ends. Runs on
 // CUDA callback threads: no CUDA calls. Nothing if an error was raised already.
+// `afterRecord`: rank r's own kernel had recorded an error before this one (the caller looked
+// before it wrote a record of its own): that earlier error is the cause and stays what the calls
+// report (groupAsyncError prefers a host error); this one is logged as what followed it, and aborts.
 inline void raiseHostError(Group& g, int r, arfuseResult_t code, const std::string& text, const std::string& fields,
-                           const char* file, int line) {
+                           const char* file, int line, bool afterRecord = false) {
   std::lock_guard<std::mutex> lock(g.apiMu);
   if (g.hostError.load(std::memory_order_acquire) != 0) return;
-  g.hostErrorText = text;
-  g.hostErrorFields = fields;
-  g.hostError.store(code, std::memory_order_release);
-  logLine(kLogError, rankLogContext(g, r), strprintf("code=%s %s", arfuseGetErrorName(code), fields.c_str()), file,
-          line, text);
+  if (afterRecord) {
+    logLine(kLogError, rankLogContext(g, r), strprintf("code=%s %s", arfuseGetErrorName(code), fields.c_str()), file,
+            line,
+            text + " (after this rank's own earlier error, recorded by its kernel: that one is what its calls report)");
+  } else {
+    g.hostErrorText = text;
+    g.hostErrorFields = fields;
+    g.hostError.store(code, std::memory_order_release);
+    logLine(kLogError, rankLogContext(g, r), strprintf("code=%s %s", arfuseGetErrorName(code), fields.c_str()), file,
+            line, text);
+  }
   std::atomic_thread_fence(std::memory_order_seq_cst);
   *reinterpret_cast<volatile int*>(&g.shared->abort) = 1;  // every wait of every rank's kernels ends
 }
