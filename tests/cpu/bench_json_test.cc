@@ -40,6 +40,9 @@ TEST(BenchJson, CarriesTheEnvironmentAndEveryRow) {
   ok.algbw = 2.16;
   ok.busbw = 2.16;
   ok.ratio = 0.62;
+  ok.planBlocks = 4;
+  ok.planThreads = 256;
+  ok.planReason = "lowlatency: 14336 B <= \"limit\"";
   Row bad;
   bad.tokens = 16;
   bad.bytes = 229376;
@@ -56,6 +59,11 @@ TEST(BenchJson, CarriesTheEnvironmentAndEveryRow) {
     EXPECT_TRUE(has(j, key)) << key << "\n" << j;
   EXPECT_TRUE(has(j, "\"median_us\": 6.62, \"min_us\": 6.6, \"max_us\": 6.7")) << j;
   EXPECT_TRUE(has(j, "\"ratio\": 0.62")) << j;
+  // The plan the row ran under, on rows that have one (the failed row has none).
+  EXPECT_TRUE(
+      has(j, "\"plan\": {\"blocks\": 4, \"threads\": 256, \"reason\": \"lowlatency: 14336 B <= \\\"limit\\\"\"}"))
+      << j;
+  EXPECT_EQ(j.find("\"plan\""), j.rfind("\"plan\""));
   // A failed row carries its error (escaped) and no timing.
   EXPECT_TRUE(has(j, "\"error\": \"arfuseUnsupported: \\\"quoted\\\"\\nsecond line\"")) << j;
   EXPECT_EQ(j.find("nan"), std::string::npos);

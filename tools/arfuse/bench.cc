@@ -346,12 +346,19 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
         harness::CaseSpec spec = pointSpec(a, i, op, 77);
         spec.epilogue = epi;
         arfusePlan_t plan;
-        if (algo != arfuseAlgoAuto && algo != arfuseAlgoNccl &&
-            arfuseCommQueryPlan(world.comm(0), op, spec.tokens, spec.hidden, spec.dtype, &plan) == arfuseUnsupported) {
+        const arfuseResult_t planned = algo == arfuseAlgoNccl ? arfuseSuccess
+                                                              : arfuseCommQueryPlan(world.comm(0), op, spec.tokens,
+                                                                                    spec.hidden, spec.dtype, &plan);
+        if (algo != arfuseAlgoAuto && planned == arfuseUnsupported) {
           // A forced path that does not carry this size (e.g. low-latency above 64 KiB): not a failure.
           r.error = std::string("n/a: ") + arfuseCommGetLastError(world.comm(0));
           out.push_back(r);
           continue;
+        }
+        if (algo != arfuseAlgoNccl && planned == arfuseSuccess) {
+          r.planBlocks = plan.blocks;
+          r.planThreads = plan.threads;
+          r.planReason = plan.reason;
         }
         if (a.check) {
           harness::CaseResult c = world.run(spec);

@@ -129,6 +129,9 @@ std::string benchJson(const BenchArgs& a, const BenchEnv& env, const std::vector
       os << "]";
     }
     if (r.symmetric >= 0) os << ", \"symmetric\": " << (r.symmetric ? "true" : "false");
+    if (r.planBlocks > 0)
+      os << ", \"plan\": {\"blocks\": " << r.planBlocks << ", \"threads\": " << r.planThreads << ", \"reason\": \""
+         << jsonEscape(r.planReason) << "\"}";
     if (!r.note.empty()) os << ", \"note\": \"" << jsonEscape(r.note) << "\"";
     os << ", \"wrong\": " << r.wrong << "}";
   }

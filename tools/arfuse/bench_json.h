@@ -50,6 +50,10 @@ struct Row {
   int symmetric = -1;                // nccl-symm: 1 when NCCL's symmetric kernels ran, 0 when not; -1: n/a
   int sets = 0;                      // rotation: input sets, and their bytes together
   long long footprintBytes = 0;
+  // arfuse rows: the plan the call ran under (arfuseCommQueryPlan: grid, block, reason), so a timing
+  // can be read against its geometry (e.g. how many CTAs a row got on virtual ranks); 0: not queried.
+  int planBlocks = 0, planThreads = 0;
+  std::string planReason;
 };
 
 struct BenchEnv {
