@@ -38,7 +38,7 @@ TEST(BenchArgsNcclTests, DtypeSpellings) {
   BenchArgs a;
   std::string err;
   EXPECT_FALSE(parses({"-d", "int8"}, &a, &err));
-  EXPECT_TRUE(has(err, "-d int8") && has(err, "bfloat16")) << err;
+  EXPECT_TRUE(has(err, "-d wants") && has(err, "got 'int8'") && has(err, "bfloat16")) << err;
 }
 
 TEST(BenchArgsNcclTests, GraphReplaysAgreeWithTheHelp) {

@@ -108,13 +108,20 @@ TEST(DoctorArgs, ErrorsNameTheArgument) {
   };
   EXPECT_EQ(error({"--bogus"}), "unknown argument '--bogus'");
   EXPECT_EQ(error({"--ranks"}), "--ranks needs a value");
-  EXPECT_EQ(error({"--ranks", "1"}), "--ranks 1: each count must be 2..16");
-  EXPECT_EQ(error({"--ranks", "2,x"}), "--ranks 2,x: each count must be 2..16");
+  // The same wording as every other subcommand's (args.h).
+  EXPECT_EQ(error({"--ranks", "1"}), "--ranks wants a comma-separated list of whole numbers from 2 to 16, got '1'");
+  EXPECT_EQ(error({"--ranks", "2,x"}),
+            "--ranks wants a comma-separated list of whole numbers from 2 to 16, got '2,x' ('x' is not one)");
   EXPECT_EQ(error({"--ranks", "2,4"}), "--ranks: give one count (several are for --calibrate with virtual ranks)");
-  EXPECT_EQ(error({"--hidden", "100"}), "--hidden 100: expected a positive multiple of 8");
-  EXPECT_EQ(error({"--dtype", "int8"}), "--dtype int8: expected bf16, fp16 or fp32");
-  EXPECT_EQ(error({"--tokens", "1,,2"}), "--tokens 1,,2: expected a comma-separated list of positive integers");
-  EXPECT_EQ(error({"-n", "0"}), "-n 0: expected an integer >= 1");
+  EXPECT_EQ(error({"--hidden", "100"}),
+            "--hidden wants a multiple of 8 (whole 16-byte vectors of bf16 / fp16), got '100'");
+  EXPECT_EQ(error({"--hidden", " 8"}), "--hidden wants a whole number from 8 to 1048576, got ' 8'");
+  EXPECT_EQ(error({"--dtype", "int8"}),
+            "--dtype wants bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float), got 'int8'");
+  EXPECT_EQ(error({"--tokens", "1,,2"}),
+            "--tokens wants a comma-separated list of whole numbers from 1 to 1048576, got '1,,2' ('' is not one)");
+  EXPECT_EQ(error({"-n", "0"}), "-n wants a whole number from 1 to 100000, got '0'");
+  EXPECT_EQ(error({"-w", "1e3"}), "-w wants a whole number from 0 to 100000, got '1e3'");
   EXPECT_EQ(error({"--calibrate", "--topology", "x.json"}),
             "--calibrate measures this machine; it cannot use --topology");
 }

@@ -127,5 +127,18 @@ bool parseIntListArg(const std::string& option, const std::string& text, long lo
   return true;
 }
 
+bool parseDtypeArg(const std::string& option, const std::string& text, std::string* canonical, std::string* error) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"bf16", "bf16"},    {"bfloat16", "bf16"}, {"fp16", "fp16"},  {"half", "fp16"},
+      {"float16", "fp16"}, {"fp32", "fp32"},     {"float", "fp32"}, {"float32", "fp32"}};
+  for (const auto& n : kNames)
+    if (text == n.first) {
+      *canonical = n.second;
+      return true;
+    }
+  *error = option + " wants bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float), got '" + text + "'";
+  return false;
+}
+
 }  // namespace cli
 }  // namespace arfuse

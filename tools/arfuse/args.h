@@ -56,5 +56,10 @@ bool parseIntArg(const std::string& option, const std::string& text, long long l
 bool parseIntListArg(const std::string& option, const std::string& text, long long lo, long long hi,
                      std::vector<int>* out, std::string* error);
 
+// A dtype by arfuse's names (bf16, fp16, fp32) or nccl-tests' (bfloat16, half / float16, float /
+// float32); *canonical: arfuse's name. *error: "--dtype wants bf16, fp16 or fp32 (or nccl-tests'
+// bfloat16, half, float), got 'int8'".
+bool parseDtypeArg(const std::string& option, const std::string& text, std::string* canonical, std::string* error);
+
 }  // namespace cli
 }  // namespace arfuse

@@ -41,12 +41,12 @@ const char* algoName(int algo) { return algo == kAlgoNcclSymm ? "nccl-symm" : ar
 
 namespace {
 
-// nccl-tests' names (-d bfloat16 / half / float) and arfuse's (bf16 / fp16 / fp32).
-bool parseDtype(const std::string& v, arfuseDataType_t* d) {
-  if (v == "bf16" || v == "bfloat16") return *d = arfuseBfloat16, true;
-  if (v == "fp16" || v == "half" || v == "float16") return *d = arfuseFloat16, true;
-  if (v == "fp32" || v == "float" || v == "float32") return *d = arfuseFloat32, true;
-  return false;
+// arfuse's names (bf16 / fp16 / fp32) and nccl-tests' (-d bfloat16 / half / float): args.h.
+bool parseDtype(const std::string& option, const std::string& v, arfuseDataType_t* d, std::string* error) {
+  std::string name;
+  if (!parseDtypeArg(option, v, &name, error)) return false;
+  *d = name == "bf16" ? arfuseBfloat16 : name == "fp16" ? arfuseFloat16 : arfuseFloat32;
+  return true;
 }
 
 bool parseAlgo(const std::string& v, int* algo) {
@@ -216,11 +216,7 @@ void addShapeOptions(Options* o, BenchParse* p) {
     return true;
   });
   o->value({"--dtype", "-d"}, [&a](const std::string& k, const std::string& v, std::string* error) {
-    if (!parseDtype(v, &a.dtype)) {
-      *error = k + " " + v + ": use bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float)";
-      return false;
-    }
-    return true;
+    return parseDtype(k, v, &a.dtype, error);
   });
   o->value({"--model"}, [&a](const std::string&, const std::string& v, std::string* error) {
     const ModelPreset* m = findModel(v);

@@ -16,30 +16,6 @@ namespace checkup {
 
 namespace {
 
-bool parseIntList(const std::string& s, std::vector<int>* out) {
-  out->clear();
-  size_t p = 0;
-  while (p <= s.size()) {
-    const size_t c = s.find(',', p);
-    const std::string item = s.substr(p, c == std::string::npos ? std::string::npos : c - p);
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1 || v > (1 << 20)) return false;
-    out->push_back(static_cast<int>(v));
-    if (c == std::string::npos) break;
-    p = c + 1;
-  }
-  return !out->empty();
-}
-
-bool parseInt(const std::string& s, int lo, int hi, int* out) {
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < lo || v > hi) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
-
 std::string fmt1(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f", v);
@@ -471,43 +447,24 @@ bool parseArgs(const std::vector<std::string>& args, Args* a, std::string* error
   o.text({"--topology"}, &a->topologyPath);
   o.text({"--save-topology"}, &a->saveTopology);
   o.text({"--out"}, &a->out);
-  o.value({"--ranks"}, [a](const std::string&, const std::string& v, std::string* error) {
-    if (!parseIntList(v, &a->ranks) ||
-        std::any_of(a->ranks.begin(), a->ranks.end(), [](int n) { return n < 2 || n > 16; })) {
-      *error = "--ranks " + v + ": each count must be 2..16";
-      return false;
-    }
-    return true;
+  o.value({"--ranks"}, [a](const std::string& k, const std::string& v, std::string* error) {
+    return parseIntListArg(k, v, 2, 16, &a->ranks, error);
   });
-  o.value({"--tokens"}, [a](const std::string&, const std::string& v, std::string* error) {
-    if (!parseIntList(v, &a->tokens)) {
-      *error = "--tokens " + v + ": expected a comma-separated list of positive integers";
-      return false;
-    }
-    return true;
+  o.value({"--tokens"}, [a](const std::string& k, const std::string& v, std::string* error) {
+    return parseIntListArg(k, v, 1, 1 << 20, &a->tokens, error);
   });
-  o.value({"--hidden"}, [a](const std::string&, const std::string& v, std::string* error) {
-    if (!parseInt(v, 8, 1 << 20, &a->hidden) || a->hidden % 8 != 0) {
-      *error = "--hidden " + v + ": expected a positive multiple of 8";
-      return false;
-    }
-    return true;
+  o.value({"--hidden"}, [a](const std::string& k, const std::string& v, std::string* error) {
+    if (!parseIntArg(k, v, 8, 1 << 20, &a->hidden, error)) return false;
+    if (a->hidden % 8 == 0) return true;
+    *error = k + " wants a multiple of 8 (whole 16-byte vectors of bf16 / fp16), got '" + v + "'";
+    return false;
   });
-  o.value({"--dtype"}, [a](const std::string&, const std::string& v, std::string* error) {
-    if (v != "bf16" && v != "fp16" && v != "fp32") {
-      *error = "--dtype " + v + ": expected bf16, fp16 or fp32";
-      return false;
-    }
-    a->dtype = v;
-    return true;
+  o.value({"--dtype"}, [a](const std::string& k, const std::string& v, std::string* error) {
+    return parseDtypeArg(k, v, &a->dtype, error);
   });
-  o.value({"-n", "--calls", "-w"}, [a](const std::string& s, const std::string& v, std::string* error) {
-    int* dst = s == "-n" ? &a->iters : s == "--calls" ? &a->calls : &a->warmup;
-    if (!parseInt(v, s == "-w" ? 0 : 1, 100000, dst)) {
-      *error = s + " " + v + ": expected an integer >= " + (s == "-w" ? "0" : "1");
-      return false;
-    }
-    return true;
+  o.value({"-n", "--calls", "-w"}, [a](const std::string& k, const std::string& v, std::string* error) {
+    int* dst = k == "-n" ? &a->iters : k == "--calls" ? &a->calls : &a->warmup;
+    return parseIntArg(k, v, k == "-w" ? 0 : 1, 100000, dst, error);
   });
   if (!o.parse(args, error)) return false;
   if (a->calibrate && !a->topologyPath.empty()) {

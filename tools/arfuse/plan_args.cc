@@ -48,15 +48,10 @@ bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::str
     a.topology = v;
     return true;
   });
-  o.value({"--dtype"}, [&](const std::string&, const std::string& v, std::string* error) {
-    if (v == "bf16" || v == "bfloat16")
-      a.dtype = arfuseBfloat16;
-    else if (v == "fp16" || v == "float16")
-      a.dtype = arfuseFloat16;
-    else if (v == "fp32" || v == "float32")
-      a.dtype = arfuseFloat32;
-    else
-      return *error = "--dtype wants bf16, fp16 or fp32, got '" + v + "'", false;
+  o.value({"--dtype"}, [&](const std::string& k, const std::string& v, std::string* error) {
+    std::string name;
+    if (!parseDtypeArg(k, v, &name, error)) return false;
+    a.dtype = name == "bf16" ? arfuseBfloat16 : name == "fp16" ? arfuseFloat16 : arfuseFloat32;
     return true;
   });
   o.value({"--algo"}, [&](const std::string&, const std::string& v, std::string* error) {
