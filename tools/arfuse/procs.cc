@@ -39,6 +39,7 @@
 #include "harness/harness.h"
 #include "harness/numeric.h"
 #include "procs_killed.h"
+#include "selftest_args.h"
 
 extern char** environ;
 
@@ -376,76 +377,6 @@ bool awaitFile(const std::string& dir, const std::string& name, double timeoutS,
 
 namespace {
 
-// `selftest --procs N [...]` as the user gives it, and as the launcher gives it to each worker
-// (--proc-rank, --proc-dir and --seed added). Values are read leniently (atoi), as the launcher
-// writes them; checkProcsArgs bounds what matters.
-struct ProcsArgs {
-  int nranks = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1, hosts = 0;
-  uint64_t seed = 0;  // the launcher draws it (fresh inputs every run) and gives it to every rank
-  bool forceVirtual = false;
-  std::string dir;
-};
-
-// False when the arguments are a usage error, which it has printed.
-bool parseProcsArgs(const std::vector<std::string>& args, ProcsArgs* out) {
-  ProcsArgs& p = *out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
-    if (a == "--procs")
-      p.nranks = std::atoi(next().c_str());
-    else if (a == "--proc-rank")
-      p.rank = std::atoi(next().c_str());
-    else if (a == "--proc-dir")
-      p.dir = next();
-    else if (a == "--kill-rank")
-      p.killRank = std::atoi(next().c_str());
-    else if (a == "--timeout-ms")
-      p.timeoutMs = std::atoi(next().c_str());
-    else if (a == "--virtual")
-      p.forceVirtual = true;
-    else if (a == "--hosts")
-      p.hosts = std::atoi(next().c_str());
-    else if (a == "--seed")
-      p.seed = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--algo") {
-      const std::string v = next();
-      p.algo = -2;
-      for (int k = 0; k < arfuseNumAlgos; ++k)
-        if (v == arfuseAlgoName(arfuseAlgo_t(k))) p.algo = k == arfuseAlgoAuto ? -1 : k;
-      if (p.algo == -2) {
-        std::fprintf(stderr,
-                     "arfuse selftest: --algo %s: use auto, lowlatency, oneshot, twoshot, hoststaged, nccl or "
-                     "hierarchical\n",
-                     v.c_str());
-        return false;
-      }
-    } else {
-      std::fprintf(stderr, "arfuse selftest --procs: unknown argument '%s'\n", a.c_str());
-      return false;
-    }
-  }
-  return true;
-}
-
-// False when the rank count, the rank to kill or the simulated hosts cannot be; printed.
-bool checkProcsArgs(const ProcsArgs& p) {
-  const int n = p.nranks;
-  if (n < 2 || n > ARFUSE_MAX_RANKS) {
-    std::fprintf(stderr, "arfuse selftest: --procs %d: must be 2..%d\n", n, ARFUSE_MAX_RANKS);
-    return false;
-  }
-  if (p.killRank >= n || p.killRank == 0) {
-    std::fprintf(stderr, "arfuse selftest: --kill-rank %d: must be 1..%d (rank 0 reports)\n", p.killRank, n - 1);
-    return false;
-  }
-  if (p.hosts != 0 && (p.hosts < 2 || p.hosts > n || n % p.hosts != 0)) {
-    std::fprintf(stderr, "arfuse selftest: --hosts %d: must be 2..%d and divide --procs %d\n", p.hosts, n, n);
-    return false;
-  }
-  return true;
-}
-
 std::string rankLog(const std::string& dir, int r) { return dir + "/rank" + std::to_string(r) + ".log"; }
 
 // What the launcher prints before it starts the workers: the scenario and the inputs' seed.
@@ -596,7 +527,11 @@ int launchProcs(ProcsArgs p, bool realGpus) {
 // The hidden worker entry: `arfuse selftest --proc-rank R --procs N --proc-dir D [...]`.
 int selftestProcs(const std::vector<std::string>& args) {
   ProcsArgs p;
-  if (!parseProcsArgs(args, &p) || !checkProcsArgs(p)) return kExitUsage;
+  std::string error;
+  if (!parseProcsArgs(args, &p, &error) || !checkProcsArgs(p, &error)) {
+    std::fprintf(stderr, "arfuse selftest --procs: %s (see arfuse selftest --help)\n", error.c_str());
+    return kExitUsage;
+  }
   const int ndev = harness::deviceCount();
   const bool realGpus = !p.forceVirtual && ndev >= p.nranks;
   if (p.rank >= 0) return worker(p.rank, p.nranks, p.dir, p.algo, p.timeoutMs, p.killRank, realGpus, p.hosts, p.seed);

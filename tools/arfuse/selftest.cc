@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "common/no_device.h"
 #include "harness/harness.h"
+#include "selftest_args.h"
 
 namespace arfuse {
 namespace cli {
@@ -49,37 +50,18 @@ std::string noDeviceReason() {
 int selftest(const std::vector<std::string>& args) {
   for (const std::string& a : args)
     if (a == "--procs") return selftestProcs(args);
-  std::vector<int> rankCounts;
-  bool quick = false, forceVirtual = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--ranks" && i + 1 < args.size()) {
-      std::string list = args[++i];
-      size_t pos = 0;
-      while (pos <= list.size()) {
-        size_t comma = list.find(',', pos);
-        const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-        const int n = std::atoi(item.c_str());
-        if (n < 2 || n > ARFUSE_MAX_RANKS) {
-          std::fprintf(stderr, "arfuse selftest: --ranks %s: each count must be 2..%d\n", item.c_str(),
-                       ARFUSE_MAX_RANKS);
-          return kExitUsage;
-        }
-        rankCounts.push_back(n);
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-      }
-    } else if (args[i] == "--virtual") {
-      forceVirtual = true;
-    } else if (args[i] == "--quick") {
-      quick = true;
-    } else if (args[i] == "-h" || args[i] == "--help") {
-      usage();
-      return kExitOk;
-    } else {
-      std::fprintf(stderr, "arfuse selftest: unknown argument '%s' (see arfuse selftest --help)\n", args[i].c_str());
-      return kExitUsage;
-    }
+  SelftestArgs parsed;
+  std::string error;
+  if (!parseSelftestArgs(args, &parsed, &error)) {
+    std::fprintf(stderr, "arfuse selftest: %s (see arfuse selftest --help)\n", error.c_str());
+    return kExitUsage;
   }
+  if (parsed.help) {
+    usage();
+    return kExitOk;
+  }
+  std::vector<int> rankCounts = parsed.ranks;
+  const bool quick = parsed.quick, forceVirtual = parsed.forceVirtual;
   const int ndev = harness::deviceCount();
   if (ndev == 0) {
     std::printf(

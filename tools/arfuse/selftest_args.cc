@@ -1,0 +1,87 @@
+#include "selftest_args.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "arfuse/arfuse.h"
+#include "args.h"
+
+namespace arfuse {
+namespace cli {
+
+bool parseSelftestArgs(const std::vector<std::string>& args, SelftestArgs* out, std::string* error) {
+  SelftestArgs a;
+  Options o;
+  o.value({"--ranks"}, [&a](const std::string& k, const std::string& v, std::string* e) {
+    return parseIntListArg(k, v, 2, ARFUSE_MAX_RANKS, &a.ranks, e);
+  });
+  o.flag({"--virtual"}, [&a] { a.forceVirtual = true; });
+  o.flag({"--quick"}, [&a] { a.quick = true; });
+  o.flag({"-h", "--help"}, [&a] { a.help = true; });
+  if (!o.parse(args, error)) return false;
+  *out = a;
+  return true;
+}
+
+bool parseProcsArgs(const std::vector<std::string>& args, ProcsArgs* out, std::string* error) {
+  ProcsArgs p;
+  Options o;
+  auto integer = [](int* dst, long long lo, long long hi) {
+    return [dst, lo, hi](const std::string& k, const std::string& v, std::string* e) {
+      return parseIntArg(k, v, lo, hi, dst, e);
+    };
+  };
+  o.value({"--procs"}, integer(&p.nranks, 2, ARFUSE_MAX_RANKS));
+  o.value({"--proc-rank"}, integer(&p.rank, 0, ARFUSE_MAX_RANKS - 1));
+  o.value({"--kill-rank"}, integer(&p.killRank, 1, ARFUSE_MAX_RANKS - 1));
+  o.value({"--timeout-ms"}, integer(&p.timeoutMs, 100, 3600000));
+  o.value({"--hosts"}, integer(&p.hosts, 2, ARFUSE_MAX_RANKS));
+  o.value({"--proc-dir"}, [&p](const std::string& k, const std::string& v, std::string* e) {
+    if (v.empty()) return *e = k + " wants a directory, got ''", false;
+    p.dir = v;
+    return true;
+  });
+  o.value({"--seed"}, [&p](const std::string& k, const std::string& v, std::string* e) {
+    bool digits = !v.empty() && v.size() <= 20;
+    for (char c : v) digits = digits && c >= '0' && c <= '9';
+    errno = 0;
+    const unsigned long long s = digits ? std::strtoull(v.c_str(), nullptr, 10) : 0;
+    if (!digits || errno == ERANGE) return *e = k + " wants a whole number from 0 to 2^64 - 1, got '" + v + "'", false;
+    p.seed = s;
+    return true;
+  });
+  o.value({"--algo"}, [&p](const std::string& k, const std::string& v, std::string* e) {
+    for (int a = 0; a < arfuseNumAlgos; ++a)
+      if (v == arfuseAlgoName(arfuseAlgo_t(a))) {
+        p.algo = a == arfuseAlgoAuto ? -1 : a;
+        return true;
+      }
+    *e = k + " wants auto, lowlatency, oneshot, twoshot, hoststaged, nccl or hierarchical, got '" + v + "'";
+    return false;
+  });
+  o.flag({"--virtual"}, [&p] { p.forceVirtual = true; });
+  if (!o.parse(args, error)) return false;
+  *out = p;
+  return true;
+}
+
+bool checkProcsArgs(const ProcsArgs& p, std::string* error) {
+  const int n = p.nranks;
+  if (n == 0)
+    return *error = "--procs: give the number of processes (2.." + std::to_string(ARFUSE_MAX_RANKS) + ")", false;
+  if (p.killRank >= n)
+    return *error = "--kill-rank " + std::to_string(p.killRank) + ": must be 1.." + std::to_string(n - 1) +
+                    " (rank 0 reports)",
+           false;
+  if (p.hosts != 0 && (p.hosts > n || n % p.hosts != 0))
+    return *error = "--hosts " + std::to_string(p.hosts) + ": must be 2.." + std::to_string(n) +
+                    " and divide --procs " + std::to_string(n),
+           false;
+  if (p.rank >= n)
+    return *error = "--proc-rank " + std::to_string(p.rank) + ": must be 0.." + std::to_string(n - 1), false;
+  if (p.rank >= 0 && p.dir.empty()) return *error = "--proc-rank needs --proc-dir (a worker of the launcher)", false;
+  return true;
+}
+
+}  // namespace cli
+}  // namespace arfuse
