@@ -497,6 +497,16 @@ void parseLine(std::string_view line, LineInfo* info) {
     if (!stripOne(c, info)) break;
   }
   info->body = line.substr(c.i < line.size() ? c.i : line.size());
+  // arfuse's own lines, also when a tool or a launcher indents them (`arfuse selftest --procs`
+  // prints each rank's log two spaces in): the level word must follow, so an indented line that
+  // merely starts with the word (a traceback's source line) stays as it is.
+  size_t indent = 0;
+  while (indent < info->body.size() && (info->body[indent] == ' ' || info->body[indent] == '\t')) ++indent;
+  if (indent > 0 && info->body.size() > indent + 7 && info->body.compare(indent, 7, "arfuse ") == 0) {
+    const std::string_view lv = info->body.substr(indent + 7, 6);
+    if (lv == "ERROR " || lv.substr(0, 5) == "WARN " || lv.substr(0, 5) == "INFO " || lv == "DEBUG ")
+      info->body.remove_prefix(indent);
+  }
   if (info->body.size() > 7 && info->body.compare(0, 7, "arfuse ") == 0) {
     std::string_view lv = info->body.substr(7, 5);
     if (lv.substr(0, 5) == "ERROR")

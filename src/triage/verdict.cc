@@ -179,6 +179,8 @@ void Analyzer::analyseNcclWatch(Result* r) {
     else if (rank >= 0)
       reporters.insert(rank);
   }
+  // No line says whose it is (no rank in it, none to infer): who is silent cannot be told.
+  if (reporters.empty()) return;
   std::set<int> silent;
   for (int q : listed)
     if (!reporters.count(q)) silent.insert(q);

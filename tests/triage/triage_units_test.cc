@@ -176,6 +176,16 @@ TEST(TriageLineFormat, Prefixes) {
   parseLine("arfuse ERROR rank=0 dev=0 sm_90 code=arfusePeerTimeout comm.cc:311 waited", &i);
   EXPECT_STREQ(i.format, "arfuse");
   EXPECT_EQ(i.level, 'E');
+  // Indented by the tool that printed it (`arfuse selftest --procs` shows each rank's log so).
+  parseLine("  arfuse ERROR rank=2 dev=0 sm_90 code=arfusePeerTimeout multihost_watch.cc:272 NCCL", &i);
+  EXPECT_STREQ(i.format, "arfuse");
+  EXPECT_EQ(i.body, "arfuse ERROR rank=2 dev=0 sm_90 code=arfusePeerTimeout multihost_watch.cc:272 NCCL");
+  parseLine("\tarfuse WARN rank=1 dev=0 sm_90 x", &i);
+  EXPECT_EQ(i.level, 'W');
+  // An indented line that only starts with the word (a traceback's source line) stays as it is.
+  parseLine("    arfuse = load_library()", &i);
+  EXPECT_STREQ(i.format, "plain");
+  EXPECT_EQ(i.body, "    arfuse = load_library()");
 }
 
 TEST(TriageAnalyzer, ArfuseTokensAndUnprefixedRankInference) {
