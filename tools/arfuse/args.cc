@@ -127,17 +127,21 @@ bool parseIntListArg(const std::string& option, const std::string& text, long lo
   return true;
 }
 
-bool parseDtypeArg(const std::string& option, const std::string& text, std::string* canonical, std::string* error) {
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"bf16", "bf16"},    {"bfloat16", "bf16"}, {"fp16", "fp16"},  {"half", "fp16"},
-      {"float16", "fp16"}, {"fp32", "fp32"},     {"float", "fp32"}, {"float32", "fp32"}};
+bool parseDtypeArg(const std::string& option, const std::string& text, arfuseDataType_t* dtype, std::string* error) {
+  static const std::pair<const char*, arfuseDataType_t> kNames[] = {
+      {"bf16", arfuseBfloat16},   {"bfloat16", arfuseBfloat16}, {"fp16", arfuseFloat16},  {"half", arfuseFloat16},
+      {"float16", arfuseFloat16}, {"fp32", arfuseFloat32},      {"float", arfuseFloat32}, {"float32", arfuseFloat32}};
   for (const auto& n : kNames)
     if (text == n.first) {
-      *canonical = n.second;
+      *dtype = n.second;
       return true;
     }
   *error = option + " wants bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float), got '" + text + "'";
   return false;
+}
+
+const char* dtypeArgName(arfuseDataType_t dtype) {
+  return dtype == arfuseFloat32 ? "fp32" : dtype == arfuseFloat16 ? "fp16" : "bf16";
 }
 
 }  // namespace cli

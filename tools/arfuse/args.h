@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "arfuse/arfuse.h"
+
 namespace arfuse {
 namespace cli {
 
@@ -57,9 +59,11 @@ bool parseIntListArg(const std::string& option, const std::string& text, long lo
                      std::vector<int>* out, std::string* error);
 
 // A dtype by arfuse's names (bf16, fp16, fp32) or nccl-tests' (bfloat16, half / float16, float /
-// float32); *canonical: arfuse's name. *error: "--dtype wants bf16, fp16 or fp32 (or nccl-tests'
-// bfloat16, half, float), got 'int8'".
-bool parseDtypeArg(const std::string& option, const std::string& text, std::string* canonical, std::string* error);
+// float32). *error: "--dtype wants bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float), got
+// 'int8'".
+bool parseDtypeArg(const std::string& option, const std::string& text, arfuseDataType_t* dtype, std::string* error);
+// arfuse's name of it: "bf16", "fp16", "fp32".
+const char* dtypeArgName(arfuseDataType_t dtype);
 
 }  // namespace cli
 }  // namespace arfuse

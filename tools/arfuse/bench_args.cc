@@ -41,14 +41,6 @@ const char* algoName(int algo) { return algo == kAlgoNcclSymm ? "nccl-symm" : ar
 
 namespace {
 
-// arfuse's names (bf16 / fp16 / fp32) and nccl-tests' (-d bfloat16 / half / float): args.h.
-bool parseDtype(const std::string& option, const std::string& v, arfuseDataType_t* d, std::string* error) {
-  std::string name;
-  if (!parseDtypeArg(option, v, &name, error)) return false;
-  *d = name == "bf16" ? arfuseBfloat16 : name == "fp16" ? arfuseFloat16 : arfuseFloat32;
-  return true;
-}
-
 bool parseAlgo(const std::string& v, int* algo) {
   if (v == "nccl-symm") return *algo = kAlgoNcclSymm, true;
   for (int k = 0; k < arfuseNumAlgos; ++k)
@@ -216,7 +208,7 @@ void addShapeOptions(Options* o, BenchParse* p) {
     return true;
   });
   o->value({"--dtype", "-d"}, [&a](const std::string& k, const std::string& v, std::string* error) {
-    return parseDtype(k, v, &a.dtype, error);
+    return parseDtypeArg(k, v, &a.dtype, error);
   });
   o->value({"--model"}, [&a](const std::string&, const std::string& v, std::string* error) {
     const ModelPreset* m = findModel(v);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "args.h"
 #include "cli.h"
 #include "common/params.h"
 #include "device/args.h"
@@ -37,8 +38,12 @@ using checkup::Report;
 
 const int kPaths[] = {arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoHostStaged, arfuseAlgoNccl};
 
+// Args::dtype holds dtypeArgName's spelling (doctor_checks.cc parseArgs).
 arfuseDataType_t dtypeOf(const std::string& s) {
-  return s == "fp32" ? arfuseFloat32 : s == "fp16" ? arfuseFloat16 : arfuseBfloat16;
+  arfuseDataType_t d = arfuseBfloat16;
+  std::string unused;
+  parseDtypeArg("--dtype", s, &d, &unused);
+  return d;
 }
 long long dtypeBytes(const std::string& s) { return s == "fp32" ? 4 : 2; }
 

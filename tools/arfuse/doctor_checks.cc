@@ -460,7 +460,10 @@ bool parseArgs(const std::vector<std::string>& args, Args* a, std::string* error
     return false;
   });
   o.value({"--dtype"}, [a](const std::string& k, const std::string& v, std::string* error) {
-    return parseDtypeArg(k, v, &a->dtype, error);
+    arfuseDataType_t d;
+    if (!parseDtypeArg(k, v, &d, error)) return false;
+    a->dtype = dtypeArgName(d);
+    return true;
   });
   o.value({"-n", "--calls", "-w"}, [a](const std::string& k, const std::string& v, std::string* error) {
     int* dst = k == "-n" ? &a->iters : k == "--calls" ? &a->calls : &a->warmup;

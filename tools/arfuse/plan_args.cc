@@ -49,10 +49,7 @@ bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::str
     return true;
   });
   o.value({"--dtype"}, [&](const std::string& k, const std::string& v, std::string* error) {
-    std::string name;
-    if (!parseDtypeArg(k, v, &name, error)) return false;
-    a.dtype = name == "bf16" ? arfuseBfloat16 : name == "fp16" ? arfuseFloat16 : arfuseFloat32;
-    return true;
+    return parseDtypeArg(k, v, &a.dtype, error);
   });
   o.value({"--algo"}, [&](const std::string&, const std::string& v, std::string* error) {
     a.algo = parseAlgoName(v);
