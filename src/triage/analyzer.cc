@@ -37,6 +37,30 @@ const std::vector<std::string>& extraLiterals() {
 }
 const char* kHintKeys[] = {"tp_size", "world_size", "nranks=", "tensor_parallel_size"};
 
+// Words that make a line a candidate for the grep floor (errorline.cc decides), and the literals that
+// announce a version or GPU (environment.cc reads them): one bit each, many words.
+std::vector<std::pair<std::string, int>> groupedLiterals() {
+  std::vector<std::pair<std::string, int>> v;
+  for (const char* w : {"error",         "erro[",
+                        "fail",          "fatal",
+                        "exception",     "abort",
+                        "panic",         "[E]",
+                        "[F]",           "killed",
+                        "unable to",     "cannot ",
+                        "could not",     "can't ",
+                        "not supported", "unsupported",
+                        "incompatible",  "segmentation",
+                        "core dumped",   "assert",
+                        "guarantee(",    "exit code",
+                        "exited with",   "exit status",
+                        "no such file",  "permission denied",
+                        "out of memory", "unsatisfied",
+                        "fault",         "critical"})
+    v.emplace_back(w, 18);
+  for (const auto& w : envLiterals()) v.emplace_back(w, 19);
+  return v;
+}
+
 constexpr size_t kMaxGroups = 20000;
 constexpr size_t kMaxRecords = 65536;  // error records, torchrun failures: kept, the rest counted
 constexpr int kInferWindow = 20;       // an unprefixed line inherits the rank of a prefixed line this close above
@@ -125,7 +149,11 @@ void EventGroup::setDetail(const std::string& key, const std::string& value) {
 }
 
 Analyzer::Analyzer(const Catalog& catalog, int contextLines)
-    : catalog_(catalog), matcher_(new Matcher(catalog, extraLiterals())), contextLines_(contextLines) {}
+    : catalog_(catalog),
+      matcher_(new Matcher(catalog, extraLiterals(), groupedLiterals())),
+      sigFloor_(catalog.find("grep.error_line")),
+      sigFloorWeak_(catalog.find("grep.error_line_weak")),
+      contextLines_(contextLines) {}
 
 Analyzer::~Analyzer() = default;
 
@@ -252,6 +280,8 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
     occ.stampApprox = true;
   }
   occ.uptime = info.uptime;
+  continueMessage(info, key, extra, sameLine);
+  if (extra & kEnvFact) env_.note(info.body);
 
   std::vector<std::pair<std::string, std::string>> details = std::move(m.details);
   if (std::strcmp(info.format, "arfuse") == 0) handleArfuseTokens(info.body, &occ, &details);
@@ -301,7 +331,14 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
     consumed = tg != -2;
     if (tg >= 0) g = tg;
   }
-  if (!hit && !consumed && g < 0) g = bareException(info, line, occ);
+  if (!hit && !consumed && g < 0) {
+    g = bareException(info, line, occ);
+    if (g >= 0) startContinuation(g, key, info);
+  }
+  // The grep floor: an error line that no signature knows is still evidence (never "no error line").
+  if (!hit && !consumed && g < 0 && (extra & kFloorWord) && !(extra & (kTraceback | kFrameLine)) &&
+      fs.summaryLeft <= 0 && std::strcmp(info.format, "arfuse") != 0)
+    g = floorLine(info, line, occ, key);
 
   if (std::strcmp(info.format, "nccl") == 0) ncclChain(info, extra, g);
 

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace arfuse {
 namespace triage {
@@ -48,7 +49,103 @@ std::vector<std::string> splitLiterals(std::string_view v) {
   return r;
 }
 
+std::vector<std::string> splitWords(std::string_view v) {
+  std::vector<std::string> r;
+  for (size_t i = 0; i < v.size();) {
+    while (i < v.size() && std::isspace(static_cast<unsigned char>(v[i]))) ++i;
+    size_t e = i;
+    while (e < v.size() && !std::isspace(static_cast<unsigned char>(v[e]))) ++e;
+    if (e > i) r.emplace_back(v.substr(i, e - i));
+    i = e;
+  }
+  return r;
+}
+
+std::string lowered(std::string_view v) {
+  std::string r(v);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+bool identByte(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `needle` (lowercase) in `hay` (lowercase) as a whole identifier, at or after `from`.
+bool containsWord(std::string_view hay, std::string_view needle, size_t from = 0) {
+  for (size_t p = hay.find(needle, from); p != std::string_view::npos; p = hay.find(needle, p + 1)) {
+    const bool left = p == 0 || !identByte(hay[p - 1]);
+    const bool right = p + needle.size() >= hay.size() || !identByte(hay[p + needle.size()]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
+// Where a layer's own text may start in a whole message: after its marker. Kinds without markers
+// (ibv, xid) are matched by names and codes, their texts anywhere.
+size_t afterMarker(std::string_view kind, std::string_view lower) {
+  static const char* kCuda[] = {"cuda error",     "cuda failure",   "cuda runtime error", "cuda driver error",
+                                "cudaerror",      "cuda_error",     "curesult",           "cuda call failed",
+                                "cuda exception", "cuda api failed"};
+  static const char* kHip[] = {"hip error", "hiperror", "hip_error", "hip failure", "hip runtime error"};
+  static const char* kNccl[] = {"nccl error", "ncclerror", "nccl warn", "nccl failure"};
+  const char* const* m = nullptr;
+  size_t n = 0;
+  if (kind == "cuda") {
+    m = kCuda;
+    n = sizeof(kCuda) / sizeof(kCuda[0]);
+  } else if (kind == "hip") {
+    m = kHip;
+    n = sizeof(kHip) / sizeof(kHip[0]);
+  } else if (kind == "nccl") {
+    m = kNccl;
+    n = sizeof(kNccl) / sizeof(kNccl[0]);
+  } else {
+    return 0;
+  }
+  size_t best = std::string_view::npos;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t p = lower.find(m[i]);
+    if (p != std::string_view::npos) best = std::min(best, p + std::strlen(m[i]));
+  }
+  return best;
+}
+
 }  // namespace
+
+int Catalog::lookup(std::string_view kind, std::string_view subject, std::string_view context,
+                    bool wholeMessage) const {
+  const std::string lower = lowered(subject.substr(0, 4096));
+  std::string_view digits = subject;
+  while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.front()))) digits.remove_prefix(1);
+  while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.back()))) digits.remove_suffix(1);
+  const bool numeric = !digits.empty() && digits.size() < 10 &&
+                       std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const long code = numeric ? std::atol(std::string(digits).c_str()) : -1;
+  int best = -1;
+  long bestScore = -1;
+  for (size_t i = 0; i < sigs_.size(); ++i) {
+    const Signature& s = sigs_[i];
+    if (s.errKind.empty() || (kind != "any" && s.errKind != kind)) continue;
+    long score = -1;
+    for (const auto& n : s.errNames)
+      if (containsWord(lower, lowered(n))) score = std::max<long>(score, 1000 + static_cast<long>(n.size()));
+    if (numeric && s.errCode >= 0 && code == s.errCode) score = std::max<long>(score, 500);
+    const size_t from = wholeMessage ? afterMarker(s.errKind, lower) : 0;
+    if (from != std::string::npos)
+      for (const auto& t : s.errTexts)
+        if (lower.find(t, from) != std::string::npos) score = std::max<long>(score, static_cast<long>(t.size()));
+    if (score < 0) continue;
+    if (s.context) {
+      if (!RE2::PartialMatch(re2::StringPiece(context.data(), std::min(context.size(), size_t{64 * 1024})), *s.context))
+        continue;
+      score += 100000;  // the entry for this very situation beats the general one
+    }
+    if (score > bestScore) {
+      bestScore = score;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
 
 bool Catalog::parse(std::string_view text, std::string* error) {
   sigs_.clear();
@@ -62,7 +159,26 @@ bool Catalog::parse(std::string_view text, std::string* error) {
   auto finishSig = [&]() -> bool {
     if (sigs_.empty()) return true;
     Signature& s = sigs_.back();
-    if (s.pattern.empty() && s.when != SigWhen::kDerived) return fail("signature '" + s.id + "' has no pattern");
+    if (s.when == SigWhen::kKnowledge && s.errKind.empty())
+      return fail("signature '" + s.id + "' is a knowledge entry and needs an error = KIND [CODE] [NAME...] line");
+    if (!s.errKind.empty() && s.errNames.empty() && s.errTexts.empty() && s.errCode < 0)
+      return fail("signature '" + s.id + "': error = names a kind but no code, name or text to look it up by");
+    // A line signature that is also a table entry may leave its prefilter and pattern to the entry:
+    // the printed texts and the names are both.
+    if (s.when == SigWhen::kLine && s.pattern.empty() && s.literals.empty() && !s.errKind.empty()) {
+      std::string pat = "(?i)";
+      for (const auto& t : s.errTexts) {
+        s.literals.push_back(t);
+        pat += (pat.size() > 4 ? "|" : "") + RE2::QuoteMeta(t);
+      }
+      for (const auto& n : s.errNames) {
+        s.literals.push_back(n);
+        pat += (pat.size() > 4 ? "|" : "") + RE2::QuoteMeta(n);
+      }
+      s.pattern = pat;
+    }
+    if (s.pattern.empty() && s.when != SigWhen::kDerived && s.when != SigWhen::kKnowledge)
+      return fail("signature '" + s.id + "' has no pattern");
     if (s.when == SigWhen::kLine && s.literals.empty())
       return fail("signature '" + s.id + "' needs a literal (the prefilter)");
     if (s.meaning.empty() || s.remedy.empty() || s.next.empty() || s.source.empty())
@@ -139,8 +255,10 @@ bool Catalog::parse(std::string_view text, std::string* error) {
         s.when = SigWhen::kFrame;
       else if (val == "derived")
         s.when = SigWhen::kDerived;
+      else if (val == "knowledge")
+        s.when = SigWhen::kKnowledge;
       else
-        return fail("when must be line, traceback-end, frame or derived");
+        return fail("when must be line, traceback-end, frame, derived or knowledge");
     } else if (key == "weight") {
       s.weight = std::atoi(std::string(val).c_str());
       if (s.weight < 0 || s.weight > 100) return fail("weight must be 0..100");
@@ -157,6 +275,38 @@ bool Catalog::parse(std::string_view text, std::string* error) {
       }
     } else if (key == "title") {
       s.title = std::string(val);
+    } else if (key == "error") {
+      // error = KIND [CODE] [NAME ...]
+      std::vector<std::string> toks = splitWords(val);
+      if (toks.empty()) return fail("error = wants a kind (cuda, nccl, ibv, xid, hip)");
+      s.errKind = toks[0];
+      for (size_t i = 1; i < toks.size(); ++i) {
+        if (std::all_of(toks[i].begin(), toks[i].end(), [](char c) { return c >= '0' && c <= '9'; }))
+          s.errCode = std::atol(toks[i].c_str());
+        else
+          s.errNames.push_back(toks[i]);
+      }
+    } else if (key == "text") {
+      for (auto& t : splitLiterals(val)) s.errTexts.push_back(lowered(t));
+    } else if (key == "context") {
+      RE2::Options opt;
+      opt.set_log_errors(false);
+      opt.set_max_mem(8 << 20);
+      auto re = std::make_shared<RE2>(std::string(val), opt);
+      if (!re->ok()) return fail("signature '" + s.id + "': bad context pattern: " + re->error());
+      s.context = std::move(re);
+    } else if (key == "explain") {
+      for (const auto& tok : splitWords(val)) {
+        const size_t colon = tok.find(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == tok.size())
+          return fail("explain wants KIND:DETAIL tokens (e.g. cuda:cuda_error any:message)");
+        s.explain.emplace_back(tok.substr(0, colon), tok.substr(colon + 1));
+      }
+    } else if (key == "generic" || key == "symptom") {
+      if (val != "yes" && val != "no") return fail(key + " must be yes or no");
+      (key == "generic" ? s.generic : s.symptom) = val == "yes";
+    } else if (key == "consequences") {
+      s.consequences = splitWords(val);
     } else if (key == "extract") {
       size_t i = 0;
       while (i < val.size()) {
@@ -219,7 +369,8 @@ struct Matcher::LiteralSet {
   mutable std::vector<int> hits;  // scratch of match(); a Matcher serves one analysis thread
 };
 
-Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras)
+Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras,
+                 const std::vector<std::pair<std::string, int>>& grouped)
     : catalog_(catalog), literals_(new LiteralSet()) {
   const auto& sigs = catalog.signatures();
   auto add = [&](const std::string& lit, int sig, int extra) {
@@ -237,9 +388,12 @@ Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras)
   }
   for (size_t e = 0; e < extras.size() && e < 32; ++e) {
     add(extras[e], -1, static_cast<int>(e));
-    std::string lower(extras[e]);
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    extras_.push_back(std::move(lower));
+    extras_.emplace_back(lowered(extras[e]), static_cast<int>(e));
+  }
+  for (const auto& [lit, bit] : grouped) {
+    if (bit < 0 || bit >= 32) continue;
+    add(lit, -1, bit);
+    extras_.emplace_back(lowered(lit), bit);
   }
   if (!literals_->set.Compile()) {
     std::fprintf(stderr, "arfuse triage: the catalogue's literals do not compile into one RE2::Set\n");
@@ -296,8 +450,8 @@ bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, u
     // signature for it: the structural literals by plain search, then every pattern on this line.
     std::string lower(body.substr(0, kMaxSubject));
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    for (size_t e = 0; e < extras_.size(); ++e)
-      if (lower.find(extras_[e]) != std::string::npos) *extraMask |= (1u << e);
+    for (const auto& [lit, bit] : extras_)
+      if (lower.find(lit) != std::string::npos) *extraMask |= (1u << bit);
     for (int sig : lineSigs_)
       if (matchOne(sig, body, m)) return true;
     return false;
