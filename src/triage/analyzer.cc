@@ -322,6 +322,8 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
       st->codeDetails = details;
     } else {
       g = addEvent(m.sig, catalog_.sig(m.sig).cls, info, line, occ, details);
+      if (g >= 0 && groups_[g].cls == SigClass::kOrigin && continuesOnNextLine(info.body))
+        startContinuation(g, key, info);
     }
   }
 
@@ -335,12 +337,18 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
     g = bareException(info, line, occ);
     if (g >= 0) startContinuation(g, key, info);
   }
+  // NCCL <= 2.3 wrote "WARN msg" without the word NCCL: a WARN line no signature knows is NCCL's warning.
+  if (!hit && g < 0 && info.level == 'W' && std::strcmp(info.format, "nccl") == 0) {
+    static const int ncclWarn = catalog_.find("nccl.warn");
+    if (ncclWarn >= 0) g = addEvent(ncclWarn, catalog_.sig(ncclWarn).cls, info, line, occ, {});
+  }
   // The grep floor: an error line that no signature knows is still evidence (never "no error line").
   if (!hit && !consumed && g < 0 && (extra & kFloorWord) && !(extra & (kTraceback | kFrameLine)) &&
       fs.summaryLeft <= 0 && std::strcmp(info.format, "arfuse") != 0)
     g = floorLine(info, line, occ, key);
 
   if (std::strcmp(info.format, "nccl") == 0) ncclChain(info, extra, g);
+  nativeFrames(key, info, g);
 
   if (extra & (kFrHeader | kErrorRecord | kEpoch | kDumpNote))
     handleFlightRecorder(info.body, occ, extra);
@@ -353,6 +361,29 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
     fs.ring.emplace_back(fs.lineNo, clip(line, kMaxText));
     if (fs.ring.size() > static_cast<size_t>(contextLines_)) fs.ring.pop_front();
   }
+}
+
+// A crash on a signal prints no cause, but the handlers that report it (absl / Ray, gdb, backtrace_symbols)
+// print native frames right after it: the first one naming a function says where it crashed.
+void Analyzer::nativeFrames(const std::string& key, const LineInfo& info, int g) {
+  FileState& fs = *fs_;
+  if (g >= 0 && catalog_.sig(groups_[g].sig).symptom) {
+    if (groups_[g].detail("crashed_in").empty() && groups_[g].detail("crashed_at").empty()) {
+      fs.symptomGroup = g;
+      fs.symptomLine = fs.lineNo;
+      fs.symptomKey = key;
+    }
+    return;
+  }
+  if (fs.symptomGroup < 0) return;
+  if (fs.lineNo > fs.symptomLine + 12 || key != fs.symptomKey) {
+    if (fs.lineNo > fs.symptomLine + 12) fs.symptomGroup = -1;
+    return;
+  }
+  const std::string fn = nativeFrameFunction(info.body);
+  if (fn.empty()) return;
+  groups_[fs.symptomGroup].setDetail("crashed_in", fn + "() (native frame)");
+  fs.symptomGroup = -1;
 }
 
 // NCCL: "NCCL INFO file.cc:123 -> 2" lines are the return chain of the WARN above them (same host:pid).

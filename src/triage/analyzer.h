@@ -161,6 +161,7 @@ class Analyzer {
   void tieConsequences(Result* r);
   void composeVerdict(Result* r);
   void ncclChain(const LineInfo& info, uint32_t extra, int g);
+  void nativeFrames(const std::string& key, const LineInfo& info, int g);
   void rankHints(std::string_view line, uint32_t extra);
   void chooseRoot(Result* r, const std::vector<int>& origins);
   void insufficientCapture(Result* r);

@@ -88,6 +88,10 @@ struct Analyzer::FileState {
   int contLeft = 0;
   const char* contFormat = "";
   char contLevel = 0;
+  // A symptom (a crash on a signal) just seen: the native frames printed after it name where it crashed.
+  int symptomGroup = -1;
+  uint64_t symptomLine = 0;
+  std::string symptomKey;
   // The last grep-floor line: a floor line right above a traceback header only announces it.
   int floorGroup = -1;
   uint64_t floorLine = 0;
@@ -105,6 +109,11 @@ bool looksLikeException(std::string_view trimmed, bool strict);
 bool isSourceLine(bool afterFrame, std::string_view body);
 // "0-4,6,7" (at most 40 runs are written).
 std::string rankList(const std::set<int>& ranks);
+// A message that may go on on the next line: an exception line, or a line that ends with ':'.
+bool continuesOnNextLine(std::string_view body);
+// The function a native stack frame names ("PC: @ 0x7f.. (unknown) addProxyOpIfNeeded()", "#0 0x.. in f (",
+// "3 0x55.. tensorrt_llm::common::throwRuntimeError(char const*) + 100"), or empty.
+std::string nativeFrameFunction(std::string_view body);
 // A frame of installed code (site-packages, the standard library), not the caller's own.
 bool isLibraryFrame(std::string_view frame);
 

@@ -28,6 +28,37 @@ bool endsWithColon(std::string_view t) {
 
 }  // namespace
 
+bool continuesOnNextLine(std::string_view body) {
+  const std::string_view t = trimLeft(body);
+  return endsWithColon(t) || looksLikeException(t, true);
+}
+
+std::string nativeFrameFunction(std::string_view b) {
+  std::string_view t = trimLeft(b);
+  std::string_view fn;
+  size_t p;
+  if ((p = t.find("PC: @")) != std::string_view::npos || startsWith(t, "@ ")) {
+    // absl / Ray failure handler: "PC: @ 0x7f0c73d2944a  (unknown)  addProxyOpIfNeeded()"
+    std::string_view rest = t.substr(t.rfind(' ') == std::string_view::npos ? 0 : t.rfind(' ') + 1);
+    fn = rest;
+  } else if (startsWith(t, "#") && (p = t.find(" in ")) != std::string_view::npos) {
+    fn = t.substr(p + 4, t.find(' ', p + 4) - (p + 4));  // gdb: "#0  0x... in ncclProxyProgress (..."
+  } else if (startsWith(t, "File \"<unknown>\"") && (p = t.rfind(", in ")) != std::string_view::npos) {
+    fn = t.substr(p + 5);  // vLLM's segfault handler: 'File "<unknown>", line 0, in cuMemcpyBatchAsync'
+  } else if (!t.empty() && t[0] >= '0' && t[0] <= '9' && (p = t.find(" 0x")) != std::string_view::npos) {
+    // glibc backtrace_symbols / TensorRT-LLM: "1       0x55af.. tensorrt_llm::common::throwRuntimeError(...) + 100"
+    const size_t b2 = t.find(' ', p + 1);
+    if (b2 == std::string_view::npos) return "";
+    std::string_view rest = trimLeft(t.substr(b2));
+    fn = rest.substr(0, std::min(rest.find('('), rest.find(" +")));
+  }
+  while (!fn.empty() && (fn.back() == ')' || fn.back() == '(')) fn.remove_suffix(1);
+  if (fn.empty() || fn == "(unknown" || fn == "??" || fn.find('/') != std::string_view::npos || fn[0] == '[' ||
+      fn == "__libc_start_main" || fn == "_start" || fn == "clone" || fn == "start_thread" || fn.size() > 160)
+    return "";
+  return std::string(fn);
+}
+
 int Analyzer::floorLine(const LineInfo& info, std::string_view raw, const Occurrence& occ, const std::string& key) {
   if (sigFloor_ < 0) return -1;
   const ErrorLine el = classifyErrorLine(info.body, info.level);
@@ -51,7 +82,7 @@ int Analyzer::floorLine(const LineInfo& info, std::string_view raw, const Occurr
   fs.floorGroup = g;
   fs.floorLine = fs.lineNo;
   fs.floorKey = key;
-  if (endsWithColon(info.body)) startContinuation(g, key, info);
+  if (continuesOnNextLine(info.body)) startContinuation(g, key, info);
   return g;
 }
 

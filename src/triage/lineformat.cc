@@ -231,12 +231,28 @@ bool parseGlog(Cur& c, LineInfo* info) {
 bool parseNcclAfterHost(Cur& t, LineInfo* info) {
   long dev;
   if (!t.lit("[") || !t.number(&dev) || !t.lit("] ")) return false;
+  bool old = false;  // NCCL <= 2.3 printed "[dev] site WARN msg" / "[dev] INFO msg", without the word NCCL
   if (!t.lit("NCCL ")) {
     size_t sp = t.s.find(' ', t.i);
-    if (sp == std::string_view::npos || sp - t.i > 80 || t.s.compare(sp + 1, 5, "NCCL ") != 0) return false;
-    std::string_view site = t.s.substr(t.i, sp - t.i);
-    if (site.find(':') == std::string_view::npos) return false;
-    t.i = sp + 6;
+    if (sp != std::string_view::npos && sp - t.i <= 80 && t.s.compare(sp + 1, 5, "NCCL ") == 0 &&
+        t.s.substr(t.i, sp - t.i).find(':') != std::string_view::npos) {
+      t.i = sp + 6;
+    } else if (t.s.compare(t.i, 5, "WARN ") == 0 || t.s.compare(t.i, 5, "INFO ") == 0) {
+      old = true;
+    } else if (sp != std::string_view::npos && sp - t.i <= 80 &&
+               t.s.substr(t.i, sp - t.i).find(':') != std::string_view::npos &&
+               (t.s.compare(sp + 1, 5, "WARN ") == 0 || t.s.compare(sp + 1, 5, "INFO ") == 0)) {
+      t.i = sp + 1;
+      old = true;
+    } else {
+      return false;
+    }
+  }
+  if (old) {
+    info->dev = static_cast<int>(std::min(dev, 1L << 30));
+    info->format = "nccl";
+    info->level = t.s[t.i] == 'W' ? 'W' : 'I';
+    return true;  // the body keeps "WARN msg"
   }
   info->dev = static_cast<int>(std::min(dev, 1L << 30));
   info->format = "nccl";
@@ -432,6 +448,21 @@ bool stripOne(Cur& c, LineInfo* info) {
         st.year = static_cast<int>(y);
         info->stamp = st;
         info->format = "dmesg";
+        t.spaces();
+        c = t;
+        return true;
+      }
+    }
+    // TensorRT's logger "[02/20/2024-10:56:21] " (MM/DD/YYYY-HH:MM:SS)
+    if (isDigit(c.peek(1)) && c.peek(3) == '/') {
+      Cur t = c;
+      ++t.i;
+      int mo, d, y;
+      double sod;
+      if (t.digits(2, &mo) && t.lit("/") && t.digits(2, &d) && t.lit("/") && t.digits(4, &y) && t.lit("-") &&
+          parseClock(t, &sod) && t.lit("]") && mo >= 1 && mo <= 12 && d >= 1 && d <= 31) {
+        info->stamp = Stamp{y, mo, d, sod};
+        if (std::strcmp(info->format, "plain") == 0) info->format = "trt";
         t.spaces();
         c = t;
         return true;

@@ -326,6 +326,7 @@ void Analyzer::composeVerdict(Result* r) {
     const std::string where =
         frameWhere(g.detail("raised_at").empty() ? g.detail("crashed_at") : g.detail("raised_at"));
     if (!where.empty()) v += ", in " + where;
+    if (where.empty() && !g.detail("crashed_in").empty()) v += ", crashed in " + g.detail("crashed_in");
     const std::string head = g.detail("headline");
     if (!head.empty() && g.text.find(head) == std::string::npos) v += " - " + head;
     if (r->explainedSurface >= 0) v += " (explains: \"" + clip(groups_[r->explainedSurface].text, 100) + "\")";
