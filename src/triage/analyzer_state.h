@@ -96,6 +96,7 @@ struct Analyzer::FileState {
   int floorGroup = -1;
   uint64_t floorLine = 0;
   std::string floorKey;
+  bool floorAnnounces = false;  // written by a logger's level prefix, or ending with ':' ("Exception in thread X:")
 };
 
 // Helpers shared by analyzer.cc, traceback.cc and verdict.cc.

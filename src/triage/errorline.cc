@@ -124,8 +124,13 @@ ErrorLine classifyErrorLine(std::string_view body, char level) {
     while (e < lower.size() && std::isalpha(static_cast<unsigned char>(lower[e]))) ++e;
     if (e > at && e < lower.size() && (lower[e] == ':' || lower[e] == '[' || (lower[e] == ' ' && e - at >= 4))) {
       const Level t = levelWord(std::string_view(lower).substr(at, e - at));
-      if (t != kNone && (lower[e] != ' ' || std::isupper(static_cast<unsigned char>(body[i + at + 1]))))
-        lv = t;  // "ERROR something" (upper case) is a level; "Error in ..." is a phrase, read below
+      if (t != kNone && (lower[e] != ' ' || std::isupper(static_cast<unsigned char>(body[i + at + 1])))) {
+        lv = t;             // "ERROR something" (upper case) is a level; "Error in ..." is a phrase, read below
+        if (t != kError) {  // the message after "WARNING: " is read for failure phrases
+          at = e + 1;
+          while (at < lower.size() && lower[at] == ' ') ++at;
+        }
+      }
     }
   }
   if (lv == kNone) lv = structuredLevel(lower);

@@ -82,6 +82,10 @@ int Analyzer::floorLine(const LineInfo& info, std::string_view raw, const Occurr
   fs.floorGroup = g;
   fs.floorLine = fs.lineNo;
   fs.floorKey = key;
+  // logger.exception("msg") prints the message at the logger's level, then the traceback: a line written
+  // that way, or ending with ':', announces the traceback that follows it. A tool's own error line (its
+  // level in a tag of the message, "[TensorRT-LLM][ERROR] ...") does not: it is the origin Python re-raises.
+  fs.floorAnnounces = info.level == 'E' || info.level == 'F' || endsWithColon(info.body);
   if (continuesOnNextLine(info.body)) startContinuation(g, key, info);
   return g;
 }
@@ -103,6 +107,15 @@ void Analyzer::startContinuation(int g, const std::string& key, const LineInfo& 
 bool Analyzer::continueMessage(const LineInfo& info, const std::string& key, uint32_t extra, bool sameLine) {
   FileState& fs = *fs_;
   if (fs.contGroup < 0) return false;
+  // A message that already ends a sentence (or a quoted reason) is complete.
+  {
+    std::string_view sofar = groups_[fs.contGroup].text;
+    while (!sofar.empty() && sofar.back() == ' ') sofar.remove_suffix(1);
+    if (!sofar.empty() && std::strchr(".!?'\")]", sofar.back()) != nullptr && !sameLine) {
+      fs.contGroup = -1;
+      return false;
+    }
+  }
   const std::string_view t = trimLeft(info.body);
   const bool ok = !sameLine && fs.lineNo == fs.contLine + 1 && fs.contLeft > 0 && key == fs.contKey &&
                   std::strcmp(info.format, fs.contFormat) == 0 && info.level == fs.contLevel && !t.empty() &&

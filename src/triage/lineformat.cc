@@ -360,6 +360,75 @@ void parsePythonLogging(Cur& c, LineInfo* info) {
   c = t;
 }
 
+// A level word in upper case at the cursor ("ERROR", "WARNING", ...): its level letter and length, or 0.
+size_t upperLevel(const Cur& c, char* level) {
+  static const struct {
+    const char* word;
+    char level;
+  } kWords[] = {{"CRITICAL", 'F'}, {"WARNING", 'W'}, {"ERROR", 'E'}, {"FATAL", 'F'},
+                {"DEBUG", 'D'},    {"TRACE", 'D'},   {"WARN", 'W'},  {"INFO", 'I'}};
+  for (const auto& w : kWords) {
+    const size_t n = std::strlen(w.word);
+    if (c.s.compare(c.i, n, w.word) == 0 && !isAlpha(c.peek(n))) {
+      *level = w.level;
+      return n;
+    }
+  }
+  return 0;
+}
+
+// After an ISO stamp: "| ERROR | stderr | msg" (FastChat), "| ERROR    | mod:fn:12 - msg" (loguru), or a
+// plain level column "ERROR name: msg" (many Go / Rust / Python loggers). One separator is consumed.
+void parseStampedLevel(Cur& t, LineInfo* info) {
+  char lv = 0;
+  if (t.peek() == '|' && t.peek(1) == ' ') {
+    Cur u = t;
+    u.i += 2;
+    const size_t n = upperLevel(u, &lv);
+    if (n == 0) return;
+    u.i += n;
+    u.spaces();
+    if (!u.lit("|")) return;
+    u.spaces();
+    // the next column is the logger's name: "stderr |" or "module:fn:12 - "
+    size_t bar = u.s.find(" | ", u.i), dash = u.s.find(" - ", u.i), sp = u.s.find(' ', u.i);
+    if (bar != std::string_view::npos && bar == sp && bar - u.i < 64)
+      u.i = bar + 3;
+    else if (dash != std::string_view::npos && dash == sp && dash - u.i < 96)
+      u.i = dash + 3;
+    info->level = lv;
+    t = u;
+    return;
+  }
+  const size_t n = upperLevel(t, &lv);
+  if (n > 0 && t.peek(n) == ' ') {
+    info->level = lv;
+    t.i += n;
+    t.spaces();
+  }
+}
+
+// "ERROR:    msg" (uvicorn), "ERROR:root:msg" / "WARNING:vllm.engine:msg" (Python logging's default format).
+bool parseColonLevel(Cur& c, LineInfo* info) {
+  char lv = 0;
+  const size_t n = upperLevel(c, &lv);
+  if (n == 0 || c.peek(n) != ':') return false;
+  Cur t = c;
+  t.i += n + 1;
+  if (t.peek() == ' ') {
+    t.spaces();
+  } else {
+    size_t colon = t.s.find(':', t.i), sp = t.s.find(' ', t.i);
+    if (colon == std::string_view::npos || colon - t.i > 80 || (sp != std::string_view::npos && sp < colon))
+      return false;
+    t.i = colon + 1;
+  }
+  info->level = lv;
+  if (std::strcmp(info->format, "plain") == 0) info->format = "python";
+  c = t;
+  return true;
+}
+
 // "[1,3]<stdout>:" (mpirun --tag-output): job 1, rank 3.
 bool parseMpiTag(Cur& c, LineInfo* info) {
   Cur t = c;
@@ -486,6 +555,8 @@ bool stripOne(Cur& c, LineInfo* info) {
       // python logging "2026-11-29 10:00:01,123 - name - LEVEL - msg"
       parsePythonLogging(t, info);
       info->format = "python";
+    } else {
+      parseStampedLevel(t, info);
     }
     c = t;
     return true;
@@ -493,6 +564,7 @@ bool stripOne(Cur& c, LineInfo* info) {
   if (isAlpha(ch)) {
     if (c.s.compare(c.i, 7, "arfuse ") == 0) return false;  // arfuse's own grammar: leave intact
     if (parseVllmLogger(c, info)) return true;
+    if (parseColonLevel(c, info)) return true;
     if ((ch == 'E' || ch == 'W' || ch == 'I' || ch == 'F') && isDigit(c.peek(1)) && parseGlog(c, info)) return true;
     {
       Cur t = c;

@@ -117,7 +117,7 @@ int Analyzer::tracebackLine(Stream* st, const std::string& key, const LineInfo& 
     if (st->state == Stream::kFrames) cutTraceback(st);  // a new traceback starts before the last one ended
     // An error line right above the traceback only announces it ("Error in inspecting model ...",
     // "Exception in worker ..."): the exception the traceback ends with says what failed.
-    if (fs.floorGroup >= 0 && fs.floorLine + 1 == fs.lineNo && fs.floorKey == key &&
+    if (fs.floorGroup >= 0 && fs.floorLine + 1 == fs.lineNo && fs.floorKey == key && fs.floorAnnounces &&
         groups_[fs.floorGroup].cls == SigClass::kOrigin && groups_[fs.floorGroup].count == 1) {
       groups_[fs.floorGroup].cls = SigClass::kEcho;
       groups_[fs.floorGroup].notes.push_back("announces the traceback below it");
@@ -219,8 +219,16 @@ int Analyzer::tracebackLine(Stream* st, const std::string& key, const LineInfo& 
       if (!st->userFrame.empty() && st->userFrame != st->lastFrame && e.detail("user_frame").empty())
         e.setDetail("user_frame", st->userFrame);
       // A bare "AssertionError": the assert statement printed under the innermost frame is its message.
-      if (e.count == 1 && e.text == "AssertionError" && startsWith(st->lastCode, "assert "))
+      if (e.count == 1 && e.text == "AssertionError" && startsWith(st->lastCode, "assert ")) {
         e.text += ": " + st->lastCode;
+        SigMatch am;  // matched again with its message
+        if (catalog_.sig(e.sig).when == SigWhen::kTracebackEnd &&
+            matcher_->matchKind(SigWhen::kTracebackEnd, e.text, &am) &&
+            catalog_.sig(am.sig).weight > catalog_.sig(e.sig).weight) {
+          e.sig = am.sig;
+          e.cls = catalog_.sig(am.sig).cls;
+        }
+      }
       startContinuation(g, key, info);
       if (st->wrapper && st->lastExc >= 0 && st->lastExc != g) {
         EventGroup& cause = groups_[st->lastExc];

@@ -42,9 +42,8 @@ std::vector<Log> logsIn(const std::string& dir, const std::string& label) {
 
 std::vector<Log> allLogs() {
   std::vector<Log> v;
-  for (const auto& [dir, label] : std::vector<std::pair<std::string, std::string>>{{ARFUSE_TRIAGE_FIXTURES, "fixtures"},
-                                                                                  {ARFUSE_TRIAGE_REAL, "real"},
-                                                                                  {ARFUSE_TRIAGE_HOLDOUT, "holdout"}})
+  for (const auto& [dir, label] : std::vector<std::pair<std::string, std::string>>{
+           {ARFUSE_TRIAGE_FIXTURES, "fixtures"}, {ARFUSE_TRIAGE_REAL, "real"}, {ARFUSE_TRIAGE_HOLDOUT, "holdout"}})
     for (auto& l : logsIn(dir, label)) v.push_back(l);
   return v;
 }

@@ -40,11 +40,11 @@ const std::string kHoldout35 = ARFUSE_TRIAGE_HOLDOUT35;
 // behind a generic echo, an honest decline, the explanation following the quoted error, messages spanning
 // lines, NCCL's own formats, INFO lines as evidence, undefined symbols, driver lines without an Xid, the
 // environment beyond one server, configuration errors).
-const char* kClasses[] = {"bare_exception",   "many_wordings",   "missing_signature",         "explanation_wins",
-                          "host_memory",      "cut_traceback",   "remedy_matches",            "input_format",
-                          "grep_floor",       "origin_over_echo", "decline",                  "explanation_follows_error",
-                          "multi_line",       "nccl_format",      "info_evidence",            "undefined_symbol",
-                          "driver_no_xid",    "environment",      "config_error"};
+const char* kClasses[] = {"bare_exception", "many_wordings",    "missing_signature", "explanation_wins",
+                          "host_memory",    "cut_traceback",    "remedy_matches",    "input_format",
+                          "grep_floor",     "origin_over_echo", "decline",           "explanation_follows_error",
+                          "multi_line",     "nccl_format",      "info_evidence",     "undefined_symbol",
+                          "driver_no_xid",  "environment",      "config_error"};
 
 struct RealLog {
   std::string name, source, cause, verdict, absent, root, remedy, explanation;
@@ -154,9 +154,9 @@ TEST_P(Real, CitedAndDiagnosed) {
   // Logs that state an explanation rule (issue 35's) are held to their verdict rule one by one too.
   if (!x.explanation.empty()) EXPECT_TRUE(names(x, verdictLine(text))) << x.name << ": " << verdictLine(text);
   if (!x.explanation.empty())
-    EXPECT_TRUE(RE2::PartialMatch(explanationOf(text), RE2(x.explanation))) << x.name << ": the explanation must match "
-                                                                             << x.explanation << "\n"
-                                                                             << text;
+    EXPECT_TRUE(RE2::PartialMatch(explanationOf(text), RE2(x.explanation)))
+        << x.name << ": the explanation must match " << x.explanation << "\n"
+        << text;
   if (!x.remedy.empty()) {
     size_t r = text.find("\n  remedy:");
     ASSERT_NE(r, std::string::npos) << text;
