@@ -66,24 +66,24 @@ constexpr size_t kMaxRecords = 65536;  // error records, torchrun failures: kept
 constexpr int kInferWindow = 20;       // an unprefixed line inherits the rank of a prefixed line this close above
 
 // Masks digits and hex words so the same message from different ranks / requests groups together.
-std::string normalise(std::string_view s) {
+void appendNormalised(std::string_view s, std::string* out) {
   // A C++ exception's "what():" line repeats the message printed before it: group them together.
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   if (s.substr(0, 7) == "what():") s.remove_prefix(7);
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  std::string out;
-  out.reserve(std::min(s.size(), size_t{240}));
-  for (size_t i = 0; i < s.size() && out.size() < 240;) {
-    char c = s[i];
+  char buf[240];
+  size_t n = 0;
+  for (size_t i = 0; i < s.size() && n < sizeof(buf);) {
+    const char c = s[i];
     if (c >= '0' && c <= '9') {
       while (i < s.size() && (std::isxdigit(static_cast<unsigned char>(s[i])) || s[i] == 'x' || s[i] == '.')) ++i;
-      out.push_back('#');
+      buf[n++] = '#';
     } else {
-      out.push_back(c);
+      buf[n++] = c;
       ++i;
     }
   }
-  return out;
+  out->append(buf, n);
 }
 
 // Value of "key=value" in a space-separated token list.
@@ -236,7 +236,7 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
   }
   SigMatch m;
   uint32_t extra = 0;
-  bool hit = matcher_->match(line, info.body, &m, &extra);
+  bool hit = matcher_->match(line, info.body, &m, &extra, /*details=*/false);
   // A dump's notes restate its error record and the log lines for people: never an event.
   if (extra & kDumpNote) {
     const size_t dn = info.body.find("arfuse-dump-note");
@@ -317,11 +317,22 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
   if (hit) {
     // A source line shown in a traceback ('raise OutOfResources(...)') is code, not a message: it only
     // counts when the traceback is cut off right after it (cutTraceback).
-    if (st && st->state == Stream::kFrames && isSourceLine(st->prevWasFrame, info.body)) {
+    // Capture groups cost a second, slower engine: taken for a new event, or where every occurrence counts.
+    const bool isCode = st && st->state == Stream::kFrames && isSourceLine(st->prevWasFrame, info.body);
+    const Signature& ms = catalog_.sig(m.sig);
+    std::string gk;
+    if (!isCode) gk = groupKey(m.sig, info.body);
+    if (!ms.extract.empty() && !ms.everyOccurrence && (isCode || !groupIndex_.count(gk))) {
+      // (a repeated line of a known event keeps the details its first occurrence gave)
+      SigMatch full;
+      if (matcher_->matchOne(m.sig, info.body, &full))
+        for (auto& d : full.details) details.insert(details.begin(), std::move(d));
+    }
+    if (isCode) {
       st->codeSig = m.sig;
       st->codeDetails = details;
     } else {
-      g = addEvent(m.sig, catalog_.sig(m.sig).cls, info, line, occ, details);
+      g = addEvent(m.sig, catalog_.sig(m.sig).cls, info, line, occ, details, &gk);
       if (g >= 0 && groups_[g].cls == SigClass::kOrigin && continuesOnNextLine(info.body))
         startContinuation(g, key, info);
     }
@@ -432,11 +443,18 @@ void Analyzer::rankHints(std::string_view line, uint32_t extra) {
   }
 }
 
-int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
-                       const std::vector<std::pair<std::string, std::string>>& details) {
+std::string Analyzer::groupKey(int sig, std::string_view body) const {
   std::string key = std::to_string(sig);
   key += '\x1f';
-  key += normalise(info.body);
+  appendNormalised(body, &key);
+  return key;
+}
+
+int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
+                       const std::vector<std::pair<std::string, std::string>>& details, std::string* precomputed) {
+  std::string own;
+  if (!precomputed) own = groupKey(sig, info.body);
+  std::string& key = precomputed ? *precomputed : own;
   auto it = groupIndex_.find(key);
   int g;
   if (it == groupIndex_.end()) {

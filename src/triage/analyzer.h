@@ -141,8 +141,10 @@ class Analyzer {
   struct FileState;
   struct Stream;
 
+  std::string groupKey(int sig, std::string_view body) const;
+  // key: groupKey(sig, info.body) when the caller computed it already (nullptr: computed here).
   int addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
-               const std::vector<std::pair<std::string, std::string>>& details);
+               const std::vector<std::pair<std::string, std::string>>& details, std::string* key = nullptr);
   // traceback.cc: the Python traceback / faulthandler state machine of one stream, for one line.
   // Returns the group of the event the line produced (or -1); *g is the group a line signature
   // already produced for it.

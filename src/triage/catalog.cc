@@ -1,13 +1,14 @@
 #include "catalog.h"
 
 #include <re2/re2.h>
-#include <re2/set.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "literals.h"
 
 namespace arfuse {
 namespace triage {
@@ -191,10 +192,13 @@ bool Catalog::parse(std::string_view text, std::string* error) {
       opt.set_max_mem(8 << 20);  // per pattern: bounds the DFA cache however hostile the subject
       auto re = std::make_shared<RE2>(s.pattern, opt);
       if (!re->ok()) return fail("signature '" + s.id + "': bad pattern: " + re->error());
-      for (const auto& [key, group] : s.extract)
+      for (const auto& [key, group] : s.extract) {
+        if (key == "seq" || key == "last_completed" || key == "waited_for" || key == "waits_with")
+          s.everyOccurrence = true;
         if (group < 1 || group > re->NumberOfCapturingGroups())
           return fail("signature '" + s.id + "': extract " + key + ":" + std::to_string(group) +
                       " names a capture group the pattern does not have");
+      }
       s.re = std::move(re);
     }
     return true;
@@ -355,30 +359,47 @@ int Catalog::find(std::string_view id) const {
 }
 
 struct Matcher::LiteralSet {
-  LiteralSet() : set(options(), RE2::UNANCHORED) {}
-  static RE2::Options options() {
-    RE2::Options o;
-    o.set_literal(true);
-    o.set_case_sensitive(false);
-    o.set_encoding(RE2::Options::EncodingLatin1);  // bytes are bytes: logs are not always valid UTF-8
-    o.set_max_mem(64 << 20);
-    o.set_log_errors(false);
-    return o;
-  }
-  RE2::Set set;
+  LiteralScanner scanner;
   mutable std::vector<int> hits;  // scratch of match(); a Matcher serves one analysis thread
+  // The last result for each of kSlots message texts (direct-mapped by a hash of the text, the text kept
+  // and compared): ranks print the same messages, tracebacks repeat frame for frame, so the scan and the
+  // patterns run once per distinct text. Bounded (kSlots texts of at most kMaxText bytes); a collision only
+  // costs a miss.
+  static constexpr size_t kSlots = 4096, kMaxText = 512;
+  struct Slot {
+    std::string text;
+    bool valid = false, hit = false;
+    int sig = -1;
+    uint32_t extra = 0;
+    std::vector<std::pair<std::string, std::string>> details;  // those every occurrence needs
+  };
+  mutable std::vector<Slot> slots = std::vector<Slot>(kSlots);
+  mutable std::vector<Slot> kindSlots = std::vector<Slot>(kSlots);  // matchKind()'s (extra: the kind)
 };
+
+namespace {
+
+uint64_t textHash(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 29;
+  }
+  for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001B3ull;
+  return h ^ (h >> 32);
+}
+
+}  // namespace
 
 Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras,
                  const std::vector<std::pair<std::string, int>>& grouped)
     : catalog_(catalog), literals_(new LiteralSet()) {
   const auto& sigs = catalog.signatures();
   auto add = [&](const std::string& lit, int sig, int extra) {
-    std::string err;
-    if (literals_->set.Add(lit, &err) < 0) {
-      std::fprintf(stderr, "arfuse triage: literal '%s' refused: %s\n", lit.c_str(), err.c_str());
-      std::abort();
-    }
+    literals_->scanner.add(lit);
     sigOfLiteral_.push_back(sig);
     extraOfLiteral_.push_back(extra);
   };
@@ -388,30 +409,24 @@ Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras,
   }
   for (size_t e = 0; e < extras.size() && e < 32; ++e) {
     add(extras[e], -1, static_cast<int>(e));
-    extras_.emplace_back(lowered(extras[e]), static_cast<int>(e));
   }
   for (const auto& [lit, bit] : grouped) {
     if (bit < 0 || bit >= 32) continue;
     add(lit, -1, bit);
-    extras_.emplace_back(lowered(lit), bit);
   }
-  if (!literals_->set.Compile()) {
-    std::fprintf(stderr, "arfuse triage: the catalogue's literals do not compile into one RE2::Set\n");
-    std::abort();
-  }
+  literals_->scanner.build();
   byRank_.resize(sigs.size());
   for (size_t i = 0; i < sigs.size(); ++i) byRank_[i] = static_cast<int>(i);
   std::stable_sort(byRank_.begin(), byRank_.end(), [&](int a, int b) { return sigs[a].weight > sigs[b].weight; });
   rankOf_.assign(sigs.size(), 0);
   for (size_t r = 0; r < byRank_.size(); ++r) {
     rankOf_[byRank_[r]] = static_cast<int>(r);
-    if (sigs[byRank_[r]].when == SigWhen::kLine) lineSigs_.push_back(byRank_[r]);
   }
 }
 
 Matcher::~Matcher() = default;
 
-bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m) const {
+bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m, bool details) const {
   const Signature& s = catalog_.sig(sig);
   if (!s.re) return false;
   subject = subject.substr(0, kMaxSubject);
@@ -419,7 +434,8 @@ bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m) const {
   // groups, RE2 still finds the match with its DFA first and runs the slower submatch engine on it.
   constexpr int kMaxGroups = 10;
   int n = 0;
-  for (const auto& kv : s.extract) n = std::max(n, kv.second + 1);
+  if (details)
+    for (const auto& kv : s.extract) n = std::max(n, kv.second + 1);
   n = std::min(n, kMaxGroups);
   re2::StringPiece groups[kMaxGroups];
   if (!s.re->Match(re2::StringPiece(subject.data(), subject.size()), 0, subject.size(), RE2::UNANCHORED, groups, n))
@@ -434,29 +450,67 @@ bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m) const {
 }
 
 bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) const {
+  // Exception lines repeat across ranks as much as any: the same direct-mapped memo as match().
+  LiteralSet::Slot* slot = nullptr;
+  if (subject.size() <= LiteralSet::kMaxText) {
+    slot = &literals_->kindSlots[(textHash(subject) ^ static_cast<uint64_t>(when)) % LiteralSet::kSlots];
+    if (slot->valid && slot->extra == static_cast<uint32_t>(when) && slot->text == subject) {
+      if (slot->hit) {
+        m->sig = slot->sig;
+        m->details = slot->details;
+      }
+      return slot->hit;
+    }
+  }
+  bool hit = false;
   for (int idx : byRank_)
-    if (catalog_.sig(idx).when == when && matchOne(idx, subject, m)) return true;
-  return false;
+    if (catalog_.sig(idx).when == when && matchOne(idx, subject, m)) {
+      hit = true;
+      break;
+    }
+  if (slot) {
+    slot->text.assign(subject.data(), subject.size());
+    slot->valid = true;
+    slot->hit = hit;
+    slot->sig = hit ? m->sig : -1;
+    slot->extra = static_cast<uint32_t>(when);
+    slot->details = hit ? m->details : std::vector<std::pair<std::string, std::string>>();
+  }
+  return hit;
 }
 
-bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask) const {
+bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask,
+                    bool details) const {
   (void)line;  // the message is scanned: prefixes hold stamps, ranks and file names, never a literal that matters
+  LiteralSet::Slot* slot = nullptr;
+  if (!details && body.size() <= LiteralSet::kMaxText) {
+    slot = &literals_->slots[textHash(body) % LiteralSet::kSlots];
+    if (slot->valid && slot->text == body) {
+      *extraMask |= slot->extra;
+      m->details = slot->details;
+      if (slot->hit) m->sig = slot->sig;
+      return slot->hit;
+    }
+  }
+  uint32_t extraSeen = 0;
+  const bool hit = matchUncached(body, m, &extraSeen, details);
+  *extraMask |= extraSeen;
+  if (slot) {
+    slot->text.assign(body.data(), body.size());
+    slot->valid = true;
+    slot->hit = hit;
+    slot->sig = hit ? m->sig : -1;
+    slot->extra = extraSeen;
+    slot->details = hit ? m->details : std::vector<std::pair<std::string, std::string>>();
+  }
+  return hit;
+}
+
+bool Matcher::matchUncached(std::string_view body, SigMatch* m, uint32_t* extraMask, bool details) const {
   std::vector<int>& hits = literals_->hits;
   hits.clear();
-  RE2::Set::ErrorInfo info{RE2::Set::kNoError};
-  const bool any = literals_->set.Match(re2::StringPiece(body.data(), body.size()), &hits, &info);
-  if (!any && info.kind != RE2::Set::kNoError) {
-    // The set could not answer (its DFA ran out of memory: it has a fixed budget). Never miss a
-    // signature for it: the structural literals by plain search, then every pattern on this line.
-    std::string lower(body.substr(0, kMaxSubject));
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    for (const auto& [lit, bit] : extras_)
-      if (lower.find(lit) != std::string::npos) *extraMask |= (1u << bit);
-    for (int sig : lineSigs_)
-      if (matchOne(sig, body, m)) return true;
-    return false;
-  }
-  if (!any) return false;
+  literals_->scanner.scan(body, &hits);
+  if (hits.empty()) return false;
   // Candidate signatures as precedence ranks; a line rarely hits more than a couple.
   int cand[64];
   int numCand = 0;
@@ -473,7 +527,7 @@ bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, u
   }
   std::sort(cand, cand + numCand);
   for (int i = 0; i < numCand; ++i)
-    if (matchOne(byRank_[cand[i]], body, m)) return true;
+    if (matchOne(byRank_[cand[i]], body, m, details || catalog_.sig(byRank_[cand[i]]).everyOccurrence)) return true;
   return false;
 }
 

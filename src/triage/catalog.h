@@ -68,6 +68,9 @@ struct Signature {
   bool symptom = false;  // says what happened, not why (a segfault, a cut traceback): never a root cause
   // Origins of these id prefixes are consequences of this one (a GPU off the bus -> the workers' CUDA errors).
   std::vector<std::string> consequences;
+  // Set by the parser: an extract key the cross-rank analyses read from every occurrence (seq,
+  // last_completed, waited_for, waits_with), so its capture groups are taken on every line it matches.
+  bool everyOccurrence = false;
 };
 
 class Catalog {
@@ -110,9 +113,12 @@ class Matcher {
   // Finds the highest-weight kLine signature matching a line: literals and patterns both look at its
   // message (`body`: the line after the prefixes parseLine recognises - stamps, ranks, logger fields,
   // which never hold a literal that matters and are a fifth of a typical line's bytes).
-  bool match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask) const;
+  // With details = false the signature is found without its capture groups (the DFA alone); matchOne()
+  // fills them in when the caller needs them (a new event, or a signature whose every occurrence counts).
+  bool match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask, bool details = true) const;
+  bool matchUncached(std::string_view body, SigMatch* m, uint32_t* extraMask, bool details) const;
   // Tries one signature's pattern on `subject`.
-  bool matchOne(int sig, std::string_view subject, SigMatch* m) const;
+  bool matchOne(int sig, std::string_view subject, SigMatch* m, bool details = true) const;
   // The highest-weight signature of a kind (kTracebackEnd, kFrame) whose pattern matches.
   bool matchKind(SigWhen when, std::string_view subject, SigMatch* m) const;
 
@@ -126,15 +132,13 @@ class Matcher {
   ~Matcher();
 
  private:
-  struct LiteralSet;  // the RE2::Set over every literal (catalog.cc)
+  struct LiteralSet;  // the literal scanner over every literal (catalog.cc, literals.h)
   const Catalog& catalog_;
   std::unique_ptr<LiteralSet> literals_;
   std::vector<int> sigOfLiteral_;    // literal id -> signature index, or -1 for an extra
   std::vector<int> extraOfLiteral_;  // literal id -> extra bit, or -1
-  std::vector<int> lineSigs_;        // every kLine signature, by precedence (when the set cannot answer)
-  std::vector<std::pair<std::string, int>> extras_;  // structural literals, lowercased, and their bits (fallback)
-  std::vector<int> rankOf_;                          // signature index -> precedence (0 = highest weight)
-  std::vector<int> byRank_;                          // precedence -> signature index
+  std::vector<int> rankOf_;          // signature index -> precedence (0 = highest weight)
+  std::vector<int> byRank_;          // precedence -> signature index
 };
 
 // Text of the built-in catalogue (catalog/*.catalog concatenated in name order).

@@ -104,7 +104,8 @@ ErrorLine classifyErrorLine(std::string_view body, char level) {
   while (i < body.size() && (body[i] == ' ' || body[i] == '\t')) ++i;
   const std::string lower = [&] {
     std::string l(body.substr(i, 1024));
-    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : l)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
     return l;
   }();
   Level lv = level == 'E' || level == 'F' ? kError : level == 'W' ? kWarn : kNone;

@@ -363,13 +363,15 @@ void parsePythonLogging(Cur& c, LineInfo* info) {
 // A level word in upper case at the cursor ("ERROR", "WARNING", ...): its level letter and length, or 0.
 size_t upperLevel(const Cur& c, char* level) {
   static const struct {
-    const char* word;
+    std::string_view word;
     char level;
   } kWords[] = {{"CRITICAL", 'F'}, {"WARNING", 'W'}, {"ERROR", 'E'}, {"FATAL", 'F'},
                 {"DEBUG", 'D'},    {"TRACE", 'D'},   {"WARN", 'W'},  {"INFO", 'I'}};
+  const char first = c.peek();
+  if (first < 'C' || first > 'W') return 0;
   for (const auto& w : kWords) {
-    const size_t n = std::strlen(w.word);
-    if (c.s.compare(c.i, n, w.word) == 0 && !isAlpha(c.peek(n))) {
+    const size_t n = w.word.size();
+    if (w.word[0] == first && c.s.compare(c.i, n, w.word) == 0 && !isAlpha(c.peek(n))) {
       *level = w.level;
       return n;
     }
