@@ -156,11 +156,44 @@ bool Analyzer::continueMessage(const LineInfo& info, const std::string& key, uin
   return true;
 }
 
+namespace {
+
+// The settings a configuration error names: command-line flags ("--dtype=half") and `quoted` names, which
+// are what the user changes.
+std::string namedSettings(std::string_view text) {
+  std::string out;
+  auto add = [&](std::string_view v) {
+    if (v.size() < 3 || v.size() > 64 || out.find(v) != std::string::npos) return;
+    out += (out.empty() ? "" : ", ") + std::string(v);
+  };
+  for (size_t p = text.find("--"); p != std::string_view::npos; p = text.find("--", p + 2)) {
+    size_t e = p + 2;
+    while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '-' || text[e] == '_' ||
+                               text[e] == '=' || text[e] == '.'))
+      ++e;
+    if (e > p + 3 && std::isalpha(static_cast<unsigned char>(text[p + 2]))) add(text.substr(p, e - p));
+    p = e - 1;
+  }
+  for (size_t p = text.find('`'); p != std::string_view::npos;) {
+    const size_t q = text.find('`', p + 1);
+    if (q == std::string_view::npos) break;
+    add(text.substr(p + 1, q - p - 1));
+    p = text.find('`', q + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
 // Each event's captured error, looked up in the error table: the detail a signature names (cuda_error,
 // ib_status, xid) or its whole message, with the raw line and the NCCL return chain as the context.
 void Analyzer::explainGroups() {
   for (auto& g : groups_) {
     const Signature& s = catalog_.sig(g.sig);
+    if (s.id.compare(0, 7, "python.") == 0 && s.when == SigWhen::kTracebackEnd && g.detail("settings").empty()) {
+      const std::string named = namedSettings(g.text);
+      if (!named.empty()) g.setDetail("settings", named);
+    }
     if (s.explain.empty()) continue;
     std::string context = g.raw;
     for (const auto& c : g.chain) context += "\n" + c;
