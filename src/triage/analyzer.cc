@@ -238,9 +238,11 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
   uint32_t extra = 0;
   bool hit = matcher_->match(line, info.body, &m, &extra, /*details=*/false);
   // A dump's notes restate its error record and the log lines for people: never an event.
+  bool dumpNote = false;
   if (extra & kDumpNote) {
     const size_t dn = info.body.find("arfuse-dump-note");
-    if (dn != std::string_view::npos && trimLeft(info.body.substr(0, dn)).empty()) hit = false;
+    dumpNote = dn != std::string_view::npos && trimLeft(info.body.substr(0, dn)).empty();
+    if (dumpNote) hit = false;
   }
   const bool indented = !info.body.empty() && (info.body[0] == ' ' || info.body[0] == '\t');
 
@@ -354,7 +356,7 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
     if (ncclWarn >= 0) g = addEvent(ncclWarn, catalog_.sig(ncclWarn).cls, info, line, occ, {});
   }
   // The grep floor: an error line that no signature knows is still evidence (never "no error line").
-  if (!hit && !consumed && g < 0 && (extra & kFloorWord) && !(extra & (kTraceback | kFrameLine)) &&
+  if (!hit && !consumed && g < 0 && !dumpNote && (extra & kFloorWord) && !(extra & (kTraceback | kFrameLine)) &&
       fs.summaryLeft <= 0 && std::strcmp(info.format, "arfuse") != 0)
     g = floorLine(info, line, occ, key);
 

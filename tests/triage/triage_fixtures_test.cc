@@ -133,12 +133,7 @@ TEST_P(Fixture, RootCause) {
   }
 }
 
-std::string nameOf(const ::testing::TestParamInfo<Expect>& i) {
-  std::string n = i.param.name;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
+std::string nameOf(const ::testing::TestParamInfo<Expect>& i) { return triage_test::testName(i.param.name); }
 
 INSTANTIATE_TEST_SUITE_P(Triage, Fixture, ::testing::ValuesIn(loadExpects()), nameOf);
 

@@ -73,7 +73,7 @@ TEST_P(Floor, NeverWorseThanTheFirstErrorGrep) {
   const Log& l = GetParam();
   std::string file;
   int line = 0;
-  if (!firstErrorLine(l.inputs, &file, &line)) GTEST_SKIP() << "no line for the grep to find";
+  if (!firstErrorLine(l.inputs, &file, &line)) return;  // nothing for the grep to find: nothing to be worse than
   std::vector<std::string> args = l.inputs;
   args.push_back("--json");
   std::ostringstream o, e;
@@ -89,12 +89,7 @@ TEST_P(Floor, NeverWorseThanTheFirstErrorGrep) {
   }
 }
 
-std::string nameOf(const ::testing::TestParamInfo<Log>& i) {
-  std::string n = i.param.name;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
+std::string nameOf(const ::testing::TestParamInfo<Log>& i) { return triage_test::testName(i.param.name); }
 
 INSTANTIATE_TEST_SUITE_P(Triage, Floor, ::testing::ValuesIn(allLogs()), nameOf);
 

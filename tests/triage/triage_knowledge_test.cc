@@ -3,6 +3,7 @@
 // reports and symptoms rank. Lines here are written for the test (the real logs are in real/).
 #include <gtest/gtest.h>
 
+#include "analyse_lines.h"
 #include "analyzer.h"
 #include "catalog.h"
 #include "environment.h"
@@ -13,12 +14,7 @@ namespace arfuse {
 namespace triage {
 namespace {
 
-Result analyse(Analyzer& a, const std::vector<std::string>& lines) {
-  a.beginFile("x.log");
-  for (const auto& l : lines) a.feed(l);
-  a.endFile("none", 0, 0, "");
-  return a.finish();
-}
+using triage_test::analyse;
 
 std::string rootId(const Analyzer& a, const Result& r) {
   return r.rootGroup < 0 ? "" : a.catalog().sig(a.groups()[r.rootGroup].sig).id;

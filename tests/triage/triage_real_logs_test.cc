@@ -167,12 +167,7 @@ TEST_P(Real, CitedAndDiagnosed) {
   }
 }
 
-std::string nameOf(const ::testing::TestParamInfo<RealLog>& i) {
-  std::string n = i.param.name;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
+std::string nameOf(const ::testing::TestParamInfo<RealLog>& i) { return triage_test::testName(i.param.name); }
 
 INSTANTIATE_TEST_SUITE_P(Triage, Real, ::testing::ValuesIn(loadReal()), nameOf);
 

@@ -4,6 +4,7 @@
 #include <random>
 #include <sstream>
 
+#include "analyse_lines.h"
 #include "analyzer.h"
 #include "catalog.h"
 #include "lineformat.h"
@@ -219,12 +220,7 @@ namespace arfuse {
 namespace triage {
 namespace {
 
-Result analyse(Analyzer& a, const std::vector<std::string>& lines) {
-  a.beginFile("x.log");
-  for (const auto& l : lines) a.feed(l);
-  a.endFile("none", 0, 0, "");
-  return a.finish();
-}
+using triage_test::analyse;
 
 // A surface message gives way to the explanation on the line after "Last error:", even when no
 // signature knows that explanation's wording.
