@@ -207,6 +207,47 @@ uint64_t Analyzer::totalBytes() const {
   return n;
 }
 
+// Attributes a line to a process stream (its rank or process, or the unprefixed stream that an open
+// traceback or a recent prefixed line lends it) and fills its occurrence; returns the stream's key.
+std::string Analyzer::attribute(const LineInfo& info, bool indented, Occurrence* occ) {
+  FileState& fs = *fs_;
+  occ->file = fs.file;
+  occ->line = fs.lineNo;
+  occ->rank = info.rank;
+  occ->proc = std::string(info.proc.substr(0, 96));
+  std::string key;
+  if (info.prefixed || info.rank >= 0) {
+    key = info.rank >= 0 ? "r" + std::to_string(info.rank) : "p" + occ->proc;
+    fs.lastPrefixedRank = info.rank;
+    fs.lastPrefixedLine = fs.lineNo;
+  } else if (!fs.active.empty()) {
+    Stream& a = fs.streams[fs.active];
+    if (indented || a.state != Stream::kIdle || a.faultState != 0 || a.lastErrorPending) {
+      key = fs.active;
+      occ->rank = a.rank;
+      occ->rankInferred = a.rankInferred;
+      occ->proc = a.proc;
+    }
+  }
+  if (key.empty() && !info.prefixed && info.rank < 0) {
+    occ->rank = fs.defaultRank;
+    if (occ->rank < 0 && info.dev >= 0) occ->rank = info.dev;  // NCCL "[dev]": the rank on one node
+    if (occ->rank < 0 && fs.lastPrefixedRank >= 0 && fs.lineNo - fs.lastPrefixedLine <= kInferWindow) {
+      occ->rank = fs.lastPrefixedRank;
+      occ->rankInferred = true;
+    }
+    key = "u";
+  }
+  if (info.stamp.valid()) {
+    occ->stamp = info.stamp;
+  } else if (fs.lastStamp.valid()) {
+    occ->stamp = fs.lastStamp;
+    occ->stampApprox = true;
+  }
+  occ->uptime = info.uptime;
+  return key;
+}
+
 void Analyzer::feed(std::string_view line, bool sameLine) {
   FileState& fs = *fs_;
   if (!sameLine || fs.lineNo == 0) {
@@ -246,42 +287,8 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
   }
   const bool indented = !info.body.empty() && (info.body[0] == ' ' || info.body[0] == '\t');
 
-  // Attribute the line to a process stream.
   Occurrence occ;
-  occ.file = fs.file;
-  occ.line = fs.lineNo;
-  occ.rank = info.rank;
-  occ.proc = std::string(info.proc.substr(0, 96));
-  std::string key;
-  if (info.prefixed || info.rank >= 0) {
-    key = info.rank >= 0 ? "r" + std::to_string(info.rank) : "p" + occ.proc;
-    fs.lastPrefixedRank = info.rank;
-    fs.lastPrefixedLine = fs.lineNo;
-  } else if (!fs.active.empty()) {
-    Stream& a = fs.streams[fs.active];
-    if (indented || a.state != Stream::kIdle || a.faultState != 0 || a.lastErrorPending) {
-      key = fs.active;
-      occ.rank = a.rank;
-      occ.rankInferred = a.rankInferred;
-      occ.proc = a.proc;
-    }
-  }
-  if (key.empty() && !info.prefixed && info.rank < 0) {
-    occ.rank = fs.defaultRank;
-    if (occ.rank < 0 && info.dev >= 0) occ.rank = info.dev;  // NCCL "[dev]": the rank on one node
-    if (occ.rank < 0 && fs.lastPrefixedRank >= 0 && fs.lineNo - fs.lastPrefixedLine <= kInferWindow) {
-      occ.rank = fs.lastPrefixedRank;
-      occ.rankInferred = true;
-    }
-    key = "u";
-  }
-  if (info.stamp.valid()) {
-    occ.stamp = info.stamp;
-  } else if (fs.lastStamp.valid()) {
-    occ.stamp = fs.lastStamp;
-    occ.stampApprox = true;
-  }
-  occ.uptime = info.uptime;
+  const std::string key = attribute(info, indented, &occ);
   continueMessage(info, key, extra, sameLine);
   if (extra & kEnvFact) env_.note(info.body);
 

@@ -142,6 +142,7 @@ class Analyzer {
   struct Stream;
 
   std::string groupKey(int sig, std::string_view body) const;
+  std::string attribute(const LineInfo& info, bool indented, Occurrence* occ);
   // key: groupKey(sig, info.body) when the caller computed it already (nullptr: computed here).
   int addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
                const std::vector<std::pair<std::string, std::string>>& details, std::string* key = nullptr);

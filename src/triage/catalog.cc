@@ -148,6 +148,104 @@ int Catalog::lookup(std::string_view kind, std::string_view subject, std::string
   return best;
 }
 
+// One `key = value` field of a signature block; returns an error message, or empty when it parsed.
+std::string setField(Signature* s, const std::string& key, std::string_view val) {
+  if (key == "class") {
+    if (val == "origin")
+      s->cls = SigClass::kOrigin;
+    else if (val == "echo")
+      s->cls = SigClass::kEcho;
+    else if (val == "context")
+      s->cls = SigClass::kContext;
+    else
+      return std::string("class must be origin, echo or context");
+  } else if (key == "when") {
+    if (val == "line")
+      s->when = SigWhen::kLine;
+    else if (val == "traceback-end")
+      s->when = SigWhen::kTracebackEnd;
+    else if (val == "frame")
+      s->when = SigWhen::kFrame;
+    else if (val == "derived")
+      s->when = SigWhen::kDerived;
+    else if (val == "knowledge")
+      s->when = SigWhen::kKnowledge;
+    else
+      return std::string("when must be line, traceback-end, frame, derived or knowledge");
+  } else if (key == "weight") {
+    s->weight = std::atoi(std::string(val).c_str());
+    if (s->weight < 0 || s->weight > 100) return std::string("weight must be 0..100");
+  } else if (key == "literal") {
+    s->literals = splitLiterals(val);
+  } else if (key == "pattern") {
+    s->pattern = std::string(val);
+  } else if (key == "explained_by") {
+    for (size_t i = 0; i < val.size();) {
+      size_t sp = val.find(' ', i);
+      if (sp == std::string_view::npos) sp = val.size();
+      if (sp > i) s->explainedBy.emplace_back(val.substr(i, sp - i));
+      i = sp + 1;
+    }
+  } else if (key == "title") {
+    s->title = std::string(val);
+  } else if (key == "error") {
+    // error = KIND [CODE] [NAME ...]
+    std::vector<std::string> toks = splitWords(val);
+    if (toks.empty()) return std::string("error = wants a kind (cuda, nccl, ibv, xid, hip)");
+    s->errKind = toks[0];
+    for (size_t i = 1; i < toks.size(); ++i) {
+      if (std::all_of(toks[i].begin(), toks[i].end(), [](char c) { return c >= '0' && c <= '9'; }))
+        s->errCode = std::atol(toks[i].c_str());
+      else
+        s->errNames.push_back(toks[i]);
+    }
+  } else if (key == "text") {
+    for (auto& t : splitLiterals(val)) s->errTexts.push_back(lowered(t));
+  } else if (key == "context") {
+    RE2::Options opt;
+    opt.set_log_errors(false);
+    opt.set_max_mem(8 << 20);
+    auto re = std::make_shared<RE2>(std::string(val), opt);
+    if (!re->ok()) return std::string("signature '" + s->id + "': bad context pattern: " + re->error());
+    s->context = std::move(re);
+  } else if (key == "explain") {
+    for (const auto& tok : splitWords(val)) {
+      const size_t colon = tok.find(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == tok.size())
+        return std::string("explain wants KIND:DETAIL tokens (e.g. cuda:cuda_error any:message)");
+      s->explain.emplace_back(tok.substr(0, colon), tok.substr(colon + 1));
+    }
+  } else if (key == "generic" || key == "symptom") {
+    if (val != "yes" && val != "no") return std::string(key + " must be yes or no");
+    (key == "generic" ? s->generic : s->symptom) = val == "yes";
+  } else if (key == "consequences") {
+    s->consequences = splitWords(val);
+  } else if (key == "extract") {
+    size_t i = 0;
+    while (i < val.size()) {
+      size_t sp = val.find(' ', i);
+      if (sp == std::string_view::npos) sp = val.size();
+      std::string_view tok = val.substr(i, sp - i);
+      i = sp + 1;
+      if (tok.empty()) continue;
+      size_t colon = tok.find(':');
+      if (colon == std::string_view::npos) return std::string("extract wants key:group tokens");
+      s->extract.emplace_back(std::string(tok.substr(0, colon)), std::atoi(std::string(tok.substr(colon + 1)).c_str()));
+    }
+  } else if (key == "meaning") {
+    s->meaning = std::string(val);
+  } else if (key == "remedy") {
+    s->remedy = std::string(val);
+  } else if (key == "next") {
+    s->next = std::string(val);
+  } else if (key == "source") {
+    s->source = std::string(val);
+  } else {
+    return std::string("unknown field '" + key + "'");
+  }
+  return "";
+}
+
 bool Catalog::parse(std::string_view text, std::string* error) {
   sigs_.clear();
   int lineNo = 0;
@@ -241,100 +339,8 @@ bool Catalog::parse(std::string_view text, std::string* error) {
     std::string key(trim(line.substr(0, eq)));
     std::string_view val = trim(line.substr(eq + 1));
     lastKey = key;
-    if (key == "class") {
-      if (val == "origin")
-        s.cls = SigClass::kOrigin;
-      else if (val == "echo")
-        s.cls = SigClass::kEcho;
-      else if (val == "context")
-        s.cls = SigClass::kContext;
-      else
-        return fail("class must be origin, echo or context");
-    } else if (key == "when") {
-      if (val == "line")
-        s.when = SigWhen::kLine;
-      else if (val == "traceback-end")
-        s.when = SigWhen::kTracebackEnd;
-      else if (val == "frame")
-        s.when = SigWhen::kFrame;
-      else if (val == "derived")
-        s.when = SigWhen::kDerived;
-      else if (val == "knowledge")
-        s.when = SigWhen::kKnowledge;
-      else
-        return fail("when must be line, traceback-end, frame, derived or knowledge");
-    } else if (key == "weight") {
-      s.weight = std::atoi(std::string(val).c_str());
-      if (s.weight < 0 || s.weight > 100) return fail("weight must be 0..100");
-    } else if (key == "literal") {
-      s.literals = splitLiterals(val);
-    } else if (key == "pattern") {
-      s.pattern = std::string(val);
-    } else if (key == "explained_by") {
-      for (size_t i = 0; i < val.size();) {
-        size_t sp = val.find(' ', i);
-        if (sp == std::string_view::npos) sp = val.size();
-        if (sp > i) s.explainedBy.emplace_back(val.substr(i, sp - i));
-        i = sp + 1;
-      }
-    } else if (key == "title") {
-      s.title = std::string(val);
-    } else if (key == "error") {
-      // error = KIND [CODE] [NAME ...]
-      std::vector<std::string> toks = splitWords(val);
-      if (toks.empty()) return fail("error = wants a kind (cuda, nccl, ibv, xid, hip)");
-      s.errKind = toks[0];
-      for (size_t i = 1; i < toks.size(); ++i) {
-        if (std::all_of(toks[i].begin(), toks[i].end(), [](char c) { return c >= '0' && c <= '9'; }))
-          s.errCode = std::atol(toks[i].c_str());
-        else
-          s.errNames.push_back(toks[i]);
-      }
-    } else if (key == "text") {
-      for (auto& t : splitLiterals(val)) s.errTexts.push_back(lowered(t));
-    } else if (key == "context") {
-      RE2::Options opt;
-      opt.set_log_errors(false);
-      opt.set_max_mem(8 << 20);
-      auto re = std::make_shared<RE2>(std::string(val), opt);
-      if (!re->ok()) return fail("signature '" + s.id + "': bad context pattern: " + re->error());
-      s.context = std::move(re);
-    } else if (key == "explain") {
-      for (const auto& tok : splitWords(val)) {
-        const size_t colon = tok.find(':');
-        if (colon == std::string::npos || colon == 0 || colon + 1 == tok.size())
-          return fail("explain wants KIND:DETAIL tokens (e.g. cuda:cuda_error any:message)");
-        s.explain.emplace_back(tok.substr(0, colon), tok.substr(colon + 1));
-      }
-    } else if (key == "generic" || key == "symptom") {
-      if (val != "yes" && val != "no") return fail(key + " must be yes or no");
-      (key == "generic" ? s.generic : s.symptom) = val == "yes";
-    } else if (key == "consequences") {
-      s.consequences = splitWords(val);
-    } else if (key == "extract") {
-      size_t i = 0;
-      while (i < val.size()) {
-        size_t sp = val.find(' ', i);
-        if (sp == std::string_view::npos) sp = val.size();
-        std::string_view tok = val.substr(i, sp - i);
-        i = sp + 1;
-        if (tok.empty()) continue;
-        size_t colon = tok.find(':');
-        if (colon == std::string_view::npos) return fail("extract wants key:group tokens");
-        s.extract.emplace_back(std::string(tok.substr(0, colon)),
-                               std::atoi(std::string(tok.substr(colon + 1)).c_str()));
-      }
-    } else if (key == "meaning") {
-      s.meaning = std::string(val);
-    } else if (key == "remedy") {
-      s.remedy = std::string(val);
-    } else if (key == "next") {
-      s.next = std::string(val);
-    } else if (key == "source") {
-      s.source = std::string(val);
-    } else {
-      return fail("unknown field '" + key + "'");
-    }
+    const std::string err = setField(&s, key, val);
+    if (!err.empty()) return fail(err);
   }
   return finishSig();
 }
