@@ -37,29 +37,53 @@ const std::vector<std::string>& extraLiterals() {
 }
 const char* kHintKeys[] = {"tp_size", "world_size", "nranks=", "tensor_parallel_size"};
 
+// Words that make a line a candidate for the grep floor (errorline.cc decides), and the literals that
+// announce a version or GPU (environment.cc reads them): one bit each, many words.
+std::vector<std::pair<std::string, int>> groupedLiterals() {
+  std::vector<std::pair<std::string, int>> v;
+  for (const char* w : {"error",         "erro[",
+                        "fail",          "fatal",
+                        "exception",     "abort",
+                        "panic",         "[E]",
+                        "[F]",           "killed",
+                        "unable to",     "cannot ",
+                        "could not",     "can't ",
+                        "not supported", "unsupported",
+                        "incompatible",  "segmentation",
+                        "core dumped",   "assert",
+                        "guarantee(",    "exit code",
+                        "exited with",   "exit status",
+                        "no such file",  "permission denied",
+                        "out of memory", "unsatisfied",
+                        "fault",         "critical"})
+    v.emplace_back(w, 18);
+  for (const auto& w : envLiterals()) v.emplace_back(w, 19);
+  return v;
+}
+
 constexpr size_t kMaxGroups = 20000;
 constexpr size_t kMaxRecords = 65536;  // error records, torchrun failures: kept, the rest counted
 constexpr int kInferWindow = 20;       // an unprefixed line inherits the rank of a prefixed line this close above
 
 // Masks digits and hex words so the same message from different ranks / requests groups together.
-std::string normalise(std::string_view s) {
+void appendNormalised(std::string_view s, std::string* out) {
   // A C++ exception's "what():" line repeats the message printed before it: group them together.
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   if (s.substr(0, 7) == "what():") s.remove_prefix(7);
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  std::string out;
-  out.reserve(std::min(s.size(), size_t{240}));
-  for (size_t i = 0; i < s.size() && out.size() < 240;) {
-    char c = s[i];
+  char buf[240];
+  size_t n = 0;
+  for (size_t i = 0; i < s.size() && n < sizeof(buf);) {
+    const char c = s[i];
     if (c >= '0' && c <= '9') {
       while (i < s.size() && (std::isxdigit(static_cast<unsigned char>(s[i])) || s[i] == 'x' || s[i] == '.')) ++i;
-      out.push_back('#');
+      buf[n++] = '#';
     } else {
-      out.push_back(c);
+      buf[n++] = c;
       ++i;
     }
   }
-  return out;
+  out->append(buf, n);
 }
 
 // Value of "key=value" in a space-separated token list.
@@ -125,7 +149,11 @@ void EventGroup::setDetail(const std::string& key, const std::string& value) {
 }
 
 Analyzer::Analyzer(const Catalog& catalog, int contextLines)
-    : catalog_(catalog), matcher_(new Matcher(catalog, extraLiterals())), contextLines_(contextLines) {}
+    : catalog_(catalog),
+      matcher_(new Matcher(catalog, extraLiterals(), groupedLiterals())),
+      sigFloor_(catalog.find("grep.error_line")),
+      sigFloorWeak_(catalog.find("grep.error_line_weak")),
+      contextLines_(contextLines) {}
 
 Analyzer::~Analyzer() = default;
 
@@ -179,6 +207,47 @@ uint64_t Analyzer::totalBytes() const {
   return n;
 }
 
+// Attributes a line to a process stream (its rank or process, or the unprefixed stream that an open
+// traceback or a recent prefixed line lends it) and fills its occurrence; returns the stream's key.
+std::string Analyzer::attribute(const LineInfo& info, bool indented, Occurrence* occ) {
+  FileState& fs = *fs_;
+  occ->file = fs.file;
+  occ->line = fs.lineNo;
+  occ->rank = info.rank;
+  occ->proc = std::string(info.proc.substr(0, 96));
+  std::string key;
+  if (info.prefixed || info.rank >= 0) {
+    key = info.rank >= 0 ? "r" + std::to_string(info.rank) : "p" + occ->proc;
+    fs.lastPrefixedRank = info.rank;
+    fs.lastPrefixedLine = fs.lineNo;
+  } else if (!fs.active.empty()) {
+    Stream& a = fs.streams[fs.active];
+    if (indented || a.state != Stream::kIdle || a.faultState != 0 || a.lastErrorPending) {
+      key = fs.active;
+      occ->rank = a.rank;
+      occ->rankInferred = a.rankInferred;
+      occ->proc = a.proc;
+    }
+  }
+  if (key.empty() && !info.prefixed && info.rank < 0) {
+    occ->rank = fs.defaultRank;
+    if (occ->rank < 0 && info.dev >= 0) occ->rank = info.dev;  // NCCL "[dev]": the rank on one node
+    if (occ->rank < 0 && fs.lastPrefixedRank >= 0 && fs.lineNo - fs.lastPrefixedLine <= kInferWindow) {
+      occ->rank = fs.lastPrefixedRank;
+      occ->rankInferred = true;
+    }
+    key = "u";
+  }
+  if (info.stamp.valid()) {
+    occ->stamp = info.stamp;
+  } else if (fs.lastStamp.valid()) {
+    occ->stamp = fs.lastStamp;
+    occ->stampApprox = true;
+  }
+  occ->uptime = info.uptime;
+  return key;
+}
+
 void Analyzer::feed(std::string_view line, bool sameLine) {
   FileState& fs = *fs_;
   if (!sameLine || fs.lineNo == 0) {
@@ -208,50 +277,20 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
   }
   SigMatch m;
   uint32_t extra = 0;
-  bool hit = matcher_->match(line, info.body, &m, &extra);
+  bool hit = matcher_->match(line, info.body, &m, &extra, /*details=*/false);
   // A dump's notes restate its error record and the log lines for people: never an event.
+  bool dumpNote = false;
   if (extra & kDumpNote) {
     const size_t dn = info.body.find("arfuse-dump-note");
-    if (dn != std::string_view::npos && trimLeft(info.body.substr(0, dn)).empty()) hit = false;
+    dumpNote = dn != std::string_view::npos && trimLeft(info.body.substr(0, dn)).empty();
+    if (dumpNote) hit = false;
   }
   const bool indented = !info.body.empty() && (info.body[0] == ' ' || info.body[0] == '\t');
 
-  // Attribute the line to a process stream.
   Occurrence occ;
-  occ.file = fs.file;
-  occ.line = fs.lineNo;
-  occ.rank = info.rank;
-  occ.proc = std::string(info.proc.substr(0, 96));
-  std::string key;
-  if (info.prefixed || info.rank >= 0) {
-    key = info.rank >= 0 ? "r" + std::to_string(info.rank) : "p" + occ.proc;
-    fs.lastPrefixedRank = info.rank;
-    fs.lastPrefixedLine = fs.lineNo;
-  } else if (!fs.active.empty()) {
-    Stream& a = fs.streams[fs.active];
-    if (indented || a.state != Stream::kIdle || a.faultState != 0 || a.lastErrorPending) {
-      key = fs.active;
-      occ.rank = a.rank;
-      occ.rankInferred = a.rankInferred;
-      occ.proc = a.proc;
-    }
-  }
-  if (key.empty() && !info.prefixed && info.rank < 0) {
-    occ.rank = fs.defaultRank;
-    if (occ.rank < 0 && info.dev >= 0) occ.rank = info.dev;  // NCCL "[dev]": the rank on one node
-    if (occ.rank < 0 && fs.lastPrefixedRank >= 0 && fs.lineNo - fs.lastPrefixedLine <= kInferWindow) {
-      occ.rank = fs.lastPrefixedRank;
-      occ.rankInferred = true;
-    }
-    key = "u";
-  }
-  if (info.stamp.valid()) {
-    occ.stamp = info.stamp;
-  } else if (fs.lastStamp.valid()) {
-    occ.stamp = fs.lastStamp;
-    occ.stampApprox = true;
-  }
-  occ.uptime = info.uptime;
+  const std::string key = attribute(info, indented, &occ);
+  continueMessage(info, key, extra, sameLine);
+  if (extra & kEnvFact) env_.note(info.body);
 
   std::vector<std::pair<std::string, std::string>> details = std::move(m.details);
   if (std::strcmp(info.format, "arfuse") == 0) handleArfuseTokens(info.body, &occ, &details);
@@ -287,11 +326,24 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
   if (hit) {
     // A source line shown in a traceback ('raise OutOfResources(...)') is code, not a message: it only
     // counts when the traceback is cut off right after it (cutTraceback).
-    if (st && st->state == Stream::kFrames && isSourceLine(st->prevWasFrame, info.body)) {
+    // Capture groups cost a second, slower engine: taken for a new event, or where every occurrence counts.
+    const bool isCode = st && st->state == Stream::kFrames && isSourceLine(st->prevWasFrame, info.body);
+    const Signature& ms = catalog_.sig(m.sig);
+    std::string gk;
+    if (!isCode) gk = groupKey(m.sig, info.body);
+    if (!ms.extract.empty() && !ms.everyOccurrence && (isCode || !groupIndex_.count(gk))) {
+      // (a repeated line of a known event keeps the details its first occurrence gave)
+      SigMatch full;
+      if (matcher_->matchOne(m.sig, info.body, &full))
+        for (auto& d : full.details) details.insert(details.begin(), std::move(d));
+    }
+    if (isCode) {
       st->codeSig = m.sig;
       st->codeDetails = details;
     } else {
-      g = addEvent(m.sig, catalog_.sig(m.sig).cls, info, line, occ, details);
+      g = addEvent(m.sig, catalog_.sig(m.sig).cls, info, line, occ, details, &gk);
+      if (g >= 0 && groups_[g].cls == SigClass::kOrigin && continuesOnNextLine(info.body))
+        startContinuation(g, key, info);
     }
   }
 
@@ -301,9 +353,22 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
     consumed = tg != -2;
     if (tg >= 0) g = tg;
   }
-  if (!hit && !consumed && g < 0) g = bareException(info, line, occ);
+  if (!hit && !consumed && g < 0) {
+    g = bareException(info, line, occ);
+    if (g >= 0) startContinuation(g, key, info);
+  }
+  // NCCL <= 2.3 wrote "WARN msg" without the word NCCL: a WARN line no signature knows is NCCL's warning.
+  if (!hit && g < 0 && info.level == 'W' && std::strcmp(info.format, "nccl") == 0) {
+    static const int ncclWarn = catalog_.find("nccl.warn");
+    if (ncclWarn >= 0) g = addEvent(ncclWarn, catalog_.sig(ncclWarn).cls, info, line, occ, {});
+  }
+  // The grep floor: an error line that no signature knows is still evidence (never "no error line").
+  if (!hit && !consumed && g < 0 && !dumpNote && (extra & kFloorWord) && !(extra & (kTraceback | kFrameLine)) &&
+      fs.summaryLeft <= 0 && std::strcmp(info.format, "arfuse") != 0)
+    g = floorLine(info, line, occ, key);
 
   if (std::strcmp(info.format, "nccl") == 0) ncclChain(info, extra, g);
+  nativeFrames(key, info, g);
 
   if (extra & (kFrHeader | kErrorRecord | kEpoch | kDumpNote))
     handleFlightRecorder(info.body, occ, extra);
@@ -316,6 +381,29 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
     fs.ring.emplace_back(fs.lineNo, clip(line, kMaxText));
     if (fs.ring.size() > static_cast<size_t>(contextLines_)) fs.ring.pop_front();
   }
+}
+
+// A crash on a signal prints no cause, but the handlers that report it (absl / Ray, gdb, backtrace_symbols)
+// print native frames right after it: the first one naming a function says where it crashed.
+void Analyzer::nativeFrames(const std::string& key, const LineInfo& info, int g) {
+  FileState& fs = *fs_;
+  if (g >= 0 && catalog_.sig(groups_[g].sig).symptom) {
+    if (groups_[g].detail("crashed_in").empty() && groups_[g].detail("crashed_at").empty()) {
+      fs.symptomGroup = g;
+      fs.symptomLine = fs.lineNo;
+      fs.symptomKey = key;
+    }
+    return;
+  }
+  if (fs.symptomGroup < 0) return;
+  if (fs.lineNo > fs.symptomLine + 12 || key != fs.symptomKey) {
+    if (fs.lineNo > fs.symptomLine + 12) fs.symptomGroup = -1;
+    return;
+  }
+  const std::string fn = nativeFrameFunction(info.body);
+  if (fn.empty()) return;
+  groups_[fs.symptomGroup].setDetail("crashed_in", fn + "() (native frame)");
+  fs.symptomGroup = -1;
 }
 
 // NCCL: "NCCL INFO file.cc:123 -> 2" lines are the return chain of the WARN above them (same host:pid).
@@ -364,11 +452,18 @@ void Analyzer::rankHints(std::string_view line, uint32_t extra) {
   }
 }
 
-int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
-                       const std::vector<std::pair<std::string, std::string>>& details) {
+std::string Analyzer::groupKey(int sig, std::string_view body) const {
   std::string key = std::to_string(sig);
   key += '\x1f';
-  key += normalise(info.body);
+  appendNormalised(body, &key);
+  return key;
+}
+
+int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
+                       const std::vector<std::pair<std::string, std::string>>& details, std::string* precomputed) {
+  std::string own;
+  if (!precomputed) own = groupKey(sig, info.body);
+  std::string& key = precomputed ? *precomputed : own;
   auto it = groupIndex_.find(key);
   int g;
   if (it == groupIndex_.end()) {

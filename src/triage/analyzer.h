@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "catalog.h"
+#include "environment.h"
 #include "lineformat.h"
 
 namespace arfuse {
@@ -55,6 +56,7 @@ struct EventGroup {
   std::vector<std::pair<uint64_t, std::string>> context;  // --context lines around the first occurrence
   int contextAfterLeft = 0;
   bool inTraceback = false;
+  int knowledge = -1;  // the error-table entry that explains the error this event captured (finish())
 
   std::string detail(const std::string& key) const;
   void setDetail(const std::string& key, const std::string& value);
@@ -79,7 +81,9 @@ struct TorchrunFailure {
 };
 
 struct Result {
-  enum Status { kRootCause, kEchoesOnly, kNoEvidence } status = kNoEvidence;
+  // kInsufficient: the best evidence is a symptom (a segfault, a hang, a cut traceback) and no line says
+  // why; rootGroup is then that symptom, reported as such, with what to capture next.
+  enum Status { kRootCause, kEchoesOnly, kNoEvidence, kInsufficient } status = kNoEvidence;
   int rootGroup = -1;             // index into groups
   std::vector<int> otherOrigins;  // further origin groups, best first
   std::vector<int> echoes;        // echo groups, most frequent first
@@ -88,10 +92,11 @@ struct Result {
   int nranks = 0;                 // 0 when unknown
   std::string nranksSource;
   std::vector<std::string> orderingNotes;
-  std::vector<std::string> capture;  // what to capture next when no root cause
-  std::string confidence;            // high / medium / low
-  std::string verdict;               // the one self-contained line: cause, where, which ranks
-  int explainedSurface = -1;         // group of the surface message the root cause explains
+  std::vector<std::string> capture;   // what to capture next when no root cause
+  std::string confidence;             // high / medium / low
+  std::string verdict;                // the one self-contained line: cause, where, which ranks
+  int explainedSurface = -1;          // group of the surface message the root cause explains
+  std::vector<std::string> envNotes;  // what the stated versions and GPUs imply (environment.cc)
 };
 
 class Analyzer {
@@ -118,6 +123,7 @@ class Analyzer {
   Result finish();
 
   const Catalog& catalog() const { return catalog_; }
+  const EnvFacts& env() const { return env_; }
   const std::vector<EventGroup>& groups() const { return groups_; }
   const std::vector<InputStats>& inputs() const { return inputs_; }
   const std::vector<TorchrunFailure>& torchrunFailures() const { return torchrun_; }
@@ -135,8 +141,11 @@ class Analyzer {
   struct FileState;
   struct Stream;
 
+  std::string groupKey(int sig, std::string_view body) const;
+  std::string attribute(const LineInfo& info, bool indented, Occurrence* occ);
+  // key: groupKey(sig, info.body) when the caller computed it already (nullptr: computed here).
   int addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
-               const std::vector<std::pair<std::string, std::string>>& details);
+               const std::vector<std::pair<std::string, std::string>>& details, std::string* key = nullptr);
   // traceback.cc: the Python traceback / faulthandler state machine of one stream, for one line.
   // Returns the group of the event the line produced (or -1); *g is the group a line signature
   // already produced for it.
@@ -146,10 +155,21 @@ class Analyzer {
   void cutTraceback(Stream* st);
   // A line that reads like a Python exception ("KeyError: 'x'") outside any traceback.
   int bareException(const LineInfo& info, std::string_view raw, const Occurrence& occ);
+  // floor.cc: an error line no signature knows (the grep floor), messages that continue on the next
+  // lines, and the knowledge-table explanations and consequences chosen at the end.
+  int floorLine(const LineInfo& info, std::string_view raw, const Occurrence& occ, const std::string& key);
+  void startContinuation(int g, const std::string& key, const LineInfo& info);
+  bool continueMessage(const LineInfo& info, const std::string& key, uint32_t extra, bool sameLine);
+  void explainGroups();
+  void tieConsequences(Result* r);
   void composeVerdict(Result* r);
   void ncclChain(const LineInfo& info, uint32_t extra, int g);
+  void nativeFrames(const std::string& key, const LineInfo& info, int g);
   void rankHints(std::string_view line, uint32_t extra);
   void chooseRoot(Result* r, const std::vector<int>& origins);
+  void insufficientCapture(Result* r);
+  void torchrunCapture(Result* r);
+  void appendCaptures(Result* r, const std::string& next);
   void noteOrdering(Result* r);
   int clampRank(long r);
   void handleArfuseTokens(std::string_view body, Occurrence* occ,
@@ -164,6 +184,8 @@ class Analyzer {
 
   const Catalog& catalog_;
   std::unique_ptr<Matcher> matcher_;
+  int sigFloor_ = -1, sigFloorWeak_ = -1;  // grep.error_line / grep.error_line_weak
+  EnvFacts env_;
   int contextLines_;
   std::vector<InputStats> inputs_;
   std::unique_ptr<FileState> fs_;

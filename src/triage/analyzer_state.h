@@ -2,6 +2,7 @@
 #pragma once
 
 #include <deque>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -32,6 +33,8 @@ enum Extra : uint32_t {
   kDumpNote = 1u << 15,
   kLastError = 1u << 16,
   kFrameLine = 1u << 17,  // 'File "' (a traceback frame, also one pasted without its header)
+  kFloorWord = 1u << 18,  // an error word for the grep floor ("error", "fail", "fatal", "[E]", ...)
+  kEnvFact = 1u << 19,    // a version or GPU the line may state ("NCCL version", "Driver Version", ...)
 };
 
 // One process's output within a file (a rank, a named process, or the unprefixed lines): the
@@ -55,6 +58,7 @@ struct Analyzer::Stream {
   bool lastErrorPending = false;  // the previous line was NCCL's "Last error:"
   int codeSig = -1;               // a line signature the innermost source line matched
   std::vector<std::pair<std::string, std::string>> codeDetails;
+  std::string userFrame;  // the outermost frame outside installed packages: the caller's line to change
 };
 
 struct Analyzer::FileState {
@@ -76,6 +80,23 @@ struct Analyzer::FileState {
   bool summaryFirst = false;
   bool haveFailure = false;
   TorchrunFailure failure;
+  // A message that may continue on the next line(s) of the same stream (an exception's message, an error
+  // line ending with ':'): the group it belongs to, where it was last extended, how many lines it may take.
+  int contGroup = -1;
+  std::string contKey;
+  uint64_t contLine = 0;
+  int contLeft = 0;
+  const char* contFormat = "";
+  char contLevel = 0;
+  // A symptom (a crash on a signal) just seen: the native frames printed after it name where it crashed.
+  int symptomGroup = -1;
+  uint64_t symptomLine = 0;
+  std::string symptomKey;
+  // The last grep-floor line: a floor line right above a traceback header only announces it.
+  int floorGroup = -1;
+  uint64_t floorLine = 0;
+  std::string floorKey;
+  bool floorAnnounces = false;  // written by a logger's level prefix, or ending with ':' ("Exception in thread X:")
 };
 
 // Helpers shared by analyzer.cc, traceback.cc and verdict.cc.
@@ -87,6 +108,15 @@ bool startsWith(std::string_view s, std::string_view p);
 bool looksLikeException(std::string_view trimmed, bool strict);
 // Inside a traceback: is this line the source line printed under a frame?
 bool isSourceLine(bool afterFrame, std::string_view body);
+// "0-4,6,7" (at most 40 runs are written).
+std::string rankList(const std::set<int>& ranks);
+// A message that may go on on the next line: an exception line, or a line that ends with ':'.
+bool continuesOnNextLine(std::string_view body);
+// The function a native stack frame names ("PC: @ 0x7f.. (unknown) addProxyOpIfNeeded()", "#0 0x.. in f (",
+// "3 0x55.. tensorrt_llm::common::throwRuntimeError(char const*) + 100"), or empty.
+std::string nativeFrameFunction(std::string_view body);
+// A frame of installed code (site-packages, the standard library), not the caller's own.
+bool isLibraryFrame(std::string_view frame);
 
 constexpr size_t kMaxText = 400;
 

@@ -1,12 +1,14 @@
 #include "catalog.h"
 
 #include <re2/re2.h>
-#include <re2/set.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+
+#include "literals.h"
 
 namespace arfuse {
 namespace triage {
@@ -48,7 +50,201 @@ std::vector<std::string> splitLiterals(std::string_view v) {
   return r;
 }
 
+std::vector<std::string> splitWords(std::string_view v) {
+  std::vector<std::string> r;
+  for (size_t i = 0; i < v.size();) {
+    while (i < v.size() && std::isspace(static_cast<unsigned char>(v[i]))) ++i;
+    size_t e = i;
+    while (e < v.size() && !std::isspace(static_cast<unsigned char>(v[e]))) ++e;
+    if (e > i) r.emplace_back(v.substr(i, e - i));
+    i = e;
+  }
+  return r;
+}
+
+std::string lowered(std::string_view v) {
+  std::string r(v);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+bool identByte(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `needle` (lowercase) in `hay` (lowercase) as a whole identifier, at or after `from`.
+bool containsWord(std::string_view hay, std::string_view needle, size_t from = 0) {
+  for (size_t p = hay.find(needle, from); p != std::string_view::npos; p = hay.find(needle, p + 1)) {
+    const bool left = p == 0 || !identByte(hay[p - 1]);
+    const bool right = p + needle.size() >= hay.size() || !identByte(hay[p + needle.size()]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
+// Where a layer's own text may start in a whole message: after its marker. Kinds without markers
+// (ibv, xid) are matched by names and codes, their texts anywhere.
+size_t afterMarker(std::string_view kind, std::string_view lower) {
+  static const char* kCuda[] = {"cuda error",     "cuda failure",   "cuda runtime error", "cuda driver error",
+                                "cudaerror",      "cuda_error",     "curesult",           "cuda call failed",
+                                "cuda exception", "cuda api failed"};
+  static const char* kHip[] = {"hip error", "hiperror", "hip_error", "hip failure", "hip runtime error"};
+  static const char* kNccl[] = {"nccl error", "ncclerror", "nccl warn", "nccl failure"};
+  const char* const* m = nullptr;
+  size_t n = 0;
+  if (kind == "cuda") {
+    m = kCuda;
+    n = sizeof(kCuda) / sizeof(kCuda[0]);
+  } else if (kind == "hip") {
+    m = kHip;
+    n = sizeof(kHip) / sizeof(kHip[0]);
+  } else if (kind == "nccl") {
+    m = kNccl;
+    n = sizeof(kNccl) / sizeof(kNccl[0]);
+  } else {
+    return 0;
+  }
+  size_t best = std::string_view::npos;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t p = lower.find(m[i]);
+    if (p != std::string_view::npos) best = std::min(best, p + std::strlen(m[i]));
+  }
+  return best;
+}
+
 }  // namespace
+
+int Catalog::lookup(std::string_view kind, std::string_view subject, std::string_view context,
+                    bool wholeMessage) const {
+  const std::string lower = lowered(subject.substr(0, 4096));
+  std::string_view digits = subject;
+  while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.front()))) digits.remove_prefix(1);
+  while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.back()))) digits.remove_suffix(1);
+  const bool numeric = !digits.empty() && digits.size() < 10 &&
+                       std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const long code = numeric ? std::atol(std::string(digits).c_str()) : -1;
+  int best = -1;
+  long bestScore = -1;
+  for (size_t i = 0; i < sigs_.size(); ++i) {
+    const Signature& s = sigs_[i];
+    if (s.errKind.empty() || (kind != "any" && s.errKind != kind)) continue;
+    long score = -1;
+    for (const auto& n : s.errNames)
+      if (containsWord(lower, lowered(n))) score = std::max<long>(score, 1000 + static_cast<long>(n.size()));
+    if (numeric && s.errCode >= 0 && code == s.errCode) score = std::max<long>(score, 500);
+    const size_t from = wholeMessage ? afterMarker(s.errKind, lower) : 0;
+    if (from != std::string::npos)
+      for (const auto& t : s.errTexts)
+        if (lower.find(t, from) != std::string::npos) score = std::max<long>(score, static_cast<long>(t.size()));
+    if (score < 0) continue;
+    if (s.context) {
+      if (!RE2::PartialMatch(re2::StringPiece(context.data(), std::min(context.size(), size_t{64 * 1024})), *s.context))
+        continue;
+      score += 100000;  // the entry for this very situation beats the general one
+    }
+    if (score > bestScore) {
+      bestScore = score;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+// One `key = value` field of a signature block; returns an error message, or empty when it parsed.
+std::string setField(Signature* s, const std::string& key, std::string_view val) {
+  if (key == "class") {
+    if (val == "origin")
+      s->cls = SigClass::kOrigin;
+    else if (val == "echo")
+      s->cls = SigClass::kEcho;
+    else if (val == "context")
+      s->cls = SigClass::kContext;
+    else
+      return std::string("class must be origin, echo or context");
+  } else if (key == "when") {
+    if (val == "line")
+      s->when = SigWhen::kLine;
+    else if (val == "traceback-end")
+      s->when = SigWhen::kTracebackEnd;
+    else if (val == "frame")
+      s->when = SigWhen::kFrame;
+    else if (val == "derived")
+      s->when = SigWhen::kDerived;
+    else if (val == "knowledge")
+      s->when = SigWhen::kKnowledge;
+    else
+      return std::string("when must be line, traceback-end, frame, derived or knowledge");
+  } else if (key == "weight") {
+    s->weight = std::atoi(std::string(val).c_str());
+    if (s->weight < 0 || s->weight > 100) return std::string("weight must be 0..100");
+  } else if (key == "literal") {
+    s->literals = splitLiterals(val);
+  } else if (key == "pattern") {
+    s->pattern = std::string(val);
+  } else if (key == "explained_by") {
+    for (size_t i = 0; i < val.size();) {
+      size_t sp = val.find(' ', i);
+      if (sp == std::string_view::npos) sp = val.size();
+      if (sp > i) s->explainedBy.emplace_back(val.substr(i, sp - i));
+      i = sp + 1;
+    }
+  } else if (key == "title") {
+    s->title = std::string(val);
+  } else if (key == "error") {
+    // error = KIND [CODE] [NAME ...]
+    std::vector<std::string> toks = splitWords(val);
+    if (toks.empty()) return std::string("error = wants a kind (cuda, nccl, ibv, xid, hip)");
+    s->errKind = toks[0];
+    for (size_t i = 1; i < toks.size(); ++i) {
+      if (std::all_of(toks[i].begin(), toks[i].end(), [](char c) { return c >= '0' && c <= '9'; }))
+        s->errCode = std::atol(toks[i].c_str());
+      else
+        s->errNames.push_back(toks[i]);
+    }
+  } else if (key == "text") {
+    for (auto& t : splitLiterals(val)) s->errTexts.push_back(lowered(t));
+  } else if (key == "context") {
+    RE2::Options opt;
+    opt.set_log_errors(false);
+    opt.set_max_mem(8 << 20);
+    auto re = std::make_shared<RE2>(std::string(val), opt);
+    if (!re->ok()) return std::string("signature '" + s->id + "': bad context pattern: " + re->error());
+    s->context = std::move(re);
+  } else if (key == "explain") {
+    for (const auto& tok : splitWords(val)) {
+      const size_t colon = tok.find(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == tok.size())
+        return std::string("explain wants KIND:DETAIL tokens (e.g. cuda:cuda_error any:message)");
+      s->explain.emplace_back(tok.substr(0, colon), tok.substr(colon + 1));
+    }
+  } else if (key == "generic" || key == "symptom") {
+    if (val != "yes" && val != "no") return std::string(key + " must be yes or no");
+    (key == "generic" ? s->generic : s->symptom) = val == "yes";
+  } else if (key == "consequences") {
+    s->consequences = splitWords(val);
+  } else if (key == "extract") {
+    size_t i = 0;
+    while (i < val.size()) {
+      size_t sp = val.find(' ', i);
+      if (sp == std::string_view::npos) sp = val.size();
+      std::string_view tok = val.substr(i, sp - i);
+      i = sp + 1;
+      if (tok.empty()) continue;
+      size_t colon = tok.find(':');
+      if (colon == std::string_view::npos) return std::string("extract wants key:group tokens");
+      s->extract.emplace_back(std::string(tok.substr(0, colon)), std::atoi(std::string(tok.substr(colon + 1)).c_str()));
+    }
+  } else if (key == "meaning") {
+    s->meaning = std::string(val);
+  } else if (key == "remedy") {
+    s->remedy = std::string(val);
+  } else if (key == "next") {
+    s->next = std::string(val);
+  } else if (key == "source") {
+    s->source = std::string(val);
+  } else {
+    return std::string("unknown field '" + key + "'");
+  }
+  return "";
+}
 
 bool Catalog::parse(std::string_view text, std::string* error) {
   sigs_.clear();
@@ -62,7 +258,26 @@ bool Catalog::parse(std::string_view text, std::string* error) {
   auto finishSig = [&]() -> bool {
     if (sigs_.empty()) return true;
     Signature& s = sigs_.back();
-    if (s.pattern.empty() && s.when != SigWhen::kDerived) return fail("signature '" + s.id + "' has no pattern");
+    if (s.when == SigWhen::kKnowledge && s.errKind.empty())
+      return fail("signature '" + s.id + "' is a knowledge entry and needs an error = KIND [CODE] [NAME...] line");
+    if (!s.errKind.empty() && s.errNames.empty() && s.errTexts.empty() && s.errCode < 0)
+      return fail("signature '" + s.id + "': error = names a kind but no code, name or text to look it up by");
+    // A line signature that is also a table entry may leave its prefilter and pattern to the entry:
+    // the printed texts and the names are both.
+    if (s.when == SigWhen::kLine && s.pattern.empty() && s.literals.empty() && !s.errKind.empty()) {
+      std::string pat = "(?i)";
+      for (const auto& t : s.errTexts) {
+        s.literals.push_back(t);
+        pat += (pat.size() > 4 ? "|" : "") + RE2::QuoteMeta(t);
+      }
+      for (const auto& n : s.errNames) {
+        s.literals.push_back(n);
+        pat += (pat.size() > 4 ? "|" : "") + RE2::QuoteMeta(n);
+      }
+      s.pattern = pat;
+    }
+    if (s.pattern.empty() && s.when != SigWhen::kDerived && s.when != SigWhen::kKnowledge)
+      return fail("signature '" + s.id + "' has no pattern");
     if (s.when == SigWhen::kLine && s.literals.empty())
       return fail("signature '" + s.id + "' needs a literal (the prefilter)");
     if (s.meaning.empty() || s.remedy.empty() || s.next.empty() || s.source.empty())
@@ -75,10 +290,13 @@ bool Catalog::parse(std::string_view text, std::string* error) {
       opt.set_max_mem(8 << 20);  // per pattern: bounds the DFA cache however hostile the subject
       auto re = std::make_shared<RE2>(s.pattern, opt);
       if (!re->ok()) return fail("signature '" + s.id + "': bad pattern: " + re->error());
-      for (const auto& [key, group] : s.extract)
+      for (const auto& [key, group] : s.extract) {
+        if (key == "seq" || key == "last_completed" || key == "waited_for" || key == "waits_with")
+          s.everyOccurrence = true;
         if (group < 1 || group > re->NumberOfCapturingGroups())
           return fail("signature '" + s.id + "': extract " + key + ":" + std::to_string(group) +
                       " names a capture group the pattern does not have");
+      }
       s.re = std::move(re);
     }
     return true;
@@ -121,66 +339,8 @@ bool Catalog::parse(std::string_view text, std::string* error) {
     std::string key(trim(line.substr(0, eq)));
     std::string_view val = trim(line.substr(eq + 1));
     lastKey = key;
-    if (key == "class") {
-      if (val == "origin")
-        s.cls = SigClass::kOrigin;
-      else if (val == "echo")
-        s.cls = SigClass::kEcho;
-      else if (val == "context")
-        s.cls = SigClass::kContext;
-      else
-        return fail("class must be origin, echo or context");
-    } else if (key == "when") {
-      if (val == "line")
-        s.when = SigWhen::kLine;
-      else if (val == "traceback-end")
-        s.when = SigWhen::kTracebackEnd;
-      else if (val == "frame")
-        s.when = SigWhen::kFrame;
-      else if (val == "derived")
-        s.when = SigWhen::kDerived;
-      else
-        return fail("when must be line, traceback-end, frame or derived");
-    } else if (key == "weight") {
-      s.weight = std::atoi(std::string(val).c_str());
-      if (s.weight < 0 || s.weight > 100) return fail("weight must be 0..100");
-    } else if (key == "literal") {
-      s.literals = splitLiterals(val);
-    } else if (key == "pattern") {
-      s.pattern = std::string(val);
-    } else if (key == "explained_by") {
-      for (size_t i = 0; i < val.size();) {
-        size_t sp = val.find(' ', i);
-        if (sp == std::string_view::npos) sp = val.size();
-        if (sp > i) s.explainedBy.emplace_back(val.substr(i, sp - i));
-        i = sp + 1;
-      }
-    } else if (key == "title") {
-      s.title = std::string(val);
-    } else if (key == "extract") {
-      size_t i = 0;
-      while (i < val.size()) {
-        size_t sp = val.find(' ', i);
-        if (sp == std::string_view::npos) sp = val.size();
-        std::string_view tok = val.substr(i, sp - i);
-        i = sp + 1;
-        if (tok.empty()) continue;
-        size_t colon = tok.find(':');
-        if (colon == std::string_view::npos) return fail("extract wants key:group tokens");
-        s.extract.emplace_back(std::string(tok.substr(0, colon)),
-                               std::atoi(std::string(tok.substr(colon + 1)).c_str()));
-      }
-    } else if (key == "meaning") {
-      s.meaning = std::string(val);
-    } else if (key == "remedy") {
-      s.remedy = std::string(val);
-    } else if (key == "next") {
-      s.next = std::string(val);
-    } else if (key == "source") {
-      s.source = std::string(val);
-    } else {
-      return fail("unknown field '" + key + "'");
-    }
+    const std::string err = setField(&s, key, val);
+    if (!err.empty()) return fail(err);
   }
   return finishSig();
 }
@@ -205,29 +365,47 @@ int Catalog::find(std::string_view id) const {
 }
 
 struct Matcher::LiteralSet {
-  LiteralSet() : set(options(), RE2::UNANCHORED) {}
-  static RE2::Options options() {
-    RE2::Options o;
-    o.set_literal(true);
-    o.set_case_sensitive(false);
-    o.set_encoding(RE2::Options::EncodingLatin1);  // bytes are bytes: logs are not always valid UTF-8
-    o.set_max_mem(64 << 20);
-    o.set_log_errors(false);
-    return o;
-  }
-  RE2::Set set;
+  LiteralScanner scanner;
   mutable std::vector<int> hits;  // scratch of match(); a Matcher serves one analysis thread
+  // The last result for each of kSlots message texts (direct-mapped by a hash of the text, the text kept
+  // and compared): ranks print the same messages, tracebacks repeat frame for frame, so the scan and the
+  // patterns run once per distinct text. Bounded (kSlots texts of at most kMaxText bytes); a collision only
+  // costs a miss.
+  static constexpr size_t kSlots = 4096, kMaxText = 512;
+  struct Slot {
+    std::string text;
+    bool valid = false, hit = false;
+    int sig = -1;
+    uint32_t extra = 0;
+    std::vector<std::pair<std::string, std::string>> details;  // those every occurrence needs
+  };
+  mutable std::vector<Slot> slots = std::vector<Slot>(kSlots);
+  mutable std::vector<Slot> kindSlots = std::vector<Slot>(kSlots);  // matchKind()'s (extra: the kind)
 };
 
-Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras)
+namespace {
+
+uint64_t textHash(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 29;
+  }
+  for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001B3ull;
+  return h ^ (h >> 32);
+}
+
+}  // namespace
+
+Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras,
+                 const std::vector<std::pair<std::string, int>>& grouped)
     : catalog_(catalog), literals_(new LiteralSet()) {
   const auto& sigs = catalog.signatures();
   auto add = [&](const std::string& lit, int sig, int extra) {
-    std::string err;
-    if (literals_->set.Add(lit, &err) < 0) {
-      std::fprintf(stderr, "arfuse triage: literal '%s' refused: %s\n", lit.c_str(), err.c_str());
-      std::abort();
-    }
+    literals_->scanner.add(lit);
     sigOfLiteral_.push_back(sig);
     extraOfLiteral_.push_back(extra);
   };
@@ -237,27 +415,24 @@ Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras)
   }
   for (size_t e = 0; e < extras.size() && e < 32; ++e) {
     add(extras[e], -1, static_cast<int>(e));
-    std::string lower(extras[e]);
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    extras_.push_back(std::move(lower));
   }
-  if (!literals_->set.Compile()) {
-    std::fprintf(stderr, "arfuse triage: the catalogue's literals do not compile into one RE2::Set\n");
-    std::abort();
+  for (const auto& [lit, bit] : grouped) {
+    if (bit < 0 || bit >= 32) continue;
+    add(lit, -1, bit);
   }
+  literals_->scanner.build();
   byRank_.resize(sigs.size());
   for (size_t i = 0; i < sigs.size(); ++i) byRank_[i] = static_cast<int>(i);
   std::stable_sort(byRank_.begin(), byRank_.end(), [&](int a, int b) { return sigs[a].weight > sigs[b].weight; });
   rankOf_.assign(sigs.size(), 0);
   for (size_t r = 0; r < byRank_.size(); ++r) {
     rankOf_[byRank_[r]] = static_cast<int>(r);
-    if (sigs[byRank_[r]].when == SigWhen::kLine) lineSigs_.push_back(byRank_[r]);
   }
 }
 
 Matcher::~Matcher() = default;
 
-bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m) const {
+bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m, bool details) const {
   const Signature& s = catalog_.sig(sig);
   if (!s.re) return false;
   subject = subject.substr(0, kMaxSubject);
@@ -265,7 +440,8 @@ bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m) const {
   // groups, RE2 still finds the match with its DFA first and runs the slower submatch engine on it.
   constexpr int kMaxGroups = 10;
   int n = 0;
-  for (const auto& kv : s.extract) n = std::max(n, kv.second + 1);
+  if (details)
+    for (const auto& kv : s.extract) n = std::max(n, kv.second + 1);
   n = std::min(n, kMaxGroups);
   re2::StringPiece groups[kMaxGroups];
   if (!s.re->Match(re2::StringPiece(subject.data(), subject.size()), 0, subject.size(), RE2::UNANCHORED, groups, n))
@@ -280,29 +456,67 @@ bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m) const {
 }
 
 bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) const {
+  // Exception lines repeat across ranks as much as any: the same direct-mapped memo as match().
+  LiteralSet::Slot* slot = nullptr;
+  if (subject.size() <= LiteralSet::kMaxText) {
+    slot = &literals_->kindSlots[(textHash(subject) ^ static_cast<uint64_t>(when)) % LiteralSet::kSlots];
+    if (slot->valid && slot->extra == static_cast<uint32_t>(when) && slot->text == subject) {
+      if (slot->hit) {
+        m->sig = slot->sig;
+        m->details = slot->details;
+      }
+      return slot->hit;
+    }
+  }
+  bool hit = false;
   for (int idx : byRank_)
-    if (catalog_.sig(idx).when == when && matchOne(idx, subject, m)) return true;
-  return false;
+    if (catalog_.sig(idx).when == when && matchOne(idx, subject, m)) {
+      hit = true;
+      break;
+    }
+  if (slot) {
+    slot->text.assign(subject.data(), subject.size());
+    slot->valid = true;
+    slot->hit = hit;
+    slot->sig = hit ? m->sig : -1;
+    slot->extra = static_cast<uint32_t>(when);
+    slot->details = hit ? m->details : std::vector<std::pair<std::string, std::string>>();
+  }
+  return hit;
 }
 
-bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask) const {
+bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask,
+                    bool details) const {
   (void)line;  // the message is scanned: prefixes hold stamps, ranks and file names, never a literal that matters
+  LiteralSet::Slot* slot = nullptr;
+  if (!details && body.size() <= LiteralSet::kMaxText) {
+    slot = &literals_->slots[textHash(body) % LiteralSet::kSlots];
+    if (slot->valid && slot->text == body) {
+      *extraMask |= slot->extra;
+      m->details = slot->details;
+      if (slot->hit) m->sig = slot->sig;
+      return slot->hit;
+    }
+  }
+  uint32_t extraSeen = 0;
+  const bool hit = matchUncached(body, m, &extraSeen, details);
+  *extraMask |= extraSeen;
+  if (slot) {
+    slot->text.assign(body.data(), body.size());
+    slot->valid = true;
+    slot->hit = hit;
+    slot->sig = hit ? m->sig : -1;
+    slot->extra = extraSeen;
+    slot->details = hit ? m->details : std::vector<std::pair<std::string, std::string>>();
+  }
+  return hit;
+}
+
+bool Matcher::matchUncached(std::string_view body, SigMatch* m, uint32_t* extraMask, bool details) const {
   std::vector<int>& hits = literals_->hits;
   hits.clear();
-  RE2::Set::ErrorInfo info{RE2::Set::kNoError};
-  const bool any = literals_->set.Match(re2::StringPiece(body.data(), body.size()), &hits, &info);
-  if (!any && info.kind != RE2::Set::kNoError) {
-    // The set could not answer (its DFA ran out of memory: it has a fixed budget). Never miss a
-    // signature for it: the structural literals by plain search, then every pattern on this line.
-    std::string lower(body.substr(0, kMaxSubject));
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    for (size_t e = 0; e < extras_.size(); ++e)
-      if (lower.find(extras_[e]) != std::string::npos) *extraMask |= (1u << e);
-    for (int sig : lineSigs_)
-      if (matchOne(sig, body, m)) return true;
-    return false;
-  }
-  if (!any) return false;
+  literals_->scanner.scan(body, &hits);
+  if (hits.empty()) return false;
   // Candidate signatures as precedence ranks; a line rarely hits more than a couple.
   int cand[64];
   int numCand = 0;
@@ -319,7 +533,7 @@ bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, u
   }
   std::sort(cand, cand + numCand);
   for (int i = 0; i < numCand; ++i)
-    if (matchOne(byRank_[cand[i]], body, m)) return true;
+    if (matchOne(byRank_[cand[i]], body, m, details || catalog_.sig(byRank_[cand[i]]).everyOccurrence)) return true;
   return false;
 }
 

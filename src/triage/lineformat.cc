@@ -231,12 +231,28 @@ bool parseGlog(Cur& c, LineInfo* info) {
 bool parseNcclAfterHost(Cur& t, LineInfo* info) {
   long dev;
   if (!t.lit("[") || !t.number(&dev) || !t.lit("] ")) return false;
+  bool old = false;  // NCCL <= 2.3 printed "[dev] site WARN msg" / "[dev] INFO msg", without the word NCCL
   if (!t.lit("NCCL ")) {
     size_t sp = t.s.find(' ', t.i);
-    if (sp == std::string_view::npos || sp - t.i > 80 || t.s.compare(sp + 1, 5, "NCCL ") != 0) return false;
-    std::string_view site = t.s.substr(t.i, sp - t.i);
-    if (site.find(':') == std::string_view::npos) return false;
-    t.i = sp + 6;
+    if (sp != std::string_view::npos && sp - t.i <= 80 && t.s.compare(sp + 1, 5, "NCCL ") == 0 &&
+        t.s.substr(t.i, sp - t.i).find(':') != std::string_view::npos) {
+      t.i = sp + 6;
+    } else if (t.s.compare(t.i, 5, "WARN ") == 0 || t.s.compare(t.i, 5, "INFO ") == 0) {
+      old = true;
+    } else if (sp != std::string_view::npos && sp - t.i <= 80 &&
+               t.s.substr(t.i, sp - t.i).find(':') != std::string_view::npos &&
+               (t.s.compare(sp + 1, 5, "WARN ") == 0 || t.s.compare(sp + 1, 5, "INFO ") == 0)) {
+      t.i = sp + 1;
+      old = true;
+    } else {
+      return false;
+    }
+  }
+  if (old) {
+    info->dev = static_cast<int>(std::min(dev, 1L << 30));
+    info->format = "nccl";
+    info->level = t.s[t.i] == 'W' ? 'W' : 'I';
+    return true;  // the body keeps "WARN msg"
   }
   info->dev = static_cast<int>(std::min(dev, 1L << 30));
   info->format = "nccl";
@@ -344,6 +360,77 @@ void parsePythonLogging(Cur& c, LineInfo* info) {
   c = t;
 }
 
+// A level word in upper case at the cursor ("ERROR", "WARNING", ...): its level letter and length, or 0.
+size_t upperLevel(const Cur& c, char* level) {
+  static const struct {
+    std::string_view word;
+    char level;
+  } kWords[] = {{"CRITICAL", 'F'}, {"WARNING", 'W'}, {"ERROR", 'E'}, {"FATAL", 'F'},
+                {"DEBUG", 'D'},    {"TRACE", 'D'},   {"WARN", 'W'},  {"INFO", 'I'}};
+  const char first = c.peek();
+  if (first < 'C' || first > 'W') return 0;
+  for (const auto& w : kWords) {
+    const size_t n = w.word.size();
+    if (w.word[0] == first && c.s.compare(c.i, n, w.word) == 0 && !isAlpha(c.peek(n))) {
+      *level = w.level;
+      return n;
+    }
+  }
+  return 0;
+}
+
+// After an ISO stamp: "| ERROR | stderr | msg" (FastChat), "| ERROR    | mod:fn:12 - msg" (loguru), or a
+// plain level column "ERROR name: msg" (many Go / Rust / Python loggers). One separator is consumed.
+void parseStampedLevel(Cur& t, LineInfo* info) {
+  char lv = 0;
+  if (t.peek() == '|' && t.peek(1) == ' ') {
+    Cur u = t;
+    u.i += 2;
+    const size_t n = upperLevel(u, &lv);
+    if (n == 0) return;
+    u.i += n;
+    u.spaces();
+    if (!u.lit("|")) return;
+    u.spaces();
+    // the next column is the logger's name: "stderr |" or "module:fn:12 - "
+    size_t bar = u.s.find(" | ", u.i), dash = u.s.find(" - ", u.i), sp = u.s.find(' ', u.i);
+    if (bar != std::string_view::npos && bar == sp && bar - u.i < 64)
+      u.i = bar + 3;
+    else if (dash != std::string_view::npos && dash == sp && dash - u.i < 96)
+      u.i = dash + 3;
+    info->level = lv;
+    t = u;
+    return;
+  }
+  const size_t n = upperLevel(t, &lv);
+  if (n > 0 && t.peek(n) == ' ') {
+    info->level = lv;
+    t.i += n;
+    t.spaces();
+  }
+}
+
+// "ERROR:    msg" (uvicorn), "ERROR:root:msg" / "WARNING:vllm.engine:msg" (Python logging's default format).
+bool parseColonLevel(Cur& c, LineInfo* info) {
+  char lv = 0;
+  const size_t n = upperLevel(c, &lv);
+  if (n == 0 || c.peek(n) != ':') return false;
+  Cur t = c;
+  t.i += n + 1;
+  if (t.peek() == ' ') {
+    t.spaces();
+  } else {
+    size_t colon = t.s.find(':', t.i), sp = t.s.find(' ', t.i);
+    if (colon == std::string_view::npos || colon - t.i > 80 || (sp != std::string_view::npos && sp < colon))
+      return false;
+    t.i = colon + 1;
+  }
+  info->level = lv;
+  if (std::strcmp(info->format, "plain") == 0) info->format = "python";
+  c = t;
+  return true;
+}
+
 // "[1,3]<stdout>:" (mpirun --tag-output): job 1, rank 3.
 bool parseMpiTag(Cur& c, LineInfo* info) {
   Cur t = c;
@@ -437,6 +524,21 @@ bool stripOne(Cur& c, LineInfo* info) {
         return true;
       }
     }
+    // TensorRT's logger "[02/20/2024-10:56:21] " (MM/DD/YYYY-HH:MM:SS)
+    if (isDigit(c.peek(1)) && c.peek(3) == '/') {
+      Cur t = c;
+      ++t.i;
+      int mo, d, y;
+      double sod;
+      if (t.digits(2, &mo) && t.lit("/") && t.digits(2, &d) && t.lit("/") && t.digits(4, &y) && t.lit("-") &&
+          parseClock(t, &sod) && t.lit("]") && mo >= 1 && mo <= 12 && d >= 1 && d <= 31) {
+        info->stamp = Stamp{y, mo, d, sod};
+        if (std::strcmp(info->format, "plain") == 0) info->format = "trt";
+        t.spaces();
+        c = t;
+        return true;
+      }
+    }
     return false;
   }
   if (ch == '(') return parseVllmProc(c, info);
@@ -455,6 +557,8 @@ bool stripOne(Cur& c, LineInfo* info) {
       // python logging "2026-11-29 10:00:01,123 - name - LEVEL - msg"
       parsePythonLogging(t, info);
       info->format = "python";
+    } else {
+      parseStampedLevel(t, info);
     }
     c = t;
     return true;
@@ -462,6 +566,7 @@ bool stripOne(Cur& c, LineInfo* info) {
   if (isAlpha(ch)) {
     if (c.s.compare(c.i, 7, "arfuse ") == 0) return false;  // arfuse's own grammar: leave intact
     if (parseVllmLogger(c, info)) return true;
+    if (parseColonLevel(c, info)) return true;
     if ((ch == 'E' || ch == 'W' || ch == 'I' || ch == 'F') && isDigit(c.peek(1)) && parseGlog(c, info)) return true;
     {
       Cur t = c;

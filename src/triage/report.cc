@@ -128,6 +128,14 @@ void textEvent(const Analyzer& a, int gi, std::ostream& out) {
   out << "\n";
 }
 
+// "cuda 217 cudaErrorPeerAccessUnsupported" for an error-table entry.
+std::string errorKey(const Signature& k) {
+  std::string s = k.errKind;
+  if (k.errCode >= 0) s += " " + std::to_string(k.errCode);
+  for (const auto& n : k.errNames) s += " " + n;
+  return s;
+}
+
 // ---- JSON ----
 std::string jstr(const std::string& s) { return jsonString(s); }
 
@@ -186,7 +194,16 @@ void jsonEvent(const Analyzer& a, const EventGroup& g, int nranks, bool full, st
   out << "]";
   if (full) {
     out << ",\"remedy\":" << jstr(s.remedy) << ",\"next_capture\":" << jstr(s.next) << ",\"source\":" << jstr(s.source)
-        << ",\"context\":[";
+        << ",\"knowledge\":";
+    if (g.knowledge >= 0) {
+      const Signature& k = a.catalog().sig(g.knowledge);
+      out << "{\"id\":" << jstr(k.id) << ",\"error\":" << jstr(errorKey(k)) << ",\"title\":" << jstr(k.title)
+          << ",\"meaning\":" << jstr(k.meaning) << ",\"remedy\":" << jstr(k.remedy)
+          << ",\"next_capture\":" << jstr(k.next) << "}";
+    } else {
+      out << "null";
+    }
+    out << ",\"context\":[";
     first = true;
     for (const auto& [ln, t] : g.context) {
       out << (first ? "" : ",") << "{\"line\":" << ln << ",\"text\":" << jstr(t) << "}";
@@ -200,6 +217,66 @@ void jsonEvent(const Analyzer& a, const EventGroup& g, int nranks, bool full, st
 }  // namespace
 
 int exitCodeOf(const Result& r) { return r.status == Result::kRootCause ? 0 : 1; }
+
+namespace {
+
+// The ROOT CAUSE / INSUFFICIENT EVIDENCE block: the signature's story, then the error table's story of
+// the error the line quotes (which decides the remedy), the facts, the echoes.
+void textCause(const Analyzer& a, const Result& r, const ReportOptions& o, std::ostream& out) {
+  const auto& gs = a.groups();
+  const EventGroup& g = gs[r.rootGroup];
+  const Signature& s = a.catalog().sig(g.sig);
+  const Signature* k = g.knowledge >= 0 ? &a.catalog().sig(g.knowledge) : nullptr;
+  EventGroup all = mergedBySig(a, r.rootGroup);
+  const bool insufficient = r.status == Result::kInsufficient;
+  std::string head = g.detail("headline");
+  out << (insufficient ? "INSUFFICIENT EVIDENCE: " : "ROOT CAUSE: ") << wrap(s.meaning, 12) << "\n";
+  if (k) out << "  the error: " << wrap(k->title + " (" + errorKey(*k) + "): " + k->meaning, 13) << "\n";
+  out << "  signature: " << s.id << " (" << (insufficient ? "symptom" : "origin") << ", confidence " << r.confidence
+      << ")" << (k ? ", explained by " + k->id : std::string()) << "\n";
+  if (!head.empty()) out << "  finding:   " << head << "\n";
+  out << "  evidence:  " << where(a, g.first) << "  " << rankOf(g.first);
+  std::string t = formatTime(g.first, a.defaultYear());
+  if (!t.empty()) out << "  " << t;
+  out << "\n             " << g.text << "\n";
+  out << "  ranks:     " << a.ranksText(all, r.nranks) << ", " << all.count
+      << (all.count == 1 ? " occurrence" : " occurrences") << "\n";
+  for (const auto& [key, v] : g.details) {
+    if (key == "headline" || key == "message" || key == "next") continue;
+    if (key == "user_frame")
+      out << "  the line to change (the caller's frame): " << v << "\n";
+    else
+      out << "  " << key << ": " << v << "\n";
+  }
+  if (!g.chain.empty()) {
+    out << "  NCCL return chain (first WARN, then the frames it propagated through):\n";
+    for (const auto& c : g.chain) out << "             " << c << "\n";
+  }
+  for (const auto& n : g.notes) out << "  note:      " << wrap(n, 13) << "\n";
+  for (const auto& n : r.envNotes) out << "  note:      " << wrap(n, 13) << "\n";
+  uint64_t ne = echoCount(a, r);
+  out << "  explains:  " << ne << (ne == 1 ? " echo line" : " echo lines") << " in " << r.echoes.size()
+      << (r.echoes.size() == 1 ? " group" : " groups") << (r.echoes.empty() ? "" : ":") << "\n";
+  for (size_t i = 0; i < r.echoes.size() && static_cast<int>(i) < o.maxEchoes; ++i) textEvent(a, r.echoes[i], out);
+  if (static_cast<int>(r.echoes.size()) > o.maxEchoes)
+    out << "    ... " << r.echoes.size() - o.maxEchoes << " more echo groups (see --json)\n";
+  if (insufficient) {
+    out << "  capture next (no line says why it crashed or stopped):\n";
+    for (const auto& c : r.capture) out << "    - " << wrap(c, 6) << "\n";
+  } else {
+    out << "  remedy:    " << wrap(k ? k->remedy + " " + s.remedy : s.remedy, 13) << "\n";
+    std::string libNext = g.detail("next");
+    if (!libNext.empty()) out << "  next (from the log line): " << libNext << "\n";
+    out << "  capture next: " << wrap(k ? k->next + "; " + s.next : s.next, 16) << "\n";
+  }
+  out << "  source:    " << s.source << (k ? "; " + k->source : std::string()) << "\n";
+  for (const auto& f : a.torchrunFailures())
+    if (f.first && all.ranks.count(f.rank) == 0 && !all.ranks.empty())
+      out << "  note:      torchelastic reports rank " << f.rank << " as the first failure (exitcode " << f.exitcode
+          << "), not a rank of this root cause: check that rank's own output too\n";
+}
+
+}  // namespace
 
 namespace {
 void writeTextRaw(const Analyzer& a, const Result& r, const ReportOptions& o, std::ostream& out);
@@ -228,44 +305,8 @@ void writeTextRaw(const Analyzer& a, const Result& r, const ReportOptions& o, st
   for (const auto& w : a.inputWarnings()) out << "  warning: " << w << "\n";
   out << r.verdict << "\n\n";
 
-  if (r.status == Result::kRootCause) {
-    const EventGroup& g = gs[r.rootGroup];
-    const Signature& s = a.catalog().sig(g.sig);
-    EventGroup all = mergedBySig(a, r.rootGroup);
-    std::string head = g.detail("headline");
-    out << "ROOT CAUSE: " << wrap(s.meaning, 12) << "\n";
-    out << "  signature: " << s.id << " (origin, confidence " << r.confidence << ")\n";
-    if (!head.empty()) out << "  finding:   " << head << "\n";
-    out << "  evidence:  " << where(a, g.first) << "  " << rankOf(g.first);
-    std::string t = formatTime(g.first, a.defaultYear());
-    if (!t.empty()) out << "  " << t;
-    out << "\n             " << g.text << "\n";
-    out << "  ranks:     " << a.ranksText(all, r.nranks) << ", " << all.count
-        << (all.count == 1 ? " occurrence" : " occurrences") << "\n";
-    for (const auto& [k, v] : g.details) {
-      if (k == "headline" || k == "message" || k == "next") continue;
-      out << "  " << k << ": " << v << "\n";
-    }
-    if (!g.chain.empty()) {
-      out << "  NCCL return chain (first WARN, then the frames it propagated through):\n";
-      for (const auto& c : g.chain) out << "             " << c << "\n";
-    }
-    for (const auto& n : g.notes) out << "  note:      " << wrap(n, 13) << "\n";
-    uint64_t ne = echoCount(a, r);
-    out << "  explains:  " << ne << (ne == 1 ? " echo line" : " echo lines") << " in " << r.echoes.size()
-        << (r.echoes.size() == 1 ? " group" : " groups") << (r.echoes.empty() ? "" : ":") << "\n";
-    for (size_t i = 0; i < r.echoes.size() && static_cast<int>(i) < o.maxEchoes; ++i) textEvent(a, r.echoes[i], out);
-    if (static_cast<int>(r.echoes.size()) > o.maxEchoes)
-      out << "    ... " << r.echoes.size() - o.maxEchoes << " more echo groups (see --json)\n";
-    out << "  remedy:    " << wrap(s.remedy, 13) << "\n";
-    std::string libNext = g.detail("next");
-    if (!libNext.empty()) out << "  next (from the log line): " << libNext << "\n";
-    out << "  capture next: " << wrap(s.next, 16) << "\n";
-    out << "  source:    " << s.source << "\n";
-    for (const auto& f : a.torchrunFailures())
-      if (f.first && all.ranks.count(f.rank) == 0 && !all.ranks.empty())
-        out << "  note:      torchelastic reports rank " << f.rank << " as the first failure (exitcode " << f.exitcode
-            << "), not a rank of this root cause: check that rank's own output too\n";
+  if (r.status == Result::kRootCause || r.status == Result::kInsufficient) {
+    textCause(a, r, o, out);
   } else {
     if (r.status == Result::kEchoesOnly) {
       out << "NO ROOT CAUSE FOUND: the logs hold only echoes of a failure (" << echoCount(a, r)
@@ -313,11 +354,18 @@ void writeTextRaw(const Analyzer& a, const Result& r, const ReportOptions& o, st
     if (static_cast<int>(r.timeline.size()) > o.maxTimeline)
       out << "  ... " << r.timeline.size() - o.maxTimeline << " more\n";
   }
+  const std::vector<std::string> facts = environmentFacts(a.env());
+  if (!facts.empty()) {
+    out << "\nENVIRONMENT (versions and GPUs the logs state):\n";
+    for (const auto& f : facts) out << "  " << f << "\n";
+    if (r.status != Result::kRootCause && r.status != Result::kInsufficient)
+      for (const auto& n : r.envNotes) out << "  note: " << wrap(n, 8) << "\n";
+  }
   if (!r.orderingNotes.empty()) {
     out << "\nORDERING:\n";
     for (const auto& n : r.orderingNotes) out << "  " << n << "\n";
   }
-  if (o.contextLines > 0 && r.status == Result::kRootCause && !gs[r.rootGroup].context.empty()) {
+  if (o.contextLines > 0 && r.rootGroup >= 0 && !gs[r.rootGroup].context.empty()) {
     const EventGroup& g = gs[r.rootGroup];
     out << "\nLINES AROUND THE EVIDENCE (" << fileName(a, g.first.file) << "):\n";
     for (const auto& [ln, t] : g.context) {
@@ -333,9 +381,10 @@ void writeTextRaw(const Analyzer& a, const Result& r, const ReportOptions& o, st
 void writeJson(const Analyzer& a, const Result& r, const ReportOptions& o, std::ostream& out) {
   (void)o;
   const auto& gs = a.groups();
-  const char* status = r.status == Result::kRootCause    ? "root_cause"
-                       : r.status == Result::kEchoesOnly ? "echoes_only"
-                                                         : "no_evidence";
+  const char* status = r.status == Result::kRootCause      ? "root_cause"
+                       : r.status == Result::kInsufficient ? "insufficient_evidence"
+                       : r.status == Result::kEchoesOnly   ? "echoes_only"
+                                                           : "no_evidence";
   out << "{\"schema\":\"arfuse.triage.v1\",\"status\":\"" << status << "\",\"exit_code\":" << exitCodeOf(r)
       << ",\"verdict\":" << jstr(r.verdict) << ",\"warnings\":[";
   for (size_t i = 0; i < a.inputWarnings().size(); ++i) out << (i ? "," : "") << jstr(a.inputWarnings()[i]);
@@ -352,7 +401,8 @@ void writeJson(const Analyzer& a, const Result& r, const ReportOptions& o, std::
   else
     out << "null,\"nranks_source\":null";
   out << ",\"root_cause\":";
-  if (r.status == Result::kRootCause) {
+  if (r.status == Result::kInsufficient) out << "null,\"symptom\":";
+  if (r.status == Result::kRootCause || r.status == Result::kInsufficient) {
     EventGroup all = mergedBySig(a, r.rootGroup);
     const EventGroup& g = gs[r.rootGroup];
     EventGroup shown = g;
@@ -393,7 +443,12 @@ void writeJson(const Analyzer& a, const Result& r, const ReportOptions& o, std::
     out << (i ? "," : "") << "{\"rank\":" << f.rank << ",\"exitcode\":" << jstr(f.exitcode)
         << ",\"first\":" << (f.first ? "true" : "false") << ",\"traceback\":" << jstr(f.traceback) << "}";
   }
-  out << "],\"capture\":[";
+  out << "],\"environment\":{\"facts\":[";
+  const std::vector<std::string> facts = environmentFacts(a.env());
+  for (size_t i = 0; i < facts.size(); ++i) out << (i ? "," : "") << jstr(facts[i]);
+  out << "],\"notes\":[";
+  for (size_t i = 0; i < r.envNotes.size(); ++i) out << (i ? "," : "") << jstr(r.envNotes[i]);
+  out << "]},\"capture\":[";
   for (size_t i = 0; i < r.capture.size(); ++i) out << (i ? "," : "") << jstr(r.capture[i]);
   out << "],\"ordering_notes\":[";
   for (size_t i = 0; i < r.orderingNotes.size(); ++i) out << (i ? "," : "") << jstr(r.orderingNotes[i]);

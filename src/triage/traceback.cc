@@ -76,6 +76,13 @@ bool looksLikeException(std::string_view t, bool strict) {
   return named && message && !endsWith(last, "Warning");
 }
 
+bool isLibraryFrame(std::string_view frame) {
+  for (const char* dir : {"site-packages/", "dist-packages/", "/lib/python", "<frozen ", "/bin/", "\\lib\\", "<string>",
+                          "uvloop/", ".pyx\""})
+    if (frame.find(dir) != std::string_view::npos) return true;
+  return false;
+}
+
 bool isSourceLine(bool afterFrame, std::string_view body) {
   std::string_view t = trimLeft(body);
   if (t.empty() || startsWith(t, "File \"") || markerLine(t) || looksLikeException(t, false)) return false;
@@ -108,6 +115,14 @@ int Analyzer::tracebackLine(Stream* st, const std::string& key, const LineInfo& 
 
   if (extra & kTraceback) {
     if (st->state == Stream::kFrames) cutTraceback(st);  // a new traceback starts before the last one ended
+    // An error line right above the traceback only announces it ("Error in inspecting model ...",
+    // "Exception in worker ..."): the exception the traceback ends with says what failed.
+    if (fs.floorGroup >= 0 && fs.floorLine + 1 == fs.lineNo && fs.floorKey == key && fs.floorAnnounces &&
+        groups_[fs.floorGroup].cls == SigClass::kOrigin && groups_[fs.floorGroup].count == 1) {
+      groups_[fs.floorGroup].cls = SigClass::kEcho;
+      groups_[fs.floorGroup].notes.push_back("announces the traceback below it");
+    }
+    st->userFrame.clear();
     st->wrapper = st->chainPending && st->lastExc >= 0;
     st->chainPending = false;
     st->state = Stream::kFrames;
@@ -135,6 +150,7 @@ int Analyzer::tracebackLine(Stream* st, const std::string& key, const LineInfo& 
     st->rank = occ.rank;
     st->rankInferred = occ.rankInferred;
     st->proc = occ.proc;
+    st->userFrame.clear();
     fs.active = key;
   }
 
@@ -142,6 +158,7 @@ int Analyzer::tracebackLine(Stream* st, const std::string& key, const LineInfo& 
   if (st->state == Stream::kFrames) {
     result = -1;
     if (startsWith(t, "File \"")) {
+      if (st->userFrame.empty() && !isLibraryFrame(t)) st->userFrame = clip(t, 240);
       st->lastFrame = clip(t, 240);
       st->lastCode.clear();
       st->codeSig = -1;
@@ -199,6 +216,20 @@ int Analyzer::tracebackLine(Stream* st, const std::string& key, const LineInfo& 
       EventGroup& e = groups_[g];
       e.inTraceback = true;
       if (!st->lastFrame.empty() && e.detail("raised_at").empty()) e.setDetail("raised_at", st->lastFrame);
+      if (!st->userFrame.empty() && st->userFrame != st->lastFrame && e.detail("user_frame").empty())
+        e.setDetail("user_frame", st->userFrame);
+      // A bare "AssertionError": the assert statement printed under the innermost frame is its message.
+      if (e.count == 1 && e.text == "AssertionError" && startsWith(st->lastCode, "assert ")) {
+        e.text += ": " + st->lastCode;
+        SigMatch am;  // matched again with its message
+        if (catalog_.sig(e.sig).when == SigWhen::kTracebackEnd &&
+            matcher_->matchKind(SigWhen::kTracebackEnd, e.text, &am) &&
+            catalog_.sig(am.sig).weight > catalog_.sig(e.sig).weight) {
+          e.sig = am.sig;
+          e.cls = catalog_.sig(am.sig).cls;
+        }
+      }
+      startContinuation(g, key, info);
       if (st->wrapper && st->lastExc >= 0 && st->lastExc != g) {
         EventGroup& cause = groups_[st->lastExc];
         const Signature& ws = catalog_.sig(e.sig);

@@ -1,17 +1,17 @@
-// Analyzer::finish(): the cross-rank analyses (who is the laggard, who is everyone waiting for) and
-// the verdict (which origin is the root cause, which echoes it explains, what to capture next).
+// Analyzer::finish(): runs the cross-rank analyses (crossrank.cc), then the verdict: which origin is the
+// root cause, which echoes it explains, what to capture next - or, when the best evidence is a symptom
+// (a segfault, a hang, a cut traceback), that the evidence is insufficient and what would settle it.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <sstream>
 
 #include "analyzer.h"
+#include "analyzer_state.h"
 #include "text.h"
 
 namespace arfuse {
 namespace triage {
-
-namespace {
 
 // "0-4,6,7" (at most 40 runs are written; a hostile log can name 65536 scattered ranks)
 std::string rankList(const std::set<int>& ranks) {
@@ -37,22 +37,6 @@ std::string rankList(const std::set<int>& ranks) {
   return out;
 }
 
-// The value most ranks share, and the ranks that differ from it.
-long modeOf(const std::map<int, long>& byRank) {
-  std::map<long, int> freq;
-  for (const auto& [r, v] : byRank) ++freq[v];
-  long best = 0;
-  int n = -1;
-  for (const auto& [v, c] : freq)
-    if (c > n) {
-      best = v;
-      n = c;
-    }
-  return best;
-}
-
-}  // namespace
-
 std::string Analyzer::ranksText(const EventGroup& g, int nranks) const {
   if (g.ranks.empty()) {
     std::string p;
@@ -72,280 +56,20 @@ std::string Analyzer::ranksText(const EventGroup& g, int nranks) const {
   return "ranks " + rankList(g.ranks) + frac;
 }
 
-// c10d watchdog: every rank that timed out reports the SeqNum of the collective it was stuck in.
-// The rank that is behind (lowest / odd SeqNum, or lowest "last completed") is the one the others
-// waited for; ranks that never reported are suspects too.
-void Analyzer::analyseWatchdog(Result* r) {
-  const std::map<int, long>& src = !lastCompletedByRank_.empty() ? lastCompletedByRank_ : seqByRank_;
-  if (src.empty()) return;
-  const char* what = !lastCompletedByRank_.empty() ? "last completed NCCL work" : "SeqNum at timeout";
-  long mode = modeOf(src);
-  long lowest = src.begin()->second;
-  for (const auto& [rk, v] : src) lowest = std::min(lowest, v);
-  std::set<int> low, odd;
-  for (const auto& [rk, v] : src) {
-    if (v == lowest) low.insert(rk);
-    if (v != mode) odd.insert(rk);
-  }
-  std::ostringstream by;
-  int shown = 0;
-  for (const auto& [rk, v] : src) {
-    if (shown++ == 16) {
-      by << " ...";
-      break;
-    }
-    by << (shown > 1 ? " " : "") << rk << ":" << v;
-  }
-  std::set<int> silent;
-  if (r->nranks > 0)
-    for (int k = 0; k < r->nranks; ++k)
-      if (!seqByRank_.count(k) && !lastCompletedByRank_.count(k)) silent.insert(k);
-  std::string headline, laggard;
-  if (low.size() == 1 && src.size() > 1) {
-    laggard = std::to_string(*low.begin());
-    headline = "rank " + laggard + " is behind: its " + what + " is " + std::to_string(lowest) + " while " +
-               (odd.size() == 1 ? "the other ranks are at " + std::to_string(mode) : "others are further");
-  } else if (!odd.empty() && odd.size() < src.size() / 2 + 1 && low.size() != src.size()) {
-    laggard = rankList(low);
-    headline = "ranks " + laggard + " are behind (" + what + " " + std::to_string(lowest) + " vs " +
-               std::to_string(mode) + ")";
-  } else if (!silent.empty()) {
-    laggard = rankList(silent);
-    headline = "every reporting rank is at " + std::to_string(mode) + "; rank" + (silent.size() > 1 ? "s " : " ") +
-               laggard + " reported no timeout: likely stuck (or dead) before the collective";
-  } else {
-    headline = "all ranks report " + std::string(what) + " " + std::to_string(mode) +
-               ": no single laggard; the collective itself hung (or one rank is stuck inside it)";
-  }
-  for (auto& g : groups_) {
-    if (catalog_.sig(g.sig).id != "c10d.watchdog_timeout" && catalog_.sig(g.sig).id != "c10d.last_completed") continue;
-    g.setDetail("headline", headline);
-    if (!laggard.empty()) g.setDetail("laggard_rank", laggard);
-    g.setDetail("by_rank", by.str());
-    if (!silent.empty() && laggard != rankList(silent))
-      g.notes.push_back("no watchdog report from rank(s) " + rankList(silent) + ": capture their logs too");
-  }
-}
-
-// arfusePeerTimeout: each waiting rank names the peer it waited for; the peer most ranks name is
-// the stuck one.
-void Analyzer::analyseArfuseTimeouts(Result* r) {
-  if (waits_.empty()) return;
-  std::map<int, std::set<int>> waitersOf;
-  for (const auto& [waiter, pg] : waits_) waitersOf[pg.first].insert(waiter);
-  int stuck = -1;
-  size_t most = 0;
-  for (const auto& [peer, ws] : waitersOf)
-    if (ws.size() > most) {
-      most = ws.size();
-      stuck = peer;
-    }
-  if (stuck < 0) return;
-  std::string call;
-  int anyGroup = waits_.begin()->second.second;
-  for (auto& g : groups_) {
-    if (g.detail("code") != "arfusePeerTimeout" && catalog_.sig(g.sig).id != "arfuse.peer_timeout") continue;
-    if (call.empty()) call = g.detail("call");
-    std::string head = "rank " + std::to_string(stuck) + " is the stuck rank: rank" +
-                       (waitersOf[stuck].size() > 1 ? "s " : " ") + rankList(waitersOf[stuck]) + " waited for it";
-    if (!call.empty()) head += " at call " + call;
-    std::string op = g.detail("op"), bytes = g.detail("bytes");
-    if (!op.empty()) head += " (" + op + (bytes.empty() ? "" : ", " + bytes + " B") + ")";
-    g.setDetail("headline", head);
-    g.setDetail("stuck_rank", std::to_string(stuck));
-    if (waits_.count(stuck))
-      g.notes.push_back("rank " + std::to_string(stuck) + " itself waited for rank " +
-                        std::to_string(waits_.at(stuck).first) + ": follow that chain");
-  }
-  (void)anyGroup;
-  (void)r;
-}
-
-// arfuse's NCCL watch across hosts: every survivor stuck in a communicator lists the ranks its
-// operation waits with, and NCCL cannot say which of them stopped. A line's own rank is the one
-// rank all the lines list but it (robust to lines that show a local rank), else the rank it was
-// printed with; the listed ranks that report nothing are the silent ones.
-void Analyzer::analyseNcclWatch(Result* r) {
-  (void)r;
-  if (ncclWaits_.empty()) return;
-  std::set<int> listed, reporters;
-  for (const auto& [rank, with] : ncclWaits_) listed.insert(with.begin(), with.end());
-  for (const auto& [rank, with] : ncclWaits_) {
-    std::set<int> others;
-    for (int q : listed)
-      if (!with.count(q)) others.insert(q);
-    if (others.size() == 1)
-      reporters.insert(*others.begin());
-    else if (rank >= 0)
-      reporters.insert(rank);
-  }
-  // No line says whose it is (no rank in it, none to infer): who is silent cannot be told.
-  if (reporters.empty()) return;
-  std::set<int> silent;
-  for (int q : listed)
-    if (!reporters.count(q)) silent.insert(q);
-  if (silent.empty()) return;
-  const bool one = silent.size() == 1;
-  const std::string head = "rank" + std::string(one ? " " : "s ") + rankList(silent) + (one ? " is" : " are") +
-                           " silent: rank" + (reporters.size() > 1 ? "s " : " ") + rankList(reporters) +
-                           " timed out in NCCL operations across hosts that wait with " + (one ? "it" : "them") +
-                           ", and " + (one ? "it reports" : "they report") + " no such timeout";
-  for (auto& g : groups_) {
-    if (catalog_.sig(g.sig).id != "arfuse.nccl_watch_timeout") continue;
-    g.setDetail("headline", head);
-    g.setDetail("silent_ranks", rankList(silent));
-  }
-}
-
-// Flight-recorder dumps: the rank whose progress (last epoch reached) is lowest is the one every
-// other rank waits for. Produces a derived event when the dumps single one out.
-void Analyzer::analyseFlightRecorder(Result* r) {
-  int sig = catalog_.find("arfuse.fr_laggard");
-  if (fr_.empty() || sig < 0) return;
-  std::map<int, std::set<int>> namedBy;  // error records: peer -> ranks that recorded waiting on it
-  for (const auto& [rank, peer] : errorRecords_) namedBy[peer].insert(rank);
-  std::map<int, long> reach;
-  for (const auto& [rank, f] : fr_) reach[rank] = std::max(f.lastCompleted, f.firstPending);
-  long minReach = reach.begin()->second, maxReach = minReach;
-  for (const auto& [rank, v] : reach) {
-    minReach = std::min(minReach, v);
-    maxReach = std::max(maxReach, v);
-  }
-  std::set<int> low;
-  for (const auto& [rank, v] : reach)
-    if (v == minReach) low.insert(rank);
-  int laggard = -1;
-  std::string why;
-  if (!namedBy.empty()) {
-    size_t most = 0;
-    for (const auto& [peer, ws] : namedBy)
-      if (ws.size() > most) {
-        most = ws.size();
-        laggard = peer;
-      }
-    why = "error records of rank" + std::string(namedBy[laggard].size() > 1 ? "s " : " ") + rankList(namedBy[laggard]) +
-          " name it as the peer they waited for";
-  } else if (low.size() == 1 && fr_.size() > 1 && minReach < maxReach) {
-    laggard = *low.begin();
-    why = "its last call reached epoch " + std::to_string(minReach) + " while the others reached " +
-          std::to_string(maxReach);
-  }
-  std::set<int> missing;
-  if (r->nranks > 0)
-    for (int k = 0; k < r->nranks; ++k)
-      if (!fr_.count(k)) missing.insert(k);
-  if (laggard < 0 && missing.size() == 1 && fr_.size() > 1) {
-    laggard = *missing.begin();
-    why = "it is the only rank without a flight-recorder dump (its process may be gone or wedged)";
-  }
-  std::ostringstream by;
-  for (const auto& [rank, f] : fr_) {
-    by << (by.tellp() > 0 ? " " : "") << rank << ":" << f.lastCompleted;
-    if (f.firstPending >= 0) by << "(pending " << f.firstPending << ")";
-  }
-  if (laggard < 0) {
-    // Nothing singles a rank out: keep it as context so the report shows the per-rank epochs.
-    return;
-  }
-  EventGroup e;
-  e.sig = sig;
-  e.cls = catalog_.sig(sig).cls;
-  auto it = fr_.find(laggard);
-  e.first = it != fr_.end() ? it->second.header : fr_.begin()->second.header;
-  e.first.rank = laggard;
-  e.first.rankInferred = false;
-  e.count = 1;
-  e.ranks.insert(laggard);
-  e.text = "rank " + std::to_string(laggard) + " is the one the others wait for: " + why;
-  e.raw = e.text;
-  e.setDetail("headline", e.text);
-  e.setDetail("stuck_rank", std::to_string(laggard));
-  e.setDetail("last_completed_by_rank", by.str());
-  if (it != fr_.end() && it->second.firstPending >= 0)
-    e.notes.push_back("rank " + std::to_string(laggard) + " has call epoch " + std::to_string(it->second.firstPending) +
-                      " (" + it->second.pendingOp + ") still pending");
-  if (!missing.empty() && missing.count(laggard) == 0) e.notes.push_back("no dump from rank(s) " + rankList(missing));
-  if (it != fr_.end() && !it->second.lastError.empty())
-    e.notes.push_back("rank " + std::to_string(laggard) + "'s last error: " + it->second.lastError);
-  // If arfuse timeout lines named the same rank, say they agree.
-  for (const auto& g : groups_)
-    if (g.detail("stuck_rank") == std::to_string(laggard)) {
-      e.notes.push_back("agrees with the arfusePeerTimeout lines");
-      break;
-    }
-  groups_.push_back(std::move(e));
-}
-
-// Error records that name their own cause (dumps of arfuse 0.1+): a divergent call (code=mismatch:
-// the rank most records name as the peer is the odd one) or two streams on one communicator
-// (code=concurrent). One derived event per kind.
-void Analyzer::analyseErrorRecords(Result* r) {
-  (void)r;
-  for (const char* code : {"mismatch", "concurrent"}) {
-    const int sig = catalog_.find(std::string(code) == "mismatch" ? "arfuse.fr_divergent" : "arfuse.fr_concurrent");
-    if (sig < 0) continue;
-    const OtherRecord* first = nullptr;
-    std::set<int> recorders;
-    std::map<int, std::set<int>> namedBy;  // peer -> ranks whose record names it
-    for (const OtherRecord& o : otherRecords_) {
-      if (o.code != code) continue;
-      if (!first || (o.epoch >= 0 && o.epoch < first->epoch)) first = &o;
-      recorders.insert(o.rank);
-      if (o.peer >= 0) namedBy[o.peer].insert(o.rank);
-    }
-    if (!first) continue;
-    EventGroup e;
-    e.sig = sig;
-    e.cls = catalog_.sig(sig).cls;
-    e.first = first->at;
-    e.count = recorders.size();
-    e.ranks = recorders;
-    const std::string call = first->epoch >= 0 ? std::to_string(first->epoch) : std::string("?");
-    const std::string by =
-        " (error record" + std::string(recorders.size() > 1 ? "s of ranks " : " of rank ") + rankList(recorders) + ")";
-    if (std::string(code) == "mismatch") {
-      e.text = "divergent call at call " + call + ": rank " + std::to_string(first->rank) + " made " +
-               (first->mine.empty() ? "?" : first->mine) + ", rank " + std::to_string(first->peer) + " made " +
-               (first->theirs.empty() ? "?" : first->theirs) + by;
-      int odd = -1;
-      size_t most = 0;
-      bool tie = false;
-      for (const auto& [peer, ws] : namedBy) {
-        if (ws.size() > most) {
-          most = ws.size();
-          odd = peer;
-          tie = false;
-        } else if (ws.size() == most) {
-          tie = true;
-        }
-      }
-      if (odd >= 0 && !tie && most > 1) {
-        e.setDetail("odd_rank", std::to_string(odd));
-        e.notes.push_back("rank " + std::to_string(odd) + " is the odd one: ranks " + rankList(namedBy[odd]) +
-                          " found its call different from theirs");
-      }
-      e.setDetail("mine", first->mine);
-      e.setDetail("theirs", first->theirs);
-    } else {
-      e.text = "two calls of rank " + std::to_string(first->rank) + " ran at the same time (call " + call +
-               "): a communicator must be used from one stream at a time" + by;
-      if (!first->mine.empty()) e.setDetail("mine", first->mine);
-    }
-    e.raw = e.text;
-    e.setDetail("headline", e.text);
-    e.setDetail("call", call);
-    groups_.push_back(std::move(e));
-  }
-}
-
-// The root cause among the origins (sorted best first), the surface it explains, the others.
+// The root cause among the origins (sorted best first), the surface it explains, the others. A symptom
+// (a signature that says what happened, not why) is never the root cause while any cause is seen; a
+// symptom that a cross-rank analysis turned into a finding (the c10d laggard) counts as one.
 void Analyzer::chooseRoot(Result* r, const std::vector<int>& origins) {
-  r->status = Result::kRootCause;
-  r->rootGroup = origins[0];
+  auto isCause = [&](int g) { return !catalog_.sig(groups_[g].sig).symptom || !groups_[g].detail("headline").empty(); };
+  std::vector<int> causes;
+  for (int o : origins)
+    if (isCause(o)) causes.push_back(o);
+  r->status = causes.empty() ? Result::kInsufficient : Result::kRootCause;
+  r->rootGroup = causes.empty() ? origins[0] : causes[0];
   // A surface message (NCCL's "invalid usage", "unhandled system error") gives way to the origin
   // that says why, on the same rank or process: NCCL's WARN, the line after "Last error:".
   const Signature& top = catalog_.sig(groups_[r->rootGroup].sig);
-  if (!top.explainedBy.empty()) {
+  if (!top.explainedBy.empty() && r->status == Result::kRootCause) {
     const EventGroup& surface = groups_[r->rootGroup];
     auto sameSide = [&](const EventGroup& a, const EventGroup& b) {
       if (a.ranks.empty() || b.ranks.empty()) return true;
@@ -353,7 +77,7 @@ void Analyzer::chooseRoot(Result* r, const std::vector<int>& origins) {
         if (b.ranks.count(x)) return true;
       return false;
     };
-    for (int o : origins) {
+    for (int o : causes) {
       const Signature& os = catalog_.sig(groups_[o].sig);
       if (o == r->rootGroup || !os.explainedBy.empty() || !sameSide(surface, groups_[o])) continue;
       bool match = false;
@@ -380,10 +104,49 @@ void Analyzer::chooseRoot(Result* r, const std::vector<int>& origins) {
   int w = catalog_.sig(root.sig).weight;
   if (r->explainedSurface >= 0) w = std::max(w, catalog_.sig(groups_[r->explainedSurface].sig).weight);
   r->confidence = w >= 70 ? "high" : w >= 45 ? "medium" : "low";
+  if (r->status == Result::kInsufficient) r->confidence = "insufficient";
   std::set<int> seen = {groups_[r->rootGroup].sig};
   for (size_t i = 0; i < origins.size() && r->otherOrigins.size() < 8; ++i)
     if (origins[i] != r->rootGroup && seen.insert(groups_[origins[i]].sig).second)
       r->otherOrigins.push_back(origins[i]);
+}
+
+// The capture list of a symptom with no cause: what the symptom's own entry asks for, then the general
+// list for a crash or hang with no message (triage.insufficient).
+void Analyzer::insufficientCapture(Result* r) {
+  torchrunCapture(r);
+  const EventGroup& g = groups_[r->rootGroup];
+  const std::string crashed = g.detail("crashed_at").empty() ? g.detail("raised_at") : g.detail("crashed_at");
+  if (!crashed.empty())
+    r->capture.push_back("the frame it read (" + clip(crashed, 160) +
+                         ") is where the crash happened, not why: a core dump (ulimit -c unlimited) and "
+                         "`gdb python core -ex 'thread apply all bt'` name the native function");
+  appendCaptures(r, catalog_.sig(g.sig).next);
+  const int s = catalog_.find("triage.insufficient");
+  if (s >= 0) appendCaptures(r, catalog_.sig(s).next);
+}
+
+void Analyzer::torchrunCapture(Result* r) {
+  for (const auto& f : torchrun_)
+    if (f.first)
+      r->capture.push_back("the full output of rank " + std::to_string(f.rank) +
+                           " (torchelastic's first observed failure, exitcode " + f.exitcode +
+                           "): its own stderr holds the cause");
+}
+
+// A catalogue `next` lists captures separated by ';'; each is kept once.
+void Analyzer::appendCaptures(Result* r, const std::string& next) {
+  size_t p = 0;
+  while (p < next.size()) {
+    size_t q = next.find(';', p);
+    if (q == std::string::npos) q = next.size();
+    std::string item = next.substr(p, q - p);
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty() && std::find(r->capture.begin(), r->capture.end(), item) == r->capture.end())
+      r->capture.push_back(item);
+    p = q + 1;
+  }
 }
 
 // How far the ordering (and the inputs) can be trusted, said once at the end of the report.
@@ -447,6 +210,8 @@ Result Analyzer::finish() {
   analyseNcclWatch(&r);
   analyseFlightRecorder(&r);
   analyseErrorRecords(&r);
+  explainGroups();
+  r.envNotes = environmentNotes(env_);
 
   const int year = defaultYear_ ? defaultYear_ : 1970;
   for (auto& g : groups_) {
@@ -469,8 +234,15 @@ Result Analyzer::finish() {
     else
       r.contexts.push_back(static_cast<int>(i));
   }
+  // Specific signatures rank by weight. Generic reports (an exception no entry knows, an NCCL WARN, an
+  // error line of the grep floor) say only that something failed: among them the first one wins - the
+  // origin comes before the cascade that reports it - in two tiers (warnings and echo-like lines last).
+  auto rankWeight = [&](int g) {
+    const Signature& s = catalog_.sig(groups_[g].sig);
+    return s.generic ? (s.weight >= 20 ? 34 : 12) : s.weight;
+  };
   std::stable_sort(origins.begin(), origins.end(), [&](int a, int b) {
-    int wa = catalog_.sig(groups_[a].sig).weight, wb = catalog_.sig(groups_[b].sig).weight;
+    const int wa = rankWeight(a), wb = rankWeight(b);
     if (wa != wb) return wa > wb;
     return earlier(a, b);
   });
@@ -479,28 +251,13 @@ Result Analyzer::finish() {
 
   if (!origins.empty()) {
     chooseRoot(&r, origins);
+    tieConsequences(&r);
+    if (r.status == Result::kInsufficient) insufficientCapture(&r);
   } else {
     r.status = r.echoes.empty() ? Result::kNoEvidence : Result::kEchoesOnly;
     int s = catalog_.find(r.status == Result::kNoEvidence ? "triage.no_evidence" : "triage.echoes_only");
-    for (const auto& f : torchrun_)
-      if (f.first)
-        r.capture.push_back("the full output of rank " + std::to_string(f.rank) +
-                            " (torchelastic's first observed failure, exitcode " + f.exitcode +
-                            "): its own stderr holds the cause");
-    if (s >= 0) {
-      // The catalogue's `next` lists captures separated by ';'.
-      std::string next = catalog_.sig(s).next;
-      size_t p = 0;
-      while (p < next.size()) {
-        size_t q = next.find(';', p);
-        if (q == std::string::npos) q = next.size();
-        std::string item = next.substr(p, q - p);
-        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
-        while (!item.empty() && item.back() == ' ') item.pop_back();
-        if (!item.empty()) r.capture.push_back(item);
-        p = q + 1;
-      }
-    }
+    torchrunCapture(&r);
+    if (s >= 0) appendCaptures(&r, catalog_.sig(s).next);
   }
 
   // Time line: origins and echoes by first occurrence.
@@ -518,6 +275,30 @@ Result Analyzer::finish() {
   return r;
 }
 
+namespace {
+
+// "begin_forward() of flashinfer/decode.py" from 'File "/x/flashinfer/decode.py", line 514 in begin_forward'
+// (faulthandler) or '..., line 12, in f' (a traceback); empty when the frame names no function.
+std::string frameWhere(const std::string& frame) {
+  size_t in = frame.rfind(", in ");
+  size_t skip = 5;
+  if (in == std::string::npos) {
+    in = frame.rfind(" in ");
+    skip = 4;
+    if (in == std::string::npos || frame.find("\", line ") == std::string::npos) return "";
+  }
+  const size_t q1 = frame.find('"'), q2 = q1 == std::string::npos ? q1 : frame.find('"', q1 + 1);
+  std::string file = q2 == std::string::npos ? "" : frame.substr(q1 + 1, q2 - q1 - 1);
+  const size_t slash = file.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    const size_t slash2 = file.rfind('/', slash - 1);
+    file = file.substr(slash2 == std::string::npos ? 0 : slash2 + 1);
+  }
+  return frame.substr(in + skip) + "()" + (file.empty() ? "" : " of " + file);
+}
+
+}  // namespace
+
 // The verdict line: the cause, where it was seen and which ranks, in one line a person (or a grep of
 // many reports) can act on without reading further.
 void Analyzer::composeVerdict(Result* r) {
@@ -526,7 +307,7 @@ void Analyzer::composeVerdict(Result* r) {
     return inputs_[file].path == "-" ? "<stdin>" : inputs_[file].path;
   };
   std::string v = "VERDICT: ";
-  if (r->status == Result::kRootCause) {
+  if (r->status == Result::kRootCause || r->status == Result::kInsufficient) {
     const EventGroup& g = groups_[r->rootGroup];
     const Signature& s = catalog_.sig(g.sig);
     EventGroup all;  // ranks over every group of the signature
@@ -536,25 +317,22 @@ void Analyzer::composeVerdict(Result* r) {
         all.moreRanks += o.moreRanks;
         all.procs.insert(o.procs.begin(), o.procs.end());
       }
-    v += s.title + ": \"" + clip(g.text, 220) + "\"";
+    if (r->status == Result::kInsufficient) v += "insufficient evidence: ";
+    v += s.title;
+    if (g.knowledge >= 0) v += ": " + catalog_.sig(g.knowledge).title;  // the error the line names
+    v += ": \"" + clip(g.text, 220) + "\"";
     if (g.first.file >= 0) v += " at " + fileName(g.first.file) + ":" + std::to_string(g.first.line);
     v += ", " + ranksText(all, r->nranks);
-    const std::string raised = g.detail("raised_at");
-    const size_t in = raised.rfind(", in ");
-    if (in != std::string::npos) {
-      std::string where = raised;
-      const size_t q1 = where.find('"'), q2 = q1 == std::string::npos ? q1 : where.find('"', q1 + 1);
-      std::string file = q2 == std::string::npos ? "" : where.substr(q1 + 1, q2 - q1 - 1);
-      const size_t slash = file.rfind('/');
-      if (slash != std::string::npos) {
-        const size_t slash2 = file.rfind('/', slash - 1);
-        file = file.substr(slash2 == std::string::npos ? 0 : slash2 + 1);
-      }
-      v += ", in " + raised.substr(in + 5) + "()" + (file.empty() ? "" : " of " + file);
-    }
+    const std::string where =
+        frameWhere(g.detail("raised_at").empty() ? g.detail("crashed_at") : g.detail("raised_at"));
+    if (!where.empty()) v += ", in " + where;
+    if (where.empty() && !g.detail("crashed_in").empty()) v += ", crashed in " + g.detail("crashed_in");
     const std::string head = g.detail("headline");
     if (!head.empty() && g.text.find(head) == std::string::npos) v += " - " + head;
     if (r->explainedSurface >= 0) v += " (explains: \"" + clip(groups_[r->explainedSurface].text, 100) + "\")";
+    if (r->status == Result::kInsufficient)
+      v += " - no line in these logs says why; capture next: " +
+           (r->capture.empty() ? std::string("see below") : clip(r->capture.front(), 160));
   } else if (r->status == Result::kEchoesOnly) {
     uint64_t n = 0;
     for (int e : r->echoes) n += groups_[e].count;

@@ -40,4 +40,11 @@ inline std::vector<ExpectFile> readExpectFiles(const std::string& dir) {
   return out;
 }
 
+// A gtest parameter name from a log's name (gtest allows only [A-Za-z0-9_]).
+inline std::string testName(std::string n) {
+  for (char& c : n)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) c = '_';
+  return n;
+}
+
 }  // namespace triage_test

@@ -3,14 +3,16 @@
 //
 //   triage_bench [--mb N] [--out FILE.json] [--keep DIR]
 //
-// Two inputs of N MB each (default 256), generated deterministically and then analysed by the same
+// Three inputs of N MB each (default 256), generated deterministically and then analysed by the same
 // runCli() the CLI calls, on this thread:
 //   realistic  what a multi-rank server writes: SGLang/vLLM batch and metrics lines, HTTP access
 //              lines, NCCL INFO, torch warnings, '\r' progress bars, Ray JSON lines, a long
 //              server_args line now and then, a traceback every ~20k lines, a failure burst (NCCL
 //              WARN + return chain + torch surface + echoes) every ~100k lines;
 //   dense      every real-log fixture (tests/triage/real, fixtures/) concatenated and repeated: nearly
-//              every line is an error, a frame or an echo, so the pattern stage runs on most lines.
+//              every line is an error, a frame or an echo, so the pattern stage runs on most lines;
+//   dense_varied  the same, every digit redrawn in each repetition: no line repeats verbatim, so the
+//              memo of repeated messages gains nothing from the repetition itself (the worst case).
 // The rate is decoded bytes per CPU second of this process (user + system), so other load on a
 // shared machine slows the wall clock, not the figure; wall time is recorded beside it.
 #include <dirent.h>
@@ -208,14 +210,26 @@ void collect(const std::string& dir, std::string* all) {
   }
 }
 
-size_t writeDense(const std::string& path, size_t bytes) {
+// varied: every digit of every repetition redrawn (as ranks, pids, addresses and counters differ between
+// the copies of a message in a real job), so no line repeats verbatim and triage's memo of repeated
+// messages gains nothing from the repetition itself.
+size_t writeDense(const std::string& path, size_t bytes, bool varied) {
   std::string all;
   collect(ARFUSE_TRIAGE_REAL, &all);
   collect(ARFUSE_TRIAGE_FIXTURES, &all);
   std::ofstream out(path, std::ios::binary);
+  std::mt19937 rng(20261203);
   size_t written = 0;
+  std::string copy;
   while (written < bytes && !all.empty()) {
-    out << all;
+    if (varied) {
+      copy = all;
+      for (char& c : copy)
+        if (c >= '0' && c <= '9') c = static_cast<char>('0' + rng() % 10);
+      out << copy;
+    } else {
+      out << all;
+    }
     written += all.size();
   }
   return written;
@@ -278,10 +292,13 @@ int main(int argc, char** argv) {
   std::vector<Run> runs;
   const std::string realistic = dir + "/triage_bench_realistic.log", dense = dir + "/triage_bench_dense.log";
   runs.push_back(analyse("realistic", realistic, writeRealistic(realistic, bytes)));
-  runs.push_back(analyse("dense", dense, writeDense(dense, bytes)));
+  runs.push_back(analyse("dense", dense, writeDense(dense, bytes, false)));
+  const std::string varied = dir + "/triage_bench_dense_varied.log";
+  runs.push_back(analyse("dense_varied", varied, writeDense(varied, bytes, true)));
   if (keep.empty()) {
     std::remove(realistic.c_str());
     std::remove(dense.c_str());
+    std::remove(varied.c_str());
   }
 
   utsname u;
