@@ -13,7 +13,7 @@
 namespace arfuse {
 
 template <typename T, int kVecs, bool kExt = false>
-__global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(const __grid_constant__ LocalArgs a) {
+__global__ void __launch_bounds__(kMaxThreads, kExt ? 1 : 0) addRmsNormKernel(const __grid_constant__ LocalArgs a) {
   constexpr int E = Vec<T>::kElems;
   __shared__ RowScratch sm;
   const int nvec = a.hidden / E;
@@ -74,7 +74,8 @@ __global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(const __grid_con
       }
     }
     if constexpr (kExt) {
-      finishExtendedRow<T, kVecs, /*kOneLoad=*/true>(
+      // Rolled pass 2 only where the unrolled one spilled (fp32, 8 vectors; docs/perf.md change 26).
+      finishExtendedRow<T, kVecs, /*kOneLoad=*/true, /*kRolled=*/kVecs >= 8 && sizeof(T) == 4>(
           packed, false, reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + base,
           reinterpret_cast<uint4*>(a.residualOut) + base, nvec, a.hidden, a.invHidden, a.eps, a.ext, row, &sm);
     } else {
