@@ -14,6 +14,19 @@ namespace {
 using testing_fixtures::nvlink8;
 using testing_fixtures::req;
 
+// One H200 as the caps see it with `ranks` virtual ranks (132 SMs; the low-latency and wide kernels
+// one CTA per SM, the narrow ones two) that keeps clusterSlots / c clusters of c resident.
+DeviceResidency h200Virtual(int ranks, int clusterSlots) {
+  DeviceResidency d;
+  d.sms = 132;
+  d.ranks = ranks;
+  d.lowLatency = 1;
+  d.narrow = 2;
+  d.wide = 1;
+  for (int c = 2; c <= 8; c *= 2) d.clusters[c] = clusterSlots / c;
+  return d;
+}
+
 TEST(Plan, SingleRankIsLocal) {
   Fabric f;
   Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(16));
@@ -510,13 +523,7 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
 // runs whole rows on wide CTAs; sharedCtas splits it anyway, several rows per cluster, never more
 // clustered CTAs than fit; maxChunkVecs moves where splitting stops. The geometry always covers the row.
 TEST(Plan, SplitRulesOfTheGeometry) {
-  DeviceResidency d;
-  d.sms = 132;
-  d.ranks = 8;
-  d.lowLatency = 1;
-  d.narrow = 2;
-  d.wide = 1;
-  for (int c = 2; c <= 8; c *= 2) d.clusters[c] = 128 / c;
+  const DeviceResidency d = h200Virtual(8, 128);
   Fabric f = nvlink8();
   f.clusters = true;
   f.virtualRanks = true;
@@ -573,13 +580,7 @@ TEST(Plan, SplitRulesOfTheGeometry) {
 // were once sized by the narrow cap only, and a forced one-shot at 1024 tokens x 5120 fp32 was refused.
 TEST(Plan, RegionsHoldEveryCallUnderEveryClassCap) {
   for (int ranks : {2, 4, 8, 16}) {
-    DeviceResidency d;
-    d.sms = 132;
-    d.ranks = ranks;
-    d.lowLatency = 1;
-    d.narrow = 2;
-    d.wide = 1;
-    for (int c = 2; c <= 8; c *= 2) d.clusters[c] = 64 / c;
+    const DeviceResidency d = h200Virtual(ranks, 64);
     Fabric f = nvlink8();
     f.nranks = ranks;
     f.clusters = true;
