@@ -28,9 +28,14 @@ template <class X, typename T, bool kFused, int kVecs, bool kExt = false>
 __global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVecs))
     oneShotKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
-  // Peers' loads in flight per vector: 4 in the extended 8-vector variants, whose quantising epilogue
-  // leaves no room for 8 under the 128-register budget of 512 threads (they spilled).
+  // Peers' loads in flight per vector: 4 in the 8-vector variants where the 128-register budget of
+  // 512 threads has no room for 8 (they spilled): the extended ones (their quantising epilogue), and on
+  // sm_120 every one (4 bytes over in the fused ones).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+  constexpr int kSumInFlight = kVecs == 8 ? 4 : 8;
+#else
   constexpr int kSumInFlight = kExt && kVecs == 8 ? 4 : 8;
+#endif
   __shared__ RowScratch sm;
   const TileCursor tc(a);
   const int V = tc.chunkVecs;
