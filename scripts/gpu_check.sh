@@ -181,7 +181,7 @@ perf33_run() {
     for tree in new baseline; do
       bin=$build/bin/arfuse; [ $tree = baseline ] && bin=$base/bin/arfuse
       [ $tree = baseline ] && [ $have_base = 0 ] && continue
-      step "perf33 $tree TP$n" 90 "$OUT/bench.txt" "$bin" bench --op fused --ranks $n \
+      step "perf33 $tree TP$n" 90 "$OUT/bench.txt" "$bin" bench --op fused --virtual --ranks $n \
         --algo "$A" --tokens "$T" --hidden 7168 -n 20 -J "$OUT/${tree}_tp${n}.json"
       note "perf33 $tree TP$n: rc=$? in ${last_step_s:-0} s"
     done
@@ -191,7 +191,7 @@ perf33_run() {
     for tree in new baseline; do
       bin=$build/bin/arfuse; [ $tree = baseline ] && bin=$base/bin/arfuse
       [ $tree = baseline ] && [ $have_base = 0 ] && continue
-      step "perf33 verify $tree TP$n" 60 "$OUT/bench.txt" "$bin" bench --verify-pass --model kimi-k2 --algo auto \
+      step "perf33 verify $tree TP$n" 60 "$OUT/bench.txt" "$bin" bench --verify-pass --virtual --model kimi-k2 --algo auto \
         --ranks $n --tokens 1,16,64,256 -n 10 -J "$OUT/verify_${tree}_tp${n}.json"
       note "perf33 verify-pass $tree TP$n: rc=$? in ${last_step_s:-0} s"
     done
@@ -203,7 +203,7 @@ perf33_run() {
     envs=${spec%%:*}; spec=${spec#*:}; algos=${spec%%:*}; toks=${spec#*:}
     for n in 2 4 8; do
       # shellcheck disable=SC2086  # envs: VAR=VALUE words for env
-      step "perf33 knob $name TP$n" 60 "$OUT/bench.txt" env ${envs//,/ } "$build/bin/arfuse" bench --op fused \
+      step "perf33 knob $name TP$n" 60 "$OUT/bench.txt" env ${envs//,/ } "$build/bin/arfuse" bench --op fused --virtual \
         --ranks $n --algo "$algos" --tokens "$toks" --hidden 7168 -n 20 -J "$OUT/knob_${name}_tp${n}.json" < /dev/null
       note "perf33 knob $name ($envs) TP$n: rc=$? in ${last_step_s:-0} s"
     done
