@@ -29,6 +29,14 @@
 #   --calibrated-proxy  the auto plan once calibrated on virtual ranks: doctor --calibrate over
 #                 2/4/8 virtual ranks, then auto (with that file) beside every forced path at 1..2048
 #                 tokens (proxy_calibrated_tp*.json): whether auto follows the measured best path
+#   --perf33      issue 33's one measurement call, alone (<= ~8 minutes on one H200, GPU_CHECK_BUDGET_S
+#                 default 470): builds this tree's CLI and gpu_test and, at the same time, the baseline
+#                 CLI from .carry/baseline (git archive REV | tar -x -C .carry/baseline); the proxy
+#                 fused table (auto and every forced peer path, 1/16/64/256/2048 tokens, 2/4/8 virtual
+#                 ranks) of both trees; `bench --verify-pass --model kimi-k2` at 4 and 8 virtual ranks
+#                 of both; this tree's rows under each experimental knob (PERF33_KNOBS, see below);
+#                 the spill check of this build; quick GPU suites under each knob; then
+#                 scripts/perf_compare.py's before/after table, printed last (perf33_table.txt)
 #   --peers       the single-GPU peers (bench/peers.py --single: torch.compile, FlashInfer, a copy;
 #                 FlashInfer from .carry/peers, scripts/fetch_peer_wheels.sh), the rotated
 #                 addrmsnorm bench and `bench --procs 2` on the one GPU (h200_*.json)
@@ -51,6 +59,7 @@ experiments=0
 peers=0
 phases=0
 calproxy=0
+perf33=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
@@ -61,6 +70,7 @@ for a in "$@"; do
     --peers) peers=1 ;;
     --phases) phases=1 ;;
     --calibrated-proxy) calproxy=1 ;;
+    --perf33) perf33=1 ;;
     --bench-only) bench_only=1 ;;
     --tests-only) tests_only=1 ;;
     *) echo "gpu_check.sh: unknown argument $a"; exit 2 ;;
@@ -89,40 +99,9 @@ if ! [ -f /usr/include/nccl.h ] && ! [ -f /usr/local/cuda/include/nccl.h ]; then
   note "nccl: header $inc, library $lib"
 fi
 
-gen=Ninja
-command -v ninja >/dev/null || gen="Unix Makefiles"
-t0=$(date +%s)
-# A kept build directory trusts modification times, but a copied working tree can carry a source
-# file whose time is older than the object built from its previous content (a header changed that
-# way once left doctor.cc and gpu_test.cc compiled against an old class layout). Keep a content
-# hash per source file and touch every file whose content changed since the last build.
-hashes=$build/.gpu_check_source_hashes
-mkdir -p "$build"
-( cd "$root" && git ls-files -co --exclude-standard -- src include tools tests python cmake CMakeLists.txt 2>/dev/null |
-  while read -r f; do [ -f "$f" ] && sha1sum "$f"; done ) > "$hashes.new"
-if [ -f "$hashes" ]; then
-  changed=$(sort "$hashes" "$hashes" "$hashes.new" | uniq -u | awk '{print $2}' | sort -u)
-  for f in $changed; do [ -f "$root/$f" ] && touch "$root/$f"; done
-  note "source files changed since the kept build: $(echo "$changed" | grep -c .)"
-fi
-# GPU_CHECK_NO_TESTS=1: build the library and the CLI only (a benchmark-only call on a cold machine).
-tests_opt=(); [ "${GPU_CHECK_NO_TESTS:-0}" = 1 ] && tests_opt=(-DARFUSE_BUILD_TESTS=OFF)
-if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${tests_opt[@]}" "${nccl_args[@]}" &&
-       cmake --build "$build" -j"$(nproc)"; } > "$OUT/build.log" 2>&1; then
-  note "BUILD FAILED (see build.log)"; tail -40 "$OUT/build.log"; exit 1
-fi
-mv "$hashes.new" "$hashes"
-note "build: ok in $(( $(date +%s) - t0 )) s"
-
-{
-  echo "== fatbin"; "$root/scripts/check_fatbin.sh" "$build/src/libarfuse.so" "$arch"
-} > "$OUT/tests.log" 2>&1
-note "fatbin: $(tail -1 "$OUT/tests.log")"
-
 # Every step runs under the call's time budget (the device tool stops a command at 10 minutes):
 # a step that would start with less than 20 s left is skipped and says so.
-budget=${GPU_CHECK_BUDGET_S:-570}
-start_s=$t0
+# (budget and start_s are set by the flow that runs the steps)
 left() { echo $(( budget - ($(date +%s) - start_s) )); }
 step() {  # step LABEL LIMIT_S OUTFILE cmd...   (OUTFILE gets stdout+stderr, appended)
   local label=$1 limit=$2 outf=$3; shift 3
@@ -140,6 +119,155 @@ step() {  # step LABEL LIMIT_S OUTFILE cmd...   (OUTFILE gets stdout+stderr, app
   last_step_s=$(( $(date +%s) - t1 ))
   return $rc
 }
+
+gen=Ninja
+command -v ninja >/dev/null || gen="Unix Makefiles"
+
+# ---- perf33: issue 33's one measurement call (everything above the generic build, then exit) -------
+# Knobs: NAME=VAR=VALUE[,VAR=VALUE]:ALGOS:TOKENS, one bench per rank count each (PROXY rows of this tree
+# under that environment); PERF33_KNOBS replaces the list. The tests of a knob run gpu_test's quick
+# filter under the same environment.
+perf33_knobs_default="late=ARFUSE_EXP_LATE_ENTRY=1:auto,lowlatency,oneshot,twoshot:1,16,64,256
+push=ARFUSE_EXP_ROW_PUSH=1:auto,lowlatency,oneshot,twoshot:1,4,16,64
+split128=ARFUSE_EXP_SPLIT_VECS=128:auto,lowlatency,oneshot:1,4,16
+shared=ARFUSE_EXP_SPLIT_SHARED=1:auto,oneshot,twoshot:64,256
+shared512=ARFUSE_EXP_SPLIT_SHARED=1,ARFUSE_EXP_SPLIT_VECS=512:auto,oneshot,twoshot:64,256
+pushshared=ARFUSE_EXP_ROW_PUSH=1,ARFUSE_EXP_SPLIT_SHARED=1:auto,oneshot,twoshot:64,256
+latepush=ARFUSE_EXP_LATE_ENTRY=1,ARFUSE_EXP_ROW_PUSH=1:auto:1,4,16,64,256"
+# gpu_test's quick filter, plainly and under each of PERF33_TEST_KNOBS (names from the list above):
+# batch invariance (the same bits across paths, geometries, row splits and token counts, against fp64
+# too), graph replays with new inputs, shape changes back to back and two streams at once.
+perf33_filter='*BatchInvariance*:Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/*:Worlds/Gpu_VirtualRanks.ChangingShapesBackToBack/*:*TwoStreamsAtOnce*'
+perf33_test_knobs_default="push late shared pushshared split128"
+# ...and the fault matrix (refused, divergent, skipped and late calls, two streams) where a knob touches
+# the protocol: the entry (late) and the row reduction of failed tiles (push).
+perf33_fault_knobs=" late push latepush "
+perf33_run() {
+  budget=${GPU_CHECK_BUDGET_S:-470}
+  start_s=$(date +%s)
+  local base=$root/build-baseline bpid="" t1 n b bin tree spec name envs algos toks rc
+  local knobs=${PERF33_KNOBS:-$perf33_knobs_default}
+  local T=${PERF33_TOKENS:-1,16,64,256,2048}
+  local A=${PERF33_ALGOS:-auto,lowlatency,oneshot,twoshot}  # hoststaged: add it here (minutes at 2048 tokens)
+  # The baseline CLI builds beside this tree (the two builds' longest files overlap; 16 cores).
+  if [ -d "$root/.carry/baseline/src" ]; then
+    (cd "$root/.carry/baseline" && rm -rf .carry && ln -s "$root/.carry" .carry &&
+      cmake -S . -B "$base" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release -DARFUSE_BUILD_TESTS=OFF \
+        "${nccl_args[@]}" && cmake --build "$base" -j"$(nproc)" --target arfuse_cli) > "$OUT/build_baseline.log" 2>&1 &
+    bpid=$!
+  else
+    note "perf33: no .carry/baseline/src: no before figures (git archive e7608fe | tar -x -C .carry/baseline)"
+  fi
+  t1=$(date +%s)
+  if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" &&
+         cmake --build "$build" -j"$(nproc)" --target arfuse_cli gpu_test; } > "$OUT/build.log" 2>&1; then
+    note "BUILD FAILED (see build.log)"; tail -40 "$OUT/build.log"
+    [ -n "$bpid" ] && kill "$bpid" 2>/dev/null
+    return 1
+  fi
+  note "build (arfuse_cli, gpu_test): ok in $(( $(date +%s) - t1 )) s"
+  python3 "$root/tests/cpu/check_spills.py" "$build/src/CMakeFiles/arfuse.dir" 1 "$arch" > "$OUT/spills.txt" 2>&1
+  note "spill check (ptxas reports of this build): rc=$? $(head -1 "$OUT/spills.txt")"
+  local have_base=0
+  if [ -n "$bpid" ]; then
+    if wait "$bpid"; then
+      have_base=1; note "baseline build: ok, $(( $(date +%s) - t1 )) s after this tree's build started"
+    else
+      note "baseline build FAILED (build_baseline.log)"; tail -5 "$OUT/build_baseline.log" >> "$summary"
+    fi
+  fi
+  # 1. the proxy table, this tree and the baseline side by side per rank count
+  for n in 2 4 8; do
+    for tree in new baseline; do
+      bin=$build/bin/arfuse; [ $tree = baseline ] && bin=$base/bin/arfuse
+      [ $tree = baseline ] && [ $have_base = 0 ] && continue
+      step "perf33 $tree TP$n" 90 "$OUT/bench.txt" "$bin" bench --op fused --virtual --ranks $n \
+        --algo "$A" --tokens "$T" --hidden 7168 -n 20 -J "$OUT/${tree}_tp${n}.json"
+      note "perf33 $tree TP$n: rc=$? in ${last_step_s:-0} s"
+    done
+  done
+  # 2. the verify pass of the motivating workload, 4 and 8 virtual ranks
+  for n in 4 8; do
+    for tree in new baseline; do
+      bin=$build/bin/arfuse; [ $tree = baseline ] && bin=$base/bin/arfuse
+      [ $tree = baseline ] && [ $have_base = 0 ] && continue
+      step "perf33 verify $tree TP$n" 60 "$OUT/bench.txt" "$bin" bench --verify-pass --virtual --model kimi-k2 --algo auto \
+        --ranks $n --tokens 1,16,64,256 -n 10 -J "$OUT/verify_${tree}_tp${n}.json"
+      note "perf33 verify-pass $tree TP$n: rc=$? in ${last_step_s:-0} s"
+    done
+  done
+  # 3. each experimental knob's rows (this tree)
+  while IFS= read -r spec; do
+    [ -z "$spec" ] && continue
+    name=${spec%%=*}; spec=${spec#*=}
+    envs=${spec%%:*}; spec=${spec#*:}; algos=${spec%%:*}; toks=${spec#*:}
+    for n in 2 4 8; do
+      # shellcheck disable=SC2086  # envs: VAR=VALUE words for env
+      step "perf33 knob $name TP$n" 60 "$OUT/bench.txt" env ${envs//,/ } "$build/bin/arfuse" bench --op fused --virtual \
+        --ranks $n --algo "$algos" --tokens "$toks" --hidden 7168 -n 20 -J "$OUT/knob_${name}_tp${n}.json" < /dev/null
+      note "perf33 knob $name ($envs) TP$n: rc=$? in ${last_step_s:-0} s"
+    done
+  done <<< "$knobs"
+  # 4. the GPU suites' quick filter, plainly and under each knob
+  local tk
+  for tk in default ${PERF33_TEST_KNOBS:-$perf33_test_knobs_default}; do
+    spec=$(echo "$knobs" | grep -m1 "^$tk=" | cut -d: -f1)
+    [ "$tk" = default ] && spec="default=ARFUSE_LOG_LEVEL=WARN"
+    [ -z "$spec" ] && { note "perf33 tests $tk: not a knob of the list"; continue; }
+    name=${spec%%=*}; envs=${spec#*=}
+    local filter=$perf33_filter
+    case "$perf33_fault_knobs" in *" $name "*) filter="$filter:*FaultMatrix*" ;; esac
+    # shellcheck disable=SC2086
+    step "perf33 tests $name" 120 "$OUT/tests_$name.log" env ${envs//,/ } "$build/tests/gpu/gpu_test" \
+      --gtest_filter="$filter"
+    rc=$?
+    note "perf33 tests $name ($envs): rc=$rc in ${last_step_s:-0} s $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests_$name.log" 2>/dev/null | tail -2 | tr '\n' ' ')"
+    [ $rc != 0 ] && [ $rc != 99 ] && grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/tests_$name.log" | sort -u | head -10 | sed 's/^/  /' >> "$summary"
+  done
+  # 5. the table, printed last
+  python3 "$root/scripts/perf_compare.py" "$OUT" --json "$OUT/perf33_table.json" > "$OUT/perf33_table.txt" 2>&1
+  note "perf_compare: rc=$?"
+  local tgz; tgz=$(mktemp /tmp/gpu_check_logs.XXXXXX)
+  ( cd "$OUT" && tar czf "$tgz" --exclude=summary.txt --exclude=perf33_table.txt . ) || note "tar: failed"
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name perf33_table.txt -exec rm -rf {} +
+  mv "$tgz" "$OUT/logs.tgz"
+  echo; grep -v '^ ' "$summary" | tail -45; echo; cat "$OUT/perf33_table.txt"
+}
+t0=$(date +%s)
+# A kept build directory trusts modification times, but a copied working tree can carry a source
+# file whose time is older than the object built from its previous content (a header changed that
+# way once left doctor.cc and gpu_test.cc compiled against an old class layout). Keep a content
+# hash per source file and touch every file whose content changed since the last build.
+hashes=$build/.gpu_check_source_hashes
+mkdir -p "$build"
+( cd "$root" && git ls-files -co --exclude-standard -- src include tools tests python cmake CMakeLists.txt 2>/dev/null |
+  while read -r f; do [ -f "$f" ] && sha1sum "$f"; done ) > "$hashes.new"
+if [ -f "$hashes" ]; then
+  changed=$(sort "$hashes" "$hashes" "$hashes.new" | uniq -u | awk '{print $2}' | sort -u)
+  for f in $changed; do [ -f "$root/$f" ] && touch "$root/$f"; done
+  note "source files changed since the kept build: $(echo "$changed" | grep -c .)"
+fi
+if [ $perf33 = 1 ]; then  # its own builds, steps and table; the kept build's hashes as below
+  perf33_run || exit 1
+  mv "$hashes.new" "$hashes"
+  exit 0
+fi
+# GPU_CHECK_NO_TESTS=1: build the library and the CLI only (a benchmark-only call on a cold machine).
+tests_opt=(); [ "${GPU_CHECK_NO_TESTS:-0}" = 1 ] && tests_opt=(-DARFUSE_BUILD_TESTS=OFF)
+if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${tests_opt[@]}" "${nccl_args[@]}" &&
+       cmake --build "$build" -j"$(nproc)"; } > "$OUT/build.log" 2>&1; then
+  note "BUILD FAILED (see build.log)"; tail -40 "$OUT/build.log"; exit 1
+fi
+mv "$hashes.new" "$hashes"
+note "build: ok in $(( $(date +%s) - t0 )) s"
+
+{
+  echo "== fatbin"; "$root/scripts/check_fatbin.sh" "$build/src/libarfuse.so" "$arch"
+} > "$OUT/tests.log" 2>&1
+note "fatbin: $(tail -1 "$OUT/tests.log")"
+
+budget=${GPU_CHECK_BUDGET_S:-570}
+start_s=$t0
 
 run_ctest() {  # label, timeout, [-R regex], [-E regex]
   step "ctest -L $1${3:+ -R $3}" "$2" "$OUT/tests.log" ctest --test-dir "$build" -L "^$1\$" ${3:+-R "$3"} ${4:+-E "$4"} --timeout 300 --output-on-failure -V

@@ -57,6 +57,8 @@ struct Residency {
 Residency measureResidency();
 // Per path (each launch.cu): min its kernels into r.
 void residencyLowLatency(Residency* r);
-void residencyBarrier(Residency* r);  // one-shot, two-shot, host-staged
+void residencyOneShot(Residency* r);
+void residencyTwoShot(Residency* r);
+void residencyHostStaged(Residency* r);
 
 }  // namespace arfuse

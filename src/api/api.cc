@@ -248,6 +248,8 @@ void fillKernelArgs(const Group& g, const arfuseComm* comm, const CallArgs& c, c
   KernelArgs& ka = pc->launch.ka;
   fillGroupKernelArgs(g, comm->rank, &ka);
   ka.pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
+  ka.lateEntry = paramExpLateEntry() ? 1 : 0;
+  ka.rowPush = paramExpRowPush() ? 1 : 0;
   ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.variant ? 1 : 0, c.tokens, c.hidden);
   ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
   ka.x = c.x;

@@ -83,6 +83,8 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
     return bad(strprintf("reserved=%d: must be 0 (start from ARFUSE_CONFIG_INITIALIZER)", c.reserved));
   r.policy.deterministic = det == -1 ? paramDeterministic() : det == 1;
   r.policy.maxChunks = paramMaxChunks();
+  r.policy.splitVecs = paramExpSplitVecs();
+  r.policy.splitShared = paramExpSplitShared();
   r.policy.llTwoPhase = paramLlTwoPhase();
   r.policy.llTwoPhaseMaxBytes = paramLlTwoPhaseMaxBytes();
   r.messageBytes = workspaceMessageBytes(r.limits);

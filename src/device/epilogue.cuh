@@ -84,10 +84,12 @@ __device__ __forceinline__ uint4 roundSum(float* acc, const uint4* residual, boo
 
 // Residual add is done (packed); norm the tile's row and store both outputs of this tile.
 // normOut / residualOut / the weight point at the tile's first vector.
+// push: the row push for split rows (ARFUSE_EXP_ROW_PUSH, device/rowsum.cuh).
 template <typename T, int kVecs, bool kOneLoad = false>
 __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs>& w,
                                                 uint4* normOut, uint4* residualOut, int chunk, int chunks,
-                                                int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm) {
+                                                int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm,
+                                                bool push = false) {
   constexpr int E = Vec<T>::kElems;
   // residual_out leaves before the row reduction when the reduction is CTA-local, so its stores
   // overlap the reduction (5 % at 4096 x 7168 bf16, 0.24 us at one token, H200). A split row's
@@ -106,7 +108,7 @@ __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], co
     }
   }
   const float inv =
-      rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, chunk, chunks, chunkVecs, nvec, sm), invHidden, eps));
+      rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, chunk, chunks, chunkVecs, nvec, sm, push), invHidden, eps));
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
@@ -153,14 +155,29 @@ __device__ inline float blockMax(float v) {
 //                  values scaled by quant::nvfp4OutputScale(sf, g) and rounded to E2M1, two per byte.
 // A 16-element block spans 16 / E consecutive vectors, which belong to consecutive lanes of one warp
 // (v = threadIdx.x + i * blockDim.x, blockDim a multiple of 32), so its max is a 1- or 2-step shuffle.
-template <typename T, int kVecs>
+// kRolled (the 8-vector variants of the multi-rank kernels, 512 threads: a 128-register budget; and
+// the single-GPU fp32 one): the vectors are walked in a rolled loop over a rotating copy, p[0] being
+// vector i -- static indices only, so the copy stays in registers, and one vector's conversion is live
+// at a time -- which stops at the row's last vector. Unrolled, ptxas hoisted every vector's weight load
+// and conversion and spilled up to 148 bytes (one-shot bf16).
+template <typename T, int kVecs, bool kRolled = (kVecs >= 8)>
 __device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], float inv, const uint4* weight,
                                               uint4* normOut, int nvec, int hidden, const EpiArgs& e, int row) {
   constexpr int E = Vec<T>::kElems;
   constexpr int kGroup = 16 / E;  // vectors per NVFP4 block
-  auto normValues = [&](int i, int v, float* n) {
+  constexpr int kUnroll = kRolled ? 1 : kVecs;
+  uint4 p[kVecs];
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) p[i] = packed[i];
+  auto rotate = [&p] {
+    const uint4 first = p[0];
+#pragma unroll
+    for (int k = 0; k + 1 < kVecs; ++k) p[k] = p[k + 1];
+    p[kVecs - 1] = first;
+  };
+  auto normValues = [&](int v, float* n) {
     float r[E], w[E], out[E];
-    Vec<T>::toFloat(packed[i], r);
+    Vec<T>::toFloat(p[0], r);
     Vec<T>::toFloat(__ldg(weight + v), w);
 #pragma unroll
     for (int k = 0; k < E; ++k) out[k] = r[k] * inv * (e.weightPlusOne ? 1.f + w[k] : w[k]);
@@ -171,15 +188,17 @@ __device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], floa
   float amax = 0.f;
   const float staticInv = e.quant == kQuantFp8Static ? quant::fp8StaticInvScale(__ldg(e.scaleIn)) : 0.f;
   const float g = e.quant == kQuantNvfp4 ? __ldg(e.scaleIn) : 0.f;
-#pragma unroll
-  for (int i = 0; i < kVecs; ++i) {
+  int walked = 0;  // rotations of the copy in the first pass (kRolled stops at the row's end)
+#pragma unroll kUnroll
+  for (int i = 0; i < kVecs; ++i, rotate(), ++walked) {
+    if (kRolled && i * static_cast<int>(blockDim.x) >= nvec) break;  // uniform: no vector of the row left
     const int v = threadIdx.x + i * blockDim.x;
     const bool active = v < nvec;
     float n[E];
 #pragma unroll
     for (int k = 0; k < E; ++k) n[k] = 0.f;
     if (active) {
-      const uint4 rounded = normValues(i, v, n);
+      const uint4 rounded = normValues(v, n);
       if (normOut) normOut[v] = rounded;
     }
     float local = 0.f;
@@ -222,6 +241,31 @@ __device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], floa
       }
     }
   }
+  if (e.quant == kQuantFp8PerToken) {
+    const float s = quant::fp8TokenScale(blockMax(amax));
+    if (threadIdx.x == 0) static_cast<float*>(e.scaleOut)[row] = s;
+    if constexpr (kRolled) {  // back to p[0] = vector 0
+#pragma unroll 1
+      for (; walked < kVecs; ++walked) rotate();
+    }
+#pragma unroll kUnroll
+    for (int i = 0; i < kVecs; ++i, rotate()) {
+      if (kRolled && i * static_cast<int>(blockDim.x) >= nvec) break;  // uniform
+      const int v = threadIdx.x + i * blockDim.x;
+      if (v >= nvec) continue;
+      float n[E];
+      normValues(v, n);
+      uint32_t w[E / 2];
+#pragma unroll
+      for (int k = 0; k < E / 2; ++k) w[k] = cvtE4m3x2(quant::divRn(n[2 * k], s), quant::divRn(n[2 * k + 1], s));
+      unsigned char* q = e.quantOut + static_cast<size_t>(row) * hidden + static_cast<size_t>(v) * E;
+      if constexpr (E == 8)
+        *reinterpret_cast<uint2*>(q) = make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
+      else
+        *reinterpret_cast<uint32_t*>(q) = w[0] | w[1] << 16;
+    }
+  }
+  // Last: the rotating copy is dead by now (with it live across these stores, fp32 spilled).
   if (e.quant == kQuantNvfp4 && e.scaleLayout == quant::kSfLayoutSwizzled128x4) {
     // The swizzled layout's padding is read by the GEMM and must be zero: this row's padded columns,
     // and, from the last row's block, the padded rows of the last 128-row tile.
@@ -243,25 +287,6 @@ __device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], floa
         for (int k = threadIdx.x; k < (prows - e.tokens) * pcols; k += blockDim.x)
           sfo[quant::sfOffset(e.scaleLayout, e.tokens + k / pcols, k % pcols, e.tokens, cols)] = 0;
       }
-    }
-  }
-  if (e.quant == kQuantFp8PerToken) {
-    const float s = quant::fp8TokenScale(blockMax(amax));
-    if (threadIdx.x == 0) static_cast<float*>(e.scaleOut)[row] = s;
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int v = threadIdx.x + i * blockDim.x;
-      if (v >= nvec) continue;
-      float n[E];
-      normValues(i, v, n);
-      uint32_t w[E / 2];
-#pragma unroll
-      for (int k = 0; k < E / 2; ++k) w[k] = cvtE4m3x2(quant::divRn(n[2 * k], s), quant::divRn(n[2 * k + 1], s));
-      unsigned char* q = e.quantOut + static_cast<size_t>(row) * hidden + static_cast<size_t>(v) * E;
-      if constexpr (E == 8)
-        *reinterpret_cast<uint2*>(q) = make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
-      else
-        *reinterpret_cast<uint32_t*>(q) = w[0] | w[1] << 16;
     }
   }
 }
@@ -294,7 +319,7 @@ __device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOu
 
 // Extended epilogue of one whole row (chunks == 1): residual_out / norm_out as requested, then the
 // quantised outputs (extendedPass2). `failed` must be uniform across the CTA.
-template <typename T, int kVecs, bool kOneLoad = false>
+template <typename T, int kVecs, bool kOneLoad = false, bool kRolled = (kVecs >= 8)>
 __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], bool failed, const uint4* weight,
                                                   uint4* normOut, uint4* residualOut, int nvec, int hidden,
                                                   float invHidden, float eps, const EpiArgs& e, int row,
@@ -317,7 +342,7 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
     }
   }
   const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, 0, 1, nvec, nvec, sm), invHidden, eps));
-  extendedPass2<T, kVecs>(packed, inv, weight, e.writeNorm ? normOut : nullptr, nvec, hidden, e, row);
+  extendedPass2<T, kVecs, kRolled>(packed, inv, weight, e.writeNorm ? normOut : nullptr, nvec, hidden, e, row);
 }
 
 // The end of a multi-rank kernel's tile j: the extended epilogue (whole rows), the fused one (this
@@ -338,7 +363,7 @@ __device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor
   } else if constexpr (kFused) {
     finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
                               reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks, V, tc.nvec,
-                              a.invHidden, a.eps, sm);
+                              a.invHidden, a.eps, sm, a.rowPush != 0);
   } else {
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {

@@ -17,6 +17,11 @@ namespace arfuse {
 // the latency-bound calls) run at most 256 threads, so their loads in flight (8 ranks x 16 B) and
 // register caches fit without spilling; the 8-vector ones (whole rows up to 4096 vectors) 512.
 __host__ __device__ constexpr int barrierMaxThreads(int vecs) { return vecs <= 2 ? 256 : kMaxThreads; }
+// CTAs of that size one SM must hold (the residency the virtual-rank caps are measured against): two
+// narrow ones (128 registers each), one wide one. Given to ptxas as the launch bound's minimum, so its
+// register budget is this one: left to its own heuristic it picked 64 registers for some narrow
+// kernels and spilled there.
+__host__ __device__ constexpr int barrierMinBlocks(int vecs) { return vecs <= 2 ? 2 : 1; }
 
 struct PeerExchange {
   __device__ static char* region(const KernelArgs& a, int rank, int parity) {
@@ -44,22 +49,22 @@ struct HostExchange {
 };
 
 // fp32 sum, in rank order 0..n-1, of one vector of every rank: this rank's is `own`, rank r's is
-// load(r). Loads of up to 8 ranks are in flight before the additions, which still happen strictly in
-// rank order (the bits every path and rank produce).
-template <typename T, class Load>
+// load(r). Loads of up to kInFlight ranks are in flight before the additions, which still happen
+// strictly in rank order (the bits every path and rank produce).
+template <typename T, int kInFlight = 8, class Load>
 __device__ __forceinline__ void sumRankOrder(int nranks, int rank, const uint4& own, Load&& load, float* acc) {
   constexpr int E = Vec<T>::kElems;
 #pragma unroll
   for (int e = 0; e < E; ++e) acc[e] = 0.f;
-  for (int r0 = 0; r0 < nranks; r0 += 8) {
-    uint4 buf[8];
+  for (int r0 = 0; r0 < nranks; r0 += kInFlight) {
+    uint4 buf[kInFlight];
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {
+    for (int s = 0; s < kInFlight; ++s) {
       const int r = r0 + s;
       if (r < nranks) buf[s] = r == rank ? own : load(r);
     }
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {
+    for (int s = 0; s < kInFlight; ++s) {
       if (r0 + s < nranks) {
         float f[E];
         Vec<T>::toFloat(buf[s], f);
@@ -72,9 +77,9 @@ __device__ __forceinline__ void sumRankOrder(int nranks, int rank, const uint4& 
 
 // The same over the exchange: the vector at byte `offset` of every rank's region (one-shot); this
 // rank's own part is `own` (from x: never read back through the exchange).
-template <class X, typename T>
+template <class X, typename T, int kInFlight = 8>
 __device__ __forceinline__ void sumRanks(const KernelArgs& a, int parity, size_t offset, const uint4& own, float* acc) {
-  sumRankOrder<T>(
+  sumRankOrder<T, kInFlight>(
       a.nranks, a.rank, own, [&](int r) { return X::load(X::region(a, r, parity) + offset); }, acc);
 }
 

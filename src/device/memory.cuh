@@ -120,4 +120,68 @@ __device__ __forceinline__ float loadClusterShared(const float* local, uint32_t 
 #endif
 }
 
+// ---- row push (ARFUSE_EXP_ROW_PUSH): partial sums pushed into the cluster's shared memory ---------
+// An mbarrier in this CTA's shared memory counts the bytes other CTAs of the cluster store into it
+// with st.async (each store completes its transaction on the destination's mbarrier), so a CTA waits
+// only for its own memory, never on a cluster barrier.
+__device__ __forceinline__ uint32_t sharedAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarrierInit(uint64_t* bar, uint32_t arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sharedAddr(bar)), "r"(arrivals) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+  (void)bar;
+  (void)arrivals;
+  __trap();
+#endif
+}
+// This thread's arrival, announcing `bytes` more to come from other CTAs.
+__device__ __forceinline__ void mbarrierArriveExpectTx(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sharedAddr(bar)), "r"(bytes) : "memory");
+#else
+  (void)bar;
+  (void)bytes;
+  __trap();
+#endif
+}
+// Waits until the phase of parity `parity` completed; what the other CTAs stored is then visible.
+__device__ __forceinline__ void mbarrierWaitParity(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(sharedAddr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+#else
+  (void)bar;
+  (void)parity;
+  __trap();
+#endif
+}
+// Stores v at `local`'s place in the shared memory of CTA `rank` of the cluster, completing 4 bytes of
+// the transaction on that CTA's mbarrier at `localBar`'s place.
+__device__ __forceinline__ void pushClusterShared(const float* local, const uint64_t* localBar, uint32_t rank,
+                                                  float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t addr, bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(addr) : "r"(sharedAddr(local)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(sharedAddr(localBar)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr),
+               "r"(__float_as_uint(v)), "r"(bar)
+               : "memory");
+#else
+  (void)local;
+  (void)localBar;
+  (void)rank;
+  (void)v;
+  __trap();
+#endif
+}
+
 }  // namespace arfuse

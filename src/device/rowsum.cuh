@@ -25,7 +25,25 @@ namespace arfuse {
 struct RowScratch {
   float groups[kMaxGroupsPerRow];
   float total;
+  uint64_t pushBar;  // row push: counts the bytes of the other CTAs' group sums (memory.cuh)
+  int pushed;        // row push: tiles whose sums this CTA received (the mbarrier's completed phases)
 };
+
+// Row push (ARFUSE_EXP_ROW_PUSH, split rows of the fused kernels): every CTA stores its groups' sums
+// into every CTA of the cluster (st.async onto that CTA's mbarrier) and waits only for its own
+// mbarrier, then sums from its own shared memory in the canonical order -- the same bits, without the
+// cluster barrier (whose release also waits for the CTA's earlier stores) and the remote loads.
+// rowPushInit, at kernel start, by every thread (`on` uniform across the cluster): the mbarrier, and a
+// cluster arrival that canonicalRowSquares waits for before its first push (every CTA's mbarrier is
+// then initialised); the wait costs nothing by then.
+__device__ __forceinline__ void rowPushInit(bool on, RowScratch* sm) {
+  if (!on) return;
+  if (threadIdx.x == 0) {
+    mbarrierInit(&sm->pushBar, 1);
+    sm->pushed = 0;
+  }
+  clusterArriveRelease();
+}
 
 // q[i]: this thread's q(u_i) (0 for u_i >= chunkVecs; NaN if the tile failed, which then makes the
 // whole row's total NaN in every CTA of the row). Returns the row's total in every thread.
@@ -33,10 +51,14 @@ struct RowScratch {
 // below takes registers (94 instead of 64 for add+RMSNorm bf16 at 2 vectors per thread: one CTA per
 // SM instead of two, 256 x 7168 tokens 5.72 -> 7.00 us on the H200), and a CTA-local row's shared
 // memory answers fast enough that one load at a time costs little. Same order, same bits.
+// push: the row push (split rows only; rowPushInit ran at kernel start).
 template <int kVecs, bool kOneLoad = false>
 __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], int chunk, int chunks, int chunkVecs,
-                                                     int nvec, RowScratch* sm) {
+                                                     int nvec, RowScratch* sm, bool push = false) {
   const int lane = threadIdx.x & 31;
+  push = push && chunks > 1;
+  const int pushed = push ? sm->pushed : 0;
+  if (push && pushed == 0) clusterWaitAcquire();  // every CTA's mbarrier is initialised (rowPushInit)
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     if (i * static_cast<int>(blockDim.x) >= chunkVecs) break;  // uniform
@@ -45,9 +67,21 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
     s += __shfl_xor_sync(0xffffffffu, s, 1);
     s += __shfl_xor_sync(0xffffffffu, s, 2);
     s += __shfl_xor_sync(0xffffffffu, s, 4);
-    if ((lane & (kGroupVecs - 1)) == 0 && u < chunkVecs) sm->groups[(chunk * chunkVecs + u) / kGroupVecs] = s;
+    if ((lane & (kGroupVecs - 1)) == 0 && u < chunkVecs) {
+      float* g = &sm->groups[(chunk * chunkVecs + u) / kGroupVecs];
+      *g = s;
+      if (push)
+        for (int k = 0; k < chunks; ++k)
+          if (k != chunk) pushClusterShared(g, &sm->pushBar, static_cast<uint32_t>(k), s);
+    }
   }
-  if (chunks == 1) {
+  if (push) {
+    // The other CTAs' groups of the row, 4 bytes each.
+    if (threadIdx.x == 0)
+      mbarrierArriveExpectTx(&sm->pushBar, static_cast<uint32_t>((nvec - chunkVecs) / kGroupVecs * sizeof(float)));
+    __syncthreads();  // this CTA's own groups
+    if (threadIdx.x < 32) mbarrierWaitParity(&sm->pushBar, static_cast<uint32_t>(pushed & 1));
+  } else if (chunks == 1) {
     __syncthreads();
   } else {
     clusterArriveRelease();
@@ -73,7 +107,7 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
           const int g = g0 + 32 * k;
           s[k] = 0.f;
           if (g < groups) {
-            const int owner = chunks == 1 ? 0 : g / perChunk;
+            const int owner = chunks == 1 || push ? chunk : g / perChunk;  // pushed: every group is local
             s[k] = owner == chunk ? sm->groups[g] : loadClusterShared(&sm->groups[g], static_cast<uint32_t>(owner));
           }
         }
@@ -86,7 +120,10 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (lane == 0) sm->total = acc;
   }
+  // Split rows: arrive once this CTA's shared memory is read (warp 0 arrives last); releaseRow waits
+  // for every CTA's arrival before the scratch is written again (next tile) or the CTA exits.
   if (chunks > 1) clusterArrive();
+  if (push && threadIdx.x == 0) sm->pushed = pushed + 1;
   __syncthreads();
   return sm->total;
 }

@@ -143,28 +143,52 @@ bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fa
   return true;
 }
 
+SplitRule splitRuleOf(const PlanPolicy& p) {
+  SplitRule s;
+  s.maxChunks = p.maxChunks;
+  s.maxChunkVecs = std::max(kGroupVecs, p.splitVecs);
+  s.sharedCtas = p.splitShared;
+  return s;
+}
+
 bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo,
-                  int maxChunks) {
+                  const SplitRule& split) {
   const int nvec = r.hidden / dtypeVecElems(r.dtype);
   const bool ll = algo == arfuseAlgoLowLatency;
   const int maxThreads = ll ? 256 : kMaxThreads;
   const int llCap = f.maxBlocksLowLatency < 0 ? f.maxBlocks : f.maxBlocksLowLatency;
   const int maxCtas = std::max(1, std::min(ll ? kLlMaxCtas : kMaxCtas, ll ? llCap : f.maxBlocks));
-  // Split a row over a cluster while its chunk is large (> 256 vectors = 4 KiB), the chunks stay whole
-  // groups of the canonical row reduction, every row still gets its own CTAs, and that many CTAs in
-  // clusters fit the GPU at once. Wide tiles (> 512 vectors) are never split.
-  int c = 1;
-  while (f.clusters && !r.extended && c < std::min(kMaxChunks, maxChunks) && nvec / c > 256 &&
-         nvec % (kGroupVecs * 2 * c) == 0 &&
-         static_cast<long long>(r.tokens) * 2 * c <=
-             std::min(maxCtas, f.clusterCtas[2 * c] < 0 ? maxCtas : f.clusterCtas[2 * c]))
-    c *= 2;
-  if (nvec / c > 512) c = 1;
+  // Split a row over a cluster while its chunk is large (> split.maxChunkVecs vectors: 256 = 4 KiB),
+  // the chunks stay whole groups of the canonical row reduction, every row still gets its own CTAs,
+  // and that many CTAs in clusters fit the GPU at once. Wide tiles (> 512 vectors) are never split.
+  // split.sharedCtas: where that leaves rows whole, split them anyway over the clusters that fit,
+  // several rows per cluster.
+  const auto chunksFor = [&](long long rowsOwningCtas) {
+    int c = 1;
+    while (f.clusters && !r.extended && c < std::min(kMaxChunks, split.maxChunks) && nvec / c > split.maxChunkVecs &&
+           nvec % (kGroupVecs * 2 * c) == 0 &&
+           rowsOwningCtas * 2 * c <= std::min(maxCtas, f.clusterCtas[2 * c] < 0 ? maxCtas : f.clusterCtas[2 * c]))
+      c *= 2;
+    return nvec / c > 512 ? 1 : c;
+  };
+  int c = chunksFor(r.tokens);
+  const bool shared = split.sharedCtas && c == 1;
+  if (shared) c = chunksFor(1);
+  const int wideCtas = f.maxBlocksWide < 0 ? maxCtas : std::max(1, std::min(maxCtas, f.maxBlocksWide));
+  const auto ctasFor = [&](int chunks) {  // CTAs the call may use with rows cut into `chunks`
+    int n = !ll && nvec / chunks > 512 ? wideCtas : maxCtas;
+    if (chunks > 1 && f.clusterCtas[chunks] >= 0) n = std::min(n, f.clusterCtas[chunks]);
+    return n;
+  };
+  const auto perCta = [&](int chunks) {  // vectors one CTA carries (its region holds these)
+    const long long slots = std::max(1, std::min(r.tokens, ctasFor(chunks) / chunks));
+    return (r.tokens + slots - 1) / slots * (nvec / chunks);
+  };
+  // Rows sharing clusters never carry more per CTA than whole rows would (the regions are sized so).
+  if (shared && c > 1 && perCta(c) > perCta(1)) c = 1;
   geo->chunks = c;
   geo->chunkVecs = nvec / c;
-  const int wideCtas = f.maxBlocksWide < 0 ? maxCtas : std::max(1, std::min(maxCtas, f.maxBlocksWide));
-  const int ctas = !ll && geo->chunkVecs > 512 ? wideCtas : maxCtas;
-  geo->slots = std::max(1, std::min(r.tokens, ctas / c));
+  geo->slots = std::max(1, std::min(r.tokens, ctasFor(c) / c));
   *blocks = geo->slots * c;
   const int kind = r.extended ? 2 : r.op == arfuseOpAllReduce ? 0 : 1;
   // Low-latency: up to 256 threads, 1, 2 or 4 vectors each. One-shot / two-shot / host-staged: tiles
@@ -230,7 +254,7 @@ Verdict noPeerAccess(const PlanContext& c) { return Verdict::no(why(c.f.p2pDetai
 // On failure *why says why (the caller decides whether that is an error or a fallback).
 bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why) {
   const Fabric& f = c.f;
-  if (!tileGeometry(f, c.req, algo, &p->blocks, &p->threads, &p->geo, c.policy.maxChunks)) {
+  if (!tileGeometry(f, c.req, algo, &p->blocks, &p->threads, &p->geo, splitRuleOf(c.policy))) {
     *why = strprintf("no %s kernel covers %d vectors per CTA", arfuseAlgoName(algo), p->geo.chunkVecs);
     return false;
   }

@@ -72,6 +72,10 @@ struct PlanPolicy {
   bool deterministic = false;
   // The most CTAs a row may be split over (ARFUSE_MAX_CHUNKS; 1 = never split).
   int maxChunks = 8;
+  // Experimental split rules (issue 33, ARFUSE_EXP_SPLIT_VECS / ARFUSE_EXP_SPLIT_SHARED; see tileGeometry):
+  // split while a chunk exceeds splitVecs vectors; splitShared: also when rows must share CTAs.
+  int splitVecs = 256;
+  bool splitShared = false;
   // The low-latency path's two-phase variant (algos/lowlatency/kernel.cuh): -1 as the plan decides
   // (above the one-phase limit up to llTwoPhaseMaxBytes, 3+ ranks), 0 never, 1 whenever the path
   // runs a call it can take (ARFUSE_LL_TWO_PHASE).
@@ -145,10 +149,17 @@ Plan makePlan(const Fabric& fabric, const Limits& limits, const PlanPolicy& poli
 void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
                    int* threads, Geometry* geo);
 
+// How tileGeometry splits rows over clusters (PlanPolicy's maxChunks, splitVecs, splitShared).
+struct SplitRule {
+  int maxChunks = 8;        // the most CTAs one row may be split over
+  int maxChunkVecs = 256;   // split while a chunk has more vectors than this
+  bool sharedCtas = false;  // split also when rows must share CTAs (by default every row gets its own)
+};
+SplitRule splitRuleOf(const PlanPolicy& p);
 // Geometry of a multi-rank path for a call (a pure function of the call and group-wide facts, so
 // every rank launches the same grid). Sets blocks/threads. False if no instantiation covers it.
 bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo,
-                  int maxChunks = 8);
+                  const SplitRule& split = SplitRule{});
 // Bytes one CTA puts in its region for a call with this geometry.
 long long ctaRegionUse(const Geometry& g, int tokens);
 // The same for two-shot, whose tiles take twoShotTileVecs vectors each (device/args.h).

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "device/args.h"
 #include "diag/log.h"
 #include "plan_fixtures.h"
@@ -11,6 +13,19 @@ namespace {
 
 using testing_fixtures::nvlink8;
 using testing_fixtures::req;
+
+// One H200 as the caps see it with `ranks` virtual ranks (132 SMs; the low-latency and wide kernels
+// one CTA per SM, the narrow ones two) that keeps clusterSlots / c clusters of c resident.
+DeviceResidency h200Virtual(int ranks, int clusterSlots) {
+  DeviceResidency d;
+  d.sms = 132;
+  d.ranks = ranks;
+  d.lowLatency = 1;
+  d.narrow = 2;
+  d.wide = 1;
+  for (int c = 2; c <= 8; c *= 2) d.clusters[c] = clusterSlots / c;
+  return d;
+}
 
 TEST(Plan, SingleRankIsLocal) {
   Fabric f;
@@ -503,18 +518,69 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
   EXPECT_EQ(f.maxBlocks, 20);
 }
 
+// The split rules of tileGeometry (issue 33's experimental ARFUSE_EXP_SPLIT_VECS / _SHARED): by default a
+// row is split only while every row gets CTAs of its own, so a 64-token call on 8 capped virtual ranks
+// runs whole rows on wide CTAs; sharedCtas splits it anyway, several rows per cluster, never more
+// clustered CTAs than fit; maxChunkVecs moves where splitting stops. The geometry always covers the row.
+TEST(Plan, SplitRulesOfTheGeometry) {
+  const DeviceResidency d = h200Virtual(8, 128);
+  Fabric f = nvlink8();
+  f.clusters = true;
+  f.virtualRanks = true;
+  std::string why;
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why)) << why;
+  int blocks = 0, threads = 0;
+  Geometry g;
+  ASSERT_TRUE(tileGeometry(f, req(64), arfuseAlgoTwoShot, &blocks, &threads, &g));
+  EXPECT_EQ(g.chunks, 1);
+  EXPECT_EQ(g.vecs, 8);
+  EXPECT_EQ(blocks, f.maxBlocksWide);  // 16 wide CTAs, 4 rows each
+  EXPECT_EQ(threads, 512);
+  SplitRule shared;
+  shared.sharedCtas = true;
+  ASSERT_TRUE(tileGeometry(f, req(64), arfuseAlgoTwoShot, &blocks, &threads, &g, shared));
+  EXPECT_EQ(g.chunks, 4);
+  EXPECT_EQ(g.chunkVecs, 224);
+  EXPECT_EQ(g.vecs, 1);
+  EXPECT_LE(blocks, std::min(f.maxBlocks, f.clusterCtas[4]));
+  EXPECT_EQ(blocks % 4, 0);
+  EXPECT_GT((64 + g.slots - 1) / g.slots, 1);  // rows share CTAs
+  // Where every row already gets its own cluster, sharedCtas changes nothing.
+  Geometry own;
+  ASSERT_TRUE(tileGeometry(f, req(4), arfuseAlgoOneShot, &blocks, &threads, &own));
+  ASSERT_TRUE(tileGeometry(f, req(4), arfuseAlgoOneShot, &blocks, &threads, &g, shared));
+  EXPECT_EQ(own.chunks, 4);
+  EXPECT_EQ(g.chunks, own.chunks);
+  EXPECT_EQ(g.slots, own.slots);
+  shared.maxChunkVecs = 512;
+  ASSERT_TRUE(tileGeometry(f, req(64), arfuseAlgoOneShot, &blocks, &threads, &g, shared));
+  EXPECT_EQ(g.chunks, 2);
+  EXPECT_EQ(g.vecs, 2);
+  EXPECT_LE(blocks, std::min(f.maxBlocks, f.clusterCtas[2]));
+  // One token: the default splits to 224-vector chunks; 128 splits once more, into a cluster of 8.
+  ASSERT_TRUE(tileGeometry(f, req(1), arfuseAlgoLowLatency, &blocks, &threads, &g));
+  EXPECT_EQ(g.chunks, 4);
+  SplitRule fine;
+  fine.maxChunkVecs = 128;
+  ASSERT_TRUE(tileGeometry(f, req(1), arfuseAlgoLowLatency, &blocks, &threads, &g, fine));
+  EXPECT_EQ(g.chunks, 8);
+  EXPECT_EQ(g.chunkVecs, 112);
+  // The policy carries the rule (ARFUSE_EXP_* through comm/config.cc) and the plan acts on it.
+  PlanPolicy pol;
+  pol.splitShared = true;
+  Plan p = makePlan(f, Limits{}, pol, req(64));
+  ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
+  EXPECT_GT(p.geo.chunks, 1) << p.reason;
+  p = makePlan(f, Limits{}, PlanPolicy{}, req(64));
+  EXPECT_EQ(p.geo.chunks, 1) << p.reason;
+}
+
 // Every forced barrier path takes every call the limits allow when the wide (512-thread) CTAs have a
 // smaller cap than the narrow ones (virtual ranks on an H200: 2 vs 1 resident per SM). The regions
 // were once sized by the narrow cap only, and a forced one-shot at 1024 tokens x 5120 fp32 was refused.
 TEST(Plan, RegionsHoldEveryCallUnderEveryClassCap) {
   for (int ranks : {2, 4, 8, 16}) {
-    DeviceResidency d;
-    d.sms = 132;
-    d.ranks = ranks;
-    d.lowLatency = 1;
-    d.narrow = 2;
-    d.wide = 1;
-    for (int c = 2; c <= 8; c *= 2) d.clusters[c] = 64 / c;
+    const DeviceResidency d = h200Virtual(ranks, 64);
     Fabric f = nvlink8();
     f.nranks = ranks;
     f.clusters = true;

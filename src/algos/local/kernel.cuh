@@ -12,8 +12,21 @@
 
 namespace arfuse {
 
+// Resident 512-thread CTAs per SM ptxas is asked to allow for (its register budget). On sm_90 the plain
+// variants keep ptxas's own choice (0: no minimum), whose machine code change 14 measured (two CTAs per
+// SM at 4 vectors, 63 registers; forcing one made it 80), and the extended ones get one CTA's 128
+// registers (the heuristic spilled fp32 there). Elsewhere every variant gets 128: the heuristic spilled
+// the plain fp32 4-vector kernel on sm_80 (80 bytes) and three kernels on sm_100f, and no such GPU was
+// there to measure what occupancy costs.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
+constexpr int localMinBlocks(bool) { return 1; }
+#else
+constexpr int localMinBlocks(bool ext) { return ext ? 1 : 0; }
+#endif
+
 template <typename T, int kVecs, bool kExt = false>
-__global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(const __grid_constant__ LocalArgs a) {
+__global__ void __launch_bounds__(kMaxThreads, localMinBlocks(kExt))
+    addRmsNormKernel(const __grid_constant__ LocalArgs a) {
   constexpr int E = Vec<T>::kElems;
   __shared__ RowScratch sm;
   const int nvec = a.hidden / E;
@@ -74,7 +87,8 @@ __global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(const __grid_con
       }
     }
     if constexpr (kExt) {
-      finishExtendedRow<T, kVecs, /*kOneLoad=*/true>(
+      // Rolled pass 2 only where the unrolled one spilled (fp32, 8 vectors; docs/perf.md change 26).
+      finishExtendedRow<T, kVecs, /*kOneLoad=*/true, /*kRolled=*/kVecs >= 8 && sizeof(T) == 4>(
           packed, false, reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + base,
           reinterpret_cast<uint4*>(a.residualOut) + base, nvec, a.hidden, a.invHidden, a.eps, a.ext, row, &sm);
     } else {
@@ -88,7 +102,8 @@ __global__ void __launch_bounds__(kMaxThreads) addRmsNormKernel(const __grid_con
 // The deterministic NCCL path's all-reduce without an epilogue: out = round(sum of the gathered
 // sources in rank order, from 0), the arithmetic of every multi-rank path.
 template <typename T>
-__global__ void __launch_bounds__(kMaxThreads) sumSourcesKernel(const __grid_constant__ LocalArgs a) {
+__global__ void __launch_bounds__(kMaxThreads, localMinBlocks(false))
+    sumSourcesKernel(const __grid_constant__ LocalArgs a) {
   constexpr int E = Vec<T>::kElems;
   const uint4* x = reinterpret_cast<const uint4*>(a.x);
   uint4* out = reinterpret_cast<uint4*>(a.residualOut);

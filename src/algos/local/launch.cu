@@ -63,7 +63,9 @@ Residency measureResidency() {
   Residency r;
   for (int c = 2; c <= kMaxChunks; c *= 2) r.clusters[c] = 1 << 20;
   residencyLowLatency(&r);
-  residencyBarrier(&r);
+  residencyOneShot(&r);
+  residencyTwoShot(&r);
+  residencyHostStaged(&r);
   int major = 0, device = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);

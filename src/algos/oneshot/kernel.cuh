@@ -25,8 +25,17 @@
 namespace arfuse {
 
 template <class X, typename T, bool kFused, int kVecs, bool kExt = false>
-__global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const __grid_constant__ KernelArgs a) {
+__global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVecs))
+    oneShotKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
+  // Peers' loads in flight per vector: 4 in the 8-vector variants where the 128-register budget of
+  // 512 threads has no room for 8 (they spilled): the extended ones (their quantising epilogue), and on
+  // sm_120 every one (4 bytes over in the fused ones).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+  constexpr int kSumInFlight = kVecs == 8 ? 4 : 8;
+#else
+  constexpr int kSumInFlight = kExt && kVecs == 8 ? 4 : 8;
+#endif
   __shared__ RowScratch sm;
   const TileCursor tc(a);
   const int V = tc.chunkVecs;
@@ -37,13 +46,16 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
   // 3 copied in, 4 barrier passed, 5 tiles finished, 6 exited.
   // A refused call copies nothing and passes no barrier, but finishes its tiles with NaN (see
   // lowlatency/kernel.cuh: the CTAs of a split row must pass the same cluster barriers).
-  CallState cs = enterThenWait(a);  // device/protocol.cuh
+  if constexpr (kFused && !kExt) rowPushInit(a.rowPush && a.tiling.chunks > 1, &sm);
+  PendingEntry pending;
+  CallState cs = enterThenWait(a, &pending);        // device/protocol.cuh
+  const EntryCheck check = issueEntryCheck(a, cs);  // in flight with the loads below
   InputCache<kVecs> own, res;
   own.load(x + tc.at(0, 0), V);
   if (addResidual) res.load(residualIn + tc.at(0, 0), V);
   WeightCache<kVecs> w;
   if (kFused && !kExt) w.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
-  const EntryCheck check = issueEntryCheck(a, cs);  // in flight with the loads above
+  finishLateEntry(a, pending, &cs);  // ARFUSE_EXP_LATE_ENTRY: the atomic overlapped the loads above
   const bool go = cs.status == kFlightOk;
   const int parity = static_cast<int>(cs.epoch & 1);
 
@@ -74,7 +86,8 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
       if (u >= V) continue;
       float acc[E];
       if (ok)
-        sumRanks<X, T>(a, parity, (static_cast<size_t>(j) * V + u) * 16, j == 0 ? own.get(i, u) : x[tc.at(j, u)], acc);
+        sumRanks<X, T, kSumInFlight>(a, parity, (static_cast<size_t>(j) * V + u) * 16,
+                                     j == 0 ? own.get(i, u) : x[tc.at(j, u)], acc);
       uint4 r;
       if (addResidual) r = j == 0 ? res.get(i, u) : resj.get(i, u);
       packed[i] = roundSum<T>(acc, addResidual ? &r : nullptr, !ok);
@@ -82,7 +95,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) oneShotKernel(const 
     finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, w, &sm);
   }
   PhaseClock::mark<5>();
-  exitCall(a, cs, !ok);
+  exitCall(a, !ok);
   PhaseClock::mark<6>();
   PhaseClock::report("oneshot", a.nranks, a.rank, cs.epoch, 7);
 }

@@ -82,7 +82,8 @@ struct PeerPush {
 };
 
 template <class X, typename T, bool kFused, int kVecs, bool kExt = false>
-__global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const __grid_constant__ KernelArgs a) {
+__global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVecs))
+    twoShotKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   __shared__ RowScratch sm;
   const TileCursor tc(a);
@@ -94,18 +95,25 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
   // 3 scatter barrier passed, 4 gather barrier passed, 5 tiles finished, 6 exited.
   __shared__ int sBegin[kMaxRanks + 1];  // slice begins of ranks 0..n
   if (static_cast<int>(threadIdx.x) <= n) sBegin[threadIdx.x] = sliceBegin(threadIdx.x, V, n);
-  CallState cs = enterThenWait(a);  // device/protocol.cuh; its __syncthreads publishes sBegin
+  if constexpr (kFused && !kExt) rowPushInit(a.rowPush && a.tiling.chunks > 1, &sm);
+  PendingEntry pending;
+  CallState cs = enterThenWait(a, &pending);  // device/protocol.cuh; its __syncthreads publishes sBegin
+  // A refused call (as in one-shot) pushes nothing and passes no barrier, but finishes with NaN.
+  constexpr int kPeers = 4;  // peers per round trip (7 spill in the fused variants)
+  PeerPush<X, kPeers> push{a, x, tc, sBegin, S, 0, {}};
   const EntryCheck check = issueEntryCheck(a, cs);
+  if (a.lateEntry) {  // ARFUSE_EXP_LATE_ENTRY: the first round's loads (no parity needed) overlap the atomic
+    push.load(threadIdx.x, 0);
+    finishLateEntry(a, pending, &cs);
+  }
   const int parity = static_cast<int>(cs.epoch & 1);
+  push.parity = parity;
   const int lo = sBegin[a.rank], w = sBegin[a.rank + 1] - lo;
   uint4* mine = reinterpret_cast<uint4*>(X::region(a, a.rank, parity));  // [tiles][S]
   uint4* ownCopy = X::kRegionIsLocal ? mine : reinterpret_cast<uint4*>(PeerExchange::region(a, a.rank, parity));
 
-  // A refused call (as in one-shot) pushes nothing and passes no barrier, but finishes with NaN.
-  constexpr int kPeers = 4;  // peers per round trip (7 spill in the fused variants)
-  PeerPush<X, kPeers> push{a, x, tc, sBegin, S, parity, {}};
-  const int rounds = tc.tiles * ((V + n - 1) / n);        // items of the widest part
-  if (cs.status == kFlightOk) push.load(threadIdx.x, 0);  // loads only: in flight with the check
+  const int rounds = tc.tiles * ((V + n - 1) / n);                        // items of the widest part
+  if (!a.lateEntry && cs.status == kFlightOk) push.load(threadIdx.x, 0);  // loads only: in flight with the check
   bool ok = settleEntry(a, &cs, check);
   if (ok) {
     for (int f = threadIdx.x; f < rounds; f += blockDim.x)
@@ -159,7 +167,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) twoShotKernel(const 
     finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, wc, &sm);
   }
   PhaseClock::mark<5>();
-  exitCall(a, cs, !ok);
+  exitCall(a, !ok);
   PhaseClock::mark<6>();
   PhaseClock::report("twoshot", a.nranks, a.rank, cs.epoch, 7);
 }

@@ -6,5 +6,6 @@ namespace arfuse {
 int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
   return BarrierKernels<PeerExchange, true>::launch(l, args, stream);
 }
+void residencyTwoShot(Residency* r) { BarrierKernels<PeerExchange, true>::residentAll(r); }
 
 }  // namespace arfuse

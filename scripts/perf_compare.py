@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Issue 33's before/after table from one `gpu_check.sh --perf33` call (PROXY: virtual ranks, one GPU).
+
+Reads, from DIR (the call's $OUT):
+  baseline_tp{N}.json, new_tp{N}.json         `arfuse bench --op fused` of the baseline tree and this one
+  knob_{NAME}_tp{N}.json                      this tree under one experimental knob (gpu_check.sh KNOBS)
+  verify_{baseline,new}_tp{N}.json            `arfuse bench --verify-pass --model kimi-k2`
+and prints, per rank count and token count: auto before and after (its path), the fastest forced path
+after, the HBM floor of virtual ranks at 256 / 2048 tokens (docs/perf.md "Floors") and auto over it,
+then each knob's auto row against this tree's auto, then the verify pass before and after. A row whose
+check against fp64 failed is marked WRONG; one that did not run says why in the JSON (`error`).
+
+usage: perf_compare.py DIR [--json OUT.json]
+       perf_compare.py --self-test
+"""
+import glob
+import json
+import os
+import re
+import sys
+import tempfile
+
+# Combined read + write bandwidth of an SM copy with inputs rotated beyond L2: h200_addrmsnorm_rotated_v3.json,
+# 4096 tokens x 7168 bf16, 234.9 MB moved in 62.20 us (docs/perf.md "Floors").
+COPY_GBPS = 3776.65
+HIDDEN_BYTES = 7168 * 2
+
+
+def floor_us(path, tokens, n):
+    """Bytes every rank must read and write for `path`, all ranks on one GPU, over the copy bandwidth."""
+    b = tokens * HIDDEN_BYTES
+    per_rank = {"oneshot": (n + 4) * b, "twoshot": 6 * b}.get(path)
+    return None if per_rank is None else n * per_rank / (COPY_GBPS * 1e3)
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def rows(doc):
+    return doc.get("results", []) if doc else []
+
+
+def auto_row(doc, tokens):
+    for r in rows(doc):
+        if r["tokens"] == tokens and r["algo"].startswith("auto") and "median_us" in r:
+            return r
+    return None
+
+
+def best_forced(doc, tokens):
+    cands = [r for r in rows(doc) if r["tokens"] == tokens and not r["algo"].startswith("auto") and "median_us" in r
+             and r.get("role") == "arfuse" and not r.get("wrong")]
+    return min(cands, key=lambda r: r["median_us"]) if cands else None
+
+
+def path_of(r):
+    return r["algo"].split(":", 1)[-1] if r else "-"
+
+
+def us(r):
+    if not r:
+        return "-"
+    return f"{r['median_us']:.2f}" + (" WRONG" if r.get("wrong") else "")
+
+
+def wrong_rows(docs):
+    return sum(1 for d in docs for r in rows(d) if r.get("wrong"))
+
+
+def table(d):
+    lines = []
+    ranks = sorted({int(m.group(1)) for f in glob.glob(os.path.join(d, "*_tp*.json"))
+                    for m in [re.search(r"_tp(\d+)\.json$", f)] if m})
+    knobs = sorted({m.group(1) for f in glob.glob(os.path.join(d, "knob_*_tp*.json"))
+                    for m in [re.search(r"knob_(.+)_tp\d+\.json$", os.path.basename(f))] if m})
+    summary = {"fused": [], "knobs": [], "verify": []}
+    lines.append("# issue 33, PROXY (virtual ranks on one GPU), hidden 7168 bf16, us per call (median of the slowest rank)")
+    lines.append(f"{'ranks':>5} {'tok':>5} | {'base auto':>18} | {'new auto':>18} | {'new/base':>8} | "
+                 f"{'best forced new':>20} | {'floor':>7} {'auto/fl':>7}")
+    docs = []
+    for n in ranks:
+        base, new = load(os.path.join(d, f"baseline_tp{n}.json")), load(os.path.join(d, f"new_tp{n}.json"))
+        docs += [base, new]
+        toks = sorted({r["tokens"] for r in rows(new) + rows(base)})
+        for t in toks:
+            b, a, f = auto_row(base, t), auto_row(new, t), best_forced(new, t)
+            ratio = f"{a['median_us'] / b['median_us']:.3f}" if a and b else "-"
+            fl = floor_us(path_of(a), t, n) if t >= 256 and a else None
+            fl_text = f"{fl:.1f}" if fl else "-"
+            over = f"{a['median_us'] / fl:.2f}" if fl else "-"
+            lines.append(f"{n:>5} {t:>5} | {us(b):>9} {path_of(b):>8} | {us(a):>9} {path_of(a):>8} | {ratio:>8} | "
+                         f"{us(f):>9} {path_of(f):>10} | {fl_text:>7} {over:>7}")
+            summary["fused"].append({"ranks": n, "tokens": t, "base_auto_us": b and b["median_us"],
+                                     "new_auto_us": a and a["median_us"], "new_path": path_of(a),
+                                     "best_forced_us": f and f["median_us"], "best_forced_path": path_of(f),
+                                     "floor_us": fl})
+    if knobs:
+        lines.append("")
+        lines.append("# knobs (this tree, one experimental variable each): auto us, and the change against this tree's auto")
+        lines.append(f"{'ranks':>5} {'tok':>5} | {'new auto':>8} | " + " | ".join(f"{k:>16}" for k in knobs))
+        for n in ranks:
+            new = load(os.path.join(d, f"new_tp{n}.json"))
+            kd = {k: load(os.path.join(d, f"knob_{k}_tp{n}.json")) for k in knobs}
+            docs += list(kd.values())
+            toks = sorted({r["tokens"] for k in knobs for r in rows(kd[k])})
+            for t in toks:
+                a = auto_row(new, t)
+                cells = []
+                for k in knobs:
+                    r = auto_row(kd[k], t)
+                    if not r:
+                        cells.append(f"{'-':>16}")
+                        continue
+                    delta = f"{r['median_us'] - a['median_us']:+.2f}" if a else ""
+                    cells.append(f"{us(r):>8} {delta:>7}")
+                    summary["knobs"].append({"knob": k, "ranks": n, "tokens": t, "auto_us": r["median_us"],
+                                             "path": path_of(r), "new_auto_us": a and a["median_us"]})
+                lines.append(f"{n:>5} {t:>5} | {us(a):>8} | " + " | ".join(cells))
+    vb = sorted(glob.glob(os.path.join(d, "verify_new_tp*.json")))
+    if vb:
+        lines.append("")
+        lines.append("# bench --verify-pass --model kimi-k2 (122 fused calls per pass, PROXY), ms per pass")
+        lines.append(f"{'ranks':>5} {'tok':>5} | {'baseline':>9} | {'new':>9} | {'new/base':>8} | path")
+        for f in vb:
+            n = int(re.search(r"_tp(\d+)\.json$", f).group(1))
+            new, base = load(f), load(os.path.join(d, f"verify_baseline_tp{n}.json"))
+            docs += [new, base]
+            for r in rows(new):
+                if "pass_ms" not in r:
+                    continue
+                b = next((x for x in rows(base) if x["tokens"] == r["tokens"] and "pass_ms" in x), None)
+                ratio = f"{r['pass_ms'] / b['pass_ms']:.3f}" if b else "-"
+                before = f"{b['pass_ms']:.3f}" if b else "-"
+                lines.append(f"{n:>5} {r['tokens']:>5} | {before:>9} | {r['pass_ms']:>9.3f} | {ratio:>8} | {path_of(r)}")
+                summary["verify"].append({"ranks": n, "tokens": r["tokens"], "new_ms": r["pass_ms"],
+                                          "base_ms": b and b["pass_ms"]})
+    w = wrong_rows([x for x in docs if x])
+    lines.append("")
+    lines.append(f"rows checked against fp64 and wrong: {w}" + ("  <-- FAILURE" if w else ""))
+    return "\n".join(lines), summary
+
+
+def self_test():
+    """Two fake runs: the table names the faster path, the ratio and the floor."""
+    with tempfile.TemporaryDirectory() as d:
+        def doc(rs):
+            return {"results": [dict(role="arfuse", wrong=0, **r) for r in rs]}
+        base = doc([{"tokens": 16, "algo": "auto:oneshot", "median_us": 10.0},
+                    {"tokens": 256, "algo": "auto:twoshot", "median_us": 100.0}])
+        new = doc([{"tokens": 16, "algo": "auto:oneshot", "median_us": 8.0},
+                   {"tokens": 16, "algo": "twoshot", "median_us": 9.0},
+                   {"tokens": 256, "algo": "auto:twoshot", "median_us": 70.0}])
+        knob = doc([{"tokens": 16, "algo": "auto:oneshot", "median_us": 7.5}])
+        for name, content in (("baseline_tp8.json", base), ("new_tp8.json", new), ("knob_late_tp8.json", knob)):
+            with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                json.dump(content, f)
+        text, summary = table(d)
+        fl = floor_us("twoshot", 256, 8)
+        ok = ("0.800" in text and "7.50   -0.50" in text and f"{fl:.1f}" in text and
+              abs(summary["fused"][1]["floor_us"] - 8 * 6 * 256 * HIDDEN_BYTES / (COPY_GBPS * 1e3)) < 1e-9 and
+              "wrong: 0" in text)
+        print(text)
+        print("self-test:", "ok" if ok else "FAILED")
+        return 0 if ok else 1
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "--self-test":
+        return self_test()
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    text, summary = table(argv[1])
+    print(text)
+    if "--json" in argv:
+        with open(argv[argv.index("--json") + 1], "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+    return 1 if "<-- FAILURE" in text else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
