@@ -359,6 +359,10 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     out["cases"], out["boundary"], out["kept"] = cases, boundary, kept
     if backend == "arfuse":
         out["graph"] = _graph_replay(world, tp, device)
+    before = _glue.counters()
+    out["compiled"] = _compiled(world, tp, device)
+    out["compiled_counters"] = {"/".join(k): v - before.get(k, 0) for k, v in _glue.counters().items()
+                                if v != before.get(k, 0)}
     # What SGLang's own caller does with a declined call: 0.5.11 normalises the un-reduced input (the
     # trap), 0.5.23 all-reduces first.
     import sglang.srt.layers.flashinfer_comm_fusion as fc
@@ -377,6 +381,34 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     out["declined_residual"] = _pack(declined)
     out["counters"] = {"/".join(k): v for k, v in _glue.counters().items()}
     out["lines"] = lines
+    return out
+
+
+COMPILED_TOKENS = (2, MAX_TOKENS + 3)  # within the decode size, and above it
+
+
+def _compiled(world, tp, device):
+    """The hooked layer under torch.compile(fullgraph=True): SGLang's RMSNorm.forward_with_allreduce_fusion
+    traced whole (the plugin's call is one arfuse_sglang op with a fake implementation; aot_eager runs
+    the fake implementations while tracing, then the ops). Above the decode size a compiled call cannot
+    decline: the group's all-reduce + add+RMSNorm. (got_norm, got_res, ref_norm, ref_res) per token count."""
+    from integration_fake import seeded
+
+    from sglang.srt.layers.layernorm import RMSNorm
+
+    torch._dynamo.reset()
+    out = {}
+    for tokens in COMPILED_TOKENS:
+        x, residual, weight = seeded(world.rank, tokens, HIDDEN, torch.bfloat16, seed=400 + tokens)
+        x, residual = x.to(device), residual.to(device)
+        norm = RMSNorm(HIDDEN, eps=1e-6).to(device=device, dtype=torch.bfloat16)
+        norm.weight.data.copy_(weight.to(device))
+        layer = torch.compile(lambda a, r: norm.forward_with_allreduce_fusion(a, r), fullgraph=True,
+                              backend="aot_eager", dynamic=False)
+        with torch.no_grad():  # as SGLang runs its models (no autograd graph: the op has no backward)
+            got_norm, got_res = layer(x.clone(), residual.clone())
+        ref_norm, ref_res = norm.forward_native(tp.all_reduce(x.clone()), residual.clone())
+        out[tokens] = [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
     return out
 
 
@@ -461,6 +493,13 @@ def check(results, nranks, backend, version="0.5.11"):
             for g in per_rank:
                 _close(*g, (tokens, entry))
             _same_on_every_rank(per_rank, (tokens, entry))
+    for tokens in results[0]["compiled"]:
+        per_rank = [[unpack(p) for p in res["compiled"][tokens]] for res in results]
+        for got in per_rank:
+            _close(*got, ("compiled", tokens))
+        _same_on_every_rank(per_rank, ("compiled", tokens))
+    for res in results:  # compiled: served by arfuse within the decode size, never declined above it
+        assert res["compiled_counters"] == {"sglang/tp/arfuse": 1, "sglang/tp/engine-all-reduce": 1}, res
     if backend == "arfuse":
         per_rank = [[unpack(p) for p in res["graph"]] for res in results]
         for got in per_rank:
@@ -475,7 +514,8 @@ def check(results, nranks, backend, version="0.5.11"):
         assert torch.allclose(unpack(res["declined_residual"]).float(), want, rtol=1e-2, atol=2e-2), (version, r)
     within, above = len([t for t in TOKENS if t <= MAX_TOKENS]), len([t for t in TOKENS if t > MAX_TOKENS])
     for res in results:
-        c = res["counters"]
+        c = {k: v - res["compiled_counters"].get(k, 0) for k, v in res["counters"].items()}
+        c = {k: v for k, v in c.items() if v}  # the eager calls (the compiled ones are checked above)
         if version == "0.5.11":
             fused = within + (2 if backend == "arfuse" else 0)  # + warm-up, capture
             assert c == {"sglang/tp/arfuse": fused, "sglang/tp/engine-all-reduce": above}, c
