@@ -89,16 +89,20 @@ def engine_paths(version="0.5.11"):
     probe = subprocess.run([sys.executable, "-c", "import sglang.srt.plugins, sglang.srt.layers.layernorm"],
                            env={**os.environ, "PYTHONPATH": os.pathsep.join(paths + [str(PACKAGE_DIR)])},
                            capture_output=True, text=True, timeout=300)
-    if probe.returncode != 0 and "sgl_kernel" not in probe.stderr:
+    if probe.returncode != 0 and not any(f"No module named '{m}" in probe.stderr for m in ABSENT + SLIMMED):
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         pytest.skip(f"SGLang {version} does not import from {paths}: {last}")
     return paths
 
 
 ABSENT = ("sgl_kernel", "flashinfer")  # CUDA-only imports of SGLang that the test does not bring
+# Imported at SGLang's import (sglang.srt.utils.common: decode_jpeg, Image) but used only for image
+# inputs: left out of the GPU machine's wheel set to keep it small (scripts/fetch_engine_wheels.sh).
+SLIMMED = ("torchvision", "PIL")
 _ABSENT = '''\
 """ABSENT MODULE, written by arfuse's test: PKG is not on this machine (sgl_kernel is a 326 MB wheel,
-flashinfer needs its cubins). SGLang imports names from it on CUDA; the test never calls them (its
+flashinfer needs its cubins; torchvision and PIL serve image inputs only). SGLang imports names from it;
+the test never calls them (its
 reference is SGLang's forward_native, its fused path is arfuse): anything called from here, or from
 a submodule, raises."""
 import importlib.abc
@@ -193,11 +197,11 @@ def _prepare(world, paths, backend):
     for p in reversed(paths):
         sys.path.insert(0, p)
     sys.path.insert(0, str(tmp))
+    for pkg in SLIMMED + (ABSENT if backend == "arfuse" else ()):
+        if importlib.util.find_spec(pkg) is None:
+            (tmp / pkg).mkdir()
+            (tmp / pkg / "__init__.py").write_text(_ABSENT.replace("PKG", pkg))
     if backend == "arfuse":
-        for pkg in ABSENT:
-            if importlib.util.find_spec(pkg) is None:
-                (tmp / pkg).mkdir()
-                (tmp / pkg / "__init__.py").write_text(_ABSENT.replace("PKG", pkg))
         os.environ["SGLANG_IS_FLASHINFER_AVAILABLE"] = "false"  # what SGLang checks; true here
     os.environ.update({"ARFUSE_SGLANG": "1", "ARFUSE_SGLANG_MAX_TOKENS": str(MAX_TOKENS), "SGLANG_PLUGINS": "arfuse"})
 

@@ -172,10 +172,10 @@ def set_backend(backend: Any) -> None:
 # ---- counters ------------------------------------------------------------------------------------------
 _lock = threading.Lock()
 _counts: Counter = Counter()
-# ARFUSE_INTEGRATION_COUNTERS=DIR: each process writes its counters to DIR/<pid>.json, within a second
+# ARFUSE_PLUGIN_COUNTERS=DIR: each process writes its counters to DIR/<pid>.json, within a second
 # of a change (a daemon timer) and at exit, for a harness that cannot reach the engine's processes
 # (scripts/engine_e2e.sh).
-_counters_dir = os.environ.get("ARFUSE_INTEGRATION_COUNTERS", "")
+_counters_dir = os.environ.get("ARFUSE_PLUGIN_COUNTERS", "")
 _flush: List[Any] = [None, False]  # the pending timer, atexit registered
 
 

@@ -17,9 +17,13 @@ The setup hook runs on every rank before CUDA-graph capture: it makes one arfuse
 engine group (attention TP, post-experts; equal groups share one) over the group's CPU (gloo) group,
 sized for decode, and the ranks agree over the TP CPU group; on any failure the engine is left
 exactly as it was (one WARN line). When arfuse is active, FlashInfer's workspace is not allocated,
-except where the engine's plain all-reduces run in it too (0.5.20+ with a FlashInfer fusion backend:
+except where the engine's plain all-reduces run in it too (0.5.18+ with a FlashInfer fusion backend:
 there the engine's setup runs as without arfuse). The gate then also says yes for 1..max_tokens
 tokens (the same on every rank), and the op serves the call with arfuse.
+
+Under torch.compile (--enable-torch-compile, a fullgraph backend) the op hook calls one torch.library
+op, arfuse_sglang::all_reduce_add_rmsnorm, with a fake implementation: the compiler never traces into
+the plugin's Python or arfuse's ctypes calls.
 
 The trap: up to 0.5.20, when the op returns (None, None) the caller normalises the un-reduced input
 and never all-reduces. Whether the caller all-reduces after a declined call is read from its code
@@ -175,7 +179,7 @@ CAPTURE_SIZES = ("sglang.srt.model_executor.runner.base_cuda_graph_runner.get_ba
 
 
 def _tokens_per_request(mr: Any) -> int:
-    if callable(getattr(mr, "decode_num_tokens_per_req", None)):  # 0.5.20+
+    if callable(getattr(mr, "decode_num_tokens_per_req", None)):  # 0.5.16+
         return max(int(mr.decode_num_tokens_per_req()), 1)
     sa = getattr(mr, "server_args", None)
     if getattr(sa, "speculative_algorithm", None) and getattr(sa, "speculative_num_draft_tokens", None):
@@ -185,7 +189,7 @@ def _tokens_per_request(mr: Any) -> int:
 
 def _decode_tokens(runner: Any, mr: Any) -> int:
     """The largest token count of a captured decode batch (not prefill): ARFUSE_SGLANG_MAX_TOKENS, else
-    the runner's own widest decode rows (0.5.22+), else the engine's list of CUDA-graph batch sizes
+    the runner's own widest decode rows (0.5.21+), else the engine's list of CUDA-graph batch sizes
     times the tokens per request (speculative verify), else DEFAULT_MAX_TOKENS."""
     explicit = _glue.env_positive_int(MAX_TOKENS_ENV)
     if explicit:
@@ -299,7 +303,7 @@ def _register_ops() -> None:
 
 # ---- the hooks (HookType.AROUND: hook(original, *args, **kwargs)) ---------------------------------------
 def _plain_all_reduce_uses_workspace() -> bool:
-    """Whether the engine's plain all-reduces also run in FlashInfer's fusion workspace: 0.5.20+ with a
+    """Whether the engine's plain all-reduces also run in FlashInfer's fusion workspace: 0.5.18+ with a
     FlashInfer fusion backend (which 0.5.23 turns on by itself on SM90 / SM100 for the common models)
     tags the attention-TP and MoE coordinators (GroupCoordinator._fi_workspace_hint, set at group
     creation from the configuration, so the same on every rank) and sends their all-reduces to

@@ -16,11 +16,14 @@ match what vLLM's own pass matches:
                                                               (arfuseAllReduceEpilogue, quant "nvfp4",
                                                                scale layout swizzled 128x4)
     the same two with Gemma's weight.float() + 1.0            (arfuseAllReduceEpilogue, weight_plus_one)
-and replaces each by one arfuse_vllm op. That op decides per call from the token count (the same on
-every rank): arfuse's fused kernel, or vLLM's own all-reduce then arfuse's add+RMSNorm (then, for the
-quantised ones, the quantisation in torch: arfuse._torch_quant for NVFP4, the same bytes as arfuse's
-kernel). When arfuse cannot serve the group the original pass is built instead and the engine runs
-as it was.
+and replaces each by one arfuse_vllm op (_vllm_ops.py), only in compile ranges within the decode
+window (prefill graphs stay as vLLM builds them). The op carries the window and the widest hidden
+size as constants, so a graph loaded from vLLM's cache on a warm start (the pass never built) makes
+its state at its first call; when that fails, one WARN and vLLM's own all-reduce and norm. configure()
+puts what changes the graphs (the plugin on, arfuse's version, the window) in
+VllmConfig.additional_config["arfuse"], which vLLM hashes into its compile-cache keys, and the window
+into compile_ranges_endpoints. When arfuse cannot serve the group the original pass is built instead
+and the engine runs as it was.
 
 NVFP4: vLLM's torch.ops._C.scaled_fp4_quant.out(input, g, is_sf_swizzled_layout=True) writes E2M1
 bytes uint8 [tokens, hidden / 2] (element 2i in the low nibble) and E4M3 block scales as int32
