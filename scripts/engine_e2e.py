@@ -235,8 +235,8 @@ def launch(engine: str, run: str, a: argparse.Namespace, model: str, texts: List
     rec: Dict[str, Any] = {"command": " ".join(shlex.quote(c) for c in cmd), "plugin": plugin, "graphs": graphs,
                            "log": str(log_path)}
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=run_env(engine, plugin, caches, counters),
-                                start_new_session=True)
+        env = run_env(engine, plugin, caches, counters)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             rec["started"] = wait_healthy(a.port, proc, a.start_timeout)
             if rec["started"]:

@@ -178,34 +178,16 @@ def run_launch(world, paths, backend, plugin, steps, forced=None, graphs=False, 
     instead of the greedy ones (teacher forcing); graphs: the decode step captured once in a CUDA
     graph and replayed for every step; compile_backend: the decode step under torch.compile with
     that backend first (as --enable-torch-compile). Returns a picklable dict."""
-    import logging
-
-    from test_integration_sglang import _prepare
+    from test_integration_sglang import _prepare, rank_setup
 
     _prepare(world, paths, backend)
     os.environ["ARFUSE_SGLANG"] = "1" if plugin else "0"
     os.environ["HF_HUB_OFFLINE"] = "1"  # nothing from a hub, ever
     if backend == "fake":
         os.environ["SGLANG_USE_CPU_ENGINE"] = "1"  # SGLang's own switch for its CPU build of the layers
-    device = "cpu"
-    if backend == "arfuse":
-        torch.cuda.set_device(0)
-        device = "cuda:0"
+    device, lines = rank_setup(world, backend)
     from arfuse.integrations import _glue
 
-    if backend == "fake":
-        from integration_fake import FakeBackend
-
-        _glue.set_backend(FakeBackend())
-    lines = []
-
-    class H(logging.Handler):
-        def emit(self, record):
-            lines.append(record.getMessage())
-
-    logging.getLogger("arfuse.integrations").addHandler(H())
-    logging.getLogger("arfuse.integrations").setLevel(logging.INFO)
-    world.init_dist("gloo")
     import sglang.srt.plugins as plugins
 
     plugins.load_plugins()

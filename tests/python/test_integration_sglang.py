@@ -288,13 +288,11 @@ def _boundary_0_5_23(norm, x, residual):
     return {"ffn": ffn, "attn": attn}
 
 
-def engine_worker(world, paths, backend, version="0.5.11"):
-    """One rank: SGLang's plugin loading, the patched setup, gate and layer-boundary calls. backend:
-    "fake" (CPU, the FAKE backend) or "arfuse" (the GPU, all ranks on cuda:0; run for 0.5.11)."""
+def rank_setup(world, backend):
+    """This rank's device (all ranks on cuda:0 for "arfuse", the CPU for "fake"), the FAKE backend
+    when asked, the plugin's log lines captured (the list returned), and the gloo world."""
     import logging
-    from types import SimpleNamespace
 
-    _prepare(world, paths, backend)
     device = "cpu"
     if backend == "arfuse":
         torch.cuda.set_device(0)
@@ -314,6 +312,17 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     logging.getLogger("arfuse.integrations").addHandler(H())
     logging.getLogger("arfuse.integrations").setLevel(logging.INFO)
     world.init_dist("gloo")
+    return device, lines
+
+
+def engine_worker(world, paths, backend, version="0.5.11"):
+    """One rank: SGLang's plugin loading, the patched setup, gate and layer-boundary calls. backend:
+    "fake" (CPU, the FAKE backend) or "arfuse" (the GPU, all ranks on cuda:0; run for 0.5.11)."""
+    from types import SimpleNamespace
+
+    _prepare(world, paths, backend)
+    device, lines = rank_setup(world, backend)
+    from arfuse.integrations import _glue
 
     import sglang.srt.plugins as plugins
     from sglang.srt.plugins.hook_registry import HookRegistry
