@@ -146,6 +146,7 @@ const char* const kReadElsewhere[] = {
     "ARFUSE_SGLANG_MAX_TOKENS",  // ... and its decode size
     "ARFUSE_VLLM",               // arfuse.integrations.vllm: the pass's switch
     "ARFUSE_VLLM_MAX_TOKENS",    // ... and its decode size
+    "ARFUSE_PLUGIN_COUNTERS",    // both plugins: a folder for each process's counters
     "ARFUSE_PURE_PYTHON",        // pip install ./python without building the library
     "ARFUSE_CUDA_MAJOR",         // ... the CUDA major the wheel is built for
     "ARFUSE_ARCH",               // ... the GPU architectures it builds (also a CMake variable)

@@ -78,7 +78,7 @@ def vllm_ops_worker(world):
     import arfuse.torch as at
     from arfuse import _torch_quant as tq
     from arfuse.integrations import _glue
-    from arfuse.integrations import vllm as plugin
+    from arfuse.integrations import _vllm_ops
 
     def engine_all_reduce(t):  # vLLM's all-reduce stands in as gloo on the CPU, summing in fp32
         c = t.float().cpu()
@@ -89,15 +89,15 @@ def vllm_ops_worker(world):
     group = _glue.Group("tp", (0, 1), world.rank, 2, cpu_group, engine_all_reduce)
     f = _glue.Fusion("vllm", decline_safe=False)
     assert f.setup([group], cpu_group, MAX_TOKENS, HIDDEN, torch.bfloat16), "arfuse did not become active"
-    plugin._fusion = f
-    plugin._register_ops()
+    _vllm_ops.set_state(f)  # as the pass (or the first op call) makes it
+    _vllm_ops.register()
     ops = torch.ops.arfuse_vllm
     seed = world.share_from_rank0(int.from_bytes(os.urandom(4), "little"))
     g = torch.tensor([GLOBAL_SCALE], device="cuda")
     out = {"seed": seed, "cases": {}}
     for tokens in (3, MAX_TOKENS + 5):
         x, residual, weight, xs, res_cpu, w_cpu = _inputs(seed + tokens, world.rank, tokens)
-        q, res, sf = ops.all_reduce_add_rms_norm_nvfp4(x, residual, weight, EPS, g)
+        q, res, sf = ops.all_reduce_add_rms_norm_nvfp4(x, residual, weight, EPS, g, MAX_TOKENS, HIDDEN)
         torch.cuda.synchronize()
         case = {"q": q.cpu(), "res": res.cpu(), "sf": sf.cpu(), "shapes": [tuple(q.shape), tuple(res.shape),
                                                                                  tuple(sf.shape)]}
@@ -114,8 +114,9 @@ def vllm_ops_worker(world):
             norm, _ = _glue.add_rmsnorm(engine_all_reduce(x), residual, weight, EPS)
             tq_q, tq_sf = tq.nvfp4(norm.float(), g, 1)
             case["tq_q"], case["tq_sf"] = tq_q.cpu(), tq_sf.cpu()
-        norm_p, res_p = ops.all_reduce_add_rms_norm(x, residual, weight, EPS)
-        q8, res8 = ops.all_reduce_add_rms_norm_fp8(x, residual, weight, EPS, torch.tensor([4.0 / 448.0], device="cuda"))
+        norm_p, res_p = ops.all_reduce_add_rms_norm(x, residual, weight, EPS, MAX_TOKENS, HIDDEN)
+        q8, res8 = ops.all_reduce_add_rms_norm_fp8(x, residual, weight, EPS, torch.tensor([4.0 / 448.0], device="cuda"),
+                                                 MAX_TOKENS, HIDDEN)
         torch.cuda.synchronize()
         case.update(norm=norm_p.cpu(), res_plain=res_p.cpu(), q8=q8.view(torch.uint8).cpu(), res8=res8.cpu())
         case["inputs"] = (xs, res_cpu, w_cpu)

@@ -89,16 +89,20 @@ def engine_paths(version="0.5.11"):
     probe = subprocess.run([sys.executable, "-c", "import sglang.srt.plugins, sglang.srt.layers.layernorm"],
                            env={**os.environ, "PYTHONPATH": os.pathsep.join(paths + [str(PACKAGE_DIR)])},
                            capture_output=True, text=True, timeout=300)
-    if probe.returncode != 0 and "sgl_kernel" not in probe.stderr:
+    if probe.returncode != 0 and not any(f"No module named '{m}" in probe.stderr for m in ABSENT + SLIMMED):
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         pytest.skip(f"SGLang {version} does not import from {paths}: {last}")
     return paths
 
 
 ABSENT = ("sgl_kernel", "flashinfer")  # CUDA-only imports of SGLang that the test does not bring
+# Imported at SGLang's import (sglang.srt.utils.common: decode_jpeg, Image) but used only for image
+# inputs: left out of the GPU machine's wheel set to keep it small (scripts/fetch_engine_wheels.sh).
+SLIMMED = ("torchvision", "PIL")
 _ABSENT = '''\
 """ABSENT MODULE, written by arfuse's test: PKG is not on this machine (sgl_kernel is a 326 MB wheel,
-flashinfer needs its cubins). SGLang imports names from it on CUDA; the test never calls them (its
+flashinfer needs its cubins; torchvision and PIL serve image inputs only). SGLang imports names from it;
+the test never calls them (its
 reference is SGLang's forward_native, its fused path is arfuse): anything called from here, or from
 a submodule, raises."""
 import importlib.abc
@@ -193,11 +197,11 @@ def _prepare(world, paths, backend):
     for p in reversed(paths):
         sys.path.insert(0, p)
     sys.path.insert(0, str(tmp))
+    for pkg in SLIMMED + (ABSENT if backend == "arfuse" else ()):
+        if importlib.util.find_spec(pkg) is None:
+            (tmp / pkg).mkdir()
+            (tmp / pkg / "__init__.py").write_text(_ABSENT.replace("PKG", pkg))
     if backend == "arfuse":
-        for pkg in ABSENT:
-            if importlib.util.find_spec(pkg) is None:
-                (tmp / pkg).mkdir()
-                (tmp / pkg / "__init__.py").write_text(_ABSENT.replace("PKG", pkg))
         os.environ["SGLANG_IS_FLASHINFER_AVAILABLE"] = "false"  # what SGLang checks; true here
     os.environ.update({"ARFUSE_SGLANG": "1", "ARFUSE_SGLANG_MAX_TOKENS": str(MAX_TOKENS), "SGLANG_PLUGINS": "arfuse"})
 
@@ -284,13 +288,11 @@ def _boundary_0_5_23(norm, x, residual):
     return {"ffn": ffn, "attn": attn}
 
 
-def engine_worker(world, paths, backend, version="0.5.11"):
-    """One rank: SGLang's plugin loading, the patched setup, gate and layer-boundary calls. backend:
-    "fake" (CPU, the FAKE backend) or "arfuse" (the GPU, all ranks on cuda:0; run for 0.5.11)."""
+def rank_setup(world, backend):
+    """This rank's device (all ranks on cuda:0 for "arfuse", the CPU for "fake"), the FAKE backend
+    when asked, the plugin's log lines captured (the list returned), and the gloo world."""
     import logging
-    from types import SimpleNamespace
 
-    _prepare(world, paths, backend)
     device = "cpu"
     if backend == "arfuse":
         torch.cuda.set_device(0)
@@ -310,6 +312,17 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     logging.getLogger("arfuse.integrations").addHandler(H())
     logging.getLogger("arfuse.integrations").setLevel(logging.INFO)
     world.init_dist("gloo")
+    return device, lines
+
+
+def engine_worker(world, paths, backend, version="0.5.11"):
+    """One rank: SGLang's plugin loading, the patched setup, gate and layer-boundary calls. backend:
+    "fake" (CPU, the FAKE backend) or "arfuse" (the GPU, all ranks on cuda:0; run for 0.5.11)."""
+    from types import SimpleNamespace
+
+    _prepare(world, paths, backend)
+    device, lines = rank_setup(world, backend)
+    from arfuse.integrations import _glue
 
     import sglang.srt.plugins as plugins
     from sglang.srt.plugins.hook_registry import HookRegistry
@@ -359,6 +372,10 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     out["cases"], out["boundary"], out["kept"] = cases, boundary, kept
     if backend == "arfuse":
         out["graph"] = _graph_replay(world, tp, device)
+    before = _glue.counters()
+    out["compiled"] = _compiled(world, tp, device)
+    out["compiled_counters"] = {"/".join(k): v - before.get(k, 0) for k, v in _glue.counters().items()
+                                if v != before.get(k, 0)}
     # What SGLang's own caller does with a declined call: 0.5.11 normalises the un-reduced input (the
     # trap), 0.5.23 all-reduces first.
     import sglang.srt.layers.flashinfer_comm_fusion as fc
@@ -377,6 +394,34 @@ def engine_worker(world, paths, backend, version="0.5.11"):
     out["declined_residual"] = _pack(declined)
     out["counters"] = {"/".join(k): v for k, v in _glue.counters().items()}
     out["lines"] = lines
+    return out
+
+
+COMPILED_TOKENS = (2, MAX_TOKENS + 3)  # within the decode size, and above it
+
+
+def _compiled(world, tp, device):
+    """The hooked layer under torch.compile(fullgraph=True): SGLang's RMSNorm.forward_with_allreduce_fusion
+    traced whole (the plugin's call is one arfuse_sglang op with a fake implementation; aot_eager runs
+    the fake implementations while tracing, then the ops). Above the decode size a compiled call cannot
+    decline: the group's all-reduce + add+RMSNorm. (got_norm, got_res, ref_norm, ref_res) per token count."""
+    from integration_fake import seeded
+
+    from sglang.srt.layers.layernorm import RMSNorm
+
+    torch._dynamo.reset()
+    out = {}
+    for tokens in COMPILED_TOKENS:
+        x, residual, weight = seeded(world.rank, tokens, HIDDEN, torch.bfloat16, seed=400 + tokens)
+        x, residual = x.to(device), residual.to(device)
+        norm = RMSNorm(HIDDEN, eps=1e-6).to(device=device, dtype=torch.bfloat16)
+        norm.weight.data.copy_(weight.to(device))
+        layer = torch.compile(lambda a, r: norm.forward_with_allreduce_fusion(a, r), fullgraph=True,
+                              backend="aot_eager", dynamic=False)
+        with torch.no_grad():  # as SGLang runs its models (no autograd graph: the op has no backward)
+            got_norm, got_res = layer(x.clone(), residual.clone())
+        ref_norm, ref_res = norm.forward_native(tp.all_reduce(x.clone()), residual.clone())
+        out[tokens] = [_pack(t) for t in (got_norm, got_res, ref_norm, ref_res)]
     return out
 
 
@@ -461,6 +506,13 @@ def check(results, nranks, backend, version="0.5.11"):
             for g in per_rank:
                 _close(*g, (tokens, entry))
             _same_on_every_rank(per_rank, (tokens, entry))
+    for tokens in results[0]["compiled"]:
+        per_rank = [[unpack(p) for p in res["compiled"][tokens]] for res in results]
+        for got in per_rank:
+            _close(*got, ("compiled", tokens))
+        _same_on_every_rank(per_rank, ("compiled", tokens))
+    for res in results:  # compiled: served by arfuse within the decode size, never declined above it
+        assert res["compiled_counters"] == {"sglang/tp/arfuse": 1, "sglang/tp/engine-all-reduce": 1}, res
     if backend == "arfuse":
         per_rank = [[unpack(p) for p in res["graph"]] for res in results]
         for got in per_rank:
@@ -475,7 +527,8 @@ def check(results, nranks, backend, version="0.5.11"):
         assert torch.allclose(unpack(res["declined_residual"]).float(), want, rtol=1e-2, atol=2e-2), (version, r)
     within, above = len([t for t in TOKENS if t <= MAX_TOKENS]), len([t for t in TOKENS if t > MAX_TOKENS])
     for res in results:
-        c = res["counters"]
+        c = {k: v - res["compiled_counters"].get(k, 0) for k, v in res["counters"].items()}
+        c = {k: v for k, v in c.items() if v}  # the eager calls (the compiled ones are checked above)
         if version == "0.5.11":
             fused = within + (2 if backend == "arfuse" else 0)  # + warm-up, capture
             assert c == {"sglang/tp/arfuse": fused, "sglang/tp/engine-all-reduce": above}, c

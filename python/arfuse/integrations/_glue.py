@@ -172,11 +172,41 @@ def set_backend(backend: Any) -> None:
 # ---- counters ------------------------------------------------------------------------------------------
 _lock = threading.Lock()
 _counts: Counter = Counter()
+# ARFUSE_PLUGIN_COUNTERS=DIR: each process writes its counters to DIR/<pid>.json, within a second
+# of a change (a daemon timer) and at exit, for a harness that cannot reach the engine's processes
+# (scripts/engine_e2e.sh).
+_counters_dir = os.environ.get("ARFUSE_PLUGIN_COUNTERS", "")
+_flush: List[Any] = [None, False]  # the pending timer, atexit registered
+
+
+def _write_counters() -> None:
+    import json
+
+    with _lock:
+        _flush[0] = None
+        data = {"/".join(k): v for k, v in _counts.items()}
+    try:
+        path = os.path.join(_counters_dir, f"{os.getpid()}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(data, f)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass  # informative only
 
 
 def count(engine: str, group: str, path: str) -> None:
     with _lock:
         _counts[(engine, group, path)] += 1
+        if not _counters_dir or _flush[0] is not None:
+            return
+        if not _flush[1]:
+            import atexit
+
+            atexit.register(_write_counters)
+            _flush[1] = True
+        _flush[0] = threading.Timer(1.0, _write_counters)
+        _flush[0].daemon = True
+        _flush[0].start()
 
 
 def counters() -> Dict[Tuple[str, str, str], int]:
@@ -252,8 +282,9 @@ class Fusion:
     False (SGLang up to 0.5.20, which then normalises the un-reduced input) a call arfuse cannot serve
     runs the group's own all-reduce and arfuse's add+RMSNorm instead: never a declined call."""
 
-    def __init__(self, engine: str, decline_safe: bool):
+    def __init__(self, engine: str, decline_safe: bool, version: str = ""):
         self.engine = engine
+        self.version = version  # the engine's version, named in the WARN line
         self.decline_safe = decline_safe
         self.bound: Dict[Tuple[int, ...], Bound] = {}
         self.by_name: Dict[str, Bound] = {}
@@ -294,7 +325,8 @@ class Fusion:
                 except Exception:  # noqa: BLE001
                     pass
             if groups and groups[0].rank == 0:
-                warn(f"{self.engine}: arfuse not used, the engine keeps its own all-reduce and norm: {verdict}")
+                label = f"{self.engine} {self.version}" if self.version else self.engine
+                warn(f"{label}: arfuse not used, the engine keeps its own all-reduce and norm: {verdict}")
             self.active = False
             return False
         self.bound = made
@@ -321,10 +353,11 @@ class Fusion:
         """The gate's arfuse part: active and within the decode size (the same on every rank)."""
         return self.active and 0 < tokens <= self.max_tokens
 
-    def serve(self, group_name: str, x: Any, residual: Any, weight: Any, eps: float) -> Any:
+    def serve(self, group_name: str, x: Any, residual: Any, weight: Any, eps: float, may_decline: bool = True) -> Any:
         """(norm_out, residual_out) for one layer-boundary call over the engine group `group_name`;
-        None when the call is handed back to the engine (only where decline_safe); NOT_OURS when
-        arfuse holds no communicator for that group (the caller runs the engine's original op)."""
+        None when the call is handed back to the engine (only where decline_safe and may_decline: a
+        call inside a compiled graph cannot return None); NOT_OURS when arfuse holds no communicator
+        for that group (the caller runs the engine's original op)."""
         b = self.by_name.get(group_name)
         if b is None:
             return NOT_OURS
@@ -337,7 +370,7 @@ class Fusion:
             if choice.path == "arfuse":
                 count(self.engine, group_name, "arfuse")
                 return get_backend().fused(b.comm, x, residual, weight, eps)
-        if self.decline_safe:
+        if self.decline_safe and may_decline:
             count(self.engine, group_name, "declined")
             return None
         count(self.engine, group_name, "engine-all-reduce")

@@ -17,9 +17,13 @@ The setup hook runs on every rank before CUDA-graph capture: it makes one arfuse
 engine group (attention TP, post-experts; equal groups share one) over the group's CPU (gloo) group,
 sized for decode, and the ranks agree over the TP CPU group; on any failure the engine is left
 exactly as it was (one WARN line). When arfuse is active, FlashInfer's workspace is not allocated,
-except where the engine's plain all-reduces run in it too (0.5.20+ with a FlashInfer fusion backend:
+except where the engine's plain all-reduces run in it too (0.5.18+ with a FlashInfer fusion backend:
 there the engine's setup runs as without arfuse). The gate then also says yes for 1..max_tokens
 tokens (the same on every rank), and the op serves the call with arfuse.
+
+Under torch.compile (--enable-torch-compile, a fullgraph backend) the op hook calls one torch.library
+op, arfuse_sglang::all_reduce_add_rmsnorm, with a fake implementation: the compiler never traces into
+the plugin's Python or arfuse's ctypes calls.
 
 The trap: up to 0.5.20, when the op returns (None, None) the caller normalises the un-reduced input
 and never all-reduces. Whether the caller all-reduces after a declined call is read from its code
@@ -27,6 +31,7 @@ and never all-reduces. Whether the caller all-reduces after a declined call is r
 a call arfuse cannot serve runs the group's own all-reduce and arfuse's add+RMSNorm: never (None, None).
 """
 import importlib
+import importlib.util
 import inspect
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
@@ -137,7 +142,11 @@ def probe() -> Shape:
 # ---- the process's state ------------------------------------------------------------------------------
 _fusion: Optional[_glue.Fusion] = None
 _setup_done = False
-_op_sig: Optional[inspect.Signature] = None
+# The op's parameter names in order and their defaults, read once at register(): binding a call with
+# them (rather than with inspect.Signature.bind) is plain Python that torch.compile traces.
+_op_params: Optional[tuple] = None
+_op_defaults: Dict[str, Any] = {}
+GROUPS = ("tp", "post-experts")  # the arfuse_sglang op's group argument indexes this
 
 
 def fusion() -> Optional[_glue.Fusion]:
@@ -170,7 +179,7 @@ CAPTURE_SIZES = ("sglang.srt.model_executor.runner.base_cuda_graph_runner.get_ba
 
 
 def _tokens_per_request(mr: Any) -> int:
-    if callable(getattr(mr, "decode_num_tokens_per_req", None)):  # 0.5.20+
+    if callable(getattr(mr, "decode_num_tokens_per_req", None)):  # 0.5.16+
         return max(int(mr.decode_num_tokens_per_req()), 1)
     sa = getattr(mr, "server_args", None)
     if getattr(sa, "speculative_algorithm", None) and getattr(sa, "speculative_num_draft_tokens", None):
@@ -180,7 +189,7 @@ def _tokens_per_request(mr: Any) -> int:
 
 def _decode_tokens(runner: Any, mr: Any) -> int:
     """The largest token count of a captured decode batch (not prefill): ARFUSE_SGLANG_MAX_TOKENS, else
-    the runner's own widest decode rows (0.5.22+), else the engine's list of CUDA-graph batch sizes
+    the runner's own widest decode rows (0.5.21+), else the engine's list of CUDA-graph batch sizes
     times the tokens per request (speculative verify), else DEFAULT_MAX_TOKENS."""
     explicit = _glue.env_positive_int(MAX_TOKENS_ENV)
     if explicit:
@@ -227,7 +236,7 @@ def setup(runner: Any) -> Optional[_glue.Fusion]:
         return _fusion
     _setup_done = True
     shape = probe()
-    f = _glue.Fusion("sglang", shape.decline_safe)
+    f = _glue.Fusion("sglang", shape.decline_safe, version=_version())
     mr = getattr(runner, "model_runner", runner)
     problem, world = None, None
     try:
@@ -254,13 +263,47 @@ def setup(runner: Any) -> Optional[_glue.Fusion]:
         return f
     f.setup([_as_group("tp", groups["tp"]), _as_group("post-experts", groups["post-experts"])], world.cpu_group,
             max_tokens, hidden, dtype)
+    if f.active:
+        _register_ops()  # here, eagerly: never for the first time inside a torch.compile trace
     _fusion = f
     return f
 
 
+# ---- the op a compiled graph calls -------------------------------------------------------------------
+_ops_registered = False
+
+
+def _register_ops() -> None:
+    """arfuse_sglang::all_reduce_add_rmsnorm(x, residual, weight, eps, group) -> (norm, residual_out):
+    the layer-boundary call as one torch.library op with a fake implementation, so that torch.compile
+    (SGLang's --enable-torch-compile, or any fullgraph backend) keeps it whole instead of tracing into
+    the plugin's Python and arfuse's ctypes calls. It never declines: a graph cannot return (None, None),
+    so a call arfuse cannot serve runs the group's own all-reduce and arfuse's add+RMSNorm."""
+    global _ops_registered
+    if _ops_registered:
+        return
+    import torch
+
+    @torch.library.custom_op("arfuse_sglang::all_reduce_add_rmsnorm", mutates_args=())
+    def all_reduce_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                               group: int) -> tuple[torch.Tensor, torch.Tensor]:
+        f = _fusion
+        if f is None or not f.active:
+            raise RuntimeError("arfuse_sglang op called without an active arfuse communicator (the plugin puts "
+                               "it in a graph only when one is active)")
+        norm, res = f.serve(GROUPS[group], x, residual, weight, eps, may_decline=False)
+        return norm, res
+
+    @all_reduce_add_rmsnorm.register_fake
+    def _(x, residual, weight, eps, group):
+        return torch.empty_like(x), torch.empty_like(residual)
+
+    _ops_registered = True
+
+
 # ---- the hooks (HookType.AROUND: hook(original, *args, **kwargs)) ---------------------------------------
 def _plain_all_reduce_uses_workspace() -> bool:
-    """Whether the engine's plain all-reduces also run in FlashInfer's fusion workspace: 0.5.20+ with a
+    """Whether the engine's plain all-reduces also run in FlashInfer's fusion workspace: 0.5.18+ with a
     FlashInfer fusion backend (which 0.5.23 turns on by itself on SM90 / SM100 for the common models)
     tags the attention-TP and MoE coordinators (GroupCoordinator._fi_workspace_hint, set at group
     creation from the configuration, so the same on every rank) and sends their all-reduces to
@@ -292,20 +335,29 @@ def gate_hook(original: Callable, batch_size: Any, *args: Any, **kwargs: Any) ->
     return original(batch_size, *args, **kwargs)
 
 
+def _bind(args: tuple, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    p = dict(_op_defaults)
+    for name, a in zip(_op_params or (), args):
+        p[name] = a
+    p.update(kwargs)
+    return p
+
+
 def op_hook(original: Callable, *args: Any, **kwargs: Any) -> Any:
     f = _fusion
     if f is None or not f.active:
         return original(*args, **kwargs)
-    global _op_sig
-    if _op_sig is None:
-        _op_sig = _signature(original)
-    a = _op_sig.bind(*args, **kwargs)
-    a.apply_defaults()
-    p = a.arguments
+    p = _bind(args, kwargs)
     group = "tp" if p["use_attn_tp_group"] else "post-experts"
-    out = f.serve(group, p["input_tensor"], p["residual"], p["weight"], float(p["eps"]))
-    if out is _glue.NOT_OURS:
+    if group not in f.by_name:
         return original(*args, **kwargs)
+    import torch
+
+    if torch.compiler.is_compiling():
+        # traced by torch.compile: one opaque op (decided per call when the graph runs)
+        return torch.ops.arfuse_sglang.all_reduce_add_rmsnorm(p["input_tensor"], p["residual"], p["weight"],
+                                                              float(p["eps"]), GROUPS.index(group))
+    out = f.serve(group, p["input_tensor"], p["residual"], p["weight"], float(p["eps"]))
     if out is None:
         return None, None  # only where the caller all-reduces on its own (Fusion.decline_safe)
     return out
@@ -313,7 +365,11 @@ def op_hook(original: Callable, *args: Any, **kwargs: Any) -> Any:
 
 def register() -> None:
     """The entry point: registers the hooks when ARFUSE_SGLANG=1; never raises."""
+    global _op_params, _op_defaults
     if not _glue.env_flag(ENV):
+        return
+    if importlib.util.find_spec("sglang") is None:
+        _glue.warn("sglang: SGLang is not installed in this Python: nothing patched")
         return
     try:
         shape = probe()
@@ -322,6 +378,10 @@ def register() -> None:
                        f"missing {'; '.join(shape.missing)}")
             return
         from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+        sig = _signature(_resolve(shape.op))
+        _op_params = tuple(sig.parameters)
+        _op_defaults = {n: q.default for n, q in sig.parameters.items() if q.default is not inspect.Parameter.empty}
 
         HookRegistry.register(shape.op, op_hook, HookType.AROUND)
         HookRegistry.register(shape.gate, gate_hook, HookType.AROUND)

@@ -16,11 +16,14 @@ match what vLLM's own pass matches:
                                                               (arfuseAllReduceEpilogue, quant "nvfp4",
                                                                scale layout swizzled 128x4)
     the same two with Gemma's weight.float() + 1.0            (arfuseAllReduceEpilogue, weight_plus_one)
-and replaces each by one arfuse_vllm op. That op decides per call from the token count (the same on
-every rank): arfuse's fused kernel, or vLLM's own all-reduce then arfuse's add+RMSNorm (then, for the
-quantised ones, the quantisation in torch: arfuse._torch_quant for NVFP4, the same bytes as arfuse's
-kernel). When arfuse cannot serve the group the original pass is built instead and the engine runs
-as it was.
+and replaces each by one arfuse_vllm op (_vllm_ops.py), only in compile ranges within the decode
+window (prefill graphs stay as vLLM builds them). The op carries the window and the widest hidden
+size as constants, so a graph loaded from vLLM's cache on a warm start (the pass never built) makes
+its state at its first call; when that fails, one WARN and vLLM's own all-reduce and norm. configure()
+puts what changes the graphs (the plugin on, arfuse's version, the window) in
+VllmConfig.additional_config["arfuse"], which vLLM hashes into its compile-cache keys, and the window
+into compile_ranges_endpoints. When arfuse cannot serve the group the original pass is built instead
+and the engine runs as it was.
 
 NVFP4: vLLM's torch.ops._C.scaled_fp4_quant.out(input, g, is_sf_swizzled_layout=True) writes E2M1
 bytes uint8 [tokens, hidden / 2] (element 2i in the low nibble) and E4M3 block scales as int32
@@ -49,123 +52,21 @@ PASS_MODULE = "vllm.compilation.passes.fusion.allreduce_rms_fusion"
 PASS_NAME = "AllReduceFusionPass"
 EPSILONS = (1e-5, 1e-6)
 
-_fusion: Optional[_glue.Fusion] = None
-_ops_registered = False
+ADDITIONAL_KEY = "arfuse"  # VllmConfig.additional_config[ADDITIONAL_KEY]: what arfuse puts in the compile-cache key
 
 
 def fusion() -> Optional[_glue.Fusion]:
-    return _fusion
+    """This process's arfuse state for vLLM (None before the pass or the first op call made it)."""
+    return _ops().state()
 
 
-# ---- the ops the patterns are replaced by ----------------------------------------------------------------
-def _register_ops() -> None:
-    global _ops_registered
-    if _ops_registered:
-        return
-    import torch
+def _ops():
+    from . import _vllm_ops
 
-    def serve(x, residual, weight, eps):
-        f = _fusion
-        if f is None or not f.active:
-            raise RuntimeError("arfuse_vllm op called without an active arfuse communicator (the pass that "
-                               "inserted it should not have been applied)")
-        if residual is None:
-            residual = torch.zeros_like(x)  # first layer: residual_out = round(0 + sum) = round(sum)
-        out = f.serve("tp", x, residual, weight, eps)
-        assert out is not None and out is not _glue.NOT_OURS  # vLLM never declines: decline_safe=False
-        return out
-
-    @torch.library.custom_op("arfuse_vllm::all_reduce_add_rms_norm", mutates_args=())
-    def all_reduce_add_rms_norm(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor,
-                                eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-        norm, res = serve(x, residual, weight, eps)
-        return norm, res
-
-    @all_reduce_add_rms_norm.register_fake
-    def _(x, residual, weight, eps):
-        return torch.empty_like(x), torch.empty_like(x)
-
-    def direct(x, residual, weight):
-        """The communicator when arfuse's epilogue serves this call (same on every rank), else None."""
-        f = _fusion
-        b = f.by_name.get("tp") if f is not None else None
-        hidden = int(x.shape[-1])
-        tokens = int(x.numel() // hidden)
-        # above the decode size the library is not asked (as Fusion.serve: it would log its refusal)
-        if b is None or not 0 < tokens <= b.max_tokens or not _glue._servable(x, residual, weight):
-            return None
-        return b.comm if _glue.get_backend().choose(b.comm, tokens, hidden, x.dtype).path == "arfuse" else None
-
-    @torch.library.custom_op("arfuse_vllm::all_reduce_add_rms_norm_fp8", mutates_args=())
-    def all_reduce_add_rms_norm_fp8(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor,
-                                    eps: float, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        res_in = residual if residual is not None else torch.zeros_like(x)
-        comm = direct(x, res_in, weight)
-        if comm is not None:
-            _glue.count("vllm", "tp", "arfuse")
-            _, res, q = _glue.get_backend().epilogue(comm, x, res_in, weight, eps, scale=scale)
-            return q, res
-        norm, res = serve(x, res_in, weight, eps)  # vLLM's all-reduce + arfuse's add+RMSNorm, then FP8
-        q = (norm.float() * (1.0 / scale.float())).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
-        return q, res
-
-    @all_reduce_add_rms_norm_fp8.register_fake
-    def _(x, residual, weight, eps, scale):
-        return torch.empty_like(x, dtype=torch.float8_e4m3fn), torch.empty_like(x)
-
-    @torch.library.custom_op("arfuse_vllm::all_reduce_add_rms_norm_plus_one", mutates_args=())
-    def all_reduce_add_rms_norm_plus_one(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor,
-                                         eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-        # Gemma: the norm's weight is 1 + w, folded by arfuse's epilogue (weight_plus_one) in fp32
-        res_in = residual if residual is not None else torch.zeros_like(x)
-        comm = direct(x, res_in, weight)
-        if comm is not None:
-            _glue.count("vllm", "tp", "arfuse")
-            norm, res, _ = _glue.get_backend().epilogue(comm, x, res_in, weight, eps, weight_plus_one=True)
-            return norm, res
-        norm, res = serve(x, res_in, weight.float() + 1.0, eps)
-        return norm, res
-
-    @all_reduce_add_rms_norm_plus_one.register_fake
-    def _(x, residual, weight, eps):
-        return torch.empty_like(x), torch.empty_like(x)
-
-    def nvfp4_shapes(x):
-        """(tokens, E2M1 bytes per row, int32 columns of the swizzled scales, their padded rows): the
-        tensors vLLM's scaled_fp4_quant allocates (create_fp4_output_tensors) for a [..., hidden] input."""
-        hidden = x.shape[-1]
-        tokens = x.numel() // hidden
-        return tokens, hidden // 2, (hidden // 16 + 3) // 4, (tokens + 127) // 128 * 128
-
-    @torch.library.custom_op("arfuse_vllm::all_reduce_add_rms_norm_nvfp4", mutates_args=())
-    def all_reduce_add_rms_norm_nvfp4(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor,
-                                      eps: float, global_scale: torch.Tensor
-                                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        # (E2M1 bytes [tokens, hidden / 2], residual_out, E4M3 block scales in the swizzled 128x4 layout
-        # as vLLM holds them: int32 [roundUp(tokens, 128), roundUp(hidden / 16, 4) / 4], 4 scales a word)
-        from arfuse import _torch_quant
-
-        res_in = residual if residual is not None else torch.zeros_like(x)
-        tokens, half, words, rows = nvfp4_shapes(x)
-        comm = direct(x, res_in, weight)
-        if comm is not None:
-            _glue.count("vllm", "tp", "arfuse")
-            res, q, sf = _glue.get_backend().epilogue_nvfp4(comm, x, res_in, weight, eps, global_scale)
-            return q.reshape(tokens, half), res, sf.reshape(rows, words * 4).view(torch.int32)
-        norm, res = serve(x, res_in, weight, eps)  # vLLM's all-reduce + arfuse's add+RMSNorm, then NVFP4
-        q, sf = _torch_quant.nvfp4(norm.float().reshape(tokens, 2 * half), global_scale.float(), 1)
-        return q, res, sf.reshape(rows, words * 4).view(torch.int32)
-
-    @all_reduce_add_rms_norm_nvfp4.register_fake
-    def _(x, residual, weight, eps, global_scale):
-        tokens, half, words, rows = nvfp4_shapes(x)
-        return (x.new_empty((tokens, half), dtype=torch.uint8), torch.empty_like(x),
-                x.new_empty((rows, words), dtype=torch.int32))
-
-    _ops_registered = True
+    return _vllm_ops
 
 
-# ---- the pass ---------------------------------------------------------------------------------------------
+# ---- the decode window and the compile-cache key ---------------------------------------------------------
 def _decode_tokens(config: Any) -> int:
     explicit = _glue.env_positive_int(MAX_TOKENS_ENV)
     if explicit:
@@ -179,30 +80,92 @@ def _decode_tokens(config: Any) -> int:
     return int(min(size, batched)) if batched else int(size)
 
 
-def _setup(config: Any, hidden: int, dtype: Any) -> bool:
-    """One Fusion per process (a draft model's pass reuses the target's): collective on first use."""
-    global _fusion
-    if _fusion is not None:
-        return _fusion.active
-    from vllm.distributed import get_tp_group
+def cache_factors(max_tokens: int) -> dict:
+    """What changes the graphs the pass compiles, beyond vLLM's own configuration: that arfuse
+    rewrites them at all, its version (the ops' schema and the patterns), and the decode window (the
+    compile range the patterns apply to, a constant in the ops). Hashed by vLLM as part of the config."""
+    from arfuse import __version__
 
-    tp = get_tp_group()
-    f = _glue.Fusion("vllm", decline_safe=False)
-    _fusion = f
-    group = _glue.Group("tp", tuple(tp.ranks), int(tp.rank_in_group), int(tp.world_size), tp.cpu_group, tp.all_reduce)
+    return {"vllm_plugin": True, "version": __version__, "max_tokens": int(max_tokens)}
+
+
+def configure(config: Any) -> None:
+    """Runs inside VllmConfig.__post_init__ (after the platform's own check_and_update_config, before
+    vLLM computes its compile ranges): when the all-reduce fusion pass is on at TP > 1, writes
+    cache_factors into config.additional_config["arfuse"], which vLLM hashes into both compile caches
+    (the AOT artifact's key and the Inductor cache folder: VllmConfig.compute_hash in 0.33,
+    compile_factors in 0.34), and adds the decode window to compile_ranges_endpoints, so that the
+    graph of the range [1, window] is compiled apart from prefill-sized ones. Never raises."""
     try:
-        max_tokens = _decode_tokens(config)
-    except ValueError as e:
-        if tp.rank_in_group == 0:
-            _glue.warn(f"vllm: arfuse not used, the engine keeps its own pass: {e}")
-        return False
-    return f.setup([group], tp.cpu_group, max_tokens, hidden, dtype)
+        pc = config.compilation_config.pass_config
+        tp = getattr(config.parallel_config, "tensor_parallel_size", 1)
+        if not getattr(pc, "fuse_allreduce_rms", False) or tp <= 1:
+            return
+        try:
+            window = _decode_tokens(config)
+        except ValueError as e:
+            _glue.warn(f"vllm {_ops().version()}: arfuse not used, the engine keeps its own pass: {e}")
+            return
+        extra = config.additional_config
+        if not isinstance(extra, dict):
+            _glue.warn(f"vllm {_ops().version()}: arfuse not used, the engine keeps its own pass: "
+                       f"additional_config is a {type(extra).__name__}, not a dict, so arfuse cannot enter "
+                       f"vLLM's compile-cache key")
+            return
+        extra[ADDITIONAL_KEY] = cache_factors(window)
+        cc = config.compilation_config
+        cc.compile_ranges_endpoints = sorted(set(list(cc.compile_ranges_endpoints or []) + [window]))
+    except Exception as e:  # noqa: BLE001 - a plugin must never stop the engine
+        _glue.warn(f"vllm {_ops().version()}: arfuse could not configure vLLM, the engine keeps its own pass: "
+                   f"{type(e).__name__}: {e}")
 
 
-def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any = None) -> list:
+def _keyed_window(config: Any) -> Optional[int]:
+    """The decode window configure() wrote into this config, None when it is not there (then arfuse
+    is not in vLLM's compile-cache key and must not rewrite)."""
+    extra = getattr(config, "additional_config", None)
+    entry = extra.get(ADDITIONAL_KEY) if isinstance(extra, dict) else None
+    try:
+        if entry == cache_factors(entry["max_tokens"]):
+            return int(entry["max_tokens"])
+    except Exception:  # noqa: BLE001
+        pass
+    return None
+
+
+def _install_config_hook() -> None:
+    """configure() after the current platform's check_and_update_config, the hook vLLM calls from
+    VllmConfig.__post_init__ for a platform to adjust the configuration (once per process)."""
+    from vllm.platforms import current_platform
+
+    cls = type(current_platform)
+    original = cls.__dict__.get("check_and_update_config")
+    if getattr(original, "__func__", None) is not None and getattr(original.__func__, "arfuse_original", None):
+        return
+    bound = cls.check_and_update_config  # the classmethod bound to cls (its own or inherited)
+
+    def check_and_update_config(klass, vllm_config):
+        bound(vllm_config)
+        configure(vllm_config)
+
+    check_and_update_config.arfuse_original = bound
+    cls.check_and_update_config = classmethod(check_and_update_config)
+
+
+def _setup(config: Any, hidden: int, dtype: Any, max_tokens: int) -> bool:
+    """One Fusion per process (a draft model's pass reuses the target's): collective on first use."""
+    f = _ops().state()
+    if f is None:
+        f = _ops().make_state(max_tokens, hidden, dtype)
+    return f.active
+
+
+def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any, mt: int, mh: int) -> list:
     """(pattern, replacement, kind of example inputs) for one epsilon, as closures: the pattern matcher takes
     every parameter of a pattern for a graph input, so none may carry a default. fp4: vLLM's
-    torch.ops._C.scaled_fp4_quant.out (None: this vLLM has no NVFP4 kernel, no NVFP4 pattern)."""
+    torch.ops._C.scaled_fp4_quant.out (None: this vLLM has no NVFP4 kernel, no NVFP4 pattern). mt, mh:
+    the decode window and the widest hidden size, written into each replacement op as constants (its
+    state is made from them at its first call when the pass that compiled it never ran)."""
     from torch._higher_order_ops.auto_functionalize import auto_functionalized
 
     import vllm.ir.ops as ir
@@ -211,7 +174,7 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any = None
         return ir.fused_add_rms_norm(all_reduce(x), residual, weight, eps)
 
     def add_r(residual, x, weight):
-        norm, res = ops.all_reduce_add_rms_norm(x, residual, weight, eps)
+        norm, res = ops.all_reduce_add_rms_norm(x, residual, weight, eps, mt, mh)
         return norm, res
 
     def add_norm_only(residual, x, weight):
@@ -225,7 +188,7 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any = None
         return ir.rms_norm(s, weight, eps), s
 
     def first_r(x, weight):
-        norm, res = ops.all_reduce_add_rms_norm(x, None, weight, eps)
+        norm, res = ops.all_reduce_add_rms_norm(x, None, weight, eps, mt, mh)
         return norm, res
 
     def add_fp8(residual, x, weight, scale):
@@ -233,7 +196,7 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any = None
         return quant(norm, scale)[0], res
 
     def add_fp8_r(residual, x, weight, scale):
-        q, res = ops.all_reduce_add_rms_norm_fp8(x, residual, weight, eps, scale)
+        q, res = ops.all_reduce_add_rms_norm_fp8(x, residual, weight, eps, scale, mt, mh)
         return q, res
 
     def first_fp8(x, weight, scale):
@@ -241,7 +204,7 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any = None
         return quant(ir.rms_norm(s, weight, eps), scale)[0], s
 
     def first_fp8_r(x, weight, scale):
-        q, res = ops.all_reduce_add_rms_norm_fp8(x, None, weight, eps, scale)
+        q, res = ops.all_reduce_add_rms_norm_fp8(x, None, weight, eps, scale, mt, mh)
         return q, res
 
     # NVFP4 as vLLM's graphs hold scaled_fp4_quant (functionalised .out, swizzled scales): the two
@@ -253,7 +216,7 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any = None
         return q[1], res, q[2]
 
     def add_nvfp4_r(residual, x, weight, global_scale, quant_result, output_scale):
-        q, res, sf = ops.all_reduce_add_rms_norm_nvfp4(x, residual, weight, eps, global_scale)
+        q, res, sf = ops.all_reduce_add_rms_norm_nvfp4(x, residual, weight, eps, global_scale, mt, mh)
         return q, res, sf
 
     def first_nvfp4(x, weight, global_scale, quant_result, output_scale):
@@ -263,14 +226,14 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any = None
         return q[1], s, q[2]
 
     def first_nvfp4_r(x, weight, global_scale, quant_result, output_scale):
-        q, res, sf = ops.all_reduce_add_rms_norm_nvfp4(x, None, weight, eps, global_scale)
+        q, res, sf = ops.all_reduce_add_rms_norm_nvfp4(x, None, weight, eps, global_scale, mt, mh)
         return q, res, sf
 
     def gemma_add(residual, x, weight):
         return ir.fused_add_rms_norm(all_reduce(x), residual, weight.float() + 1.0, eps)
 
     def gemma_add_r(residual, x, weight):
-        norm, res = ops.all_reduce_add_rms_norm_plus_one(x, residual, weight, eps)
+        norm, res = ops.all_reduce_add_rms_norm_plus_one(x, residual, weight, eps, mt, mh)
         return norm, res
 
     def gemma_add_norm_only(residual, x, weight):
@@ -284,7 +247,7 @@ def _patterns(eps: float, quant: Any, all_reduce: Any, ops: Any, fp4: Any = None
         return ir.rms_norm(s, weight.float() + 1.0, eps), s
 
     def gemma_first_r(x, weight):
-        norm, res = ops.all_reduce_add_rms_norm_plus_one(x, None, weight, eps)
+        norm, res = ops.all_reduce_add_rms_norm_plus_one(x, None, weight, eps, mt, mh)
         return norm, res
 
     # the quantised ones first: their un-quantised prefix would otherwise match and leave the quant;
@@ -325,16 +288,21 @@ def _nvfp4_buffers_match(match: Any, fp4: Any) -> bool:
     return False
 
 
-def register_patterns(patterns: Any, dtype: Any, device: Any) -> None:
+def register_patterns(patterns: Any, dtype: Any, device: Any, max_tokens: Optional[int] = None,
+                      max_hidden: Optional[int] = None) -> None:
     """Registers arfuse's replacements in a PatternMatcherPass for a model of `dtype` on `device`
-    (call under vLLM's enable_fake_mode, as the pass does)."""
+    (call under vLLM's enable_fake_mode, as the pass does). max_tokens, max_hidden: the constants the
+    replacement ops carry (None: those of this process's arfuse state)."""
     import torch
     import torch._inductor.pattern_matcher as pm
 
     from vllm.distributed import tensor_model_parallel_all_reduce
 
     src = importlib.import_module(PASS_MODULE)
-    _register_ops()
+    _ops().register()
+    if max_tokens is None or max_hidden is None:
+        b = next(iter(fusion().bound.values()))
+        max_tokens, max_hidden = b.max_tokens, b.hidden
     ops = torch.ops.arfuse_vllm
     norm_check = getattr(src, "_norm_input_weight_dtype_match", None)
     rms_check = getattr(src, "_rms_input_weight_dtype_match", None)
@@ -354,7 +322,8 @@ def register_patterns(patterns: Any, dtype: Any, device: Any) -> None:
         fp4_io = [torch.empty(1, 1, dtype=torch.float32, device=device),
                   torch.empty(5, 8, dtype=torch.uint8, device=device),
                   torch.empty(128, 1, dtype=torch.int32, device=device)]
-        for pat, rep, kind in _patterns(eps, quant, tensor_model_parallel_all_reduce, ops, fp4):
+        for pat, rep, kind in _patterns(eps, quant, tensor_model_parallel_all_reduce, ops, fp4, int(max_tokens),
+                                        int(max_hidden)):
             example = {"add": rows, "first": rows[1:2] + w, "add_fp8": rows + scale, "first_fp8": rows[1:2] + w + scale,
                        "add_nvfp4": rows + fp4_io, "first_nvfp4": rows[1:2] + w + fp4_io,
                        "gemma_add": rows, "gemma_first": rows[1:2] + w}[kind]
@@ -375,40 +344,56 @@ def make_pass(original: Any) -> Any:
 
     src = importlib.import_module(PASS_MODULE)
     VllmPatternMatcherPass = src.VllmPatternMatcherPass
+    InductorPass = importlib.import_module("vllm.compilation.passes.inductor_pass").InductorPass
     enable_fake_mode = src.enable_fake_mode
     width = getattr(src, "_fused_ar_workspace_hidden_dim", lambda c: c.model_config.get_hidden_size())
-    _register_ops()
+    _ops().register()
 
     class ArfuseAllReduceFusionPass(VllmPatternMatcherPass):
-        """vLLM's all-reduce + RMSNorm (+ static FP8 / NVFP4) patterns replaced by arfuse (any GPU)."""
+        """vLLM's all-reduce + RMSNorm (+ static FP8 / NVFP4) patterns replaced by arfuse (any GPU), in
+        the compile ranges within the decode window only."""
 
         def __init__(self, config: Any) -> None:
             super().__init__(config)
             self.disabled = True
             self.inner = None
+            self.max_tokens = 0
             if get_tensor_model_parallel_world_size() <= 1 or config.model_config is None:
                 return
+            active = False
+            window = _keyed_window(config)
             try:
-                active = _setup(config, int(width(config)), self.model_dtype)
+                if window is None:
+                    # configure() did not run for this config: arfuse is not in vLLM's compile-cache
+                    # key, so a graph rewritten now could be loaded by a launch without the plugin
+                    _glue.warn(f"vllm {_ops().version()}: arfuse not used, the engine keeps its own pass: the "
+                               f"configuration lacks additional_config['{ADDITIONAL_KEY}'] (arfuse's part of the "
+                               f"compile-cache key, written when the plugin is loaded before the VllmConfig is made)")
+                else:
+                    active = _setup(config, int(width(config)), self.model_dtype, window)
             except Exception as e:  # noqa: BLE001 - a plugin must never stop the engine
-                _glue.warn(f"vllm: arfuse setup failed, the engine keeps its own pass: {type(e).__name__}: {e}")
+                _glue.warn(f"vllm {_ops().version()}: arfuse setup failed, the engine keeps its own pass: "
+                           f"{type(e).__name__}: {e}")
                 active = False
             if not active:
                 self.inner = original(config)  # the engine exactly as it was
                 return
+            self.max_tokens, self.max_hidden = window, int(width(config))
             self.patterns = PatternMatcherPass(pass_name="arfuse_all_reduce_fusion_pass")
             self.register_patterns()
             self.dump_patterns(config, self.patterns)
 
         @enable_fake_mode
         def register_patterns(self) -> None:
-            register_patterns(self.patterns, self.model_dtype, self.device)
+            register_patterns(self.patterns, self.model_dtype, self.device, self.max_tokens, self.max_hidden)
             self.disabled = False
 
         def is_applicable_for_range(self, compile_range: Any) -> bool:
             if self.inner is not None:
                 return self.inner.is_applicable_for_range(compile_range)
-            return not self.disabled  # every range: the op picks arfuse or vLLM's all-reduce per call
+            # as vLLM bounds its own fusion: prefill-sized graphs stay as vLLM builds them (its
+            # norm + quant fusion then still finds the norms)
+            return not self.disabled and int(compile_range.end) <= self.max_tokens
 
         def __call__(self, graph: Any) -> None:
             if self.inner is not None:
@@ -419,26 +404,40 @@ def make_pass(original: Any) -> Any:
             return None
 
         def uuid(self) -> Any:
-            return self.inner.uuid() if self.inner is not None else super().uuid()
+            if self.inner is not None:
+                return self.inner.uuid()
+            return InductorPass.hash_dict({"source": InductorPass.hash_source(_source()),
+                                           "arfuse": cache_factors(self.max_tokens), "max_hidden": self.max_hidden})
 
     ArfuseAllReduceFusionPass.original = original
     return ArfuseAllReduceFusionPass
 
 
+def _source() -> str:
+    """The text of the plugin's modules (the patterns and the ops): part of the pass's uuid."""
+    from pathlib import Path
+
+    from . import _vllm_ops
+
+    return "".join(Path(m.__file__).read_text() for m in (_vllm_ops, importlib.import_module(__name__)))
+
+
 def register() -> None:
-    """The entry point: installs the pass when ARFUSE_VLLM=1; never raises (vLLM does not catch a
-    general plugin's exception)."""
+    """The entry point: installs the pass and the configuration hook when ARFUSE_VLLM=1; never raises
+    (vLLM does not catch a general plugin's exception)."""
     if not _glue.env_flag(ENV):
         return
     try:
         pmgr = importlib.import_module(PASS_MANAGER)
         original = getattr(pmgr, PASS_NAME, None)
         if original is None:
-            _glue.warn(f"vllm: {PASS_MANAGER} has no {PASS_NAME} (not a CUDA platform, or an unknown vLLM): "
-                       f"nothing patched, the engine runs as it is")
+            _glue.warn(f"vllm {_ops().version()}: {PASS_MANAGER} has no {PASS_NAME} (not a CUDA platform, or an "
+                       f"unknown vLLM): nothing patched, the engine runs as it is")
             return
         if getattr(original, "original", None) is not None:
             return  # already installed in this process
+        _install_config_hook()
         setattr(pmgr, PASS_NAME, make_pass(original))
     except Exception as e:  # noqa: BLE001
-        _glue.warn(f"vllm: arfuse pass not installed, the engine runs as it is: {type(e).__name__}: {e}")
+        _glue.warn(f"vllm {_ops().version()}: arfuse pass not installed, the engine runs as it is: "
+                   f"{type(e).__name__}: {e}")
