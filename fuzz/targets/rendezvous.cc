@@ -36,7 +36,7 @@ int gatherFromInput(void* ctx, const void*, void* all, size_t bytes) {
   const auto* in = static_cast<const std::vector<uint8_t>*>(ctx);
   // The callback fills nranks x (header + blob) bytes; the input provides them (short: zeros).
   std::memset(all, 0, bytes);
-  std::memcpy(all, in->data(), std::min(bytes, in->size()));
+  if (!in->empty()) std::memcpy(all, in->data(), std::min(bytes, in->size()));  // (found by this fuzzer: empty input)
   return 0;
 }
 
