@@ -104,6 +104,13 @@ const std::vector<ParamSpec> kSpecs = {
      "host is blocked elsewhere, and one WARN line for a call still running after max(timeout, 2 s). (A group that "
      "spans hosts runs the thread anyway, to bound its NCCL operations: docs/multihost.md.)",
      0, 3600000},
+    {"ARFUSE_NCCL_WATCH_GRAPHS", "bool", "1",
+     "1 (the default): a group that spans hosts also bounds the NCCL operations it enqueues during CUDA-graph "
+     "capture: a one-thread stamp kernel before and the guard after each count in device memory, which the "
+     "watchdog copies out every tick; once operations have been in flight and none finished for the timeout (twice "
+     "it on the hierarchical path), the group aborts as for an eager timeout. It costs one extra one-thread kernel "
+     "per captured operation per replay (`scripts/graph_watch_cost.sh` measures it). 0: captured operations are "
+     "only guarded, and a replay stuck in NCCL hangs (docs/multihost.md)."},
     {"ARFUSE_DUMP_ON_SIGNAL", "bool", "0",
      "1: on SIGUSR1, write every live communicator's flight-recorder dump (the format `arfuse triage` reads) to "
      "stderr and to the ARFUSE_DEBUG_FILE file."},
@@ -351,6 +358,7 @@ std::vector<unsigned> paramBootstrapUids() {
 std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE").value; }
 int paramWatchdogMs() { return static_cast<int>(valueOf("ARFUSE_WATCHDOG_MS").number); }
 bool paramDumpOnSignal() { return valueOf("ARFUSE_DUMP_ON_SIGNAL").number != 0; }
+bool paramNcclWatchGraphs() { return valueOf("ARFUSE_NCCL_WATCH_GRAPHS").number != 0; }
 std::string paramTestHostId() { return valueOf("ARFUSE_TEST_HOST_ID").value; }
 
 std::string paramsMarkdown() {
