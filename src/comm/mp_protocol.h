@@ -51,6 +51,7 @@ struct Hello {
   char hostLabel[64];    // init/host_layout.h HostIdentity::label, for messages
   int32_t worldNcclSet;  // rank 0: worldNcclId holds an NCCL id for a group that spans hosts
   uint8_t worldNcclId[128];
+  uint64_t ipcNamespace;  // init/host_layout.h HostIdentity::ipcNamespace
 };
 
 struct Wire {

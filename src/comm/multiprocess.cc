@@ -98,6 +98,7 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   {
     const HostIdentity id = hostIdentity();
     me.hostHash = id.hash;
+    me.ipcNamespace = id.ipcNamespace;
     std::snprintf(me.hostLabel, sizeof me.hostLabel, "%s", id.label.c_str());
   }
   me.cookie = processCookie();
@@ -285,6 +286,17 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
   std::memcpy(h.data(), all.data(), all.size());
   ARFUSE_CHECK(postedFailure<Hello>(all, nranks));
   ARFUSE_CHECK(checkHellos(h));
+  {
+    std::vector<uint64_t> hashes, namespaces;
+    std::vector<std::string> labels;
+    for (const Hello& x : h) {
+      hashes.push_back(x.hostHash);
+      namespaces.push_back(x.ipcNamespace);
+      labels.emplace_back(x.hostLabel, strnlen(x.hostLabel, sizeof x.hostLabel));
+    }
+    const std::string conflict = ipcNamespaceConflict(hashes, namespaces, labels);
+    if (!conflict.empty()) return ARFUSE_FAIL(arfuseUnsupported, "init: %s", conflict.c_str());
+  }
   bool oneHost = true;
   for (const Hello& x : h) oneHost = oneHost && x.hostHash == h[0].hostHash;
   if (!oneHost) {
