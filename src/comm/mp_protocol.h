@@ -27,6 +27,10 @@ constexpr int kPhases = 7;  // B = 1 ... G = 6 through the segment (A goes throu
 constexpr size_t kSlotBytes = 1024;
 constexpr uint32_t kReady = 0x5EADu;
 
+// A segment name as the hello carries it: "/arfuse-<16 hex>-c<pid>.<start>.<pid namespace>-g" is at
+// most 8 + 17 + 1 + 3 x 20 + 2 characters (comm/shm_name.h).
+constexpr size_t kShmNameBytes = 96;
+
 struct Hello {
   uint32_t magic;
   uint32_t abi;
@@ -36,10 +40,10 @@ struct Hello {
   char text[kTextBytes];
   uint8_t uuid[16];
   uint64_t hostHash;
-  uint64_t cookie;     // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
-  int64_t pid;         // not an identity (see cookie); kept for post-mortems of the exchanged bytes
-  char groupName[32];  // rank 0: the segments it created (shmRandomName)
-  char hostName[32];
+  uint64_t cookie;  // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
+  int64_t pid;      // not an identity (see cookie); kept for post-mortems of the exchanged bytes
+  char groupName[kShmNameBytes];  // rank 0: the segments it created (shmRandomName, with its creator tag)
+  char hostName[kShmNameBytes];
   int32_t arch, smCount, canMapHost;
   int32_t resLowLatency, resNarrow, resWide, resClusters[kMaxChunks + 1];  // algos/launch.h Residency
   int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;

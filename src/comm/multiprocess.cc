@@ -76,8 +76,8 @@ struct SegmentsBeforeGroup {
 
 // A segment name that came from rank 0 through the exchange: ours ("/arfuse-..."), never a path.
 bool segmentNameOk(const char* name) {
-  const std::string n(name, strnlen(name, 32));
-  return n.size() < 32 && n.rfind("/arfuse-", 0) == 0 && n.find('/', 1) == std::string::npos;
+  const std::string n(name, strnlen(name, kShmNameBytes));
+  return n.size() < kShmNameBytes && n.rfind("/arfuse-", 0) == 0 && n.find('/', 1) == std::string::npos;
 }
 
 // This rank's hello: its facts and resolved config, or the first local failure (posted, not
@@ -333,8 +333,8 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
                        "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
                        "arfuse release?");
   }
-  const std::string groupName(h[0].groupName, strnlen(h[0].groupName, 32));
-  const std::string hostName(h[0].hostName, strnlen(h[0].hostName, 32));
+  const std::string groupName(h[0].groupName, strnlen(h[0].groupName, kShmNameBytes));
+  const std::string hostName(h[0].hostName, strnlen(h[0].hostName, kShmNameBytes));
   auto fail = [&](Status st) {
     shmUnlink(groupName);
     shmUnlink(hostName);

@@ -1,6 +1,6 @@
 // The names of arfuse's POSIX shared-memory segments, and the creator they record.
 //
-//   /arfuse-<16 hex random>-c<pid>.<start>.<pidns>-<suffix>
+//   /arfuse-<16 hex random>-c<pid>.<start>.<pidns>-<suffix>      (the creator's fields in hex)
 //
 // The random part makes a name unguessable (O_EXCL turns a collision into an error, never into
 // sharing). The creator tag is for `arfuse doctor --clean`: a segment nobody maps may still belong to
@@ -54,15 +54,16 @@ inline unsigned long long pidNamespaceOf(const std::string& pid = "self", const 
   return open ? std::strtoull(open + 1, nullptr, 10) : 0;
 }
 
-// This process as a creator ("c1234.5678.4026531836").
+// This process as a creator ("c4d2.1a2b3.f0000000", hex: names must stay short, they travel in the
+// init messages every rank receives).
 inline std::string shmCreatorTag() {
   const long pid = static_cast<long>(getpid());
   char b[96];
-  std::snprintf(b, sizeof b, "c%ld.%llu.%llu", pid, processStartTicks(pid), pidNamespaceOf());
+  std::snprintf(b, sizeof b, "c%lx.%llx.%llx", pid, processStartTicks(pid), pidNamespaceOf());
   return b;
 }
 
-// The creator a segment's file name ("arfuse-<hex>-c<pid>.<start>.<pidns>-g") records; false for a
+// The creator a segment's file name ("arfuse-<hex>-c<pid>.<start>.<pidns>-g", hex) records; false for a
 // name without one (made by an arfuse before the tag, or not by arfuse).
 inline bool parseShmCreator(const std::string& name, ShmCreator* out) {
   constexpr size_t at = 7 + 16;  // after "arfuse-" and the 16 random hex digits
@@ -70,7 +71,7 @@ inline bool parseShmCreator(const std::string& name, ShmCreator* out) {
   long pid = 0;
   unsigned long long start = 0, ns = 0;
   int used = 0;
-  if (std::sscanf(name.c_str() + at, "-c%ld.%llu.%llu-%n", &pid, &start, &ns, &used) != 3 || used == 0 || pid <= 0)
+  if (std::sscanf(name.c_str() + at, "-c%lx.%llx.%llx-%n", &pid, &start, &ns, &used) != 3 || used == 0 || pid <= 0)
     return false;
   *out = ShmCreator{pid, start, ns};
   return true;

@@ -609,12 +609,15 @@ TEST(DoctorShm, OnlySegmentsWhoseCreatorIsGoneAreRemoved) {
   EXPECT_EQ(mine.pid, static_cast<long>(getpid()));
   EXPECT_GT(mine.start, 0u);
   EXPECT_GT(mine.pidns, 0u);
-  const std::string gone =
-      "arfuse-00000000000000a1-c" + std::to_string(child) + ".1." + std::to_string(mine.pidns) + "-g";
-  const std::string reused = "arfuse-00000000000000a2-c" + std::to_string(getpid()) + "." +
-                             std::to_string(mine.start + 1) + "." + std::to_string(mine.pidns) + "-g";
+  auto tag = [](long pid, unsigned long long start, unsigned long long ns) {
+    char t[96];
+    std::snprintf(t, sizeof t, "c%lx.%llx.%llx", pid, start, ns);
+    return std::string(t);
+  };
+  const std::string gone = "arfuse-00000000000000a1-" + tag(child, 1, mine.pidns) + "-g";
+  const std::string reused = "arfuse-00000000000000a2-" + tag(getpid(), mine.start + 1, mine.pidns) + "-g";
   const std::string alive = "arfuse-00000000000000a3-" + me + "-h";
-  const std::string elsewhere = "arfuse-00000000000000a4-c1." + std::to_string(mine.start) + ".77-g";
+  const std::string elsewhere = "arfuse-00000000000000a4-" + tag(1, mine.start, 0x77) + "-g";
   const std::string untaggedOther = "arfuse-00000000000000a5-g";
   for (const std::string& n : {gone, reused, alive, elsewhere, untaggedOther}) make(n);
   const bool root = geteuid() == 0;
