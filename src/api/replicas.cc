@@ -1,5 +1,6 @@
 #include "api/replicas.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -119,6 +120,60 @@ bool ReplicaGather::arrive(int rank, const ReplicaShape& shape, const unsigned c
   current_ = 0;
   *check = n;
   *message = compareReplicas(shapes_, data_, n);
+  return true;
+}
+
+struct ReplicaArea {
+  std::atomic<uint64_t> arrived[ARFUSE_MAX_RANKS];  // checked calls whose copy rank r has put in its slot
+  std::atomic<uint64_t> compared;                   // sets compared so far
+  int32_t tokens[ARFUSE_MAX_RANKS], hidden[ARFUSE_MAX_RANKS], dtype[ARFUSE_MAX_RANKS], residual[ARFUSE_MAX_RANKS];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the meeting needs address-free 64-bit atomics");
+
+namespace {
+constexpr size_t kAreaHeaderBytes = (sizeof(ReplicaArea) + 63) / 64 * 64;
+}  // namespace
+
+size_t replicaSlotBytes(int maxTokens, int maxHidden, bool fp32Allowed) {
+  const size_t es = fp32Allowed ? 4 : 2;
+  const size_t bytes = (static_cast<size_t>(maxTokens) + 1) * static_cast<size_t>(maxHidden) * es;
+  return (bytes + 63) / 64 * 64;
+}
+
+size_t replicaAreaBytes(int nranks, size_t slotBytes) {
+  return kAreaHeaderBytes + static_cast<size_t>(nranks) * slotBytes;
+}
+
+ReplicaArea* replicaAreaAt(void* base) { return static_cast<ReplicaArea*>(base); }
+
+unsigned char* replicaSlot(ReplicaArea* area, int rank, size_t slotBytes) {
+  return reinterpret_cast<unsigned char*>(area) + kAreaHeaderBytes + static_cast<size_t>(rank) * slotBytes;
+}
+
+bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uint64_t n, const ReplicaShape& shape,
+                  std::string* message) {
+  area->tokens[rank] = shape.tokens;
+  area->hidden[rank] = shape.hidden;
+  area->dtype[rank] = static_cast<int32_t>(shape.dtype);
+  area->residual[rank] = shape.hasResidual ? 1 : 0;
+  area->arrived[rank].store(n, std::memory_order_release);
+  for (int q = 0; q < nranks; ++q)
+    if (area->arrived[q].load(std::memory_order_acquire) < n) return false;  // the last to arrive compares
+  // Exactly one rank takes set n (several may see it complete at once).
+  uint64_t c = area->compared.load(std::memory_order_acquire);
+  do {
+    if (c >= n) return false;
+  } while (!area->compared.compare_exchange_weak(c, n, std::memory_order_acq_rel));
+  std::vector<ReplicaShape> shapes(nranks);
+  std::vector<const unsigned char*> data(nranks);
+  for (int q = 0; q < nranks; ++q) {
+    shapes[q].tokens = area->tokens[q];
+    shapes[q].hidden = area->hidden[q];
+    shapes[q].dtype = static_cast<arfuseDataType_t>(area->dtype[q]);
+    shapes[q].hasResidual = area->residual[q] != 0;
+    data[q] = replicaSlot(area, q, slotBytes);
+  }
+  *message = compareReplicas(shapes, data, n);
   return true;
 }
 

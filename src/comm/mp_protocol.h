@@ -55,6 +55,7 @@ struct Hello {
   char hostLabel[64];    // init/host_layout.h HostIdentity::label, for messages
   int32_t worldNcclSet;  // rank 0: worldNcclId holds an NCCL id for a group that spans hosts
   uint8_t worldNcclId[128];
+  int32_t checkReplicas;  // ARFUSE_CHECK_REPLICAS: the group segment holds the replica area (api/replicas.h)
   uint64_t ipcNamespace;  // init/host_layout.h HostIdentity::ipcNamespace
 };
 
@@ -86,6 +87,8 @@ struct InitArea {
 
 constexpr size_t kSharedBytes = (sizeof(GroupShared) + 4095) / 4096 * 4096;
 constexpr size_t kSegmentBytes = kSharedBytes + sizeof(InitArea);
+// ARFUSE_CHECK_REPLICAS=1: the replica area follows, page-aligned (comm/multiprocess.cc sizes it).
+constexpr size_t kReplicaAreaOffset = (kSegmentBytes + 4095) / 4096 * 4096;
 
 inline void setText(char* dst, const std::string& s) { std::snprintf(dst, kTextBytes, "%s", s.c_str()); }
 

@@ -122,8 +122,10 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_CHECK_REPLICAS", "bool", "0",
      "1: every fused call checks that residual_in and weight are bitwise equal on every rank, as arfuse.h requires, "
      "and a difference aborts the group with arfuseMismatch naming the first differing rank and element. Costs a "
-     "device-to-host copy of both and a host callback per call (also inside CUDA graphs, at every replay); "
-     "in-process groups only."},
+     "device-to-host copy of both, a host callback and a one-thread kernel per call (also inside CUDA graphs, at "
+     "every replay). In-process groups and multi-process groups alike (one process per rank: the copies meet in "
+     "the group's shared memory, which grows by (maxTokens + 1) x maxHidden x 2 or 4 bytes per rank; every rank "
+     "must set it); a group that spans hosts compares the ranks of each host."},
 };
 
 // ARFUSE_* names read by other parts of arfuse, not by the library: not typos.
@@ -359,6 +361,7 @@ std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE").v
 int paramWatchdogMs() { return static_cast<int>(valueOf("ARFUSE_WATCHDOG_MS").number); }
 bool paramDumpOnSignal() { return valueOf("ARFUSE_DUMP_ON_SIGNAL").number != 0; }
 bool paramNcclWatchGraphs() { return valueOf("ARFUSE_NCCL_WATCH_GRAPHS").number != 0; }
+bool paramCheckReplicas() { return valueOf("ARFUSE_CHECK_REPLICAS").number != 0; }
 std::string paramTestHostId() { return valueOf("ARFUSE_TEST_HOST_ID").value; }
 
 std::string paramsMarkdown() {

@@ -64,6 +64,7 @@ std::string paramCalibrationFile();          // ARFUSE_CALIBRATION_FILE, "" when
 int paramWatchdogMs();                       // ARFUSE_WATCHDOG_MS (0: watchdog off)
 bool paramDumpOnSignal();                    // ARFUSE_DUMP_ON_SIGNAL
 bool paramNcclWatchGraphs();                 // ARFUSE_NCCL_WATCH_GRAPHS
+bool paramCheckReplicas();                   // ARFUSE_CHECK_REPLICAS
 std::string paramTestHostId();               // ARFUSE_TEST_HOST_ID ("" = the real host identity)
 
 // Markdown table of the variables (docs/environment.md is this output; a test keeps them equal).
