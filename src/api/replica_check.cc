@@ -71,9 +71,9 @@ void CUDART_CB arriveInArea(void* p) {
   const uint64_t n = ++gc->sharedCount;
   if (groupHasHostError(*g)) return;
   std::string message;
-  if (!arriveShared(gc->area, groupRanks(*g), gc->slotBytes, c->rank, n, c->shape, &message) || message.empty()) return;
-  int peer = -1;  // the first differing rank, as compareReplicas names it ("rank 3's ...")
-  std::sscanf(message.c_str(), "ARFUSE_CHECK_REPLICAS: rank %d", &peer);
+  int peer = -1;  // the lowest rank whose copy differs from rank 0's
+  if (!arriveShared(gc->area, groupRanks(*g), gc->slotBytes, c->rank, n, c->shape, &message, &peer) || message.empty())
+    return;
   ErrorRecord rec{};
   rec.code = kErrReplicaMismatch;
   rec.peer = peer;

@@ -64,13 +64,15 @@ size_t ReplicaShape::residualBytes() const {
 size_t ReplicaShape::weightBytes() const { return static_cast<size_t>(hidden) * dtypeSize(dtype); }
 
 std::string compareReplicas(const std::vector<ReplicaShape>& shapes, const std::vector<const unsigned char*>& data,
-                            uint64_t check) {
+                            uint64_t check, int* differing) {
   const unsigned long long n = check;
+  if (differing) *differing = -1;
   for (size_t q = 1; q < shapes.size(); ++q) {
     const ReplicaShape& a = shapes[0];
     const ReplicaShape& b = shapes[q];
     if (!(a.tokens == b.tokens && a.hidden == b.hidden && a.dtype == b.dtype)) return "";  // divergent call:
     // the kernels' descriptor exchange names it with both calls (arfuseMismatch).
+    if (differing) *differing = static_cast<int>(q);
     if (a.hasResidual != b.hasResidual)
       return strprintf("ARFUSE_CHECK_REPLICAS: checked call %llu: rank %d passed %s residual_in and rank 0 %s; %s", n,
                        static_cast<int>(q), b.hasResidual ? "a" : "no", a.hasResidual ? "did" : "did not", kContract);
@@ -86,7 +88,10 @@ std::string compareReplicas(const std::vector<ReplicaShape>& shapes, const std::
       base0 += rb;
       baseq += rb;
     }
-    if (e < 0) continue;
+    if (e < 0) {
+      if (differing) *differing = -1;
+      continue;
+    }
     const std::string where = std::string(what) == "weight"
                                   ? strprintf("element %lld", e)
                                   : strprintf("element %lld (token %lld, column %lld)", e, e / a.hidden, e % a.hidden);
@@ -151,7 +156,7 @@ unsigned char* replicaSlot(ReplicaArea* area, int rank, size_t slotBytes) {
 }
 
 bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uint64_t n, const ReplicaShape& shape,
-                  std::string* message) {
+                  std::string* message, int* differing) {
   area->tokens[rank] = shape.tokens;
   area->hidden[rank] = shape.hidden;
   area->dtype[rank] = static_cast<int32_t>(shape.dtype);
@@ -173,7 +178,7 @@ bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uin
     shapes[q].hasResidual = area->residual[q] != 0;
     data[q] = replicaSlot(area, q, slotBytes);
   }
-  *message = compareReplicas(shapes, data, n);
+  *message = compareReplicas(shapes, data, n, differing);
   return true;
 }
 

@@ -40,9 +40,10 @@ struct ReplicaShape {
 
 // Compares rank q's bytes with rank 0's for every q; "" when all are equal, else one sentence for
 // the lowest differing rank: which tensor, the element (and its token, column), both bit patterns
-// and values. `check`: the 1-based number of this checked call, named in the message.
+// and values. `check`: the 1-based number of this checked call, named in the message. *differing
+// (when given): that rank, -1 when all are equal.
 std::string compareReplicas(const std::vector<ReplicaShape>& shapes, const std::vector<const unsigned char*>& data,
-                            uint64_t check);
+                            uint64_t check, int* differing = nullptr);
 
 // The meeting of the ranks' host functions (thread-safe; they run on CUDA's callback threads).
 class ReplicaGather {
@@ -81,6 +82,6 @@ unsigned char* replicaSlot(ReplicaArea* area, int rank, size_t slotBytes);
 // Rank `rank`'s n-th checked call (1-based) has its copy in its slot. True when this call compared
 // the set (then *message is compareReplicas's verdict: "" when all equal).
 bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uint64_t n, const ReplicaShape& shape,
-                  std::string* message);
+                  std::string* message, int* differing = nullptr);
 
 }  // namespace arfuse
