@@ -174,7 +174,8 @@ TEST_P(BootstrapHostile, SilentConnectionsAreClosedAfterTheHelloDeadline) {
 TEST_P(BootstrapHostile, OnlyAuthenticatedMembersHearRankZerosError) {
   UniqueId id;
   std::string err;
-  const Options o = options(600);
+  Options o = options(600);
+  o.errorGraceMs = 1500;  // rank 0 gives up at 600 ms and hands out its verdict until 2100 ms
   ASSERT_EQ(makeUniqueId(o, &id, &err), Result::kOk) << err;
   const IdInfo info = infoOf(id);
   auto r0 = launch(id, 0, 3, 8, o);
@@ -184,11 +185,11 @@ TEST_P(BootstrapHostile, OnlyAuthenticatedMembersHearRankZerosError) {
   uint8_t cs[16], cl[16];
   ASSERT_TRUE(readChallenge(stranger, cs));
   ASSERT_TRUE(readChallenge(late, cl));
-  std::this_thread::sleep_for(std::chrono::milliseconds(850));  // rank 0 gave up at 600 ms; grace to 1100
+  std::this_thread::sleep_for(std::chrono::milliseconds(850));  // after rank 0 gave up, within its grace
   const auto hello = authHello(info, cl, 1, 3, blobFor(1, 8));
   ASSERT_EQ(::send(late, hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
   const std::string told = readErrorText(late);
-  EXPECT_TRUE(has(told, "only 1 of 3 ranks joined")) << told;
+  EXPECT_TRUE(has(told, "of 3 ranks joined")) << told;
   uint8_t x[64];
   const ssize_t got = ::recv(stranger, x, sizeof x, 0);
   EXPECT_EQ(got, 0) << "the stranger received " << got << " bytes of rank 0's error";
