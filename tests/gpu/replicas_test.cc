@@ -71,6 +71,23 @@ struct Ranks {
 
 const char* algoName(int a) { return arfuseAlgoName(arfuseAlgo_t(a)); }
 
+// Each rank's call captured into a graph of its own stream, instantiated.
+::testing::AssertionResult captureEachRank(Ranks& g, std::vector<cudaGraphExec_t>* execs) {
+  execs->assign(g.n, nullptr);
+  for (int r = 0; r < g.n; ++r) {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamBeginCapture(g.streams[r], cudaStreamCaptureModeGlobal) != cudaSuccess)
+      return ::testing::AssertionFailure() << "begin capture, rank " << r;
+    const arfuseResult_t st = g.call(r);
+    if (cudaStreamEndCapture(g.streams[r], &graph) != cudaSuccess || st != arfuseSuccess)
+      return ::testing::AssertionFailure() << "capture, rank " << r << ": " << arfuseCommGetLastError(g.comms[r]);
+    const cudaError_t e = cudaGraphInstantiate(&(*execs)[r], graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) return ::testing::AssertionFailure() << "instantiate, rank " << r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(Gpu_Replicas, TheCheckIsOn) {
   const char* v = std::getenv("ARFUSE_CHECK_REPLICAS");
   ASSERT_TRUE(v && std::string(v) == "1") << "run through CTest (gpu_replicas_test sets ARFUSE_CHECK_REPLICAS=1)";
@@ -145,15 +162,8 @@ TEST(Gpu_Replicas, DifferingWeightIsNamedInGraphReplays) {
     g.res[r]->upload(res);
     g.w[r]->upload(w);
   }
-  std::vector<cudaGraphExec_t> execs(g.n);
-  for (int r = 0; r < g.n; ++r) {
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(g.streams[r], cudaStreamCaptureModeGlobal), cudaSuccess);
-    ASSERT_EQ(g.call(r), arfuseSuccess) << arfuseCommGetLastError(g.comms[r]);
-    ASSERT_EQ(cudaStreamEndCapture(g.streams[r], &graph), cudaSuccess);
-    ASSERT_EQ(cudaGraphInstantiate(&execs[r], graph, 0), cudaSuccess);
-    cudaGraphDestroy(graph);
-  }
+  std::vector<cudaGraphExec_t> execs;
+  ASSERT_TRUE(captureEachRank(g, &execs));
   for (int replay = 0; replay < 3; ++replay) {
     for (int r = 0; r < g.n; ++r) ASSERT_EQ(cudaGraphLaunch(execs[r], g.streams[r]), cudaSuccess);
     cudaDeviceSynchronize();
@@ -195,15 +205,8 @@ TEST(Gpu_Replicas, TheHostRaisedAbortReachesTheReplayThatFoundIt) {
       g.res[r]->upload(res);
       g.w[r]->upload(w);
     }
-    std::vector<cudaGraphExec_t> execs(g.n);
-    for (int r = 0; r < g.n; ++r) {
-      cudaGraph_t graph;
-      ASSERT_EQ(cudaStreamBeginCapture(g.streams[r], cudaStreamCaptureModeGlobal), cudaSuccess);
-      ASSERT_EQ(g.call(r), arfuseSuccess) << arfuseCommGetLastError(g.comms[r]);
-      ASSERT_EQ(cudaStreamEndCapture(g.streams[r], &graph), cudaSuccess);
-      ASSERT_EQ(cudaGraphInstantiate(&execs[r], graph, 0), cudaSuccess);
-      cudaGraphDestroy(graph);
-    }
+    std::vector<cudaGraphExec_t> execs;
+    ASSERT_TRUE(captureEachRank(g, &execs));
     for (int r = 0; r < g.n; ++r) ASSERT_EQ(cudaGraphLaunch(execs[r], g.streams[r]), cudaSuccess);
     cudaDeviceSynchronize();
     EXPECT_FALSE(allNan(g.norm[0]->download())) << algoName(algo) << ": equal replicas must compute";

@@ -2,33 +2,19 @@
 // under an alarm: the bound is generous (seconds for work that takes milliseconds) and is not a
 // speed target, it catches a quadratic coming back.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 
+#include "../hostile_util.h"
 #include "topo/json.h"
 
 namespace arfuse {
 namespace topo {
 namespace {
 
-// Runs fn in a child killed after `seconds`; true when it returned true in time.
-bool finishesWithin(int seconds, const std::function<bool()>& fn, double* took) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    alarm(static_cast<unsigned>(seconds));
-    _exit(fn() ? 0 : 1);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
+using hostile::finishesWithin;
 
 // libstdc++'s std::hash<std::string> on 64-bit targets (_Hash_bytes, a MurmurHash2 variant) mixes
 // each 8-byte block with an invertible function and ends with an invertible mix, so the last block

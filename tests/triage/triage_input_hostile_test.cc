@@ -14,6 +14,7 @@
 #include <functional>
 #include <sstream>
 
+#include "../hostile_util.h"
 #include "input.h"
 #include "triage.h"
 
@@ -21,19 +22,7 @@ namespace arfuse {
 namespace triage {
 namespace {
 
-// Runs fn in a child killed after `seconds`; true when it returned true in time.
-bool finishesWithin(int seconds, const std::function<bool()>& fn, double* took) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    alarm(static_cast<unsigned>(seconds));
-    _exit(fn() ? 0 : 1);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
+using hostile::finishesWithin;
 
 class RepeatSource : public ByteSource {
  public:
@@ -50,17 +39,8 @@ class RepeatSource : public ByteSource {
   size_t left_;
 };
 
-std::string tempDir(const std::string& name) {
-  std::string d = ::testing::TempDir() + "/triage_input_hostile_" + std::to_string(getpid()) + "_" + name;
-  std::system(("rm -rf '" + d + "'").c_str());
-  mkdir(d.c_str(), 0755);
-  return d;
-}
-
-void writeFile(const std::string& path, const std::string& data) {
-  std::ofstream o(path, std::ios::binary);
-  o << data;
-}
+std::string tempDir(const std::string& name) { return hostile::freshDir("triage_input_" + name); }
+void writeFile(const std::string& path, const std::string& data) { hostile::writeBytes(path, data); }
 
 const char* kIllegal = "RuntimeError: CUDA error: an illegal memory access was encountered\n";
 
