@@ -71,6 +71,19 @@ struct Ranks {
 
 const char* algoName(int a) { return arfuseAlgoName(arfuseAlgo_t(a)); }
 
+// Fresh inputs on every rank, with one residual_in and one weight for all (equal replicas); the
+// weight is returned, for a test to change one rank's copy.
+Host uploadReplicas(Ranks& g, std::mt19937& rng) {
+  const Host res = fusedcheck::randomBf16(g.elems(), rng);
+  const Host w = fusedcheck::randomBf16(kHidden, rng);
+  for (int r = 0; r < g.n; ++r) {
+    g.x[r]->upload(fusedcheck::randomBf16(g.elems(), rng));
+    g.res[r]->upload(res);
+    g.w[r]->upload(w);
+  }
+  return w;
+}
+
 // Each rank's call captured into a graph of its own stream, instantiated.
 ::testing::AssertionResult captureEachRank(Ranks& g, std::vector<cudaGraphExec_t>* execs) {
   execs->assign(g.n, nullptr);
@@ -155,13 +168,7 @@ TEST(Gpu_Replicas, DifferingWeightIsNamedInGraphReplays) {
   Ranks g(2, arfuseAlgoOneShot, 2);
   ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
   std::mt19937 rng(99);
-  const Host res = fusedcheck::randomBf16(g.elems(), rng);
-  Host w = fusedcheck::randomBf16(kHidden, rng);
-  for (int r = 0; r < g.n; ++r) {
-    g.x[r]->upload(fusedcheck::randomBf16(g.elems(), rng));
-    g.res[r]->upload(res);
-    g.w[r]->upload(w);
-  }
+  Host w = uploadReplicas(g, rng);
   std::vector<cudaGraphExec_t> execs;
   ASSERT_TRUE(captureEachRank(g, &execs));
   for (int replay = 0; replay < 3; ++replay) {
@@ -198,13 +205,7 @@ TEST(Gpu_Replicas, TheHostRaisedAbortReachesTheReplayThatFoundIt) {
     Ranks g(2, algo, 2);
     ASSERT_EQ(g.init, arfuseSuccess) << arfuseGetLastError();
     std::mt19937 rng(31 + algo);
-    const Host res = fusedcheck::randomBf16(g.elems(), rng);
-    Host w = fusedcheck::randomBf16(kHidden, rng);
-    for (int r = 0; r < g.n; ++r) {
-      g.x[r]->upload(fusedcheck::randomBf16(g.elems(), rng));
-      g.res[r]->upload(res);
-      g.w[r]->upload(w);
-    }
+    Host w = uploadReplicas(g, rng);
     std::vector<cudaGraphExec_t> execs;
     ASSERT_TRUE(captureEachRank(g, &execs));
     for (int r = 0; r < g.n; ++r) ASSERT_EQ(cudaGraphLaunch(execs[r], g.streams[r]), cudaSuccess);
