@@ -20,9 +20,11 @@ bool replicaCheckEnabled();
 // shape.hasResidual is false) and weight into this rank's pinned host buffer, then a host function
 // that meets the other ranks' (api/replicas.h). Works the same under CUDA-graph capture: the copies
 // and the host function become graph nodes and run at every replay. A mismatch aborts the group
-// with arfuseMismatch (reported like a kernel-recorded error). Multi-process groups are not
-// checked (the ranks' host buffers are in different processes): one WARN line per communicator.
-// Fails (arfuseSystemError, arfuseCudaError) when the pinned buffer or the enqueueing fails.
+// with arfuseMismatch (reported like a kernel-recorded error); a one-thread kernel after the host
+// function carries that abort to the device words (api/host_abort.h), so the call itself is refused.
+// Multi-process groups copy into this rank's slot of the group's shared replica area instead, and
+// meet there (api/replicas.h arriveShared). Fails (arfuseSystemError, arfuseCudaError) when the
+// pinned buffer or the enqueueing fails.
 Status enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, const void* residualIn, const void* weight,
                            cudaStream_t stream);
 

@@ -1,5 +1,6 @@
 #include "api/replicas.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -63,13 +64,15 @@ size_t ReplicaShape::residualBytes() const {
 size_t ReplicaShape::weightBytes() const { return static_cast<size_t>(hidden) * dtypeSize(dtype); }
 
 std::string compareReplicas(const std::vector<ReplicaShape>& shapes, const std::vector<const unsigned char*>& data,
-                            uint64_t check) {
+                            uint64_t check, int* differing) {
   const unsigned long long n = check;
+  if (differing) *differing = -1;
   for (size_t q = 1; q < shapes.size(); ++q) {
     const ReplicaShape& a = shapes[0];
     const ReplicaShape& b = shapes[q];
     if (!(a.tokens == b.tokens && a.hidden == b.hidden && a.dtype == b.dtype)) return "";  // divergent call:
     // the kernels' descriptor exchange names it with both calls (arfuseMismatch).
+    if (differing) *differing = static_cast<int>(q);
     if (a.hasResidual != b.hasResidual)
       return strprintf("ARFUSE_CHECK_REPLICAS: checked call %llu: rank %d passed %s residual_in and rank 0 %s; %s", n,
                        static_cast<int>(q), b.hasResidual ? "a" : "no", a.hasResidual ? "did" : "did not", kContract);
@@ -85,7 +88,10 @@ std::string compareReplicas(const std::vector<ReplicaShape>& shapes, const std::
       base0 += rb;
       baseq += rb;
     }
-    if (e < 0) continue;
+    if (e < 0) {
+      if (differing) *differing = -1;
+      continue;
+    }
     const std::string where = std::string(what) == "weight"
                                   ? strprintf("element %lld", e)
                                   : strprintf("element %lld (token %lld, column %lld)", e, e / a.hidden, e % a.hidden);
@@ -119,6 +125,60 @@ bool ReplicaGather::arrive(int rank, const ReplicaShape& shape, const unsigned c
   current_ = 0;
   *check = n;
   *message = compareReplicas(shapes_, data_, n);
+  return true;
+}
+
+struct ReplicaArea {
+  std::atomic<uint64_t> arrived[ARFUSE_MAX_RANKS];  // checked calls whose copy rank r has put in its slot
+  std::atomic<uint64_t> compared;                   // sets compared so far
+  int32_t tokens[ARFUSE_MAX_RANKS], hidden[ARFUSE_MAX_RANKS], dtype[ARFUSE_MAX_RANKS], residual[ARFUSE_MAX_RANKS];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the meeting needs address-free 64-bit atomics");
+
+namespace {
+constexpr size_t kAreaHeaderBytes = (sizeof(ReplicaArea) + 63) / 64 * 64;
+}  // namespace
+
+size_t replicaSlotBytes(int maxTokens, int maxHidden, bool fp32Allowed) {
+  const size_t es = fp32Allowed ? 4 : 2;
+  const size_t bytes = (static_cast<size_t>(maxTokens) + 1) * static_cast<size_t>(maxHidden) * es;
+  return (bytes + 63) / 64 * 64;
+}
+
+size_t replicaAreaBytes(int nranks, size_t slotBytes) {
+  return kAreaHeaderBytes + static_cast<size_t>(nranks) * slotBytes;
+}
+
+ReplicaArea* replicaAreaAt(void* base) { return static_cast<ReplicaArea*>(base); }
+
+unsigned char* replicaSlot(ReplicaArea* area, int rank, size_t slotBytes) {
+  return reinterpret_cast<unsigned char*>(area) + kAreaHeaderBytes + static_cast<size_t>(rank) * slotBytes;
+}
+
+bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uint64_t n, const ReplicaShape& shape,
+                  std::string* message, int* differing) {
+  area->tokens[rank] = shape.tokens;
+  area->hidden[rank] = shape.hidden;
+  area->dtype[rank] = static_cast<int32_t>(shape.dtype);
+  area->residual[rank] = shape.hasResidual ? 1 : 0;
+  area->arrived[rank].store(n, std::memory_order_release);
+  for (int q = 0; q < nranks; ++q)
+    if (area->arrived[q].load(std::memory_order_acquire) < n) return false;  // the last to arrive compares
+  // Exactly one rank takes set n (several may see it complete at once).
+  uint64_t c = area->compared.load(std::memory_order_acquire);
+  do {
+    if (c >= n) return false;
+  } while (!area->compared.compare_exchange_weak(c, n, std::memory_order_acq_rel));
+  std::vector<ReplicaShape> shapes(nranks);
+  std::vector<const unsigned char*> data(nranks);
+  for (int q = 0; q < nranks; ++q) {
+    shapes[q].tokens = area->tokens[q];
+    shapes[q].hidden = area->hidden[q];
+    shapes[q].dtype = static_cast<arfuseDataType_t>(area->dtype[q]);
+    shapes[q].hasResidual = area->residual[q] != 0;
+    data[q] = replicaSlot(area, q, slotBytes);
+  }
+  *message = compareReplicas(shapes, data, n, differing);
   return true;
 }
 

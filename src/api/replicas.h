@@ -40,9 +40,10 @@ struct ReplicaShape {
 
 // Compares rank q's bytes with rank 0's for every q; "" when all are equal, else one sentence for
 // the lowest differing rank: which tensor, the element (and its token, column), both bit patterns
-// and values. `check`: the 1-based number of this checked call, named in the message.
+// and values. `check`: the 1-based number of this checked call, named in the message. *differing
+// (when given): that rank, -1 when all are equal.
 std::string compareReplicas(const std::vector<ReplicaShape>& shapes, const std::vector<const unsigned char*>& data,
-                            uint64_t check);
+                            uint64_t check, int* differing = nullptr);
 
 // The meeting of the ranks' host functions (thread-safe; they run on CUDA's callback threads).
 class ReplicaGather {
@@ -61,5 +62,26 @@ class ReplicaGather {
   std::vector<ReplicaShape> shapes_;
   std::vector<const unsigned char*> data_;
 };
+
+// Multi-process groups (one process per rank, on one host): the copies and the meeting live in the
+// group's shared segment, in an area of `replicaAreaBytes` (comm/multiprocess.cc adds it when
+// ARFUSE_CHECK_REPLICAS=1 on every rank). Rank r's copy goes to replicaSlot(area, r); its host
+// function then calls arriveShared, which publishes that rank's n-th arrival (release) and, when
+// every rank's n-th copy is in (acquire), lets exactly one of the arriving ranks compare the set
+// (a compare-and-swap on the area's count of compared sets). The invariant of ReplicaGather holds
+// across processes too: no rank's (n+1)-th copy can start before the comparer's n-th call starts.
+// The counters are lock-free 64-bit atomics, which work across processes on shared memory.
+struct ReplicaArea;
+// Bytes of one rank's slot: residual_in and weight at the group's largest call (4 bytes an element
+// when fp32 is allowed, else 2), rounded up to 64.
+size_t replicaSlotBytes(int maxTokens, int maxHidden, bool fp32Allowed);
+size_t replicaAreaBytes(int nranks, size_t slotBytes);
+// A zeroed area is ready to use; these are the pointers into it.
+ReplicaArea* replicaAreaAt(void* base);
+unsigned char* replicaSlot(ReplicaArea* area, int rank, size_t slotBytes);
+// Rank `rank`'s n-th checked call (1-based) has its copy in its slot. True when this call compared
+// the set (then *message is compareReplicas's verdict: "" when all equal).
+bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uint64_t n, const ReplicaShape& shape,
+                  std::string* message, int* differing = nullptr);
 
 }  // namespace arfuse

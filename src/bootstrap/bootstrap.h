@@ -68,6 +68,7 @@ struct Options {
   int timeoutMs = 30000;              // bound on the whole rendezvous, per rank, connect retries included;
                                       // makeUniqueId: how long an unused listener lives
   int helloTimeoutMs = 5000;          // rank 0: how long a connection may take to authenticate
+  int errorGraceMs = 500;             // rank 0, after a failure: how long a late member still hears why
   uint64_t maxBlobBytes = 1u << 30;   // largest per-rank blob accepted; guards against a garbled length
   std::vector<uint32_t> allowedUids;  // AF_UNIX: uids admitted besides this process's own
 };

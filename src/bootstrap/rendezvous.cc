@@ -302,6 +302,8 @@ std::string checkArgs(int rank, int nranks, const void* mine, size_t bytes, cons
     return "bootstrap timeout must be positive, got " + std::to_string(options.timeoutMs) + " ms";
   if (options.helloTimeoutMs <= 0)
     return "bootstrap hello timeout must be positive, got " + std::to_string(options.helloTimeoutMs) + " ms";
+  if (options.errorGraceMs < 0)
+    return "bootstrap error grace must not be negative, got " + std::to_string(options.errorGraceMs) + " ms";
   return "";
 }
 

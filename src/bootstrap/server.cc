@@ -15,8 +15,10 @@
 //    is refused before a byte is read, with an error frame that says why.
 //  - accept() runs a bounded number of times per turn of the loop, so a flood of connections cannot
 //    starve the peers already connected of service.
-// When the rendezvous fails, every connection still open (and, for a short grace period, every new
-// one) is told the same sentence in an authenticated error frame, so the ranks report one cause.
+// When the rendezvous fails, every member still connected (and, for a short grace period, every rank
+// that connects and authenticates late) is told the same sentence in an authenticated error frame,
+// so the ranks report one cause. Only members hear it: the sentence names ranks and their addresses,
+// which a stranger that merely reached the port has no business learning (it is closed unanswered).
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,6 +32,7 @@
 #include "bootstrap/crypto.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
+#include "common/printable.h"
 
 namespace arfuse {
 namespace bootstrap {
@@ -37,9 +40,8 @@ namespace detail {
 
 namespace {
 
-constexpr int kAcceptBatch = 16;    // accepts per turn of the loop
-constexpr int kErrorGraceMs = 500;  // after a failure: how long the verdict is still handed out
-constexpr int kMaxTurnMs = 100;     // poll() wakes at least this often to enforce hello deadlines
+constexpr int kAcceptBatch = 16;  // accepts per turn of the loop
+constexpr int kMaxTurnMs = 100;   // poll() wakes at least this often to enforce hello deadlines
 constexpr size_t kHeadBytes = kFrameHeaderBytes + kTagBytes;
 
 double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -288,8 +290,7 @@ class Server {
       } else {
         c.from = peerNameOf(fd);
       }
-      if (fatal_ != Result::kOk) tell(c, fatal_, fatalText_);  // the grace period: newcomers hear why
-      conns_.push_back(std::move(c));
+      conns_.push_back(std::move(c));  // in the grace period too: one that authenticates hears why
       flush(conns_.back());
     }
   }
@@ -321,7 +322,7 @@ class Server {
     const auto now = Clock::now();
     for (Conn& c : conns_) {
       if (c.identified || c.dead) continue;
-      const auto limit = std::chrono::milliseconds(c.closing ? kErrorGraceMs : options_.helloTimeoutMs);
+      const auto limit = std::chrono::milliseconds(c.closing ? options_.errorGraceMs : options_.helloTimeoutMs);
       if (now - c.since < limit) continue;
       c.dead = true;
       if (!c.closing) {
@@ -345,7 +346,8 @@ class Server {
 
   // ---- frames in ----
   void service(Conn& c) {
-    while (!c.dead && !c.closing && fatal_ == Result::kOk) {
+    // After a failure, connections keep being read until they authenticate (then hear the verdict).
+    while (!c.dead && !c.closing && (fatal_ == Result::kOk || !c.identified)) {
       uint8_t* dst;
       size_t want;
       uint8_t extra;
@@ -414,6 +416,10 @@ class Server {
       return false;
     }
     c.identified = true;
+    if (fatal_ != Result::kOk) {  // a member that arrived after the failure (the grace period)
+      tell(c, fatal_, fatalText_);
+      return false;
+    }
     const FrameHeader& h = c.hdr;
     if (h.nranks != nranks_) {
       fail(Result::kMismatch, "rank " + std::to_string(h.rank) + " said nranks=" + std::to_string(h.nranks) +
@@ -475,10 +481,10 @@ class Server {
   // connects late hears the cause instead of "connection refused"), then closes.
   void spreadVerdict() {
     for (Conn& c : conns_)
-      if (!c.dead && !c.closing) tell(c, fatal_, fatalText_);
+      if (!c.dead && !c.closing && c.identified) tell(c, fatal_, fatalText_);
     for (Conn& c : conns_)
       if (!c.dead && !flush(c)) c.dead = true;
-    const Deadline grace = Deadline::afterMs(kErrorGraceMs);
+    const Deadline grace = Deadline::afterMs(options_.errorGraceMs);
     while (!grace.passed()) {
       bool open = false;
       for (const Conn& c : conns_) open = open || !c.dead;
@@ -573,14 +579,7 @@ Result serveRendezvous(int listenFd, const IdInfo& info, int nranks, size_t byte
   return server.run(error);
 }
 
-std::string sanitizeText(const std::string& text) {
-  std::string s = text;
-  for (char& ch : s) {
-    const unsigned char u = static_cast<unsigned char>(ch);
-    if (u < 0x20 || u >= 0x7f) ch = '?';
-  }
-  return s;
-}
+std::string sanitizeText(const std::string& text) { return printable(text); }
 
 }  // namespace detail
 }  // namespace bootstrap

@@ -1,9 +1,11 @@
 // The unique id: its byte layout, its validation, and the registry of listeners it refers to.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -56,6 +58,19 @@ struct Registry {
   std::map<uint64_t, int> expired;  // nonce -> its timeout, so that a late rank 0 hears why (bounded)
 };
 
+// Pending ids (listeners made and not yet taken by rank 0's allGather) one process may hold: each is
+// a listening socket for up to Options::timeoutMs (30 s by default), so a loop that makes ids and
+// never uses them used to exhaust the process's descriptors (under `ulimit -n 1024` the 1019th id
+// failed, and then every other open() of the process). At most 64, and never more than a sixteenth
+// of the descriptor limit.
+size_t maxPendingIds() {
+  rlimit lim{};
+  size_t cap = 64;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    cap = std::min<size_t>(cap, std::max<size_t>(1, static_cast<size_t>(lim.rlim_cur) / 16));
+  return cap;
+}
+
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: usable from atexit handlers of other code
   return *r;
@@ -74,6 +89,17 @@ void expireLocked(Registry& r) {
     r.expired[it->first] = it->second.timeoutMs;
     it = r.listeners.erase(it);
   }
+}
+
+// True, with *error, when the process holds as many pending ids as it may. Caller holds r.mu.
+bool tooManyPendingLocked(const Registry& r, std::string* error) {
+  const size_t cap = maxPendingIds();
+  if (r.listeners.size() < cap) return false;
+  *error = "this process already holds " + std::to_string(r.listeners.size()) +
+           " unique ids that no rank 0 has used yet (the limit is " + std::to_string(cap) +
+           ", from 64 and the descriptor limit): each keeps a listening socket until rank 0's "
+           "arfuseCommInitRank takes it or its timeout passes; use the ids made, or let them expire";
+  return true;
 }
 
 std::string hexOf(const uint8_t* p, size_t n) {
@@ -267,6 +293,12 @@ Result makeUniqueId(const Options& options, UniqueId* id, std::string* error) {
              options.ifname + "'), not both";
     return Result::kInvalidArgument;
   }
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    expireLocked(r);
+    if (tooManyPendingLocked(r, error)) return Result::kSystemError;  // before a socket is opened
+  }
   IdInfo info;
   if (!detail::randomBytes(info.secret, detail::kSecretBytes, error)) return Result::kSystemError;
   detail::SockAddr want, bound;
@@ -296,6 +328,10 @@ Result makeUniqueId(const Options& options, UniqueId* id, std::string* error) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   expireLocked(r);
+  if (tooManyPendingLocked(r, error)) {  // another thread made ids meanwhile
+    detail::closeFd(fd);
+    return Result::kSystemError;
+  }
   do {
     if (!detail::randomBytes(&info.nonce, sizeof info.nonce, error)) {
       detail::closeFd(fd);

@@ -112,8 +112,8 @@ int takeListener(uint64_t nonce, std::string* why);
 Result serveRendezvous(int listenFd, const IdInfo& info, int nranks, size_t bytes, std::vector<uint8_t>* all,
                        const Options& options, std::string* error);
 
-// Replaces control characters (and bytes that are not printable ASCII) so that text that came over
-// the network cannot forge log lines or terminal escapes.
+// The error text rank 0 sent, as this rank returns it to its caller (who prints it): escaped by the
+// project's one helper (common/printable.h), so that it cannot forge log lines or terminal escapes.
 std::string sanitizeText(const std::string& text);
 
 }  // namespace detail

@@ -27,6 +27,10 @@ constexpr int kPhases = 7;  // B = 1 ... G = 6 through the segment (A goes throu
 constexpr size_t kSlotBytes = 1024;
 constexpr uint32_t kReady = 0x5EADu;
 
+// A segment name as the hello carries it: "/arfuse-<16 hex>-c<pid>.<start>.<pid namespace>-g" is at
+// most 8 + 17 + 1 + 3 x 20 + 2 characters (comm/shm_name.h).
+constexpr size_t kShmNameBytes = 96;
+
 struct Hello {
   uint32_t magic;
   uint32_t abi;
@@ -36,10 +40,10 @@ struct Hello {
   char text[kTextBytes];
   uint8_t uuid[16];
   uint64_t hostHash;
-  uint64_t cookie;     // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
-  int64_t pid;         // not an identity (see cookie); kept for post-mortems of the exchanged bytes
-  char groupName[32];  // rank 0: the segments it created (shmRandomName)
-  char hostName[32];
+  uint64_t cookie;  // processCookie(): equal only for ranks of this very process (PIDs repeat across namespaces)
+  int64_t pid;      // not an identity (see cookie); kept for post-mortems of the exchanged bytes
+  char groupName[kShmNameBytes];  // rank 0: the segments it created (shmRandomName, with its creator tag)
+  char hostName[kShmNameBytes];
   int32_t arch, smCount, canMapHost;
   int32_t resLowLatency, resNarrow, resWide, resClusters[kMaxChunks + 1];  // algos/launch.h Residency
   int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;
@@ -51,6 +55,8 @@ struct Hello {
   char hostLabel[64];    // init/host_layout.h HostIdentity::label, for messages
   int32_t worldNcclSet;  // rank 0: worldNcclId holds an NCCL id for a group that spans hosts
   uint8_t worldNcclId[128];
+  int32_t checkReplicas;  // ARFUSE_CHECK_REPLICAS: the group segment holds the replica area (api/replicas.h)
+  uint64_t ipcNamespace;  // init/host_layout.h HostIdentity::ipcNamespace
 };
 
 struct Wire {
@@ -81,6 +87,8 @@ struct InitArea {
 
 constexpr size_t kSharedBytes = (sizeof(GroupShared) + 4095) / 4096 * 4096;
 constexpr size_t kSegmentBytes = kSharedBytes + sizeof(InitArea);
+// ARFUSE_CHECK_REPLICAS=1: the replica area follows, page-aligned (comm/multiprocess.cc sizes it).
+constexpr size_t kReplicaAreaOffset = (kSegmentBytes + 4095) / 4096 * 4096;
 
 inline void setText(char* dst, const std::string& s) { std::snprintf(dst, kTextBytes, "%s", s.c_str()); }
 

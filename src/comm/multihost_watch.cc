@@ -4,10 +4,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "algos/nccl/guard.h"
 #include "comm/multihost.h"
+#include "common/params.h"
 #include "core/group.h"
 #include "diag/records.h"
 
@@ -67,15 +69,31 @@ struct Pending {
   cudaStream_t stream;
   void* output;
   size_t bytes;
+  bool counted;
 };
 thread_local std::vector<Pending> tPending;
 
 }  // namespace
 
 MultiHostWatch::MultiHostWatch(Group* g, MultiHost* mh, int localRank, int device)
-    : g_(g), mh_(mh), localRank_(localRank), device_(device), list_(g->timeoutNs) {
+    : g_(g), mh_(mh), localRank_(localRank), device_(device), list_(g->timeoutNs), captured_(g->timeoutNs) {
   const uint64_t ms = g->timeoutNs / 1000000ull;
   tickMs_ = static_cast<int>(std::max<uint64_t>(10, std::min<uint64_t>(100, ms / 20)));
+  if (paramNcclWatchGraphs()) {  // captured operations' counters (diag/nccl_watch.h CapturedNcclWatch)
+    OnDevice on(device_);
+    constexpr size_t kBytes = 3 * sizeof(unsigned long long);
+    if (cudaMalloc(&counters_, kBytes) != cudaSuccess || cudaMemset(counters_, 0, kBytes) != cudaSuccess ||
+        cudaMallocHost(&countersHost_, kBytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+      cudaGetLastError();
+      ARFUSE_LOG(kLogWarn, rankLogContext(*g_, localRank_), "",
+                 "ARFUSE_NCCL_WATCH_GRAPHS: no memory for the captured operations' counters; NCCL operations "
+                 "across hosts inside CUDA graphs stay unbounded (only guarded)");
+      if (counters_) cudaFree(counters_);
+      if (countersHost_) cudaFreeHost(countersHost_);
+      counters_ = nullptr;
+      countersHost_ = nullptr;
+    }
+  }
 }
 
 MultiHostWatch::~MultiHostWatch() {
@@ -86,6 +104,8 @@ MultiHostWatch::~MultiHostWatch() {
   for (EventHandle e : all) free_.push_back(static_cast<cudaEvent_t>(e));
   for (cudaEvent_t e : free_) cudaEventDestroy(e);  // one still pending is released once it completes
   free_.clear();
+  if (counters_) cudaFree(counters_);
+  if (countersHost_) cudaFreeHost(countersHost_);
   cudaGetLastError();
 }
 
@@ -116,11 +136,22 @@ Status MultiHostWatch::issue(const NcclIssue& in, const std::function<ncclResult
   if (!nc)
     return ARFUSE_FAIL(arfuseNcclError, "the NCCL communicator %s across hosts is gone",
                        ncclCommName(info.comm).c_str());
-  bool watched = !capturing(in.stream);
-  if (watched) {
+  const bool capture = capturing(in.stream);
+  bool watched = !capture;
+  const bool counted = capture && counters_;  // captured: counted by its stamp and guard
+  uint64_t slot = CapturedNcclWatch::kUnknownSlot;
+  {
     std::lock_guard<std::mutex> lock(listMu_);
-    watched = list_.size() < kMaxWatched;
-    if (!watched) ++unwatched_;
+    if (watched) watched = list_.size() < kMaxWatched;
+    if (counted) slot = captured_.add(info);
+    if (!watched && !counted) ++unwatched_;
+  }
+  unsigned long long* finished = counted ? counters_ + 1 : nullptr;
+  if (counted) {
+    const int e = launchNcclStamp(counters_, static_cast<unsigned long long>(slot), in.stream);
+    if (e != cudaSuccess)
+      return ARFUSE_FAIL(arfuseCudaError, "the stamp before %s across hosts: %s", info.op,
+                         cudaGetErrorString(static_cast<cudaError_t>(e)));
   }
   cudaEvent_t before = watched ? takeEvent() : nullptr;
   cudaEvent_t after = watched && !in.grouped ? takeEvent() : nullptr;
@@ -139,6 +170,8 @@ Status MultiHostWatch::issue(const NcclIssue& in, const std::function<ncclResult
   const ncclResult_t nr = call(nc);
   hostCallSince_.store(0);
   if (nr != ncclSuccess) {
+    // A stamped operation keeps its count even so: an unmatched stamp would read as one in flight.
+    if (finished) launchNcclGuard(&g_->sharedDev->abort, in.output, in.outputBytes, in.stream, finished);
     std::lock_guard<std::mutex> lock(listMu_);
     for (cudaEvent_t e : {before, after})
       if (e) free_.push_back(e);
@@ -146,10 +179,10 @@ Status MultiHostWatch::issue(const NcclIssue& in, const std::function<ncclResult
                        ncclCommName(info.comm).c_str(), info.path, ncclGetErrorString(nr));
   }
   if (in.grouped) {
-    noteGroupedNccl(this, info.seq, in.stream, in.output, in.outputBytes);
+    noteGroupedNccl(this, info.seq, in.stream, in.output, in.outputBytes, finished != nullptr);
   } else {
     if (after) cudaEventRecord(after, in.stream);
-    const int e = launchNcclGuard(&g_->sharedDev->abort, in.output, in.outputBytes, in.stream);
+    const int e = launchNcclGuard(&g_->sharedDev->abort, in.output, in.outputBytes, in.stream, finished);
     if (e != cudaSuccess)
       return ARFUSE_FAIL(arfuseCudaError, "the guard after %s across hosts: %s", info.op,
                          cudaGetErrorString(static_cast<cudaError_t>(e)));
@@ -161,7 +194,7 @@ Status MultiHostWatch::issue(const NcclIssue& in, const std::function<ncclResult
   return Status();
 }
 
-void MultiHostWatch::finishGrouped(uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes) {
+void MultiHostWatch::finishGrouped(uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes, bool counted) {
   if (!capturing(stream)) {
     cudaEvent_t after = takeEvent();
     bool used = false;
@@ -174,8 +207,32 @@ void MultiHostWatch::finishGrouped(uint64_t seq, cudaStream_t stream, void* outp
       free_.push_back(after);
     }
   }
-  launchNcclGuard(&g_->sharedDev->abort, output, outputBytes, stream);
+  launchNcclGuard(&g_->sharedDev->abort, output, outputBytes, stream, counted ? counters_ + 1 : nullptr);
   cudaGetLastError();
+}
+
+NcclWatchVerdict MultiHostWatch::pollCaptured(uint64_t nowNs) {
+  {
+    std::lock_guard<std::mutex> lock(listMu_);
+    if (!counters_ || captured_.size() == 0) return NcclWatchVerdict();
+  }
+  const RankResources& rr = g_->ranks[localRank_];
+  if (!rr.aux) return NcclWatchVerdict();
+  // A copy engine copies while an NCCL kernel spins; a device that cannot copy at all leaves no verdict.
+  if (cudaMemcpyAsync(countersHost_, counters_, 3 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, rr.aux) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    return NcclWatchVerdict();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(tickMs_);
+  cudaError_t q;
+  while ((q = cudaStreamQuery(rr.aux)) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  cudaGetLastError();
+  if (q != cudaSuccess) return NcclWatchVerdict();
+  const volatile unsigned long long* c = countersHost_;
+  std::lock_guard<std::mutex> lock(listMu_);
+  return captured_.poll(nowNs, c[0], c[1], c[2]);
 }
 
 void MultiHostWatch::tick() {
@@ -195,6 +252,10 @@ void MultiHostWatch::tick() {
     for (EventHandle e : released) free_.push_back(static_cast<cudaEvent_t>(e));
   }
   if (raised_.load()) return;
+  if (v.kind != NcclWatchVerdict::kTimeout) {
+    const NcclWatchVerdict c = pollCaptured(now);
+    if (c.kind == NcclWatchVerdict::kTimeout) v = c;
+  }
   if (v.kind == NcclWatchVerdict::kTimeout) {
     timeout(v);
     return;
@@ -256,23 +317,7 @@ void MultiHostWatch::raise(arfuseResult_t code, const std::string& text, const s
   ErrorRecord earlier{};
   const bool afterRecord = s && readErrorRecord(*s, localRank_, &earlier);
   // The record first: the other local ranks of this host (other processes) read it from there.
-  if (rec && s && !afterRecord) {
-    volatile ErrorRecord& r = s->records[localRank_];
-    r.code = rec->code;
-    r.peer = rec->peer;
-    r.block = rec->block;
-    r.phase = rec->phase;
-    r.waitedMs = rec->waitedMs;
-    r.call = rec->call;
-    r.mine.w0 = rec->mine.w0;
-    r.mine.w1 = rec->mine.w1;
-    r.theirs.w0 = r.theirs.w1 = 0;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    r.valid = 1;
-    ErrorRecord mine = *rec;
-    mine.valid = 1;
-    claimErrorReport(s, localRank_, mine);  // this process prints it once, below, with its whole text
-  }
+  if (rec && s && !afterRecord) writeHostErrorRecord(s, localRank_, *rec);  // printed below, with its whole text
   raiseHostError(*g_, localRank_, code, text, fields, __FILE__, __LINE__, afterRecord);
   // The device abort words: this rank's (its own error claimed too, so that no kernel of it
   // overwrites the record) and, with peer access, every local peer's, as a failing kernel does.
@@ -330,14 +375,15 @@ std::vector<std::string> MultiHostWatch::describe() {
   return out;
 }
 
-void noteGroupedNccl(MultiHostWatch* w, uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes) {
-  tPending.push_back(Pending{w, seq, stream, output, outputBytes});
+void noteGroupedNccl(MultiHostWatch* w, uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes,
+                     bool counted) {
+  tPending.push_back(Pending{w, seq, stream, output, outputBytes, counted});
 }
 
 void finishGroupedNccl() {
   std::vector<Pending> p;
   p.swap(tPending);
-  for (const Pending& x : p) x.watch->finishGrouped(x.seq, x.stream, x.output, x.bytes);
+  for (const Pending& x : p) x.watch->finishGrouped(x.seq, x.stream, x.output, x.bytes, x.counted);
 }
 
 }  // namespace arfuse

@@ -18,9 +18,11 @@
 // mutex): if the caller's thread is stuck in one (NCCL connecting to a peer that is gone), steps
 // 1-2 happen at the timeout and the NCCL abort when that call returns.
 //
-// Not watched (documented in docs/multihost.md): operations enqueued during CUDA-graph capture
-// (their events would belong to the graph; the guard still runs at every replay), and NCCL's own
-// init (ncclCommInitRank).
+// Operations enqueued during CUDA-graph capture have no per-replay events: a stamp kernel before
+// each and its guard after it count into device counters that every tick copies out (on the rank's
+// aux stream), judged by CapturedNcclWatch (diag/nccl_watch.h); with ARFUSE_NCCL_WATCH_GRAPHS=0 (on
+// by default) they are only guarded (the guard runs at every replay). Not watched: NCCL's own init
+// (ncclCommInitRank). Documented in docs/multihost.md.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -62,8 +64,9 @@ class MultiHostWatch : public WatchSource {
   // Issues `call` on the communicator op.info.comm names, watched (eager calls) or only guarded
   // (during capture). Refused once the watch has aborted the group.
   Status issue(const NcclIssue& op, const std::function<ncclResult_t(ncclComm_t)>& call);
-  // The end of the NCCL group that held grouped operations of this watch on this thread.
-  void finishGrouped(uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes);
+  // The end of the NCCL group that held grouped operations of this watch on this thread; `counted`:
+  // a captured operation whose guard counts it finished.
+  void finishGrouped(uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes, bool counted);
   // One line per watched operation still in flight, and the abort if any (the state dump).
   std::vector<std::string> describe();
   bool aborted() const { return raised_.load(); }
@@ -73,6 +76,8 @@ class MultiHostWatch : public WatchSource {
  private:
   cudaEvent_t takeEvent();
   void timeout(const NcclWatchVerdict& v);
+  // Captured operations: copies the counters out (bounded by one tick) and judges them.
+  NcclWatchVerdict pollCaptured(uint64_t nowNs);
   void hostBlocked(uint64_t blockedNs);
   void raise(arfuseResult_t code, const std::string& text, const std::string& fields, const ErrorRecord* rec);
   void abortNccl();
@@ -83,6 +88,9 @@ class MultiHostWatch : public WatchSource {
   std::mutex commMu_;  // an arfuse call inside an NCCL host call of mh_'s communicators, or their abort
   std::mutex listMu_;  // list_ and free_
   NcclWatchList list_;
+  CapturedNcclWatch captured_;                  // under listMu_
+  unsigned long long* counters_ = nullptr;      // device: started, finished, last started slot (null: off)
+  unsigned long long* countersHost_ = nullptr;  // pinned: their copy (watchdog thread)
   std::vector<cudaEvent_t> free_;
   uint64_t unwatched_ = 0;  // under listMu_
   std::atomic<uint64_t> seq_{0};
@@ -101,7 +109,8 @@ class MultiHostWatch : public WatchSource {
 
 // Grouped operations of this thread (api/enqueue.cc arfuseGroupEnd): each NCCL group end records the
 // "after" events and guards of the operations issued since the group's start.
-void noteGroupedNccl(MultiHostWatch* w, uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes);
+void noteGroupedNccl(MultiHostWatch* w, uint64_t seq, cudaStream_t stream, void* output, size_t outputBytes,
+                     bool counted);
 void finishGroupedNccl();
 
 }  // namespace arfuse

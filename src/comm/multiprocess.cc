@@ -41,6 +41,7 @@
 #include <thread>
 
 #include "algos/launch.h"
+#include "api/replicas.h"
 #include "api/validate.h"
 #include "comm/comm.h"
 #include "comm/config.h"
@@ -76,8 +77,17 @@ struct SegmentsBeforeGroup {
 
 // A segment name that came from rank 0 through the exchange: ours ("/arfuse-..."), never a path.
 bool segmentNameOk(const char* name) {
-  const std::string n(name, strnlen(name, 32));
-  return n.size() < 32 && n.rfind("/arfuse-", 0) == 0 && n.find('/', 1) == std::string::npos;
+  const std::string n(name, strnlen(name, kShmNameBytes));
+  return n.size() < kShmNameBytes && n.rfind("/arfuse-", 0) == 0 && n.find('/', 1) == std::string::npos;
+}
+
+// ARFUSE_CHECK_REPLICAS (api/replicas.h): one slot per rank for residual_in and weight at the
+// group's largest call, after the group area and the init area.
+size_t replicaSlotBytesFor(const Limits& l) {
+  return replicaSlotBytes(l.maxTokens, l.maxHidden, (l.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) != 0);
+}
+size_t groupSegmentBytes(bool checkReplicas, int nranks, const Limits& l) {
+  return checkReplicas ? kReplicaAreaOffset + replicaAreaBytes(nranks, replicaSlotBytesFor(l)) : kSegmentBytes;
 }
 
 // This rank's hello: its facts and resolved config, or the first local failure (posted, not
@@ -98,6 +108,7 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   {
     const HostIdentity id = hostIdentity();
     me.hostHash = id.hash;
+    me.ipcNamespace = id.ipcNamespace;
     std::snprintf(me.hostLabel, sizeof me.hostLabel, "%s", id.label.c_str());
   }
   me.cookie = processCookie();
@@ -165,11 +176,15 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
       me.worldNcclSet = 1;
     }
   }
+  me.checkReplicas = paramCheckReplicas() ? 1 : 0;
   if (rank == 0 && local == arfuseSuccess) {
     std::string err;
     const std::string gname = shmRandomName("g"), hname = shmRandomName("h");
-    if (!shmCreate(gname, kSegmentBytes, early.group.get(), &err)) {
-      localFail(arfuseSystemError, "init: group area: " + err);
+    if (!shmCreate(gname, groupSegmentBytes(me.checkReplicas, nranks, rc.limits), early.group.get(), &err)) {
+      localFail(arfuseSystemError, "init: group area: " + err +
+                                       (me.checkReplicas ? " (ARFUSE_CHECK_REPLICAS=1 adds a copy of residual_in and "
+                                                           "weight per rank at maxTokens x maxHidden)"
+                                                         : ""));
     } else if (!shmReserve(hname, early.host.get(), &err)) {
       localFail(arfuseSystemError, "init: host-staged area: " + err);
     } else {
@@ -210,6 +225,7 @@ Status checkHellos(const std::vector<Hello>& h) {
     SAME(deterministic, "deterministic");
     SAME(llTwoPhase, "ARFUSE_LL_TWO_PHASE");
     SAME(llTwoPhaseMax, "ARFUSE_LL_TWO_PHASE_MAX_BYTES");
+    SAME(checkReplicas, "ARFUSE_CHECK_REPLICAS");
 #undef SAME
   }
   return Status();
@@ -236,11 +252,16 @@ GroupFacts factsFromHellos(const std::vector<Hello>& h, const ResolvedConfig& rc
 
 // Maps the group segment (rank 0 made it before phase A), waits (bounded) until it is ready, and
 // sets the group's departure wait.
-Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs, InitArea** iaOut) {
+Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs, bool checkReplicas,
+                   InitArea** iaOut) {
   std::string err;
-  if (rank != 0 && !shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err))
+  if (rank != 0 && !shmOpen(groupName, groupSegmentBytes(checkReplicas, g->nranks, g->limits), timeoutMs, seg, &err))
     return ARFUSE_FAIL(arfuseSystemError, "init: %s", err.c_str());
   InitArea* ia = *iaOut = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
+  if (checkReplicas) {
+    g->replicaArea = static_cast<char*>(seg->host) + kReplicaAreaOffset;
+    g->replicaSlotBytes = replicaSlotBytesFor(g->limits);
+  }
   if (rank != 0) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
     while (ia->ready.load(std::memory_order_acquire) != kReady) {
@@ -285,6 +306,17 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
   std::memcpy(h.data(), all.data(), all.size());
   ARFUSE_CHECK(postedFailure<Hello>(all, nranks));
   ARFUSE_CHECK(checkHellos(h));
+  {
+    std::vector<uint64_t> hashes, namespaces;
+    std::vector<std::string> labels;
+    for (const Hello& x : h) {
+      hashes.push_back(x.hostHash);
+      namespaces.push_back(x.ipcNamespace);
+      labels.emplace_back(x.hostLabel, strnlen(x.hostLabel, sizeof x.hostLabel));
+    }
+    const std::string conflict = ipcNamespaceConflict(hashes, namespaces, labels);
+    if (!conflict.empty()) return ARFUSE_FAIL(arfuseUnsupported, "init: %s", conflict.c_str());
+  }
   bool oneHost = true;
   for (const Hello& x : h) oneHost = oneHost && x.hostHash == h[0].hostHash;
   if (!oneHost) {
@@ -321,8 +353,8 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
                        "init: rank 0 named shared-memory segments that are not arfuse's; is it running the same "
                        "arfuse release?");
   }
-  const std::string groupName(h[0].groupName, strnlen(h[0].groupName, 32));
-  const std::string hostName(h[0].hostName, strnlen(h[0].hostName, 32));
+  const std::string groupName(h[0].groupName, strnlen(h[0].groupName, kShmNameBytes));
+  const std::string hostName(h[0].hostName, strnlen(h[0].hostName, kShmNameBytes));
   auto fail = [&](Status st) {
     shmUnlink(groupName);
     shmUnlink(hostName);
@@ -338,7 +370,8 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
     delete reservedHost;
   });
   InitArea* ia = nullptr;
-  if (Status st = joinSegment(g, rank, seg, groupName, timeoutMs, &ia); !st.ok()) return fail(st);
+  if (Status st = joinSegment(g, rank, seg, groupName, timeoutMs, h[0].checkReplicas != 0, &ia); !st.ok())
+    return fail(st);
 
   // ---- phases B-G (init/group_builder.h buildGroup over this process's transport) -------------------
   const IpcWhere where{rank, device, count, timeoutMs, &h, seg, reservedHost, groupName, hostName, ia, ctx, rc.policy};

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/shm_name.h"
 #include "diag/log.h"
 
 namespace arfuse {
@@ -43,7 +44,7 @@ std::string shmRandomName(const char* suffix) {
     r = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
         (static_cast<unsigned long long>(getpid()) << 40);
   }
-  return strprintf("/arfuse-%016llx-%s", r, suffix);
+  return strprintf("/arfuse-%016llx-%s-%s", r, shmCreatorTag().c_str(), suffix);  // comm/shm_name.h
 }
 
 bool shmAllocateFd(int fd, size_t bytes, const std::string& what, std::string* error) {

@@ -23,7 +23,8 @@ struct ShmSegment {
   bool registered = false;
 };
 
-// A fresh random name with the given suffix ("g", "h"): "/arfuse-<16 hex digits>-<suffix>".
+// A fresh random name with the given suffix ("g", "h"): "/arfuse-<16 hex digits>-<creator>-<suffix>",
+// the creator being this process (comm/shm_name.h: what `arfuse doctor --clean` checks).
 std::string shmRandomName(const char* suffix);
 // Creates (exclusively, 0600), allocates and maps a zero-filled segment. Fails if the name exists,
 // or when /dev/shm cannot hold `bytes` (the message says how much is free and what to do).

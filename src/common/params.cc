@@ -123,6 +123,13 @@ const std::vector<ParamSpec> kSpecs = {
      "host is blocked elsewhere, and one WARN line for a call still running after max(timeout, 2 s). (A group that "
      "spans hosts runs the thread anyway, to bound its NCCL operations: docs/multihost.md.)",
      0, 3600000},
+    {"ARFUSE_NCCL_WATCH_GRAPHS", "bool", "1",
+     "1 (the default): a group that spans hosts also bounds the NCCL operations it enqueues during CUDA-graph "
+     "capture: a one-thread stamp kernel before and the guard after each count in device memory, which the "
+     "watchdog copies out every tick; once operations have been in flight and none finished for the timeout (twice "
+     "it on the hierarchical path), the group aborts as for an eager timeout. It costs one extra one-thread kernel "
+     "per captured operation per replay (`scripts/graph_watch_cost.sh` measures it). 0: captured operations are "
+     "only guarded, and a replay stuck in NCCL hangs (docs/multihost.md)."},
     {"ARFUSE_DUMP_ON_SIGNAL", "bool", "0",
      "1: on SIGUSR1, write every live communicator's flight-recorder dump (the format `arfuse triage` reads) to "
      "stderr and to the ARFUSE_DEBUG_FILE file."},
@@ -134,8 +141,10 @@ const std::vector<ParamSpec> kSpecs = {
     {"ARFUSE_CHECK_REPLICAS", "bool", "0",
      "1: every fused call checks that residual_in and weight are bitwise equal on every rank, as arfuse.h requires, "
      "and a difference aborts the group with arfuseMismatch naming the first differing rank and element. Costs a "
-     "device-to-host copy of both and a host callback per call (also inside CUDA graphs, at every replay); "
-     "in-process groups only."},
+     "device-to-host copy of both, a host callback and a one-thread kernel per call (also inside CUDA graphs, at "
+     "every replay). In-process groups and multi-process groups alike (one process per rank: the copies meet in "
+     "the group's shared memory, which grows by (maxTokens + 1) x maxHidden x 2 or 4 bytes per rank; every rank "
+     "must set it); a group that spans hosts compares the ranks of each host."},
 };
 
 // ARFUSE_* names read by other parts of arfuse, not by the library: not typos.
@@ -375,6 +384,8 @@ std::vector<unsigned> paramBootstrapUids() {
 std::string paramCalibrationFile() { return valueOf("ARFUSE_CALIBRATION_FILE").value; }
 int paramWatchdogMs() { return static_cast<int>(valueOf("ARFUSE_WATCHDOG_MS").number); }
 bool paramDumpOnSignal() { return valueOf("ARFUSE_DUMP_ON_SIGNAL").number != 0; }
+bool paramNcclWatchGraphs() { return valueOf("ARFUSE_NCCL_WATCH_GRAPHS").number != 0; }
+bool paramCheckReplicas() { return valueOf("ARFUSE_CHECK_REPLICAS").number != 0; }
 std::string paramTestHostId() { return valueOf("ARFUSE_TEST_HOST_ID").value; }
 
 std::string paramsMarkdown() {

@@ -67,6 +67,8 @@ std::string paramDebugFile();                // ARFUSE_DEBUG_FILE, "" when unset
 std::string paramCalibrationFile();          // ARFUSE_CALIBRATION_FILE, "" when unset
 int paramWatchdogMs();                       // ARFUSE_WATCHDOG_MS (0: watchdog off)
 bool paramDumpOnSignal();                    // ARFUSE_DUMP_ON_SIGNAL
+bool paramNcclWatchGraphs();                 // ARFUSE_NCCL_WATCH_GRAPHS
+bool paramCheckReplicas();                   // ARFUSE_CHECK_REPLICAS
 std::string paramTestHostId();               // ARFUSE_TEST_HOST_ID ("" = the real host identity)
 
 // Markdown table of the variables (docs/environment.md is this output; a test keeps them equal).

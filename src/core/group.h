@@ -71,6 +71,10 @@ struct Group {
   // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
   std::mutex apiMu;
   std::shared_ptr<void> replicaCheck;
+  // Multi-process groups under ARFUSE_CHECK_REPLICAS=1: the replica area in the group's shared
+  // segment (api/replicas.h ReplicaArea, zeroed), set by comm/multiprocess.cc; nullptr otherwise.
+  void* replicaArea = nullptr;
+  size_t replicaSlotBytes = 0;
   std::atomic<int> hostError{0};                    // arfuseResult_t, 0: none
   mutable std::atomic<bool> deviceAbortSet{false};  // the host copied the abort into the local ranks' device words
   std::string hostErrorText, hostErrorFields;
@@ -125,6 +129,8 @@ inline int groupSmCount(const Group& g) { return g.fabric.smCount; }
 inline bool groupFlightRecorder(const Group& g) { return g.flight; }
 inline uint64_t groupTimeoutNs(const Group& g) { return g.timeoutNs; }
 inline GroupShared* groupSharedArea(const Group& g) { return g.shared; }
+// The same area as kernels address it (its device view).
+inline GroupShared* groupSharedDevice(const Group& g) { return g.sharedDev; }
 // What a group that spans hosts adds (comm/multihost.h), or nullptr.
 inline const MultiHost* groupMultiHost(const Group& g) { return g.multiHost.get(); }
 
@@ -169,6 +175,27 @@ inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& m
   }
   g.lastStream_[r] = mine;
   return -1;
+}
+
+// Multi-process groups: the shared replica area (nullptr without one) and its slot size.
+inline void* groupReplicaArea(const Group& g, size_t* slotBytes) {
+  *slotBytes = g.replicaSlotBytes;
+  return g.replicaArea;
+}
+
+// The device abort words a host-raised abort must reach for local rank r (api/host_abort.h): its own
+// and, when the group has peer access, every other rank's (in-process peers or IPC views). Returns
+// how many it wrote into out[0..max).
+inline int groupDeviceAbortWords(const Group& g, int r, uint32_t** out, int max) {
+  int n = 0;
+  auto add = [&](ControlBlock* c) {
+    if (c && n < max) out[n++] = &c->state.abort;
+  };
+  add(g.ranks[r].control);
+  if (g.fabric.p2p)
+    for (int p = 0; p < g.nranks; ++p)
+      if (p != r) add(g.peers.control[p]);
+  return n;
 }
 
 // Multi-process groups: one local rank, peers in other processes.

@@ -20,6 +20,11 @@ constexpr int kErrConcurrent = 3;   // two calls of this rank ran at the same ti
 // operation number across hosts; waitedMs = how long it had run on the GPU.
 constexpr int kErrNcclTimeout = 4;
 constexpr int kPhaseNcclAcrossHosts = 5;
+// Written by the host, never by a kernel: ARFUSE_CHECK_REPLICAS found residual_in or weight of rank
+// `peer` different from rank 0's at checked call `call` (api/replicas.h; the recording rank's ERROR
+// line names the tensor and element). phase 6.
+constexpr int kErrReplicaMismatch = 5;
+constexpr int kPhaseReplicaCheck = 6;
 
 // What one call is, in two 32-bit words (each travels in the payload half of a flagged 8-byte word):
 //   w0 = op | dtype << 4 | algo << 8 | variant << 12 | hidden << 16   (hidden < 65536)

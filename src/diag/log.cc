@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/params.h"
+#include "common/printable.h"
 
 namespace arfuse {
 
@@ -42,7 +43,9 @@ std::string formatLogLine(LogLevel level, const LogContext& ctx, const std::stri
   if (!fields.empty()) s += " " + fields;
   s += strprintf(" %s:%d ", base, line);
   s += message;
-  return s;
+  // One record per line whatever the message quotes (an ARFUSE_* value, a file's key, a peer's
+  // text): escaped here, where it is printed (common/printable.h).
+  return printable(s);
 }
 
 bool logEnabled(LogLevel level) {
@@ -93,8 +96,10 @@ FILE* debugFile() {
     std::string err;
     FILE* out = openPrivateAppend(path, &err);
     if (!out)
-      std::fprintf(stderr, "arfuse WARN rank=- dev=- log.cc:%d ARFUSE_DEBUG_FILE=%s: %s\n", __LINE__, pattern.c_str(),
-                   err.c_str());
+      std::fprintf(
+          stderr, "%s\n",
+          formatLogLine(kLogWarn, LogContext{}, "", __FILE__, __LINE__, "ARFUSE_DEBUG_FILE=" + pattern + ": " + err)
+              .c_str());
     return out;
   }();
   return f;

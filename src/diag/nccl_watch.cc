@@ -1,5 +1,7 @@
 #include "diag/nccl_watch.h"
 
+#include <algorithm>
+
 #include "diag/log.h"
 #include "diag/records.h"
 #include "init/host_layout.h"
@@ -83,6 +85,43 @@ std::vector<std::string> NcclWatchList::describe(uint64_t nowNs) const {
   return out;
 }
 
+uint64_t CapturedNcclWatch::add(const NcclOpInfo& info) {
+  if (slots_.size() >= max_) return kUnknownSlot;
+  slots_.push_back(info);
+  slots_.back().captured = true;
+  return slots_.size() - 1;
+}
+
+NcclWatchVerdict CapturedNcclWatch::poll(uint64_t nowNs, uint64_t started, uint64_t finished, uint64_t lastSlot) {
+  NcclWatchVerdict v;
+  if (started <= finished) {  // idle (or a copy that caught `finished` ahead of `started`)
+    inFlight_ = false;
+    return v;
+  }
+  if (!inFlight_ || finished != seenFinished_) {  // in flight from now, or progress since the last tick
+    inFlight_ = true;
+    seenFinished_ = finished;
+    sinceNs_ = nowNs;
+    return v;
+  }
+  NcclOpInfo op;
+  if (lastSlot < slots_.size()) {
+    op = slots_[lastSlot];
+  } else {  // a slot the table does not know (a torn copy): the widest bound
+    op.op = "an NCCL operation";
+    op.path = "?";
+    op.captured = true;
+    for (const NcclOpInfo& s : slots_) op.peerWaitNs = std::max(op.peerWaitNs, s.peerWaitNs);
+  }
+  const uint64_t bound = timeoutNs_ + op.peerWaitNs;
+  if (nowNs - sinceNs_ <= bound) return v;
+  v.kind = NcclWatchVerdict::kTimeout;
+  v.op = op;
+  v.waitedNs = nowNs - sinceNs_;
+  v.boundNs = bound;
+  return v;
+}
+
 std::string ncclCommName(int comm) {
   return comm == kNcclCommWorld ? std::string("world") : strprintf("local index %d", comm);
 }
@@ -111,12 +150,15 @@ std::string describeNcclTimeout(const NcclOpInfo& op, uint64_t waitedNs, uint64_
       op.peerWaitNs ? strprintf("bound %.3f s: the timeout %.3f s + %.3f s for the peers' own bounded wait before it",
                                 (timeoutNs + op.peerWaitNs) / 1e9, timeoutNs / 1e9, op.peerWaitNs / 1e9)
                     : strprintf("timeout %.3f s", timeoutNs / 1e9);
+  const char* replay =
+      op.captured ? "in a CUDA-graph replay: no captured operation of this rank finished for that long while it ran; "
+                  : "";
   return strprintf(
-      "NCCL operation %llu across hosts (%s) did not finish %.3f s after it started on the GPU (%s); "
+      "NCCL operation %llu across hosts (%s) did not finish %.3f s after it started on the GPU (%s%s); "
       "it waits with: %s. NCCL does not say which of them stopped: the rank(s) that do not report this same "
       "timeout (dead, hung, or making other calls) are the ones. This rank's NCCL communicators are aborted and "
       "the group is aborted",
-      static_cast<unsigned long long>(op.seq), what.c_str(), waitedNs / 1e9, bound.c_str(), peers.c_str());
+      static_cast<unsigned long long>(op.seq), what.c_str(), waitedNs / 1e9, replay, bound.c_str(), peers.c_str());
 }
 
 std::string ncclTimeoutNextStep() {

@@ -47,6 +47,7 @@ struct NcclOpInfo {
   int comm = kNcclCommWorld;  // kNcclCommWorld, or the local index j of the communicator across hosts
   CallDesc desc{};            // the arfuse call it belongs to (empty: unknown)
   uint64_t peerWaitNs = 0;    // a peer's bounded wait before it enters the operation (added to the bound)
+  bool captured = false;      // enqueued during CUDA-graph capture (watched by CapturedNcclWatch)
 };
 
 enum class EventState { kPending, kDone, kError };
@@ -90,6 +91,35 @@ class NcclWatchList {
   };
   uint64_t timeoutNs_;
   std::deque<Op> ops_;
+};
+
+// Operations enqueued during CUDA-graph capture have no events the host could query per replay
+// (an event recorded in a graph stays complete from the previous replay until the node runs again).
+// So each such operation is bracketed by two one-thread kernels in the graph: a stamp before it
+// adds 1 to `started` (and writes the operation's slot), the guard after it adds 1 to `finished`,
+// both counters in the rank's device memory, which the watchdog copies out every tick. The host
+// sees only those numbers: an operation is in flight while started > finished, and the verdict is
+// a timeout once operations have been in flight while `finished` did not move for longer than the
+// bound of the last started one (the timeout + its peerWaitNs), counted from the first tick that
+// saw it so. Conservative: while any captured operation of the rank still finishes, none times out.
+class CapturedNcclWatch {
+ public:
+  // What a stamp writes when the table is full: the operation is counted all the same (an engine
+  // captures a graph per batch size, thousands of operations), only the message cannot name it.
+  static constexpr uint64_t kUnknownSlot = ~uint64_t{0};
+  explicit CapturedNcclWatch(uint64_t timeoutNs, size_t maxSlots = 16384) : timeoutNs_(timeoutNs), max_(maxSlots) {}
+  // A new captured operation; its slot, or kUnknownSlot when the table is full.
+  uint64_t add(const NcclOpInfo& info);
+  size_t size() const { return slots_.size(); }
+  // One tick with the counters as copied at nowNs.
+  NcclWatchVerdict poll(uint64_t nowNs, uint64_t started, uint64_t finished, uint64_t lastSlot);
+
+ private:
+  uint64_t timeoutNs_;
+  size_t max_;
+  std::vector<NcclOpInfo> slots_;
+  bool inFlight_ = false;
+  uint64_t seenFinished_ = 0, sinceNs_ = 0;
 };
 
 // "world" or "local index 1".

@@ -64,6 +64,8 @@ const char* recordCodeName(int code) {
       return "concurrent";
     case kErrNcclTimeout:
       return "nccl_timeout";
+    case kErrReplicaMismatch:
+      return "replica_mismatch";
     default:
       return "unknown";
   }
@@ -79,6 +81,8 @@ int resultForRecordCode(int code) {
       return arfuseInvalidUsage;
     case kErrNcclTimeout:
       return arfusePeerTimeout;
+    case kErrReplicaMismatch:
+      return arfuseMismatch;
     default:
       return arfuseInternalError;
   }
@@ -115,6 +119,11 @@ std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutN
       if (!callDescEmpty(e.mine)) s += " in " + describeCallDesc(e.mine, false) + " on path " + callDescPath(e.mine);
       return s + "; its NCCL communicators and the group are aborted";
     }
+    case kErrReplicaMismatch:
+      return strprintf(
+          "ARFUSE_CHECK_REPLICAS: %s's residual_in or weight differs from rank 0's at checked call %llu (%s's ERROR "
+          "line names the tensor and the element); the group is aborted",
+          name(e.peer).c_str(), call, name(who).c_str());
     default:
       return strprintf("rank %d recorded error code %d at call %llu (peer %d, block %d, phase %d)", who, e.code, call,
                        e.peer, e.block, e.phase);
@@ -133,6 +142,9 @@ std::string nextStepFor(int code) {
     case kErrConcurrent:
       return "issue every call of a communicator on one stream, or order the streams with events; destroy and "
              "recreate the communicators";
+    case kErrReplicaMismatch:
+      return "give every rank the same residual stream and weights (arfuse.h requires them bitwise equal): a rank "
+             "that loaded other weights or skipped an update is typical; destroy and recreate the communicators";
     case kErrNcclTimeout:
       return "a rank on another host that shares the communicator died, hung or skipped a call: read the logs of "
              "the ranks that did not report this timeout, check the network between the hosts (NCCL_DEBUG=WARN); "
@@ -170,6 +182,23 @@ void forgetErrorReports(const GroupShared* s) {
   for (auto it = gClaims.begin(); it != gClaims.end();) it = std::get<0>(*it) == s ? gClaims.erase(it) : std::next(it);
 }
 
+namespace {
+// Every field but `valid`, between the volatile record in host-mapped memory and a plain copy.
+template <typename To, typename From>
+void copyRecordFields(To& to, const From& from) {
+  to.code = from.code;
+  to.peer = from.peer;
+  to.block = from.block;
+  to.phase = from.phase;
+  to.waitedMs = from.waitedMs;
+  to.call = from.call;
+  to.mine.w0 = from.mine.w0;
+  to.mine.w1 = from.mine.w1;
+  to.theirs.w0 = from.theirs.w0;
+  to.theirs.w1 = from.theirs.w1;
+}
+}  // namespace
+
 bool readErrorRecord(const GroupShared& s, int rank, ErrorRecord* out) {
   if (rank < 0 || rank >= kMaxRanks) return false;
   const volatile ErrorRecord& v = s.records[rank];
@@ -178,16 +207,7 @@ bool readErrorRecord(const GroupShared& s, int rank, ErrorRecord* out) {
   std::atomic_thread_fence(std::memory_order_acquire);
   ErrorRecord e;
   e.valid = v.valid;
-  e.code = v.code;
-  e.peer = v.peer;
-  e.block = v.block;
-  e.phase = v.phase;
-  e.waitedMs = v.waitedMs;
-  e.call = v.call;
-  e.mine.w0 = v.mine.w0;
-  e.mine.w1 = v.mine.w1;
-  e.theirs.w0 = v.theirs.w0;
-  e.theirs.w1 = v.theirs.w1;
+  copyRecordFields(e, v);
   *out = e;
   return true;
 }
@@ -213,6 +233,19 @@ void readFlightRing(const GroupShared& s, int rank, FlightRing* out) {
     std::atomic_thread_fence(std::memory_order_acquire);
     f.call = v.call == before ? before : 0;
   }
+}
+
+void writeHostErrorRecord(GroupShared* s, int rank, const ErrorRecord& rec) {
+  if (!s || rank < 0 || rank >= kMaxRanks) return;
+  volatile ErrorRecord& r = s->records[rank];
+  ErrorRecord fields = rec;
+  fields.theirs = CallDesc{0, 0};  // the host records no peer descriptor
+  copyRecordFields(r, fields);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  r.valid = 1;
+  ErrorRecord mine = rec;
+  mine.valid = 1;
+  claimErrorReport(s, rank, mine);
 }
 
 bool readAbort(const GroupShared& s) { return static_cast<const volatile int&>(s.abort) != 0; }

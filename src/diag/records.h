@@ -57,6 +57,10 @@ std::string errorRecordFields(const ErrorRecord& e);
 // false afterwards. forgetErrorReports drops a group's claims; call it when the group's area is
 // freed (a later group may get the same address).
 bool claimErrorReport(const GroupShared* s, int rank, const ErrorRecord& e);
+// An error the host found for local rank `rank` (kErrNcclTimeout, kErrReplicaMismatch), written into
+// the group's host-mapped records as a kernel writes one (fields, then `valid`), so that the other
+// processes of the host read it; and claimed, since the writer prints it itself with its whole text.
+void writeHostErrorRecord(GroupShared* s, int rank, const ErrorRecord& rec);
 void forgetErrorReports(const GroupShared* s);
 
 // Copies of the host-mapped area, read with volatile loads (kernels may be writing it).

@@ -112,4 +112,20 @@ GroupPlan planGroup(const GroupFacts& facts) {
   return p;
 }
 
+Status proofVerdict(ProofOutcome outcome, const std::string& why, Fabric* f) {
+  if (outcome == kProofOk) return Status();
+  if (outcome == kProofWrongData) {
+    f->p2p = false;
+    f->p2pDetail = why;
+    return Status();
+  }
+  return ARFUSE_FAIL(arfuseCudaError,
+                     "init: %s. The group fails rather than fall back to host staging: a CUDA error through a peer "
+                     "mapping can leave this process's CUDA context unusable, and a mapping that opens but fails "
+                     "when used is a deployment fault (processes in containers that do not share the IPC namespace "
+                     "or the GPUs, a driver refusing it): check `nvidia-smi topo -m` and run the ranks' containers "
+                     "with --ipc=host",
+                     why.c_str());
+}
+
 }  // namespace arfuse

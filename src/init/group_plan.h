@@ -12,6 +12,7 @@
 
 #include "arfuse/arfuse.h"
 #include "comm/config.h"
+#include "core/status.h"
 #include "device/args.h"
 #include "plan/plan.h"
 #include "policy/resolve.h"
@@ -72,5 +73,20 @@ bool needsHostArea(int nranks, const Fabric& f, const PlanPolicy& policy, std::s
 // else the message init fails with (arfuseUnsupported).
 enum class ForcedCheck { kPeerAccess, kNccl, kHostStaged };
 std::string forcedPathUnavailable(const PlanPolicy& policy, const Fabric& f, ForcedCheck which);
+
+// What a failed proof of peer access does to the group (the policy of issue 37 item 8d, from the
+// design rule "fail closed, loudly, once"):
+//   - kProofWrongData: the mapping works but data did not land or read back wrong (ACS, an IOMMU):
+//     a property of the fabric, like peer access not being offered at all. The peer paths are
+//     disabled with one WARN line naming the pair and the group works on host staging or NCCL.
+//   - kProofCudaError: a CUDA error while storing through or checking a mapping that opened. The
+//     process's CUDA context may be unusable (a fault through a mapping is sticky), so a fallback
+//     would run on a context that fails its next call -- or hide a deployment fault (containers that
+//     do not share the IPC namespace or the GPUs, a driver that refuses the mapping) behind a path
+//     several times slower that nobody asked for. The group fails at init, every rank with the same
+//     sentence. (A mapping that does not open at all already failed the group: mapPeers.)
+// Returns the Status init returns; sets f->p2p / p2pDetail for kProofWrongData.
+enum ProofOutcome { kProofOk = 0, kProofWrongData, kProofCudaError };
+Status proofVerdict(ProofOutcome outcome, const std::string& why, Fabric* f);
 
 }  // namespace arfuse

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "common/params.h"
@@ -9,13 +12,17 @@
 
 namespace arfuse {
 
-HostIdentity hostIdentityOf(const std::string& hostname, const std::string& bootId, const std::string& testOverride) {
+HostIdentity hostIdentityOf(const std::string& hostname, const std::string& bootId, const std::string& testOverride,
+                            const std::string& ncclHostId) {
   HostIdentity id;
-  const std::string key = testOverride.empty() ? hostname + bootId : "test:" + testOverride;
+  const std::string bootWord = bootId.substr(0, bootId.find_first_of(" \t\r\n"));
+  const std::string key = !testOverride.empty() ? "test:" + testOverride
+                          : !ncclHostId.empty() ? ncclHostId
+                                                : hostname + bootWord;
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
   id.hash = h;
-  id.label = testOverride.empty() ? hostname : "test:" + testOverride;
+  id.label = !testOverride.empty() ? "test:" + testOverride : hostname;
   return id;
 }
 
@@ -24,12 +31,29 @@ HostIdentity hostIdentity() {
   gethostname(name, sizeof name - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  // Container-aware: processes of one machine in different IPC namespaces share no POSIX shared
-  // memory, so they are different hosts to arfuse even with the same host name.
+  // NCCL's own variable, read as NCCL reads it (not an ARFUSE_* parameter: NCCL owns its meaning).
+  const char* ncclHostId = std::getenv("NCCL_HOSTID");
+  HostIdentity id = hostIdentityOf(name, boot, paramTestHostId(), ncclHostId ? ncclHostId : "");
   char ns[64] = {};
-  const ssize_t n = readlink("/proc/self/ns/ipc", ns, sizeof ns - 1);
-  if (n > 0) boot += std::string("/") + std::string(ns, static_cast<size_t>(n));
-  return hostIdentityOf(name, boot, paramTestHostId());
+  if (readlink("/proc/self/ns/ipc", ns, sizeof ns - 1) > 0)
+    if (const char* open = std::strchr(ns, '[')) id.ipcNamespace = std::strtoull(open + 1, nullptr, 10);
+  return id;
+}
+
+std::string ipcNamespaceConflict(const std::vector<uint64_t>& hostHashes, const std::vector<uint64_t>& ipcNamespaces,
+                                 const std::vector<std::string>& labels) {
+  const size_t n = std::min(hostHashes.size(), ipcNamespaces.size());
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = a + 1; b < n; ++b)
+      if (hostHashes[a] == hostHashes[b] && ipcNamespaces[a] != ipcNamespaces[b] && ipcNamespaces[a] &&
+          ipcNamespaces[b])
+        return strprintf(
+            "ranks %zu and %zu are on one host (%s: its host name and boot id, or NCCL_HOSTID, as NCCL identifies "
+            "hosts) but in different IPC namespaces, so they cannot share memory: run their containers with "
+            "--ipc=host (or in one container), or give each container its own NCCL_HOSTID so that arfuse and NCCL "
+            "both treat them as separate hosts",
+            a, b, a < labels.size() ? labels[a].c_str() : "?");
+  return "";
 }
 
 HostLayout groupHosts(const std::vector<uint64_t>& hashes, const std::vector<std::string>& labels) {

@@ -1,13 +1,16 @@
 // Which host each rank of a multi-process group runs on, and what that makes of the group: pure
 // (CPU-tested with fake host ids, tests/cpu/host_layout_test.cc).
 //
-// Host identity (hostIdentity): as NCCL's getHostHash, the host name followed by the kernel's
-// boot_id (/proc/sys/kernel/random/boot_id), and the IPC namespace (/proc/self/ns/ipc). Containers
-// of one machine share the boot_id but not, in general, their host name or IPC namespace (hence
-// /dev/shm), so they count as different hosts; NCCL may still see one host there and use its own
-// intra-node transports between them, which is its business. ARFUSE_TEST_HOST_ID (TEST ONLY)
-// replaces the whole identity, so that processes on one machine can be told they are on several
-// hosts.
+// Host identity (hostIdentity): what NCCL hashes (its getHostHash, 2.2x): NCCL_HOSTID when it is set,
+// else the full host name followed by the first word of /proc/sys/kernel/random/boot_id. The boot id
+// is the kernel's, the same in every container of one boot and different on every machine and after
+// every reboot; so arfuse and NCCL agree on which ranks share a host, and a user who sets
+// NCCL_HOSTID (containers that must count as hosts of their own) moves both the same way.
+// ARFUSE_TEST_HOST_ID (TEST ONLY) replaces the whole identity, so that processes on one machine can
+// be told they are on several hosts. Sharing memory needs more than a host: ranks of one host in
+// different IPC namespaces (containers without --ipc=host) have different /dev/shm, so the group
+// fails at init with ipcNamespaceConflict's sentence instead of splitting silently into "hosts"
+// NCCL would not see.
 //
 // Layout (groupHosts): hosts are numbered in order of their lowest global rank; a rank's local
 // index is its order among the ranks of its host by global rank. Every host must hold the same
@@ -23,11 +26,19 @@ namespace arfuse {
 
 struct HostIdentity {
   uint64_t hash = 0;
-  std::string label;  // for messages: the host name, or "test:<id>" under ARFUSE_TEST_HOST_ID
+  std::string label;          // for messages: the host name, or "test:<id>" under ARFUSE_TEST_HOST_ID
+  uint64_t ipcNamespace = 0;  // inode of /proc/self/ns/ipc (0 unknown): which /dev/shm this process sees
 };
-// FNV-1a over hostname + bootId, or over the override alone when it is not empty.
-HostIdentity hostIdentityOf(const std::string& hostname, const std::string& bootId, const std::string& testOverride);
-// This process's: gethostname, /proc/sys/kernel/random/boot_id, ARFUSE_TEST_HOST_ID.
+// FNV-1a over the test override when it is not empty, else over ncclHostId when it is not empty,
+// else over hostname + the first word of bootId.
+HostIdentity hostIdentityOf(const std::string& hostname, const std::string& bootId, const std::string& testOverride,
+                            const std::string& ncclHostId = "");
+// "" when every pair of ranks with one host hash also has one IPC namespace; else the sentence that
+// names the first two ranks that do not, and the fixes.
+std::string ipcNamespaceConflict(const std::vector<uint64_t>& hostHashes, const std::vector<uint64_t>& ipcNamespaces,
+                                 const std::vector<std::string>& labels);
+// This process's: gethostname, /proc/sys/kernel/random/boot_id, NCCL_HOSTID, ARFUSE_TEST_HOST_ID,
+// /proc/self/ns/ipc.
 HostIdentity hostIdentity();
 
 struct HostLayout {

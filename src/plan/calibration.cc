@@ -40,6 +40,20 @@ std::map<long long, std::string> bestBySize(const std::vector<CalibrationPoint>&
 
 std::string bytesText(long long v) { return v == LLONG_MAX ? std::string("unlimited") : std::to_string(v) + " B"; }
 
+// Bounds on what a file may say: far above any measurement (a 1 TiB message, 16M tokens, 1000 s a
+// call), low enough that the policy's arithmetic on them cannot overflow (kMaxBytes x 1023 peers
+// < 2^63). ARFUSE_ONESHOT_MAX_BYTES has the same byte bound.
+constexpr long long kMaxBytes = 1ll << 40;
+constexpr long long kMaxTokens = 1ll << 24;
+constexpr double kMaxUs = 1e9;
+
+// a x b, or LLONG_MAX when it does not fit: a limit that overflowed is no limit, never a negative
+// one that silently turns a path off.
+long long saturatingMul(long long a, long long b) {
+  long long r = 0;
+  return __builtin_mul_overflow(a, b, &r) || r < 0 ? LLONG_MAX : r;
+}
+
 // ---- writer -------------------------------------------------------------------------------------
 
 void str(std::string* o, const std::string& s) { json::appendString(o, s); }
@@ -123,7 +137,7 @@ class Reader {
     if (algoRank(out->algo) >= static_cast<int>(calibrationAlgos().size()))
       return fail(o.path("algo"), o.get("algo")->pos,
                   "unknown path \"" + out->algo + "\" (lowlatency, lowlatency2, oneshot, twoshot, hoststaged or nccl)");
-    if (!o.integer("tokens", 1, INT_MAX, &tokens) || !o.integer("bytes", 1, LLONG_MAX, &out->bytes)) return false;
+    if (!o.integer("tokens", 1, kMaxTokens, &tokens) || !o.integer("bytes", 1, kMaxBytes, &out->bytes)) return false;
     out->tokens = static_cast<int>(tokens);
     const json::Value* us = o.get("us");
     if (!us || !want(o.path("us"), *us, json::Value::Kind::kNumber, "a number")) return false;
@@ -131,6 +145,7 @@ class Reader {
     auto r = std::from_chars(us->text.data(), us->text.data() + us->text.size(), x);
     if (r.ec != std::errc() || !std::isfinite(x) || x <= 0)
       return fail(o.path("us"), us->pos, "must be a positive number of microseconds, got " + us->text);
+    if (x > kMaxUs) return fail(o.path("us"), us->pos, us->text + " us is over the bound of 1e9 us (1000 s) per call");
     out->us = x;
     return o.done();
   }
@@ -148,7 +163,7 @@ class Reader {
       if (algoRank(m.key) >= static_cast<int>(calibrationAlgos().size()))
         return fail(mp, m.keyPos, "unknown path (lowlatency, lowlatency2, oneshot, twoshot, hoststaged or nccl)");
       long long b = 0;
-      if (!integer(mp, m.value, 1, LLONG_MAX, &b)) return false;
+      if (!integer(mp, m.value, 1, kMaxBytes, &b)) return false;
       g->bestUpTo.emplace_back(m.key, b);
     }
     const json::Value* notes = o.get("notes");
@@ -380,7 +395,7 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
   }
   if (measured("oneshot")) {
     const long long up = crossOf("oneshot");
-    p.oneShotMaxBytes = up == largest ? LLONG_MAX : up * std::max(1, nranks - 1);
+    p.oneShotMaxBytes = up == largest ? LLONG_MAX : saturatingMul(up, std::max(1, nranks - 1));
     said.push_back("one-shot limit " + bytesText(p.oneShotMaxBytes) + " (x peers)");
   }
   if (measured("nccl")) {

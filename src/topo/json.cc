@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <unordered_set>
+#include <set>
 
 namespace arfuse {
 namespace topo {
@@ -37,6 +37,14 @@ const char* kindName(Value::Kind k) {
 namespace {
 
 constexpr int kMaxDepth = 64;
+
+// A key as an error message quotes it: at most 64 bytes of it (a key may be megabytes long).
+std::string quoted(const std::string& k) {
+  if (k.size() <= 64) return "\"" + k + "\"";
+  size_t cut = 64;
+  while (cut > 0 && (static_cast<unsigned char>(k[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+  return "\"" + k.substr(0, cut) + "...\" (" + std::to_string(k.size()) + " bytes)";
+}
 
 class Parser {
  public:
@@ -278,15 +286,18 @@ class Parser {
       ++i_;
       return true;
     }
-    // A hash set, not a scan of the members so far (quadratic: 100k keys took 44 s on a loaded 2-core box).
-    std::unordered_set<std::string> seen;
+    // An ordered set: O(log n) comparisons per key whatever the keys are. Not a scan of the members
+    // so far (quadratic: 100k keys took 44 s on a loaded 2-core box), and not an unseeded hash set
+    // either: keys built to share one std::hash value made it quadratic again (160k keys, 4.4 MB:
+    // ~80 s through `arfuse plan --topology` and ARFUSE_CALIBRATION_FILE, read at communicator init).
+    std::set<std::string> seen;
     while (true) {
       skipSpace();
       if (peek() != '"') return fail("expected a key (a string) in an object");
       Member m;
       m.keyPos = pos();
       if (!string(&m.key)) return false;
-      if (!seen.insert(m.key).second) return failAt(m.keyPos, "duplicate key \"" + m.key + "\"");
+      if (!seen.insert(m.key).second) return failAt(m.keyPos, "duplicate key " + quoted(m.key));
       skipSpace();
       if (peek() != ':') return fail("expected ':' after a key");
       ++i_;

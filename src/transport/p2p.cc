@@ -91,20 +91,19 @@ Status proveP2p(Group* g) {
       cudaFree(wrong);
       if (e != cudaSuccess) {
         cudaGetLastError();
-        f.p2p = false;
-        f.p2pDetail = strprintf("peer access from device %d to device %d is advertised but failed when used: %s", a, b,
-                                cudaGetErrorString(cudaError_t(e)));
-        return Status();
+        return proofVerdict(kProofCudaError,
+                            strprintf("peer access from device %d to device %d is advertised but failed when used: %s",
+                                      a, b, cudaGetErrorString(cudaError_t(e))),
+                            &f);
       }
-      if (wrongStore || wrongLoad) {
-        f.p2p = false;
-        f.p2pDetail = strprintf(
-            "peer access from device %d to device %d is advertised but %s (%u and %u of %zu words "
-            "wrong): ACS or an IOMMU likely",
-            a, b, wrongStore ? "a peer store did not land" : "a peer load returned wrong data", wrongStore, wrongLoad,
-            words);
-        return Status();
-      }
+      if (wrongStore || wrongLoad)
+        return proofVerdict(
+            kProofWrongData,
+            strprintf("peer access from device %d to device %d is advertised but %s (%u and %u of %zu "
+                      "words wrong): ACS or an IOMMU likely",
+                      a, b, wrongStore ? "a peer store did not land" : "a peer load returned wrong data", wrongStore,
+                      wrongLoad, words),
+            &f);
     }
   }
   return Status();
@@ -179,7 +178,10 @@ bool mapPeers(Group* g, int rank, const std::vector<Hello>& h, const std::vector
       const cudaError_t e = cudaIpcOpenMemHandle(&p, hnd, cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess) {
         cudaGetLastError();
-        *why = strprintf("cudaIpcOpenMemHandle(rank %d's buffer): %s", s, cudaGetErrorString(e));
+        *why = strprintf(
+            "cudaIpcOpenMemHandle(rank %d's buffer): %s (a mapping that does not open fails the group: processes "
+            "in containers must share the IPC namespace, --ipc=host, and see the same GPUs)",
+            s, cudaGetErrorString(e));
         return false;
       }
       g->cleanups.push_back([p] { cudaIpcCloseMemHandle(p); });
@@ -226,12 +228,13 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
           rank, s, cudaText(e));
   }
   cudaGetLastError();
-  mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;  // a verdict here, not an init failure
+  mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;  // a store that failed: proofVerdict fails the group
   setText(mine.text, why);
   std::vector<uint8_t> all;
   ARFUSE_CHECK(segmentExchange(ia, 3, rank, n, &mine, sizeof mine, timeoutMs, &all));
   arfuseResult_t code;
   std::string first;
+  bool wrongData = false;  // this rank's verdict of phase E: wrong words (a fallback), not a CUDA error
   if (!firstFailure<Report>(all, n, &code, &first)) {
     // Every store has landed (each writer synchronised before posting): check them.
     unsigned* wrong = nullptr;
@@ -247,6 +250,7 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
         why = strprintf("peer access between ranks %d and %d (IPC mapping) is advertised but checking it failed: %s",
                         rank, s, cudaText(e));
       } else if (count[0] || count[1]) {
+        wrongData = true;
         why = strprintf(
             "peer access between ranks %d and %d (IPC mapping) is advertised but %s (%u and %u of %zu "
             "words wrong): ACS or an IOMMU likely",
@@ -258,16 +262,21 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
     if (wrong) cudaFree(wrong);
     cudaGetLastError();
   } else {
-    why = first;
+    why = first;  // a rank's store failed (arfuseCudaError): every rank posts it on
   }
-  mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;
+  // Phase E's verdict: arfuseUnsupported for data that did not land (the peer paths are off),
+  // arfuseCudaError for a CUDA error (the group fails); every rank decides from the same bytes.
+  mine.status = why.empty() ? arfuseSuccess : wrongData ? arfuseUnsupported : arfuseCudaError;
   setText(mine.text, why);
   ARFUSE_CHECK(segmentExchange(ia, 4, rank, n, &mine, sizeof mine, timeoutMs, &all));
-  if (firstFailure<Report>(all, n, &code, &first)) {  // init/group_builder.cc buildGroup says so
-    g->fabric.p2p = false;
-    g->fabric.p2pDetail = first;
+  if (!firstFailure<Report>(all, n, &code, &first)) return Status();
+  // The first CUDA error among the ranks decides; else the first wrong-data verdict.
+  for (int s = 0; s < n; ++s) {
+    const Report* r = reinterpret_cast<const Report*>(all.data() + s * sizeof(Report));
+    if (r->status == arfuseCudaError)
+      return proofVerdict(kProofCudaError, strprintf("rank %d: %.*s", s, kTextBytes, r->text), &g->fabric);
   }
-  return Status();
+  return proofVerdict(kProofWrongData, first, &g->fabric);  // init/group_builder.cc buildGroup says so
 }
 
 }  // namespace arfuse

@@ -7,13 +7,15 @@
 #include "comm/comm.h"
 #include "comm/mp_protocol.h"
 #include "core/status.h"
+#include "init/group_plan.h"  // proofVerdict
 
 namespace arfuse {
 
 // In-process: enables peer access between every pair of distinct devices; fills fabric.p2p / p2pDetail.
 Status connectPeers(Group* g, const std::vector<int>& unique);
 // In-process: every ordered pair of distinct devices stores and loads a seeded pattern through the
-// peer mapping; a failure turns fabric.p2p off and names the pair.
+// peer mapping; wrong data turns fabric.p2p off and names the pair, a CUDA error fails the group
+// (proofVerdict).
 Status proveP2p(Group* g);
 
 // Multi-process, phase B: this rank's buffers as IPC handles (+ raw pointers) in its post.
@@ -24,7 +26,8 @@ void localReach(int nranks, int rank, int device, int count, const std::vector<m
 // Multi-process, phase C: every peer's buffers opened into g->peers (raw pointers for ranks of
 // this process).
 bool mapPeers(Group* g, int rank, const std::vector<mp::Hello>& h, const std::vector<mp::Wire>& ws, std::string* why);
-// Multi-process, phases D and E: the IPC mappings proven; every rank turns P2P off together.
+// Multi-process, phases D and E: the IPC mappings proven; every rank turns P2P off together, or
+// every rank fails together (proofVerdict).
 Status proveIpcPeers(Group* g, mp::InitArea* ia, int rank, const std::vector<mp::Hello>& h, int timeoutMs);
 
 }  // namespace arfuse

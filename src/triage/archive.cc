@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "input.h"
@@ -182,9 +183,17 @@ class MemberSource : public ByteSource {
   TarCursor* t_;
 };
 
-// Regular files under dir, recursively, in name order; symbolic links to directories are not
-// followed (no cycles).
-void walk(const std::string& dir, std::vector<std::string>* out, InputSet* set, int depth) {
+// A regular file a directory walk found, and which file it was then (device, inode).
+struct Walked {
+  std::string path;
+  uint64_t dev = 0, ino = 0;
+};
+
+// Regular files under dir, recursively, in name order. Symbolic links to directories are not
+// followed (no cycles); a link to a file is followed only when its target is inside `root` (the
+// real path of the directory given): a link planted in a log directory must not make triage print
+// a line of a file outside it (a 0600 file of the user running triage became "evidence" so).
+void walk(const std::string& dir, const std::string& root, std::vector<Walked>* out, InputSet* set, int depth) {
   if (depth > 32) {
     set->warn(dir + ": directories nested deeper than 32 levels are not read");
     return;
@@ -210,11 +219,31 @@ void walk(const std::string& dir, std::vector<std::string>* out, InputSet* set, 
     struct stat st;
     if (lstat(p.c_str(), &st) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      walk(p, out, set, depth + 1);
-    } else if (S_ISREG(st.st_mode) || (S_ISLNK(st.st_mode) && stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode))) {
-      out->push_back(p);
+      walk(p, root, out, set, depth + 1);
+      continue;
     }
+    if (S_ISLNK(st.st_mode)) {
+      char* real = realpath(p.c_str(), nullptr);
+      const std::string target = real ? real : "";
+      std::free(real);
+      if (target.empty() || stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // dangling, or no file
+      if (target.compare(0, root.size() + 1, root + "/") != 0) {
+        set->warn(p + ": a symbolic link to " + target + ", outside " + root + " (not followed)");
+        continue;
+      }
+    }
+    if (S_ISREG(st.st_mode))
+      out->push_back(Walked{p, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)});
   }
+}
+
+const char* fileKind(mode_t m) {
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+         : S_ISDIR(m)  ? "a directory"
+                       : "not a regular file";
 }
 
 }  // namespace
@@ -238,7 +267,7 @@ bool InputSet::add(const std::string& path, std::string* error) {
       return false;
     }
     stdinUsed_ = true;
-    pending_.push_back(path);
+    pending_.push_back(Pending{path});
     return true;
   }
   struct stat st;
@@ -247,30 +276,65 @@ bool InputSet::add(const std::string& path, std::string* error) {
     return false;
   }
   if (S_ISDIR(st.st_mode)) {
-    std::vector<std::string> files;
-    walk(path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path, &files, this, 0);
+    std::vector<Walked> files;
+    char* real = realpath(path.c_str(), nullptr);
+    const std::string root = real ? real : path;
+    std::free(real);
+    walk(path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path, root, &files, this, 0);
     if (files.empty()) warn(path + ": the directory holds no files");
-    for (auto& f : files) pending_.push_back(std::move(f));
+    for (auto& f : files) pending_.push_back(Pending{std::move(f.path), true, f.dev, f.ino});
     return true;
   }
   if (access(path.c_str(), R_OK) != 0) {
     *error = path + ": " + std::strerror(errno);
     return false;
   }
-  pending_.push_back(path);
+  pending_.push_back(Pending{path});
   return true;
 }
 
+namespace {
+
+// A file the walk found, opened without blocking (O_NONBLOCK: a FIFO put in its place since has no
+// writer and would block a plain open forever) and checked to be that same regular file; -1 with a
+// warning otherwise. Regular files ignore O_NONBLOCK; it is cleared all the same.
+int openWalked(const std::string& path, uint64_t dev, uint64_t ino, InputSet* set) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    set->warn(path + ": " + std::strerror(errno) + " (skipped)");
+    return -1;
+  }
+  struct stat st;
+  std::string why;
+  if (fstat(fd, &st) != 0)
+    why = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    why = std::string("is now ") + fileKind(st.st_mode) + ", not the regular file the directory walk found";
+  else if (static_cast<uint64_t>(st.st_dev) != dev || static_cast<uint64_t>(st.st_ino) != ino)
+    why = "was replaced by another file after the directory walk";
+  if (!why.empty()) {
+    ::close(fd);
+    set->warn(path + ": " + why + " (skipped)");
+    return -1;
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace
+
 // Opens a log (a file, stdin, or the next member of the archive being read); false when this entry
 // yields nothing to read (skipped with a warning, or an archive at its end).
-bool InputSet::openPath(const std::string& path, LogInput* in) {
+bool InputSet::openPath(const Pending& p, LogInput* in) {
+  const std::string& path = p.path;
   std::unique_ptr<ByteSource> raw;
-  if (path == "-") {
+  if (path == "-" && !p.walked) {
     raw = fileSource(STDIN_FILENO, false);
   } else {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = p.walked ? openWalked(path, p.dev, p.ino, this) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      warn(path + ": " + std::strerror(errno) + " (skipped)");
+      if (!p.walked) warn(path + ": " + std::strerror(errno) + " (skipped)");
       ++skipped_;
       return false;
     }
@@ -343,9 +407,9 @@ bool InputSet::next(LogInput* in) {
       return true;
     }
     if (pending_.empty()) return false;
-    std::string path = std::move(pending_.front());
+    const Pending p = std::move(pending_.front());
     pending_.pop_front();
-    if (openPath(path, in)) {
+    if (openPath(p, in)) {
       ++opened_;
       return true;
     }

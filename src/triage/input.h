@@ -52,9 +52,16 @@ class LineReader {
   bool fill();
   std::string_view clean(std::string_view v);
 
+  // The first c in buf_[from, limit), via the scan cache *at (see next()); limit if none.
+  size_t find(char c, size_t from, size_t limit, size_t* at);
+
   std::unique_ptr<ByteSource> src_;
   std::vector<char> buf_;
   size_t begin_ = 0, end_ = 0;
+  // Where the last search for '\n' (for '\r') stopped in buf_: the terminator's index, or the end of
+  // the bytes searched (none before it). Every byte is searched for each terminator at most once, so
+  // a stream of one-byte segments (a '\r' every byte) costs O(1) per segment, not a 64 KiB scan.
+  size_t nlAt_ = 0, crAt_ = 0;
   bool eof_ = false;
   bool inWindows_ = false;  // the current line is being delivered window by window
   bool pendingSameLine_ = false;
@@ -81,7 +88,11 @@ class InputSet {
   ~InputSet();
 
   // A file, a directory (read recursively, in name order), "-" for stdin. Returns false and sets
-  // *error when the path does not exist or cannot be read.
+  // *error when the path does not exist or cannot be read. A path named here is opened as it is (a
+  // FIFO or `<(cmd)` is read: the caller asked for it); a file found by walking a directory must be
+  // a regular file inside that directory (a symbolic link is followed only when its target is inside
+  // too) and still be the same file when it is opened: anything else (a FIFO, which would block the
+  // open; a device; a file swapped since the walk) is skipped with a warning, never waited on.
   bool add(const std::string& path, std::string* error);
 
   // The next log, or false when none is left. Unreadable or binary entries are skipped with a
@@ -98,10 +109,16 @@ class InputSet {
   void warn(const std::string& w);
 
  private:
-  bool openPath(const std::string& path, LogInput* in);
+  // A path still to open. Walked: found in a directory, with the identity the walk saw.
+  struct Pending {
+    std::string path;
+    bool walked = false;
+    uint64_t dev = 0, ino = 0;
+  };
+  bool openPath(const Pending& p, LogInput* in);
 
-  std::deque<std::string> pending_;  // paths still to open
-  std::unique_ptr<TarCursor> tar_;   // the archive being read member by member
+  std::deque<Pending> pending_;     // paths still to open
+  std::unique_ptr<TarCursor> tar_;  // the archive being read member by member
   std::vector<std::string> warnings_;
   uint64_t moreWarnings_ = 0, skipped_ = 0, opened_ = 0;
   bool stdinUsed_ = false;

@@ -43,7 +43,7 @@ Occurrence exactStamp(const Occurrence& o) {
 std::string fileName(const Analyzer& a, int file) {
   if (file < 0 || file >= static_cast<int>(a.inputs().size())) return "(derived)";
   const std::string& p = a.inputs()[file].path;
-  return p == "-" ? "<stdin>" : p;
+  return p == "-" ? "<stdin>" : printable(p);  // a file or tar member name is any string: one line
 }
 
 std::string where(const Analyzer& a, const Occurrence& o) { return fileName(a, o.file) + ":" + std::to_string(o.line); }
@@ -301,8 +301,9 @@ void writeTextRaw(const Analyzer& a, const Result& r, const ReportOptions& o, st
   if (r.nranks > 0) out << ", " << r.nranks << " ranks (" << r.nranksSource << ")";
   out << "\n";
   for (const auto& in : a.inputs())
-    if (!in.error.empty()) out << "  warning: " << in.path << ": read stopped early: " << in.error << "\n";
-  for (const auto& w : a.inputWarnings()) out << "  warning: " << w << "\n";
+    if (!in.error.empty())
+      out << "  warning: " << printable(in.path) << ": read stopped early: " << printable(in.error) << "\n";
+  for (const auto& w : a.inputWarnings()) out << "  warning: " << printable(w) << "\n";
   out << r.verdict << "\n\n";
 
   if (r.status == Result::kRootCause || r.status == Result::kInsufficient) {

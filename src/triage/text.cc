@@ -2,66 +2,13 @@
 
 #include <cstdio>
 
+#include "common/printable.h"
+
 namespace arfuse {
 namespace triage {
 
-namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i] (1..4), or 0 when s[i] does not start one.
-// Rejects overlong forms, surrogates and code points above U+10FFFF (RFC 3629).
-size_t utf8Len(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return 1;
-  size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((b(k) & 0xC0) != 0x80) return 0;
-  if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
-  if (c == 0xED && b(1) > 0x9F) return 0;  // surrogate
-  if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
-  if (c == 0xF4 && b(1) > 0x8F) return 0;  // above U+10FFFF
-  return n;
-}
-
-void hexEscape(unsigned char c, std::string* out) {
-  char b[8];
-  std::snprintf(b, sizeof(b), "\\x%02X", c);
-  *out += b;
-}
-
-}  // namespace
-
-std::string printable(std::string_view s, bool keepNewlines) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\n' && keepNewlines) {
-      out += '\n';
-      ++i;
-    } else if (c == '\t' || (c >= 0x20 && c < 0x7F)) {
-      out += static_cast<char>(c);
-      ++i;
-    } else if (c < 0x80) {  // control byte or DEL
-      hexEscape(c, &out);
-      ++i;
-    } else if (size_t n = utf8Len(s, i)) {
-      // C1 controls (U+0080..U+009F, encoded C2 80..C2 9F) act like ESC on some terminals.
-      if (n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0) {
-        hexEscape(c, &out);
-        hexEscape(static_cast<unsigned char>(s[i + 1]), &out);
-      } else {
-        out.append(s.data() + i, n);
-      }
-      i += n;
-    } else {
-      hexEscape(c, &out);
-      ++i;
-    }
-  }
-  return out;
-}
+// printable() is the project's one escaping of untrusted output (common/printable.h).
+std::string printable(std::string_view s, bool keepNewlines) { return arfuse::printable(s, keepNewlines); }
 
 std::string jsonString(std::string_view s) {
   std::string o = "\"";
@@ -69,7 +16,7 @@ std::string jsonString(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      if (size_t n = utf8Len(s, i)) {
+      if (size_t n = utf8SequenceLength(s, i)) {
         o.append(s.data() + i, n);
         i += n;
       } else {

@@ -304,7 +304,7 @@ std::string frameWhere(const std::string& frame) {
 void Analyzer::composeVerdict(Result* r) {
   auto fileName = [&](int file) -> std::string {
     if (file < 0 || file >= static_cast<int>(inputs_.size())) return "(derived across ranks)";
-    return inputs_[file].path == "-" ? "<stdin>" : inputs_[file].path;
+    return inputs_[file].path == "-" ? "<stdin>" : printable(inputs_[file].path);  // one line, whatever the name
   };
   std::string v = "VERDICT: ";
   if (r->status == Result::kRootCause || r->status == Result::kInsufficient) {

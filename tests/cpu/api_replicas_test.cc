@@ -2,7 +2,12 @@
 // rank 0's, and a difference names the lowest differing rank, the tensor and the first element
 // with both bit patterns. Fresh random data; the CUDA part is tested on a GPU (gpu_replicas_test).
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -127,6 +132,62 @@ TEST(Replicas, GatherCompletesEachCheckOnceFromConcurrentRanks) {
     else
       EXPECT_EQ(v.second, "") << "check " << v.first;
   }
+}
+
+// Multi-process groups (issue 37 item 8c): the same meeting in shared memory, between processes.
+// Three forked processes (one rank each) put their copies in their slots of one shared area and
+// arrive; each set is compared exactly once, by whichever process completed it, and the check with
+// a flipped byte names rank 2.
+TEST(Replicas, ProcessesMeetInSharedMemoryAndEachSetIsComparedOnce) {
+  const int nranks = 3, checks = 100, bad = 61;
+  const ReplicaShape shape{2, 64, arfuseBfloat16, true};
+  const size_t bytes = shape.residualBytes() + shape.weightBytes();
+  const size_t slot = replicaSlotBytes(2, 64, false);
+  ASSERT_GE(slot, bytes);
+  struct Shared {
+    std::atomic<int> passed[checks + 1];
+    std::atomic<int> compares[checks + 1];  // how many processes compared set n
+    std::atomic<int> verdict[checks + 1];   // 1: all equal, 2: named rank 2, 3: something else
+  };
+  const size_t total = sizeof(Shared) + 64 + replicaAreaBytes(nranks, slot);
+  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  std::memset(mem, 0, total);
+  Shared* sh = static_cast<Shared*>(mem);
+  ReplicaArea* area = replicaAreaAt(static_cast<char*>(mem) + (sizeof(Shared) + 63) / 64 * 64);
+  std::vector<pid_t> kids;
+  for (int r = 0; r < nranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      for (int n = 1; n <= checks; ++n) {
+        // The calls' own waits keep ranks within one check of each other on a GPU; a barrier here.
+        while (n > 1 && sh->passed[n - 1].load() < nranks) sched_yield();
+        Copies c = randomCopies(nranks, 2, 64, arfuseBfloat16, 500 + n);
+        if (n == bad && r == 2) c.bytes[2][9] ^= 0x04;
+        std::memcpy(replicaSlot(area, r, slot), c.bytes[r].data(), bytes);
+        std::string m;
+        int who = -2;
+        if (arriveShared(area, nranks, slot, r, n, shape, &m, &who)) {
+          sh->compares[n].fetch_add(1);
+          const bool named = m.find("between rank 0 and rank 2 at element") != std::string::npos && who == 2;
+          sh->verdict[n] = m.empty() && who == -1 ? 1 : named ? 2 : 3;
+        }
+        sh->passed[n].fetch_add(1);
+      }
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int st = 0;
+    waitpid(k, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  for (int n = 1; n <= checks; ++n) {
+    EXPECT_EQ(sh->compares[n].load(), 1) << "set " << n << " must be compared exactly once";
+    EXPECT_EQ(sh->verdict[n].load(), n == bad ? 2 : 1) << "set " << n;
+  }
+  munmap(mem, total);
 }
 
 }  // namespace

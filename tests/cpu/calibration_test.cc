@@ -142,6 +142,31 @@ TEST(Calibration, ReaderIsStrict) {
   EXPECT_EQ(readError(js.substr(0, js.size() / 2)).rfind("JSON syntax error at ", 0), 0u);
 }
 
+// Numbers a file gives are bounded (issue 37 item 3): a byte count up to LLONG_MAX was accepted and
+// the one-shot limit, crossover x (nranks - 1), overflowed to a negative limit that silently turned
+// one-shot off (and is undefined behaviour: the sanitized suite stops on it).
+TEST(Calibration, NumbersAreBoundedAndTheLimitArithmeticCannotOverflow) {
+  const std::string js = calibrationToJson(eightRanks(load("h200_8x_nvswitch")));
+  EXPECT_EQ(readError(replaced(js, "\"bytes\": 14336,", "\"bytes\": 4611686018427387905,")),
+            "groups[0].points[0].bytes at 19:54: 4611686018427387905 is out of range [1, 1099511627776]");
+  EXPECT_EQ(readError(replaced(js, "\"oneshot\": 229376", "\"oneshot\": 9223372036854775807")).substr(0, 76),
+            "groups[0].best_up_to_bytes.oneshot at 14:60: 9223372036854775807 is out of r");
+  EXPECT_EQ(readError(replaced(js, "\"tokens\": 1,", "\"tokens\": 2147483647,")).substr(0, 70),
+            "groups[0].points[0].tokens at 19:42: 2147483647 is out of range [1, 16");
+  EXPECT_EQ(readError(replaced(js, "\"us\": 5}", "\"us\": 1e300}")),
+            "groups[0].points[0].us at 19:67: 1e300 us is over the bound of 1e9 us (1000 s) per call");
+  // A calibration made in code, not read from a file: the limit saturates instead of wrapping.
+  const topo::Topology t = load("h200_8x_nvswitch");
+  Calibration c = eightRanks(t);
+  const long long big = 1ll << 61;  // one-shot fastest up to 2^61 B, NCCL above: 2^61 x 7 peers > 2^63
+  c.groups[0].points = {
+      {"oneshot", 1, big, 1.0}, {"nccl", 1, big, 2.0}, {"oneshot", 2, 2 * big, 3.0}, {"nccl", 2, 2 * big, 2.0}};
+  PlanPolicy p;
+  std::string why;
+  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "calibration x", &p, &why)) << why;
+  EXPECT_EQ(p.oneShotMaxBytes, LLONG_MAX) << why;
+}
+
 TEST(Calibration, MatchesOnlyItsOwnGpusFabricAndRankCount) {
   const topo::Topology t = load("h200_8x_nvswitch");
   const Calibration c = eightRanks(t);

@@ -97,6 +97,66 @@ TEST(NcclWatch, OperationWhosePeersWaitFirstGetsTheirBoundedWaitOnTopOfTheTimeou
       << m;
 }
 
+// Operations inside a CUDA graph: only the started / finished counters of their stamp and guard
+// kernels, copied out each tick.
+TEST(CapturedNcclWatch, ATimeoutOnlyWhenNothingFinishedForTheBoundWhileAnOperationRan) {
+  CapturedNcclWatch w(3000 * kMs);
+  NcclOpInfo hier = op(5, 1);
+  hier.path = "hierarchical";
+  hier.peerWaitNs = 3000 * kMs;
+  ASSERT_EQ(w.add(op(4)), 0u);
+  ASSERT_EQ(w.add(hier), 1u);
+  // Replays that keep finishing operations never time out, however long the job runs.
+  uint64_t t = 0, started = 0, finished = 0;
+  for (int replay = 0; replay < 1000; ++replay, t += 2000 * kMs) {
+    started += 2;
+    EXPECT_EQ(w.poll(t, started, finished + 1, 1).kind, NcclWatchVerdict::kNone);  // one done, one running
+    finished += 2;
+    EXPECT_EQ(w.poll(t + 1000 * kMs, started, finished, 1).kind, NcclWatchVerdict::kNone);  // idle
+  }
+  // Idle for an hour: nothing in flight, nothing to report.
+  EXPECT_EQ(w.poll(t + 3600000 * kMs, started, finished, 1).kind, NcclWatchVerdict::kNone);
+  // A replay whose hierarchical all-reduce (slot 1) never finishes: counted from the first tick that
+  // sees it in flight; its bound is 6 s.
+  t += 3600000 * kMs;
+  ++started;
+  EXPECT_EQ(w.poll(t, started, finished, 1).kind, NcclWatchVerdict::kNone);
+  EXPECT_EQ(w.poll(t + 6000 * kMs, started, finished, 1).kind, NcclWatchVerdict::kNone);  // exactly the bound
+  const NcclWatchVerdict v = w.poll(t + 6001 * kMs, started, finished, 1);
+  ASSERT_EQ(v.kind, NcclWatchVerdict::kTimeout);
+  EXPECT_EQ(v.op.seq, 5u);
+  EXPECT_TRUE(v.op.captured);
+  EXPECT_EQ(v.boundNs, 6000 * kMs);
+  EXPECT_EQ(v.waitedNs, 6001 * kMs);
+  const std::string m = describeNcclTimeout(v.op, v.waitedNs, 3000 * kMs, "rank 3");
+  EXPECT_NE(m.find("did not finish 6.001 s after it started on the GPU (in a CUDA-graph replay: no captured "
+                   "operation of this rank finished for that long while it ran; bound 6.000 s"),
+            std::string::npos)
+      << m;
+}
+
+TEST(CapturedNcclWatch, ProgressRestartsTheClockAndAFullTableRefuses) {
+  CapturedNcclWatch w(100 * kMs, /*maxSlots=*/1);
+  ASSERT_EQ(w.add(op(1)), 0u);
+  // A full table still counts the operation (its stamp writes kUnknownSlot): only the message cannot name it.
+  EXPECT_EQ(w.add(op(2)), CapturedNcclWatch::kUnknownSlot);
+  EXPECT_EQ(w.poll(0, 3, 1, 0).kind, NcclWatchVerdict::kNone);
+  EXPECT_EQ(w.poll(90 * kMs, 3, 2, 0).kind, NcclWatchVerdict::kNone);  // one finished: from 90 ms on
+  EXPECT_EQ(w.poll(180 * kMs, 3, 2, 0).kind, NcclWatchVerdict::kNone);
+  EXPECT_EQ(w.poll(191 * kMs, 3, 2, 0).kind, NcclWatchVerdict::kTimeout);
+  // A copy that caught `finished` ahead of `started` reads as idle; an unknown slot takes the widest bound.
+  CapturedNcclWatch u(100 * kMs);
+  NcclOpInfo slow = op(3);
+  slow.peerWaitNs = 100 * kMs;
+  u.add(slow);
+  EXPECT_EQ(u.poll(0, 4, 5, 0).kind, NcclWatchVerdict::kNone);
+  EXPECT_EQ(u.poll(10 * kMs, 5, 4, 99).kind, NcclWatchVerdict::kNone);
+  EXPECT_EQ(u.poll(150 * kMs, 5, 4, 99).kind, NcclWatchVerdict::kNone);
+  const NcclWatchVerdict v = u.poll(211 * kMs, 5, 4, 99);
+  ASSERT_EQ(v.kind, NcclWatchVerdict::kTimeout);
+  EXPECT_EQ(v.boundNs, 200 * kMs);
+}
+
 TEST(NcclWatch, FinishedOperationsReleaseBothEvents) {
   FakeEvents ev;
   NcclWatchList w(100 * kMs);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ namespace {
 
 struct FakeTransport : Transport {
   bool p2p = true, proofHolds = true, ncclWorks = true;
+  ProofOutcome proof = kProofOk;  // what the proof found, judged by init's policy (proofVerdict)
   std::vector<std::string> calls;
   long long hostMessage = -1;  // hostMessageBytesFor when hostArea ran with needed = true
 
@@ -35,7 +37,8 @@ struct FakeTransport : Transport {
       g->fabric.p2p = false;
       g->fabric.p2pDetail = "fake: a peer store did not land";
     }
-    return Status();
+    return proofVerdict(proof, "fake: rank 1: a store through rank 0's IPC mapping failed: an illegal memory access",
+                        &g->fabric);
   }
   Status nccl(Group* g) override {
     calls.push_back("nccl");
@@ -101,6 +104,28 @@ TEST(BuildGroup, NoPeerAccessSkipsTheProofAndSizesTheHostAreaAfterNccl) {
   EXPECT_GT(u.hostMessage, withNccl);
   EXPECT_EQ(u.hostMessage, static_cast<long long>(g->limits.maxTokens) * g->ws.maxRowBytes);
   delete g;
+}
+
+// The IPC failure policy (issue 37 item 8d, init/group_plan.h proofVerdict): data that did not land
+// is a property of the fabric (peer paths off, host staging serves, one WARN line); a CUDA error
+// through a mapping that opened fails the group at init, before any host area is made.
+TEST(BuildGroup, ACudaErrorThroughAPeerMappingFailsTheGroupInsteadOfFallingBack) {
+  FakeTransport t;
+  t.proof = kProofCudaError;
+  Group* g = group(2, false, -1);
+  const Status s = buildGroup(g, &t, LogContext{});
+  EXPECT_EQ(s.code(), arfuseCudaError) << s.message();
+  EXPECT_NE(s.message().find("a store through rank 0's IPC mapping failed"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rather than fall back to host staging"), std::string::npos) << s.message();
+  EXPECT_EQ(std::count(t.calls.begin(), t.calls.end(), "hostArea"), 0);
+  delete g;
+  FakeTransport w;
+  w.proof = kProofWrongData;
+  Group* h = group(2, false, -1);
+  ASSERT_TRUE(buildGroup(h, &w, LogContext{}).ok());
+  EXPECT_FALSE(h->fabric.p2p);
+  EXPECT_NE(h->fabric.p2pDetail.find("a store through rank 0's IPC mapping failed"), std::string::npos);
+  delete h;
 }
 
 TEST(BuildGroup, AFailedProofTurnsPeerAccessOffAndAForcedPeerPathFails) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace arfuse {
 namespace {
 
@@ -30,6 +32,41 @@ TEST(HostIdentity, HostnameAndBootIdOrTheTestOverride) {
   EXPECT_EQ(hostIdentityOf("a", "b1", "h1").label, "test:h1");
   // The real identity is stable within a process.
   EXPECT_EQ(hostIdentity().hash, hostIdentity().hash);
+}
+
+// As NCCL identifies a host (issue 37 item 8e): NCCL_HOSTID, when set, replaces the host name and
+// boot id, so arfuse and NCCL agree on who shares a host; the boot id's first word only counts.
+TEST(HostIdentity, FollowsNcclHostIdAndTheBootIdsFirstWord) {
+  EXPECT_EQ(hostIdentityOf("a", "b1", "", "rack7-node3").hash, hostIdentityOf("z", "b9", "", "rack7-node3").hash);
+  EXPECT_NE(hostIdentityOf("a", "b1", "", "rack7-node3").hash, hostIdentityOf("a", "b1", "").hash);
+  EXPECT_EQ(hostIdentityOf("a", "b1\n", "").hash, hostIdentityOf("a", "b1", "").hash);
+  EXPECT_EQ(hostIdentityOf("a", "b1", "h0", "rack7-node3").hash, hostIdentityOf("a", "b1", "h0").hash);  // tests win
+  // The process's own identity reads NCCL_HOSTID as NCCL does, at each call.
+  const char* saved = std::getenv("NCCL_HOSTID");
+  const std::string keep = saved ? saved : "";
+  setenv("NCCL_HOSTID", "node-x", 1);
+  const HostIdentity x = hostIdentity();
+  setenv("NCCL_HOSTID", "node-y", 1);
+  const HostIdentity y = hostIdentity();
+  if (saved)
+    setenv("NCCL_HOSTID", keep.c_str(), 1);
+  else
+    unsetenv("NCCL_HOSTID");
+  EXPECT_NE(x.hash, y.hash);
+  EXPECT_EQ(x.hash, hostIdentityOf("whatever", "any", "", "node-x").hash);
+  EXPECT_GT(x.ipcNamespace, 0u);
+}
+
+// One host, two IPC namespaces (containers without --ipc=host): the group cannot share memory, and
+// init says so instead of splitting the ranks into hosts NCCL would not see.
+TEST(HostIdentity, OneHostInTwoIpcNamespacesIsNamed) {
+  const std::vector<uint64_t> hashes = {1, 1, 2, 2}, same = {7, 7, 9, 9}, split = {7, 8, 9, 9};
+  const std::vector<std::string> labels = {"node-a", "node-a", "node-b", "node-b"};
+  EXPECT_EQ(ipcNamespaceConflict(hashes, same, labels), "");
+  const std::string c = ipcNamespaceConflict(hashes, split, labels);
+  EXPECT_NE(c.find("ranks 0 and 1 are on one host (node-a"), std::string::npos) << c;
+  EXPECT_NE(c.find("--ipc=host"), std::string::npos) << c;
+  EXPECT_NE(c.find("NCCL_HOSTID"), std::string::npos) << c;
 }
 
 TEST(HostLayout, TwoHostsOfTwo) {

@@ -60,7 +60,7 @@ TEST(SelftestProcsArgs, TheLaunchersAndAWorkersCommandLines) {
   EXPECT_EQ(p.rank, -1);  // the launcher
   ProcsArgs w;
   ASSERT_TRUE(parseProcsArgs({"--procs", "4", "--proc-rank", "2", "--proc-dir", "/tmp/arfuse-x", "--timeout-ms",
-                              "20000", "--algo", "auto", "--virtual", "--seed", "18446744073709551615"},
+                              "20000", "--algo", "auto", "--virtual", "--graph", "--seed", "18446744073709551615"},
                              &w, &err))
       << err;
   EXPECT_TRUE(checkProcsArgs(w, &err)) << err;
@@ -68,6 +68,8 @@ TEST(SelftestProcsArgs, TheLaunchersAndAWorkersCommandLines) {
   EXPECT_EQ(w.dir, "/tmp/arfuse-x");
   EXPECT_EQ(w.algo, -1);  // auto
   EXPECT_TRUE(w.forceVirtual);
+  EXPECT_TRUE(w.graph);
+  EXPECT_FALSE(p.graph);
   EXPECT_EQ(w.seed, 18446744073709551615ull);
 }
 

@@ -18,6 +18,8 @@
 #include <set>
 #include <string>
 
+#include "comm/shm_name.h"
+
 namespace arfuse {
 namespace {
 
@@ -91,7 +93,13 @@ TEST(Shm, NamesAreRandomExclusiveAndPrivate) {
   EXPECT_EQ(names.size(), 64u);
   const std::string n = *names.begin();
   EXPECT_EQ(n.rfind("/arfuse-", 0), 0u);
-  EXPECT_EQ(n.size(), std::string("/arfuse-0123456789abcdef-g").size());
+  // "/arfuse-<16 hex>-<creator>-g": the creator is this process (comm/shm_name.h, for doctor --clean).
+  ShmCreator c;
+  ASSERT_TRUE(parseShmCreator(n.substr(1), &c)) << n;
+  EXPECT_EQ(c.pid, static_cast<long>(getpid())) << n;
+  EXPECT_EQ(c.start, processStartTicks(getpid())) << n;
+  EXPECT_EQ(n.substr(n.size() - 2), "-g");
+  EXPECT_LT(n.size(), 64u) << n;  // it travels in the hello (comm/mp_protocol.h kShmNameBytes)
 
   ShmSegment a, b;
   std::string err;

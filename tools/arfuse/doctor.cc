@@ -21,6 +21,7 @@
 #include "args.h"
 #include "cli.h"
 #include "common/params.h"
+#include "common/printable.h"
 #include "device/args.h"
 #include "doctor_checks.h"
 #include "harness/harness.h"
@@ -180,11 +181,13 @@ int doctor(const std::vector<std::string>& args) {
   if (a.clean) {
     const checkup::ShmScan scan = checkup::scanShm();
     if (!scan.listed) {
-      std::fprintf(stderr, "arfuse doctor --clean: %s\n", scan.error.c_str());
+      std::fprintf(stderr, "arfuse doctor --clean: %s\n", printable(scan.error).c_str());
       return kExitFailed;
     }
     int failures = 0;
-    for (const std::string& line : checkup::cleanShm(scan, "/dev/shm", &failures)) std::printf("%s\n", line.c_str());
+    // Segment names are any local user's to choose: each line is escaped as it is printed.
+    for (const std::string& line : checkup::cleanShm(scan, "/dev/shm", &failures))
+      std::printf("%s\n", printable(line).c_str());
     return failures ? kExitFailed : kExitOk;
   }
 
@@ -197,7 +200,7 @@ int doctor(const std::vector<std::string>& args) {
   fillEnvironment(pr, &r.env);
   if (!a.topologyPath.empty()) {
     if (!topo::readJsonFile(a.topologyPath, &r.topology, &err)) {
-      std::fprintf(stderr, "arfuse doctor: --topology: %s\n", err.c_str());
+      std::fprintf(stderr, "arfuse doctor: --topology: %s\n", printable(err).c_str());
       return kExitUsage;
     }
     r.haveTopology = true;
@@ -248,7 +251,9 @@ int doctor(const std::vector<std::string>& args) {
 
   r.shm = checkup::scanShm();
   const auto checks = checkup::runChecks(r);
-  const std::string out = a.json ? checkup::renderJson(r, checks) : checkup::renderText(r, checks);
+  // Text: its untrusted fields were escaped one by one (doctor_render.cc); the whole report once more
+  // keeping its own newlines (idempotent), so no field missed there reaches the terminal raw.
+  const std::string out = a.json ? checkup::renderJson(r, checks) : printable(checkup::renderText(r, checks), true);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return checkup::exitCode(checks);
 }

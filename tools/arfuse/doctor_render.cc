@@ -3,6 +3,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/printable.h"
 #include "doctor_checks.h"
 #include "topo/json.h"
 
@@ -34,9 +35,9 @@ std::string renderText(const Report& r, const std::vector<Check>& checks) {
                       : "NONE VISIBLE" + (e.deviceError.empty() ? std::string() : ": " + e.deviceError))
     << "\n";
   for (const Param& p : e.params)
-    o << "  " << pad(p.name, 31) << pad(p.value.empty() ? "(empty)" : p.value, 12) << "(" << p.source << ")"
-      << (p.error.empty() ? "" : "  WARNING: " + p.error) << "\n";
-  for (const auto& kv : e.otherEnv) o << "  " << pad(kv.first, 31) << kv.second << "\n";
+    o << "  " << pad(p.name, 31) << pad(p.value.empty() ? "(empty)" : printable(p.value), 12) << "(" << p.source << ")"
+      << (p.error.empty() ? "" : "  WARNING: " + printable(p.error)) << "\n";
+  for (const auto& kv : e.otherEnv) o << "  " << pad(kv.first, 31) << printable(kv.second) << "\n";
 
   if (r.haveTopology) {
     o << "\nTopology (" << r.topologySource << ")\n";
@@ -78,8 +79,9 @@ std::string renderText(const Report& r, const std::vector<Check>& checks) {
   int counts[3] = {0, 0, 0};
   for (const Check& c : checks) {
     ++counts[static_cast<int>(c.status)];
-    o << "  " << pad(statusName(c.status), 6) << pad(c.name, 13) << c.message << "\n";
-    if (!c.fix.empty()) o << "  " << std::string(19, ' ') << "fix: " << c.fix << "\n";
+    // A check's message may quote what any local user can name (a /dev/shm segment): one line each.
+    o << "  " << pad(statusName(c.status), 6) << pad(c.name, 13) << printable(c.message) << "\n";
+    if (!c.fix.empty()) o << "  " << std::string(19, ' ') << "fix: " << printable(c.fix) << "\n";
   }
   o << "\nSummary: " << counts[2] << " FAIL, " << counts[1] << " WARN, " << counts[0] << " OK -> exit "
     << exitCode(checks) << "\n";

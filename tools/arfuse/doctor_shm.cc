@@ -14,6 +14,8 @@
 #include <map>
 #include <set>
 
+#include "comm/shm_name.h"
+
 namespace arfuse {
 namespace cli {
 namespace checkup {
@@ -81,6 +83,18 @@ void findHolders(const std::string& dir, const std::string& proc, std::map<std::
 
 }  // namespace
 
+namespace {
+ShmSegmentInfo::Creator creatorOf(const std::string& name, const std::string& proc, long* pid) {
+  ShmCreator c;
+  if (!parseShmCreator(name, &c)) return ShmSegmentInfo::kNoTag;
+  *pid = c.pid;
+  const unsigned long long mine = pidNamespaceOf("self", proc);
+  if (c.pidns == 0 || mine == 0 || c.pidns != mine) return ShmSegmentInfo::kElsewhere;
+  const unsigned long long start = processStartTicks(c.pid, proc);
+  return start != 0 && start == c.start ? ShmSegmentInfo::kAlive : ShmSegmentInfo::kGone;
+}
+}  // namespace
+
 ShmScan scanShm(const std::string& dir, const std::string& proc) {
   ShmScan s;
   DIR* d = opendir(dir.c_str());
@@ -105,6 +119,7 @@ ShmScan scanShm(const std::string& dir, const std::string& proc) {
     i.owner = userName(st.st_uid);
     i.ageSeconds = std::difftime(now, st.st_mtime);
     i.bytes = static_cast<long long>(st.st_size);
+    i.creator = creatorOf(i.name, proc, &i.creatorPid);
     s.segments.push_back(i);
   }
   closedir(d);
@@ -187,8 +202,26 @@ std::vector<std::string> cleanShm(const ShmScan& scan, const std::string& dir, i
       lines.push_back("kept    " + path + ": owned by " + i.owner + " (run as that user or root to remove it)");
       continue;
     }
+    const std::string creator = "pid " + std::to_string(i.creatorPid);
+    if (i.creator == ShmSegmentInfo::kAlive) {
+      lines.push_back("kept    " + path + ": its creator, " + creator + ", still runs (an init in progress?)");
+      continue;
+    }
+    if (i.creator == ShmSegmentInfo::kElsewhere) {
+      lines.push_back("kept    " + path + ": its creator, " + creator +
+                      ", ran in another PID namespace (a container sharing /dev/shm?), which this /proc does "
+                      "not show; run --clean there");
+      continue;
+    }
+    if (i.creator == ShmSegmentInfo::kNoTag && i.uid != geteuid()) {
+      lines.push_back("kept    " + path + ": owned by " + i.owner +
+                      " and its name records no creator (an older arfuse): remove it as that user, or by hand "
+                      "if you are sure its group is gone");
+      continue;
+    }
     if (unlink(path.c_str()) == 0) {
       lines.push_back("removed " + path + " (" + std::to_string(i.bytes) + " B, owner " + i.owner +
+                      (i.creator == ShmSegmentInfo::kGone ? ", its creator " + creator + " is gone" : std::string()) +
                       ", nobody held it)");
     } else {
       ++*failures;

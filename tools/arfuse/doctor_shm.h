@@ -23,6 +23,11 @@ struct ShmSegmentInfo {
   long long bytes = 0;
   std::vector<long> holders;  // pids of live processes that map it or hold it open
   bool holdersKnown = true;   // false: some processes could not be inspected (not root), so "nobody" is a guess
+  // The creator its name records (comm/shm_name.h): kNoTag (an older arfuse's name), kGone (same PID
+  // namespace, that process no longer runs), kAlive, or kElsewhere (another PID namespace: a
+  // container sharing /dev/shm, whose processes this /proc does not show).
+  enum Creator { kNoTag, kGone, kAlive, kElsewhere } creator = kNoTag;
+  long creatorPid = 0;
 };
 
 struct ShmScan {
@@ -43,9 +48,11 @@ struct ShmVerdict {
 };
 ShmVerdict judgeShm(const ShmScan& scan);
 
-// Removes the listed segments that no live process holds and that this user may remove (its own, or
-// any when root); one line per segment saying what was done. *failures counts the ones that could
-// not be removed.
+// Removes the listed segments that no live process holds, that this user may remove (its own, or any
+// when root), and whose creator is gone; a segment without a creator tag only by its owner (root
+// does not guess for other users: their creator may run where this /proc cannot see). One line per
+// segment saying what was done (the caller escapes it: names are any local user's choice).
+// *failures counts the ones that could not be removed.
 std::vector<std::string> cleanShm(const ShmScan& scan, const std::string& dir, int* failures);
 
 }  // namespace checkup

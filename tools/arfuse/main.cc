@@ -13,6 +13,7 @@
 #include "arfuse/arfuse.h"
 #include "cli.h"
 #include "common/params.h"
+#include "common/printable.h"
 #include "harness/harness.h"
 #include "triage.h"
 
@@ -81,7 +82,8 @@ int env(const std::vector<std::string>& args) {
   for (const ParamValue& v : values) nameWidth = std::max<int>(nameWidth, std::strlen(v.spec->name));
   for (const ParamValue& v : values) {
     std::printf("%-*s  %-11s  %s%s%s\n", nameWidth, v.spec->name, v.fromEnvironment ? "environment" : "default",
-                v.value.empty() ? "(empty)" : v.value.c_str(), v.error.empty() ? "" : "  WARNING: ", v.error.c_str());
+                v.value.empty() ? "(empty)" : printable(v.value).c_str(),
+                v.error.empty() ? "" : "  WARNING: ", printable(v.error).c_str());
   }
   return kExitOk;
 }

@@ -8,6 +8,7 @@
 #include "algos/hierarchical/plan.h"
 #include "cli.h"
 #include "common/params.h"
+#include "common/printable.h"
 #include "plan/from_topology.h"
 #include "plan/plan.h"
 #include "plan_args.h"
@@ -77,7 +78,7 @@ int plan(const std::vector<std::string>& args) {
       for (int r = 0; r < a.ranks; ++r) devices[r] = r;
   } else {
     if (!topo::readJsonFile(a.topology, &t, &err)) {
-      std::fprintf(stderr, "arfuse plan: --topology: %s\n", err.c_str());
+      std::fprintf(stderr, "arfuse plan: --topology: %s\n", printable(err).c_str());  // quotes the file
       return kExitUsage;
     }
     if (devices.empty())
@@ -121,7 +122,7 @@ int plan(const std::vector<std::string>& args) {
               : !policy.builtinOrigin.empty() ? policy.builtinOrigin.c_str()
               : explicitEnv.oneShot           ? "ARFUSE_ONESHOT_MAX_BYTES"
                                               : "built-in default");
-  for (const PolicyNote& n : resolved.notes) std::printf("policy: %s\n", n.text.c_str());
+  for (const PolicyNote& n : resolved.notes) std::printf("policy: %s\n", printable(n.text).c_str());
   if (!resolved.notes.empty()) std::printf("\n");
 
   MultiHostFabric mf;  // --hosts: H hosts like this one (comm/multihost.cc builds the same from every rank)

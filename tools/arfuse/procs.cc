@@ -134,7 +134,7 @@ void dieAfterPeersPassed(const std::string& dir, int rank, int nranks) {
 }
 
 int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs, int killRank, bool realGpus,
-           int hosts, uint64_t seed) {
+           int hosts, uint64_t seed, bool graph) {
   const bool midRun = killRank >= 0 && hosts > 0;
   if (hosts > 0) simulateHost(rank, nranks, hosts);
   auto say = [&](const char* fmt, auto... a) {
@@ -217,10 +217,30 @@ int worker(int rank, int nranks, const std::string& dir, int algo, int timeoutMs
     cudaMemset(resOut, 0xFF, n * es);
     cudaDeviceSynchronize();  // cudaMemset runs on the legacy stream, which `stream` does not wait for
     const auto tc = Clock::now();
-    arfuseResult_t st =
-        c.op == arfuseOpAllReduce
-            ? arfuseAllReduce(x, resOut, c.tokens, c.hidden, c.dtype, comm, stream)
-            : arfuseAllReduceAddRmsNorm(x, r, w, 1e-6f, normOut, resOut, c.tokens, c.hidden, c.dtype, comm, stream);
+    auto call = [&] {
+      return c.op == arfuseOpAllReduce ? arfuseAllReduce(x, resOut, c.tokens, c.hidden, c.dtype, comm, stream)
+                                       : arfuseAllReduceAddRmsNorm(x, r, w, 1e-6f, normOut, resOut, c.tokens, c.hidden,
+                                                                   c.dtype, comm, stream);
+    };
+    arfuseResult_t st = arfuseSuccess;
+    if (graph) {  // --graph: captured, then replayed once (as engines run decode steps)
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t ge = nullptr;
+      cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+      st = call();
+      const cudaError_t ce = cudaStreamEndCapture(stream, &g);
+      if (st == arfuseSuccess && (ce != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess ||
+                                  cudaGraphLaunch(ge, stream) != cudaSuccess)) {
+        say("CASE %s FAIL: the CUDA graph could not be captured or launched: %s", c.name,
+            cudaGetErrorString(cudaGetLastError()));
+        ++failed;
+      }
+      cudaStreamSynchronize(stream);
+      if (ge) cudaGraphExecDestroy(ge);
+      if (g) cudaGraphDestroy(g);
+    } else {
+      st = call();
+    }
     cudaStreamSynchronize(stream);
     arfuseResult_t async = arfuseSuccess;
     arfuseCommGetAsyncError(comm, &async);
@@ -407,6 +427,7 @@ std::vector<std::vector<std::string>> workerArgvs(const ProcsArgs& p) {
     if (p.algo >= 0) argv.insert(argv.end(), {"--algo", arfuseAlgoName(arfuseAlgo_t(p.algo))});
     if (p.killRank >= 0) argv.insert(argv.end(), {"--kill-rank", std::to_string(p.killRank)});
     if (p.forceVirtual) argv.push_back("--virtual");
+    if (p.graph) argv.push_back("--graph");
     if (p.hosts > 0) argv.insert(argv.end(), {"--hosts", std::to_string(p.hosts)});
     argv.insert(argv.end(), {"--seed", std::to_string(p.seed)});
     argvs.push_back(argv);
@@ -534,7 +555,8 @@ int selftestProcs(const std::vector<std::string>& args) {
   }
   const int ndev = harness::deviceCount();
   const bool realGpus = !p.forceVirtual && ndev >= p.nranks;
-  if (p.rank >= 0) return worker(p.rank, p.nranks, p.dir, p.algo, p.timeoutMs, p.killRank, realGpus, p.hosts, p.seed);
+  if (p.rank >= 0)
+    return worker(p.rank, p.nranks, p.dir, p.algo, p.timeoutMs, p.killRank, realGpus, p.hosts, p.seed, p.graph);
   if (ndev == 0) {
     std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n  Why: %s.\n",
                 noDeviceReason().c_str());

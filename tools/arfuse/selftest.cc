@@ -26,6 +26,7 @@ void usage() {
   std::printf(
       "usage: arfuse selftest [--ranks N[,N...]] [--virtual] [--quick]\n"
       "       arfuse selftest --procs N [--algo A] [--virtual] [--timeout-ms T] [--kill-rank R] [--hosts H]\n"
+      "                               [--graph]\n"
       "  Runs every arfuse path over fresh random inputs and checks each output against an fp64 reference\n"
       "  and for bitwise equality across ranks. With >= 2 GPUs the ranks are real GPUs; with one GPU they\n"
       "  are virtual ranks on it (correctness only); --virtual forces virtual ranks on GPU 0.\n"
@@ -35,6 +36,8 @@ void usage() {
       "  --hosts H simulates H hosts of N/H ranks each (ARFUSE_TEST_HOST_ID, TEST ONLY; NCCL over loopback\n"
       "  sockets with a host id per process), so the nccl and hierarchical paths across hosts run on one machine;\n"
       "  with --kill-rank R, rank R dies mid-run instead: every other rank must fail naming it within a bound.\n"
+      "  --graph captures every call into a CUDA graph and replays it (with --hosts and --kill-rank: the\n"
+      "  bound of captured NCCL operations, ARFUSE_NCCL_WATCH_GRAPHS=1).\n"
       "  Exit: 0 all passed, 1 a check failed, 2 usage, 3 no GPU.\n");
 }
 

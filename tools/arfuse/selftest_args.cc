@@ -60,6 +60,7 @@ bool parseProcsArgs(const std::vector<std::string>& args, ProcsArgs* out, std::s
     return false;
   });
   o.flag({"--virtual"}, [&p] { p.forceVirtual = true; });
+  o.flag({"--graph"}, [&p] { p.graph = true; });
   if (!o.parse(args, error)) return false;
   *out = p;
   return true;

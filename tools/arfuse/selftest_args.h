@@ -23,6 +23,7 @@ struct ProcsArgs {
   int nranks = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1, hosts = 0;
   uint64_t seed = 0;  // the launcher draws it (fresh inputs every run) and gives it to every rank
   bool forceVirtual = false;
+  bool graph = false;  // every call captured into a CUDA graph and replayed once
   std::string dir;
 };
 // False with *error for a malformed argument; then checkProcsArgs for the combination (the rank

@@ -12,6 +12,11 @@
 namespace arfuse {
 
 // Returns a cudaError_t value (as int). `abortWord`: the device view of GroupShared::abort.
-int launchNcclGuard(const int* abortWord, void* buf, size_t bytes, cudaStream_t stream);
+// `finished` (operations captured into a CUDA graph): a device counter it adds 1 to at every run.
+int launchNcclGuard(const int* abortWord, void* buf, size_t bytes, cudaStream_t stream,
+                    unsigned long long* finished = nullptr);
+// The stamp before a captured operation (diag/nccl_watch.h CapturedNcclWatch): counters[0] += 1,
+// counters[2] = slot, in device memory, at every replay.
+int launchNcclStamp(unsigned long long* counters, unsigned long long slot, cudaStream_t stream);
 
 }  // namespace arfuse
