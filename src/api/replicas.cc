@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "diag/log.h"
+#include "common/log.h"
 #include "plan/plan.h"
 
 namespace arfuse {

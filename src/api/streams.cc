@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "diag/log.h"
+#include "common/log.h"
 
 namespace arfuse {
 

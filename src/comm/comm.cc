@@ -21,7 +21,6 @@
 #include <utility>
 
 #include "algos/launch.h"
-#include "comm/config.h"
 #include "comm/handles.h"
 #include "comm/multihost.h"
 #include "common/no_device.h"
@@ -29,6 +28,7 @@
 #include "diag/records.h"
 #include "diag/watchdog.h"
 #include "init/group_builder.h"
+#include "policy/config.h"
 #include "topo/probe_map.h"
 #include "transport/local.h"
 

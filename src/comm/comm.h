@@ -1,4 +1,4 @@
-// The communicator: a Group (core/group.h) shared by the ranks created together, and one handle per rank;
+// The communicator: a Group (init/group.h) shared by the ranks created together, and one handle per rank;
 // creation, teardown and the registry of live handles.
 #pragma once
 
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "core/group.h"
+#include "common/log.h"
 #include "core/status.h"
-#include "diag/log.h"
+#include "init/group.h"
 
 namespace arfuse {
 

@@ -23,12 +23,12 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/config.h"
-#include "comm/mp_protocol.h"
 #include "common/params.h"
 #include "core/status.h"
 #include "diag/records.h"
 #include "init/cuda_check.h"
+#include "policy/config.h"
+#include "transport/mp_protocol.h"
 
 namespace arfuse {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "algos/nccl/guard.h"
 #include "comm/multihost.h"
-#include "core/group.h"
 #include "diag/records.h"
+#include "init/group.h"
 
 namespace arfuse {
 namespace {

@@ -43,18 +43,18 @@
 #include "algos/launch.h"
 #include "api/validate.h"
 #include "comm/comm.h"
-#include "comm/config.h"
-#include "comm/mp_protocol.h"
 #include "comm/multihost.h"
-#include "comm/process_cookie.h"
-#include "comm/shm.h"
 #include "common/no_device.h"
 #include "common/params.h"
 #include "core/status.h"
 #include "init/group_builder.h"
 #include "init/host_layout.h"
+#include "policy/config.h"
 #include "topo/probe_map.h"
 #include "transport/ipc.h"
+#include "transport/mp_protocol.h"
+#include "transport/process_cookie.h"
+#include "transport/shm.h"
 
 namespace arfuse {
 namespace {

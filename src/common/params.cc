@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "arfuse/arfuse.h"
-#include "diag/log.h"
-#include "policy/defaults.h"
+#include "common/defaults.h"
+#include "common/log.h"
 
 extern char** environ;
 

@@ -1,6 +1,6 @@
 #include "diag/nccl_watch.h"
 
-#include "diag/log.h"
+#include "common/log.h"
 #include "diag/records.h"
 #include "init/host_layout.h"
 

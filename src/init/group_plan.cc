@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "diag/log.h"
+#include "common/log.h"
 
 namespace arfuse {
 

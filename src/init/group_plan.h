@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "comm/config.h"
 #include "device/args.h"
 #include "plan/plan.h"
+#include "policy/config.h"
 #include "policy/resolve.h"
 
 namespace arfuse {

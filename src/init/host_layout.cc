@@ -4,8 +4,8 @@
 
 #include <fstream>
 
+#include "common/log.h"
 #include "common/params.h"
-#include "diag/log.h"
 
 namespace arfuse {
 

@@ -5,8 +5,8 @@
 
 #include "algos/registry.h"
 #include "common/enum_arg.h"
+#include "common/log.h"
 #include "device/args.h"
-#include "diag/log.h"
 
 namespace arfuse {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "policy/defaults.h"
+#include "common/defaults.h"
 
 namespace arfuse {
 

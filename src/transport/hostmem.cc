@@ -1,6 +1,6 @@
 // Host memory the GPUs map: the group area (GroupShared) and the host-staged exchange area, pinned
 // and mapped in one process (cudaHostAlloc), POSIX shared memory registered with CUDA across
-// processes (comm/shm.h). The two transports (local.cc, ipc.cc) call these.
+// processes (transport/shm.h). The two transports (local.cc, ipc.cc) call these.
 #include "transport/hostmem.h"
 
 #include <cuda_runtime.h>

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "comm/mp_protocol.h"
-#include "comm/shm.h"
 #include "core/status.h"
+#include "transport/mp_protocol.h"
+#include "transport/shm.h"
 
 namespace arfuse {
 

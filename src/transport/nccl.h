@@ -4,8 +4,8 @@
 #include <nccl.h>
 
 #include "comm/comm.h"
-#include "comm/mp_protocol.h"
 #include "core/status.h"
+#include "transport/mp_protocol.h"
 
 namespace arfuse {
 

@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "algos/launch.h"
-#include "comm/process_cookie.h"
 #include "init/cuda_check.h"
+#include "transport/process_cookie.h"
 
 namespace arfuse {
 

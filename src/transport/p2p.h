@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "comm/mp_protocol.h"
 #include "core/status.h"
+#include "transport/mp_protocol.h"
 
 namespace arfuse {
 

@@ -1,7 +1,7 @@
 // The staging workspace is sized from the dtypes a communicator enables, not for fp32 always.
 #include <gtest/gtest.h>
 
-#include "comm/config.h"
+#include "policy/config.h"
 
 namespace arfuse {
 namespace {

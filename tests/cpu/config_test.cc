@@ -1,4 +1,4 @@
-#include "comm/config.h"
+#include "policy/config.h"
 
 #include <gtest/gtest.h>
 

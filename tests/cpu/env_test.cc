@@ -1,8 +1,8 @@
 // Runs with ARFUSE_ALGO=twoshot ARFUSE_TIMEOUT_MS=1234 ARFUSE_LOG_LEVEL=bogus (set by CTest).
 #include <gtest/gtest.h>
 
-#include "comm/config.h"
 #include "common/params.h"
+#include "policy/config.h"
 
 namespace arfuse {
 namespace {

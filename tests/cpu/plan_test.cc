@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/log.h"
 #include "device/args.h"
-#include "diag/log.h"
 #include "plan_fixtures.h"
 
 namespace arfuse {

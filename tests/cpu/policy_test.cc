@@ -201,7 +201,7 @@ TEST(GroupPlan, HiddenGpusKeepTheGeneralLimits) {
 }
 
 TEST(ResolvePolicy, DefaultsAreWrittenOnce) {
-  // PlanPolicy's initialisers and the registry's defaults are the same numbers (policy/defaults.h).
+  // PlanPolicy's initialisers and the registry's defaults are the same numbers (common/defaults.h).
   const PlanPolicy p;
   for (const ParamSpec& s : paramSpecs()) {
     const std::string name = s.name;

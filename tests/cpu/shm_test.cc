@@ -1,9 +1,9 @@
-// POSIX shared memory of multi-process groups (src/comm/shm.cc): allocated for real so that a full
+// POSIX shared memory of multi-process groups (src/transport/shm.cc): allocated for real so that a full
 // /dev/shm is an error with the fix, never a SIGBUS; names random, exclusive and private; a segment of
 // another owner under our name refused. The full-/dev/shm case runs in a child with its own mount
 // namespace and a 1 MiB tmpfs on /dev/shm (needs root or unprivileged user namespaces; skipped with
 // the reason otherwise).
-#include "comm/shm.h"
+#include "transport/shm.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

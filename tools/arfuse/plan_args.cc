@@ -1,8 +1,8 @@
 #include "plan_args.h"
 
 #include "args.h"
-#include "comm/config.h"
 #include "common/params.h"
+#include "policy/config.h"
 
 namespace arfuse {
 namespace cli {

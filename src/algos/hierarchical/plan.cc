@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "algos/registry.h"
+#include "common/log.h"
 #include "device/args.h"
-#include "diag/log.h"
 
 namespace arfuse {
 namespace {

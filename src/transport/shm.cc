@@ -1,4 +1,4 @@
-#include "comm/shm.h"
+#include "transport/shm.h"
 
 #include <cuda_runtime.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "diag/log.h"
+#include "common/log.h"
 
 namespace arfuse {
 namespace {

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "api/streams.h"
+#include "common/log.h"
 #include "device/args.h"
-#include "diag/log.h"
 #include "diag/watchdog.h"
 #include "plan/plan.h"
 

@@ -1,4 +1,4 @@
-#include "diag/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

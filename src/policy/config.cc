@@ -1,10 +1,10 @@
-#include "comm/config.h"
+#include "policy/config.h"
 
 #include <algorithm>
 #include <cstddef>
 
+#include "common/log.h"
 #include "common/params.h"
-#include "diag/log.h"
 
 namespace arfuse {
 
