@@ -6,8 +6,8 @@
 #include <cstring>
 #include <utility>
 
-#include "algos/nccl/guard.h"
 #include "comm/multihost.h"
+#include "comm/nccl_guard.h"
 #include "diag/records.h"
 #include "init/group.h"
 
