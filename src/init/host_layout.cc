@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/params.h"
+#include "diag/nccl_watch.h"
 
 namespace arfuse {
 
@@ -75,6 +76,22 @@ std::string describeRank(const HostLayout& l, int rank) {
 std::string describeLocalRank(const HostLayout& l, const std::vector<int>& globalOf, int q) {
   if (q < 0 || q >= static_cast<int>(globalOf.size())) return strprintf("rank %d", q);
   return describeRank(l, globalOf[q]);
+}
+
+std::string ncclCommPeers(const HostLayout& l, int comm, int self) {
+  std::vector<int> ranks;
+  if (comm == kNcclCommWorld) {
+    for (int r = 0; r < static_cast<int>(l.hostOf.size()); ++r) ranks.push_back(r);
+  } else {
+    for (const std::vector<int>& host : l.ranksOf)
+      if (comm >= 0 && comm < static_cast<int>(host.size())) ranks.push_back(host[comm]);
+  }
+  std::string s;
+  for (int r : ranks) {
+    if (r == self) continue;
+    s += (s.empty() ? "" : ", ") + describeRank(l, r);
+  }
+  return s.empty() ? std::string("no other rank") : s;
 }
 
 }  // namespace arfuse
