@@ -21,6 +21,7 @@
 #include "common/no_device.h"
 #include "common/params.h"
 #include "diag/dump.h"
+#include "policy/config.h"
 
 #ifndef ARFUSE_BUILD_ARCHS
 #define ARFUSE_BUILD_ARCHS "unknown"

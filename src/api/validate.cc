@@ -139,18 +139,6 @@ Status checkDtypeArg(int raw) {
 }
 Status checkOpArg(int raw) { return checkEnumArg("op", raw, 2, "arfuseOpAllReduce or arfuseOpAllReduceAddRmsNorm"); }
 
-Status checkRankArgs(int nranks, int rank) {
-  if (nranks < 1 || nranks > ARFUSE_MAX_RANKS)
-    return ARFUSE_FAIL(arfuseInvalidArgument,
-                       "nranks=%d: must be 1..%d (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not supported",
-                       nranks, ARFUSE_MAX_RANKS);
-  if (rank < 0 || rank >= nranks)
-    return ARFUSE_FAIL(arfuseInvalidArgument,
-                       "rank=%d: must be 0..%d for nranks=%d (each process passes its own, distinct rank)", rank,
-                       nranks - 1, nranks);
-  return Status();
-}
-
 Status checkEps(float eps) {
   if (!std::isfinite(eps) || eps <= 0.f)
     return ARFUSE_FAIL(arfuseInvalidArgument, "eps=%g: must be finite and > 0 (typically 1e-5 or 1e-6)", eps);

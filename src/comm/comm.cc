@@ -127,6 +127,29 @@ bool commIsLive(const arfuseComm* c) { return handleIsLive(c) && c->magic == kCo
 void commRegister(arfuseComm* c) { handleRegister(c); }
 void commUnregister(arfuseComm* c) { handleRetire(c); }
 
+arfuseComm* publishRank(Group* g, int rank, int device, int arch) {
+  const Fabric& f = g->fabric;
+  arfuseComm* c = new arfuseComm();
+  c->group = g;
+  c->rank = rank;
+  c->device = device;
+  c->arch = arch;
+  commRegister(c);
+  const std::string who = g->multiProcess ? strprintf("rank %d of %d (multi-process%s)", rank, g->nranks,
+                                                      f.virtualRanks ? ", GPUs shared" : "")
+                                          : strprintf("%d ranks%s", g->nranks, f.virtualRanks ? " (virtual)" : "");
+  ARFUSE_LOG(kLogInfo, c->logContext(), "",
+             "init: %s, staging %zu B, low-latency %zu B, maxBlocks %d, clusters %s, pdl %s, p2p %s, nccl %s, "
+             "host area %zu B, one-shot limit %lld B (%s)",
+             who.c_str(), g->ws.stagingBytes, g->ws.llBytes, f.maxBlocks, f.clusters ? "yes" : "no",
+             f.pdl ? "yes" : "no", f.p2p ? "yes" : "no", f.nccl ? "yes" : "no", g->hostArenaBytes,
+             g->policy.oneShotMaxBytes,
+             !g->policy.calibratedFrom.empty()  ? g->policy.calibratedFrom.c_str()
+             : !g->policy.builtinOrigin.empty() ? g->policy.builtinOrigin.c_str()
+                                                : "default or ARFUSE_ONESHOT_MAX_BYTES");
+  return c;
+}
+
 Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms) {
   if (!comms) return ARFUSE_FAIL(arfuseInvalidArgument, "comms is NULL: pass an array of nranks arfuseComm_t");
   if (nranks < 1 || nranks > kMaxRanks)

@@ -44,6 +44,9 @@ void commUnregister(arfuseComm* c);
 bool refreshFlight(const Group& g, int r, int waitMs = 500);
 void freeGroup(Group* g);
 void startWatching(Group* g);  // ARFUSE_WATCHDOG_MS / ARFUSE_DUMP_ON_SIGNAL: register with the watchdog
+// The communicator of local rank `rank` on `device` of a built group (init/group_builder.h
+// buildGroup): registered, and the group's init line logged.
+arfuseComm* publishRank(Group* g, int rank, int device, int arch);
 
 // Multi-process creation (multiprocess.cc): one rank of this process. `exchangeA` all-gathers a
 // fixed-size blob across the ranks (arfuse's rendezvous or the caller's callback); later phases use

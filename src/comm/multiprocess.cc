@@ -41,7 +41,6 @@
 #include <thread>
 
 #include "algos/launch.h"
-#include "api/validate.h"
 #include "comm/comm.h"
 #include "comm/multihost.h"
 #include "common/no_device.h"

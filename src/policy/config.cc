@@ -90,4 +90,16 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   return arfuseSuccess;
 }
 
+Status checkRankArgs(int nranks, int rank) {
+  if (nranks < 1 || nranks > ARFUSE_MAX_RANKS)
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "nranks=%d: must be 1..%d (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not supported",
+                       nranks, ARFUSE_MAX_RANKS);
+  if (rank < 0 || rank >= nranks)
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "rank=%d: must be 0..%d for nranks=%d (each process passes its own, distinct rank)", rank,
+                       nranks - 1, nranks);
+  return Status();
+}
+
 }  // namespace arfuse

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
 #include "core/status.h"
+#include "init/group.h"
 #include "transport/mp_protocol.h"
 #include "transport/shm.h"
 

@@ -3,8 +3,8 @@
 
 #include <nccl.h>
 
-#include "comm/comm.h"
 #include "core/status.h"
+#include "init/group.h"
 #include "transport/mp_protocol.h"
 
 namespace arfuse {
