@@ -135,7 +135,12 @@ Status checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, 
   if (!groupChecksStreams(g) || algo == arfuseAlgoLocal) return Status();
   const StreamIdentity mine = identityOf(stream, comm->device);
   std::string why;
-  const int q = recordCallStream(g, comm->rank, comm->device, mine, &why);
+  StreamCheck* check = groupApiState<StreamCheck>(g, &Group::streamCheck, [&g] {
+    std::vector<int> devices(groupRanks(g));
+    for (int q = 0; q < groupRanks(g); ++q) devices[q] = groupRankDevice(g, q);
+    return std::make_shared<StreamCheck>(devices);
+  });
+  const int q = check->record(comm->rank, mine, &why);
   if (q >= 0)
     return ARFUSE_FAIL(arfuseInvalidUsage,
                        "%s: rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "

@@ -213,7 +213,7 @@ Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config,
     return st.through(__FILE__, __LINE__);
   }
 
-  enableStreamChecks(*g);
+  g->checkStreams = true;  // api/streams.h: ranks that share a GPU must not share a stream
   startWatching(g);
   g->live = nranks;
   for (int r = 0; r < nranks; ++r) {

@@ -10,9 +10,9 @@
 // fields the issue named -- the peer views (peers), the host area (host, hostArena*), the per-rank
 // staging and NCCL communicators (ranks[r].staging, .nccl, .ncclSum) -- are read outside src/init,
 // src/transport and src/comm only by fillGroupKernelArgs, rankNccl and rankNcclSum below (a CPU test,
-// tests/cpu/layers_test.sh, keeps src/api to that). The state the API layer itself writes after
-// creation, the per-rank last stream, is private: only the stream check below touches it, under
-// its mutex.
+// tests/cpu/layers_test.sh, keeps src/api to that). The state the API layer itself keeps after
+// creation (the replica check's, the stream check's) is its own type behind an opaque slot, made
+// and read only through groupApiState, under apiMu.
 #pragma once
 
 #include <nccl.h>
@@ -24,7 +24,6 @@
 #include <string>
 #include <vector>
 
-#include "api/streams.h"
 #include "common/log.h"
 #include "device/args.h"
 #include "diag/watchdog.h"
@@ -45,12 +44,6 @@ struct RankResources {
   cudaStream_t aux = nullptr;  // this rank's own stream for host copies (flight recorder), never a caller's
 };
 
-struct Group;
-// In-process groups: turns on the per-rank stream check (comm/comm.cc, at creation).
-inline void enableStreamChecks(Group& g);
-inline bool groupChecksStreams(const Group& g);
-inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why);
-
 struct Group {
   int nranks = 0;
   Fabric fabric;
@@ -66,11 +59,15 @@ struct Group {
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
   std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
-  // Host-side state of the opt-in checks (api/replica_check.cc), created on first use under apiMu,
-  // and an error the host raised for the whole group (a replica mismatch): reported by
-  // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
+  // State the API layer keeps per group, created on first use under apiMu (groupApiState below): the
+  // opt-in replica check's (api/replica_check.cc) and, in in-process groups (checkStreams, set at
+  // creation), the stream each rank's last call ran on (api/streams.h StreamCheck). Then an error the
+  // host raised for the whole group (a replica mismatch): reported by groupAsyncError like a
+  // kernel-recorded one; text and fields are written before the code.
   std::mutex apiMu;
   std::shared_ptr<void> replicaCheck;
+  std::shared_ptr<void> streamCheck;
+  bool checkStreams = false;
   std::atomic<int> hostError{0};                    // arfuseResult_t, 0: none
   mutable std::atomic<bool> deviceAbortSet{false};  // the host copied the abort into the local ranks' device words
   std::string hostErrorText, hostErrorFields;
@@ -89,23 +86,7 @@ struct Group {
   // A group that spans hosts: the global rank of each rank of this (intra-host) group, which log
   // lines show; empty: the ranks are global already.
   std::vector<int> logRanks;
-
- private:
-  // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
-  // streamMu_; empty: not checked. Two ranks on one GPU must never share a stream, nor pair the
-  // legacy default stream with a blocking one: a rank's call waits for its peers' calls, which
-  // would queue behind it.
-  std::mutex streamMu_;
-  std::vector<StreamIdentity> lastStream_;
-  friend void enableStreamChecks(Group& g);
-  friend bool groupChecksStreams(const Group& g);
-  friend int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why);
 };
-
-inline void enableStreamChecks(Group& g) {
-  std::lock_guard<std::mutex> lock(g.streamMu_);
-  g.lastStream_.resize(static_cast<size_t>(g.nranks));
-}
 
 // A group that spans hosts (comm/multihost.cc): its plan (algos/hierarchical/plan.h), its ranks and
 // the NCCL path's buffer over all of them (its communicators are reached only through the watch,
@@ -156,20 +137,10 @@ inline void fillGroupKernelArgs(const Group& g, int r, KernelArgs* ka) {
 }
 
 // Whether rank r's calls are checked for sharing a stream with another rank of its GPU (in-process
-// groups with virtual ranks, any path but local).
-inline bool groupChecksStreams(const Group& g) { return !g.lastStream_.empty() && g.fabric.virtualRanks; }
-// Records the stream rank r's call runs on, unless it conflicts (api/streams.h streamConflict) with
-// the last stream of another rank on `device`: then returns that rank, with *why, and records nothing.
-inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why) {
-  std::lock_guard<std::mutex> lock(g.streamMu_);
-  for (int q = 0; q < g.nranks; ++q) {
-    if (q == r || g.ranks[q].device != device) continue;
-    *why = streamConflict(mine, g.lastStream_[q]);
-    if (!why->empty()) return q;
-  }
-  g.lastStream_[r] = mine;
-  return -1;
-}
+// groups with virtual ranks; api/streams.h).
+inline bool groupChecksStreams(const Group& g) { return g.checkStreams && g.fabric.virtualRanks; }
+// The CUDA device of local rank r (-1: a rank of another process).
+inline int groupRankDevice(const Group& g, int r) { return g.ranks[r].device; }
 
 // Multi-process groups: one local rank, peers in other processes.
 inline bool groupIsMultiProcess(const Group& g) { return g.multiProcess; }
@@ -179,12 +150,12 @@ inline LogContext rankLogContext(const Group& g, int r) {
   return LogContext{shown, g.ranks[r].device, g.ranks[r].arch};
 }
 
-// The host-side state of an opt-in check (api/replica_check.cc), made by make() on first use.
+// The API layer's state in `slot` (&Group::replicaCheck, &Group::streamCheck), made by make() on first use.
 template <typename T, typename Make>
-T* groupCheckState(Group& g, Make make) {
+T* groupApiState(Group& g, std::shared_ptr<void> Group::*slot, Make make) {
   std::lock_guard<std::mutex> lock(g.apiMu);
-  if (!g.replicaCheck) g.replicaCheck = make();
-  return static_cast<T*>(g.replicaCheck.get());
+  if (!(g.*slot)) g.*slot = make();
+  return static_cast<T*>((g.*slot).get());
 }
 
 // An error the host raised for the whole group (groupAsyncError reports it like a kernel-recorded one).
