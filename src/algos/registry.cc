@@ -1,7 +1,12 @@
 #include "algos/registry.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
+
+#include "algos/shared.h"
+#include "common/log.h"
+#include "device/args.h"
 
 namespace arfuse {
 
@@ -73,6 +78,114 @@ void removeAlgo(arfuseAlgo_t algo) {
   Registry& r = registry();
   if (const AlgoEntry* at = r.find(algo)) r.entries.erase(r.entries.begin() + (at - r.entries.data()));
   r.reindex();
+}
+
+Workspace workspaceFor(const Limits& limits, const Fabric& f, long long hostMessageBytes, bool deterministic) {
+  // Regions for every CTA index a barrier path launches; each large enough for the call spread over
+  // the fewest CTAs a path may use (the wide 512-thread CTAs' cap can be the smaller one).
+  const int wide = f.maxBlocksWide < 0 ? f.maxBlocks : f.maxBlocksWide;
+  return workspaceFor(limits, f.nranks, std::max(f.maxBlocks, wide), hostMessageBytes, deterministic,
+                      std::min(f.maxBlocks, wide));
+}
+
+Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes, bool deterministic,
+                       int fewestCtas) {
+  Workspace w;
+  w.elemBytes = (limits.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) ? 4 : 2;
+  w.maxRowBytes = static_cast<size_t>(limits.maxHidden) * w.elemBytes;
+  const size_t ctas = static_cast<size_t>(std::max(1, std::min(maxBlocks, kMaxCtas)));
+  const size_t fewest = fewestCtas > 0 ? std::min(ctas, static_cast<size_t>(fewestCtas)) : ctas;
+  const WorkspaceInputs in{limits, nranks, ctas, fewest, hostMessageBytes, deterministic};
+  for (const AlgoEntry& e : algoRegistry())
+    if (e.workspace) e.workspace(in, &w);
+  return w;
+}
+
+namespace {
+
+// The call's geometry on entry e: the one its canImplement computed, else its geometry function's
+// (on a fresh plan; false with *why if nothing covers the call).
+bool geometryOf(const AlgoEntry& e, const PlanContext& c, const Verdict& v, Plan* p, std::string* why) {
+  if (!v.hasGeometry) return e.geometry(c, p, why);
+  *p = v.geometry;
+  return true;
+}
+
+// The entry the caller forced, or the refusal.
+Plan planForced(const AlgoEntry* e, const PlanContext& c) {
+  if (!e)
+    return failedPlan(arfuseInvalidArgument,
+                      strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
+                                "lowlatency, oneshot, twoshot, hoststaged or nccl",
+                                c.policy.forcedAlgo, c.forcedBy, c.f.nranks));
+  const Verdict v = e->canImplement(c);
+  if (!v.ok) return failedPlan(v.code, v.reason);
+  Plan p;
+  std::string why;
+  if (!geometryOf(*e, c, v, &p, &why))
+    return failedPlan(arfuseUnsupported,
+                      strprintf("algo=%s (forced by %s): %s; use auto", e->name, c.forcedBy, why.c_str()));
+  p.algo = e->algo;
+  p.reason = v.reason;
+  return p;
+}
+
+// The first entry that takes the call.
+Plan planAuto(const PlanContext& c) {
+  const Fabric& f = c.f;
+  for (const AlgoEntry& e : algoRegistry()) {
+    const Verdict v = e.canImplement(c);
+    if (!v.ok) continue;
+    Plan p;
+    std::string why;
+    const bool cut = geometryOf(e, c, v, &p, &why);
+    p.algo = e.algo;
+    p.reason = v.reason;
+    if (cut) return p;
+    // A path's regions hold any call the communicator accepts; reaching this is a bug, which
+    // NCCL, the always-correct fallback, serves when it exists.
+    const AlgoEntry* nccl = findAlgo(arfuseAlgoNccl);
+    if (!f.nccl || !nccl) return failedPlan(arfuseInternalError, why);
+    p.algo = arfuseAlgoNccl;
+    p.reason = "nccl: " + why;
+    nccl->geometry(c, &p, &why);
+    return p;
+  }
+  return failedPlan(arfuseUnsupported, strprintf("no path: peer access is missing (%s), NCCL is unavailable (%s) "
+                                                 "and host staging is unavailable (%s)",
+                                                 planning::why(f.p2pDetail, planning::kNoP2pWhy).c_str(),
+                                                 planning::why(f.ncclDetail, planning::kNoNcclWhy).c_str(),
+                                                 planning::why(f.hostStagedDetail, planning::kNoHostWhy).c_str()));
+}
+
+}  // namespace
+
+Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req) {
+  Plan p = validateShape(limits, req);
+  if (p.status != arfuseSuccess) return p;
+
+  const long long bytes = static_cast<long long>(req.tokens) * req.hidden * dtypeSize(req.dtype);
+  const std::string forcedBy = planning::why(policy.forcedBy, "the caller");
+  if (f.nranks == 1 && policy.forcedAlgo != arfuseAlgoAuto && policy.forcedAlgo != arfuseAlgoLocal)
+    return failedPlan(arfuseUnsupported, strprintf("algo=%s (forced by %s) needs >= 2 ranks; this communicator has 1",
+                                                   arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedBy.c_str()));
+  const bool calibrated = !policy.calibratedFrom.empty();
+  const char* origin = calibrated                      ? policy.calibratedFrom.c_str()
+                       : !policy.builtinOrigin.empty() ? policy.builtinOrigin.c_str()
+                                                       : "built-in default, not calibrated";
+  // One rank is always local, forced or not.
+  const bool forced = policy.forcedAlgo != arfuseAlgoAuto && f.nranks > 1;
+  const PlanContext c{f,
+                      limits,
+                      policy,
+                      req,
+                      forced,
+                      bytes,
+                      req.op == arfuseOpAllReduce ? "allreduce" : "allreduce+add+rmsnorm",
+                      forcedBy.c_str(),
+                      origin,
+                      calibrated};
+  return forced ? planForced(findAlgo(arfuseAlgo_t(policy.forcedAlgo)), c) : planAuto(c);
 }
 
 }  // namespace arfuse

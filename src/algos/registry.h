@@ -113,35 +113,17 @@ bool bindAlgoLaunch(arfuseAlgo_t algo, Status (*launch)(const AlgoLaunch&));
 bool addAlgo(const AlgoEntry& e, arfuseAlgo_t before);
 void removeAlgo(arfuseAlgo_t algo);
 
-// Shared by the entries (plan/plan.cc).
-namespace planning {
-// A multi-rank path's geometry, and whether the call's tiles fit the path's per-CTA regions.
-bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why);
-// The single-GPU add+RMSNorm kernel's geometry (the local path, and the NCCL path's epilogue).
-bool localGeometry(const PlanContext& c, Plan* p, std::string* why);
-// The staging buffer of one-shot, two-shot (and host-staged's two-shot variant).
-void stagingWorkspace(const WorkspaceInputs& in, Workspace* w);
-// Host-staged: the two-shot variant, by the bytes each rank pulls over its link.
-bool hostTwoShot(const Fabric& f, const PlanPolicy& policy, long long bytes);
-// A forced peer-access path's refusal without peer access; "" when the group has it.
-std::string needsPeerAccess(const PlanContext& c, const char* name);
-// A forced peer-access path (low-latency after its own checks, one-shot, two-shot): the refusal
-// without peer access, else "<name>: forced by ... (bytes, ranks)".
-Verdict forcedPeerPath(const PlanContext& c, const char* name);
-// The auto plan's refusal of a peer-access path in a group without peer access.
-Verdict noPeerAccess(const PlanContext& c);
-// barrierGeometry for one path, as an entry's geometry.
-template <arfuseAlgo_t A>
-bool barrierGeometryOf(const PlanContext& c, Plan* p, std::string* why) {
-  return barrierGeometry(c, A, p, why);
-}
-// detail, or a sentence when the caller recorded none.
-std::string why(const std::string& detail, const char* fallback);
-extern const char* const kNoP2pWhy;
-extern const char* const kNoNcclWhy;
-extern const char* const kNoHostWhy;
-// A policy limit as text ("unlimited" for LLONG_MAX).
-std::string limitText(long long v);
-}  // namespace planning
+// The plan: the first entry (in list order) whose canImplement takes the call, with its reason and
+// geometry; a forced algorithm's entry, or its refusal. Pure: the same function answers
+// arfuseCommQueryPlan, `arfuse plan` and every collective call, so the reason printed is the one acted on.
+Plan makePlan(const Fabric& fabric, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req);
+
+// deterministic: the NCCL path gathers every rank's input (nranks messages) instead of summing.
+// maxBlocks: CTA regions (the most CTAs a barrier path launches); fewestCtas (<= maxBlocks, -1: the
+// same): the fewest CTAs a full-size call may be spread over, which sizes each region.
+Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
+                       bool deterministic = false, int fewestCtas = -1);
+// The same from a group's fabric (its per-class CTA caps).
+Workspace workspaceFor(const Limits& limits, const Fabric& f, long long hostMessageBytes, bool deterministic);
 
 }  // namespace arfuse

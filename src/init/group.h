@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/registry.h"
 #include "common/log.h"
 #include "device/args.h"
 #include "diag/watchdog.h"

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "algos/registry.h"
 #include "common/params.h"
 #include "init/cuda_check.h"
 #include "topo/probe.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "algos/registry.h"
 #include "common/log.h"
 
 namespace arfuse {

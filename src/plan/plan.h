@@ -135,10 +135,11 @@ int dtypeVecElems(arfuseDataType_t dtype);
 // Largest hidden size the kernels support for a dtype (one row fits in registers of one block).
 int maxSupportedHidden(arfuseDataType_t dtype);
 
+// A plan that failed: the code and the reason (the message naming the argument and the fix).
+Plan failedPlan(arfuseResult_t status, std::string reason);
+
 // Checks (tokens, hidden, dtype) against the kernels and the communicator's limits.
 Plan validateShape(const Limits& limits, const PlanRequest& req);
-
-Plan makePlan(const Fabric& fabric, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req);
 
 // Geometry of the single-GPU add+RMSNorm kernel (also the NCCL path's epilogue): blocks, threads
 // and the vectors-per-thread instantiation.
@@ -174,12 +175,6 @@ struct Workspace {
   size_t hostRegionBytes = 0;     // per CTA and parity, for messages up to hostMessageBytes
   size_t hostSlotBytes = 0;       // per rank: maxBlocks x 2 x hostRegionBytes
 };
-// deterministic: the NCCL path gathers every rank's input (nranks messages) instead of summing.
-// maxBlocks: CTA regions (the most CTAs a barrier path launches); fewestCtas (<= maxBlocks, -1: the
-// same): the fewest CTAs a full-size call may be spread over, which sizes each region.
-Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
-                       bool deterministic = false, int fewestCtas = -1);
-// The same from a group's fabric (its per-class CTA caps).
-Workspace workspaceFor(const Limits& limits, const Fabric& f, long long hostMessageBytes, bool deterministic);
+// Sized by the paths of the registry (algos/registry.h workspaceFor).
 
 }  // namespace arfuse

@@ -6,6 +6,7 @@
 
 #include "algos/hierarchical/args.h"
 #include "algos/hierarchical/plan.h"
+#include "algos/registry.h"
 
 namespace arfuse {
 namespace {

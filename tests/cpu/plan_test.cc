@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "algos/registry.h"
 #include "common/log.h"
 #include "device/args.h"
 #include "plan_fixtures.h"

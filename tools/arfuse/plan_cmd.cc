@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "algos/hierarchical/plan.h"
+#include "algos/registry.h"
 #include "cli.h"
 #include "common/params.h"
 #include "plan/from_topology.h"

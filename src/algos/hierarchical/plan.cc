@@ -9,13 +9,6 @@
 namespace arfuse {
 namespace {
 
-Plan failure(arfuseResult_t code, const std::string& why) {
-  Plan p;
-  p.status = code;
-  p.reason = why;
-  return p;
-}
-
 const char* forcedByText(const PlanPolicy& policy) {
   return policy.forcedBy.empty() ? "the caller" : policy.forcedBy.c_str();
 }
@@ -82,7 +75,7 @@ Plan makeMultiHostPlan(const MultiHostFabric& f, const Limits& limits, const Pla
   const std::string shape = strprintf("%d hosts x %d ranks", f.hosts, f.localRanks);
   auto hierarchical = [&](const std::string& reason) {
     std::string why;
-    if (!hierarchicalGatherGeometry(f, req, &p, &why)) return failure(arfuseUnsupported, why);
+    if (!hierarchicalGatherGeometry(f, req, &p, &why)) return failedPlan(arfuseUnsupported, why);
     p.algo = arfuseAlgoHierarchical;
     p.reason = reason;
     return p;
@@ -97,20 +90,21 @@ Plan makeMultiHostPlan(const MultiHostFabric& f, const Limits& limits, const Pla
       return p;
     case arfuseAlgoHierarchical:
       if (!f.hierarchical)
-        return failure(arfuseUnsupported, strprintf("algo=hierarchical (forced by %s) is unavailable: %s; use auto "
-                                                    "or nccl",
-                                                    forcedByText(policy), f.hierarchicalDetail.c_str()));
+        return failedPlan(arfuseUnsupported, strprintf("algo=hierarchical (forced by %s) is unavailable: %s; use auto "
+                                                       "or nccl",
+                                                       forcedByText(policy), f.hierarchicalDetail.c_str()));
       if (req.extended)
-        return failure(arfuseUnsupported, strprintf("algo=hierarchical (forced by %s) has no extended epilogue "
-                                                    "(arfuseAllReduceEpilogue); use auto or nccl",
-                                                    forcedByText(policy)));
+        return failedPlan(arfuseUnsupported, strprintf("algo=hierarchical (forced by %s) has no extended epilogue "
+                                                       "(arfuseAllReduceEpilogue); use auto or nccl",
+                                                       forcedByText(policy)));
       return hierarchical(strprintf("hierarchical: forced by %s (%lld B, %s; %lld B fp32 per rank cross hosts)",
                                     forcedByText(policy), bytes, shape.c_str(), slice));
     default:
-      return failure(arfuseUnsupported,
-                     strprintf("algo=%s (forced by %s) runs within one host; this group spans %s: use auto, nccl or "
-                               "hierarchical",
-                               arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedByText(policy), shape.c_str()));
+      return failedPlan(
+          arfuseUnsupported,
+          strprintf("algo=%s (forced by %s) runs within one host; this group spans %s: use auto, nccl or "
+                    "hierarchical",
+                    arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedByText(policy), shape.c_str()));
   }
   std::string why;
   if (req.extended)

@@ -1,7 +1,7 @@
 // The host-staged path's registry entry: without peer access, messages up to the host-staged limit
 // (any size the host area holds when NCCL is missing); the one-shot or the two-shot variant by the
 // bytes each rank pulls over its link.
-#include "algos/registry.h"
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {

@@ -1,6 +1,6 @@
 // The local path's registry entry: one rank, no communication (the single-GPU add+RMSNorm kernel,
 // or a copy for a plain all-reduce).
-#include "algos/registry.h"
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {

@@ -3,7 +3,7 @@
 // it, the two-phase variant (Plan.variant; algos/lowlatency/kernel.cuh).
 #include <algorithm>
 
-#include "algos/registry.h"
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {

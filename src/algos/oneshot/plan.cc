@@ -1,6 +1,6 @@
 // The one-shot path's registry entry: with peer access, every message at 2 ranks (two-shot moves
 // the same bytes and adds a barrier) and, beyond, while bytes x (n-1) stays under the one-shot limit.
-#include "algos/registry.h"
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {

@@ -1,6 +1,6 @@
 // The two-shot path's registry entry: with peer access, every message the paths before it left
 // (the last entry of the auto plan).
-#include "algos/registry.h"
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {

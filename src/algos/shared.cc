@@ -1,0 +1,97 @@
+#include "algos/shared.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "common/log.h"
+#include "device/args.h"
+
+namespace arfuse {
+
+namespace planning {
+
+const char* const kNoP2pWhy = "the group reported no peer access";
+const char* const kNoNcclWhy = "the group has no NCCL communicator";
+const char* const kNoHostWhy = "the group has no host exchange area";
+
+std::string why(const std::string& detail, const char* fallback) { return detail.empty() ? fallback : detail; }
+
+std::string limitText(long long v) { return v == LLONG_MAX ? std::string("unlimited") : strprintf("%lld B", v); }
+
+bool hostTwoShot(const Fabric& f, const PlanPolicy& policy, long long bytes) {
+  const long long peerBytes = bytes * (f.nranks - 1);
+  return f.nranks > 2 && peerBytes > policy.hostOneShotMaxBytes;
+}
+
+std::string needsPeerAccess(const PlanContext& c, const char* name) {
+  if (c.f.p2p) return "";
+  return strprintf("algo=%s (forced by %s) needs peer access between all ranks: %s; use algo=nccl or auto", name,
+                   c.forcedBy, why(c.f.p2pDetail, kNoP2pWhy).c_str());
+}
+
+Verdict forcedPeerPath(const PlanContext& c, const char* name) {
+  const std::string refusal = needsPeerAccess(c, name);
+  if (!refusal.empty()) return Verdict::no(refusal);
+  return Verdict::yes(strprintf("%s: forced by %s (%lld B, %d ranks)", name, c.forcedBy, c.bytes, c.f.nranks));
+}
+
+Verdict noPeerAccess(const PlanContext& c) { return Verdict::no(why(c.f.p2pDetail, kNoP2pWhy)); }
+
+// On failure *why says why (the caller decides whether that is an error or a fallback).
+bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why) {
+  const Fabric& f = c.f;
+  if (!tileGeometry(f, c.req, algo, &p->blocks, &p->threads, &p->geo, c.policy.maxChunks)) {
+    *why = strprintf("no %s kernel covers %d vectors per CTA", arfuseAlgoName(algo), p->geo.chunkVecs);
+    return false;
+  }
+  long long use = ctaRegionUse(p->geo, c.req.tokens);
+  long long cap = 0;
+  switch (algo) {
+    case arfuseAlgoLowLatency:  // flagged bytes: a narrow tile takes whole 1 KiB groups
+      use = llRegionUse(p->geo, c.req.tokens);
+      cap = static_cast<long long>(kLlRegionBytes);
+      break;
+    case arfuseAlgoHostStaged:
+      cap = f.hostRegionBytes;
+      if (hostTwoShot(f, c.policy, c.bytes)) {  // pushed slots; the own slice's copy in the staging too
+        use = twoShotRegionUse(p->geo, c.req.tokens, f.nranks);
+        if (f.stagingRegionBytes > 0) cap = std::min(cap, f.stagingRegionBytes);
+      }
+      break;
+    case arfuseAlgoTwoShot:
+      use = twoShotRegionUse(p->geo, c.req.tokens, f.nranks);
+      cap = f.stagingRegionBytes;
+      break;
+    default:
+      cap = f.stagingRegionBytes;
+  }
+  if (cap > 0 && use > cap) {
+    *why =
+        strprintf("%s: a CTA would carry %lld B (%d tiles of %d vectors), more than its %lld B region",
+                  arfuseAlgoName(algo), use, (c.req.tokens + p->geo.slots - 1) / p->geo.slots, p->geo.chunkVecs, cap);
+    return false;
+  }
+  p->pdl = f.pdl;
+  return true;
+}
+
+bool localGeometry(const PlanContext& c, Plan* p, std::string*) {
+  ::arfuse::localGeometry(c.req.tokens, c.req.hidden, c.req.dtype, c.f.smCount, c.req.extended, &p->blocks, &p->threads,
+                          &p->geo);
+  p->pdl = c.f.pdl;
+  return true;
+}
+
+void stagingWorkspace(const WorkspaceInputs& in, Workspace* w) {
+  // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, CTAs of its class)).
+  // Each row has room for two-shot's pushed slots (device/args.h twoShotTileVecs: n - 1 vectors more
+  // at most, only for rows narrower than (n - 1)^2 vectors).
+  const size_t rowsPerCta = (static_cast<size_t>(in.limits.maxTokens) + in.fewest - 1) / in.fewest;
+  const size_t slack = static_cast<size_t>(std::max(0, in.nranks - 1)) * 16;
+  w->stagingRegionBytes = (rowsPerCta * (w->maxRowBytes + slack) + 255) / 256 * 256;
+  w->stagingBytes = in.ctas * 2 * w->stagingRegionBytes;
+}
+
+}  // namespace planning
+
+}  // namespace arfuse
