@@ -40,16 +40,18 @@ struct Registry {
 
 // The auto plan's order: one rank stays local; the low-latency path takes the smallest messages;
 // without peer access host staging, then NCCL; NCCL above a measured crossover; then one-shot, and
-// two-shot for everything else. A forced algorithm is looked up here by its id.
+// two-shot for everything else. A group that spans hosts asks hierarchical, then NCCL (the only
+// paths across hosts; hierarchical declines at once within one host). A forced algorithm is looked
+// up here by its id.
 Registry& registry() {
   static Registry r({
       localEntry(),
       lowLatencyEntry(),
       hostStagedEntry(),
+      hierarchicalEntry(),
       ncclEntry(),
       oneShotEntry(),
       twoShotEntry(),
-      hierarchicalEntry(),
   });
   return r;
 }
@@ -111,8 +113,17 @@ bool geometryOf(const AlgoEntry& e, const PlanContext& c, const Verdict& v, Plan
   return true;
 }
 
+// "2 hosts x 4 ranks": the shape of a group that spans hosts, as its reasons name it.
+std::string hostsShape(const Fabric& f) { return strprintf("%d hosts x %d ranks", f.hosts, f.localRanks); }
+
 // The entry the caller forced, or the refusal.
 Plan planForced(const AlgoEntry* e, const PlanContext& c) {
+  if (c.f.hosts > 1 && (!e || !e->acrossHosts))
+    return failedPlan(
+        arfuseUnsupported,
+        strprintf("algo=%s (forced by %s) runs within one host; this group spans %s: use auto, nccl or "
+                  "hierarchical",
+                  arfuseAlgoName(arfuseAlgo_t(c.policy.forcedAlgo)), c.forcedBy, hostsShape(c.f).c_str()));
   if (!e)
     return failedPlan(arfuseInvalidArgument,
                       strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
@@ -130,12 +141,20 @@ Plan planForced(const AlgoEntry* e, const PlanContext& c) {
   return p;
 }
 
-// The first entry that takes the call.
+// The first entry that takes the call (of a group that spans hosts: the first of those that cross
+// hosts); each is told why the one asked before it declined (PlanContext::declined).
 Plan planAuto(const PlanContext& c) {
   const Fabric& f = c.f;
+  std::string declined;
+  PlanContext ask = c;
+  ask.declined = &declined;
   for (const AlgoEntry& e : algoRegistry()) {
-    const Verdict v = e.canImplement(c);
-    if (!v.ok) continue;
+    if (f.hosts > 1 && !e.acrossHosts) continue;
+    const Verdict v = e.canImplement(ask);
+    if (!v.ok) {
+      declined = v.reason;
+      continue;
+    }
     Plan p;
     std::string why;
     const bool cut = geometryOf(e, c, v, &p, &why);

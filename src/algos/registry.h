@@ -34,6 +34,11 @@ struct PlanContext {
   const char* forcedBy;  // who forced it ("config", "ARFUSE_ALGO", "the caller")
   const char* origin;    // where the limits came from, for the reasons
   bool calibrated;       // the limits are a calibration's
+  // The auto plan: why the entry asked before this one declined the call ("" for the first), so
+  // that a fallback can say it (nccl across hosts names why the hierarchical path did not serve).
+  const std::string* declined = nullptr;
+  // A group that spans hosts (Fabric::hosts > 1): only the entries that cross hosts are asked.
+  bool acrossHosts() const { return f.hosts > 1; }
 };
 
 // canImplement's answer: ok with the plan's reason, or the reason the path cannot take the call
@@ -94,6 +99,9 @@ struct AlgoEntry {
   void (*workspace)(const WorkspaceInputs& in, Workspace* w) = nullptr;
   // Launches the call (bound by the library: issue.cc of the path; nullptr in pure builds).
   Status (*launch)(const AlgoLaunch& call) = nullptr;
+  // The path serves groups that span hosts (Fabric::hosts > 1): the plan of such a group asks only
+  // these entries, and refuses any other forced one.
+  bool acrossHosts = false;
 };
 
 // The ids a path may have: the values arfuseAlgo_t can hold (its enumerators fit 4 bits).

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/hierarchical/plan.h"
 #include "algos/issue.h"
 #include "api/enqueue.h"
 #include "api/replica_check.h"

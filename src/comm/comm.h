@@ -68,6 +68,11 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
 Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms);
 Status destroyComm(arfuseComm_t comm);
 
+// The plan of a call on this group (algos/registry.h makePlan over its fabric, or, for a group that
+// spans hosts, over the fabric across hosts: comm/multihost.h); the same function answers
+// arfuseCommQueryPlan.
+Plan planOn(const Group& g, const PlanRequest& req);
+
 // A kernel-recorded error of the group (arfusePeerTimeout, arfuseMismatch, arfuseInvalidUsage for two
 // streams at once) as a failed Status whose message describes it, or an ok Status. A report of a
 // recorded error, not one raised here: it has no trail (and logs nothing; it is polled).

@@ -24,7 +24,6 @@
 #include <string>
 #include <vector>
 
-#include "algos/registry.h"
 #include "common/log.h"
 #include "device/args.h"
 #include "diag/watchdog.h"
@@ -89,13 +88,6 @@ struct Group {
   std::vector<int> logRanks;
 };
 
-// A group that spans hosts (comm/multihost.cc): its plan (algos/hierarchical/plan.h), its ranks and
-// the NCCL path's buffer over all of them (its communicators are reached only through the watch,
-// comm/multihost_watch.h, which may abort them).
-Plan planMultiHost(const Group& g, const PlanRequest& req);
-int multiHostRanks(const Group& g);
-void* multiHostNcclSum(const Group& g);
-
 // ---- What the API layer reads of a group ----
 
 // The ranks of the intra-host group (a group that spans hosts: of this host).
@@ -109,11 +101,6 @@ inline uint64_t groupTimeoutNs(const Group& g) { return g.timeoutNs; }
 inline GroupShared* groupSharedArea(const Group& g) { return g.shared; }
 // What a group that spans hosts adds (comm/multihost.h), or nullptr.
 inline const MultiHost* groupMultiHost(const Group& g) { return g.multiHost.get(); }
-
-// The plan of a call on this group (the same function answers arfuseCommQueryPlan).
-inline Plan planOn(const Group& g, const PlanRequest& req) {
-  return g.multiHost ? planMultiHost(g, req) : makePlan(g.fabric, g.limits, g.policy, req);
-}
 
 // Local rank r's NCCL communicator and the NCCL path's sum buffer.
 inline ncclComm_t rankNccl(const Group& g, int r) { return g.ranks[r].nccl; }

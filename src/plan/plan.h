@@ -38,6 +38,13 @@ struct Fabric {
   // Bytes of one CTA's region of one parity (Workspace below); 0 = no such buffer.
   long long stagingRegionBytes = 0;
   long long hostRegionBytes = 0;
+  // A group that spans hosts (comm/multihost.h; docs/multihost.md): hosts > 1, nranks its global
+  // ranks, localRanks (L) on each host; the CTA caps, SMs and PDL are the fewest over every rank.
+  // Only the paths that cross hosts (AlgoEntry::acrossHosts: nccl, hierarchical) plan its calls.
+  int hosts = 1;
+  int localRanks = 1;
+  bool hierarchical = false;       // every host's ranks have peer access and the hierarchical path's buffers
+  std::string hierarchicalDetail;  // why not
 };
 
 struct Limits {

@@ -54,8 +54,8 @@ TEST(Registry, OneEntryPerPathInPlanOrder) {
     EXPECT_NE(e.canImplement, nullptr);
     EXPECT_NE(e.geometry, nullptr);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"local", "lowlatency", "hoststaged", "nccl", "oneshot", "twoshot",
-                                             "hierarchical"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"local", "lowlatency", "hoststaged", "hierarchical", "nccl", "oneshot",
+                                             "twoshot"}));
   EXPECT_EQ(findAlgo(kDummy), nullptr);
 }
 
