@@ -1,6 +1,7 @@
-// What every path's issue.cc shares: the Status of a kernel launch (the library only: CUDA's
-// error text). Each issue.cc binds its path's launch to the registry entry when the library loads:
-//   const bool kBound = bindAlgoLaunch(arfuseAlgoOneShot, launch);
+// What every path's issue.cc shares (the library only): the Status of a kernel launch (CUDA's error
+// text). Each issue.cc binds its path's steps (prepare, the launch, ...) to the registry entry when
+// the library loads:
+//   const bool kBound = bindAlgoIssue(arfuseAlgoOneShot, AlgoIssue{prepare, nullptr, launch, ...});
 #pragma once
 
 #include <cuda_runtime.h>

@@ -62,8 +62,8 @@ const std::vector<AlgoEntry>& algoRegistry() { return registry().entries; }
 
 const AlgoEntry* findAlgo(arfuseAlgo_t algo) { return registry().find(algo); }
 
-bool bindAlgoLaunch(arfuseAlgo_t algo, Status (*launch)(const AlgoLaunch&)) {
-  if (AlgoEntry* e = registry().find(algo)) e->launch = launch;
+bool bindAlgoIssue(arfuseAlgo_t algo, const AlgoIssue& issue) {
+  if (AlgoEntry* e = registry().find(algo)) e->issue = issue;
   return true;
 }
 

@@ -1,20 +1,22 @@
 // The algorithm registry: one entry per path, in the order the auto plan tries them. An entry says
 // whether its path can take a call (and why, or why not), how the call is cut (its geometry), what
-// the path adds to each rank's workspace, and how the call is launched. makePlan (plan/plan.cc)
-// walks the entries; workspaceFor adds their contributions; enqueue (api/enqueue.cc) launches
-// through the entry of the planned algorithm.
+// the path adds to each rank's workspace, and how the library issues the call: the path's prepare
+// step builds its own arguments from the planned call, then its steps (an NCCL step, its kernels)
+// read them. makePlan (below) walks the entries; workspaceFor adds their contributions; api/api.cc
+// prepares and api/enqueue.cc issues through the entry of the planned algorithm, with no code of any
+// one path.
 //
 // A path lives in src/algos/<path>/: kernel.cuh (its kernel), launch.cu (its instantiations),
 // plan.cc (its entry: canImplement, geometry, workspace; pure C++, CPU-tested) and issue.cc (its
-// launch, bound to the entry when the library loads). Adding one is that folder plus one line in
-// registry.cc; tests/cpu/registry_test.cc adds a dummy path to show it.
+// prepare step and launch, bound to the entry when the library loads). Adding one is that folder
+// plus one line in registry.cc; tests/cpu/registry_test.cc adds a dummy path to show it.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-#include "algos/hierarchical/args.h"
 #include "algos/launch.h"
 #include "arfuse/arfuse.h"
 #include "core/status.h"
@@ -70,22 +72,78 @@ struct WorkspaceInputs {
   bool deterministic;
 };
 
-// What a path's launch reads: the instantiation and geometry, the arguments of the path's kernel
-// (ka for the multi-rank kernels, la for the single-GPU add+RMSNorm, hier for the hierarchical
-// path's three steps) and the stream. A planned call (api/enqueue.h PlannedCall) holds one, filled
-// once by the planning in api.cc, and enqueue hands it to the entry as it is.
+struct Group;  // init/group.h: what the call's path reads of the group it runs on
+
+// One checked call, as its path prepares it: the C ABI's arguments after every check (api/api.cc),
+// the extended epilogue's outputs already in place of the plain ones.
+struct Call {
+  arfuseOp_t op = arfuseOpAllReduceAddRmsNorm;
+  arfuseDataType_t dtype = arfuseBfloat16;
+  int tokens = 0, hidden = 0;
+  float eps = 0.f;
+  const void* x = nullptr;  // AllReduce: in
+  const void* residualIn = nullptr;
+  const void* weight = nullptr;
+  void* normOut = nullptr;
+  void* residualOut = nullptr;  // AllReduce: out
+  bool fused = false;           // AllReduceAddRmsNorm, or the extended epilogue
+  bool extended = false;        // arfuseAllReduceEpilogue: `ext` holds its kernel options
+  EpiArgs ext{};
+};
+
+// What a path's prepare step is given: the group (nullptr for arfuseAddRmsNorm, which has none:
+// only the local path runs it), the local rank, the plan and the call.
+struct PrepareContext {
+  const Group* g;
+  int rank;
+  const Plan& plan;
+  const Call& call;
+};
+
+// Bytes a path's own arguments may take in an AlgoLaunch (the hierarchical path's are the largest).
+constexpr size_t kAlgoArgsBytes = 1536;
+
+// A prepared call, as its path's steps read it: the kernel's instantiation and geometry (the plan's,
+// which prepare may adjust), the stream, which steps it has, and the path's own arguments, which only
+// that path's prepare writes and its steps read (args<T>(): T is the path's, trivially copyable; a
+// planned call is copied when arfuseGroupStart/End holds it back).
 struct AlgoLaunch {
   Launch l;
-  KernelArgs ka{};    // one-shot, two-shot, low-latency, host-staged, hierarchical (intra-host)
-  LocalArgs la{};     // local path, and the NCCL path's epilogue (la.x = the all-reduce's output)
-  HierLaunch hier{};  // hierarchical path (algos/hierarchical/args.h)
-  bool fused = false;
   bool variant = false;  // Plan.variant: host-staged two-shot, low-latency two-phase
-  // The local path's plain all-reduce: out = in (nothing when in place)
-  const void* copySrc = nullptr;
-  void* copyDst = nullptr;
-  size_t copyBytes = 0;
   cudaStream_t stream = nullptr;
+  bool collective = false;  // an NCCL step first (AlgoIssue::collective: inside arfuseGroupStart/End, in a wave)
+  bool kernels = true;      // then the path's kernels (AlgoIssue::launch)
+
+  template <typename T>
+  T& args() {
+    static_assert(sizeof(T) <= kAlgoArgsBytes && alignof(T) <= 16, "a path's arguments must fit kAlgoArgsBytes");
+    static_assert(std::is_trivially_copyable<T>::value, "a path's arguments are copied as bytes");
+    return *reinterpret_cast<T*>(args_);
+  }
+  template <typename T>
+  const T& args() const {
+    return const_cast<AlgoLaunch*>(this)->args<T>();
+  }
+
+ private:
+  alignas(16) unsigned char args_[kAlgoArgsBytes];
+};
+
+// How the library issues a path's calls (bound by the path's issue.cc when the library loads;
+// absent in the pure builds, which only plan).
+struct AlgoIssue {
+  // Builds the path's arguments from the planned call, and says which steps the call has.
+  Status (*prepare)(const PrepareContext& p, AlgoLaunch* out) = nullptr;
+  // The NCCL step (nullptr: none): issued before the kernels; inside arfuseGroupStart/End within an
+  // NCCL group of its wave (`grouped`; api/group_schedule.h).
+  Status (*collective)(const AlgoLaunch& call, bool grouped) = nullptr;
+  // The kernels (or copies) of the call.
+  Status (*launch)(const AlgoLaunch& call) = nullptr;
+  // Mins the path's kernels' residency into *r (algos/launch.h measureResidency; nullptr: none that
+  // must be co-resident).
+  void (*residency)(Residency* r) = nullptr;
+  // Why the path's calls cannot be made inside arfuseGroupStart/End (nullptr: they can).
+  const char* notInGroups = nullptr;
 };
 
 struct AlgoEntry {
@@ -97,8 +155,8 @@ struct AlgoEntry {
   bool (*geometry)(const PlanContext& c, Plan* p, std::string* why) = nullptr;
   // Adds the path's buffers to the per-rank workspace (nullptr: none).
   void (*workspace)(const WorkspaceInputs& in, Workspace* w) = nullptr;
-  // Launches the call (bound by the library: issue.cc of the path; nullptr in pure builds).
-  Status (*launch)(const AlgoLaunch& call) = nullptr;
+  // How the library issues the path's calls (bound by issue.cc of the path; empty in pure builds).
+  AlgoIssue issue;
   // The path serves groups that span hosts (Fabric::hosts > 1): the plan of such a group asks only
   // these entries, and refuses any other forced one.
   bool acrossHosts = false;
@@ -113,8 +171,8 @@ const std::vector<AlgoEntry>& algoRegistry();
 // The entry of `algo`, or nullptr: a table indexed by the id, built from the list (every launch
 // looks its path up here).
 const AlgoEntry* findAlgo(arfuseAlgo_t algo);
-// Binds a path's launch to its entry (issue.cc, at library load). Returns true (for a static).
-bool bindAlgoLaunch(arfuseAlgo_t algo, Status (*launch)(const AlgoLaunch&));
+// Binds a path's issue steps to its entry (issue.cc, at library load). Returns true (for a static).
+bool bindAlgoIssue(arfuseAlgo_t algo, const AlgoIssue& issue);
 // A path added to the list before the entry of `before` (at the end if none), and removed again: for
 // tests (tests/cpu/registry_test.cc), not thread-safe. addAlgo is false if the id is out of range
 // (0..kAlgoIds-1) or taken.

@@ -1,10 +1,12 @@
 // What the paths' registry entries share (src/algos/<path>/plan.cc): the barrier paths' geometry
-// and staging, the single-GPU kernel's geometry, and the reasons and refusals several paths give.
+// and staging, the single-GPU kernel's geometry, and the reasons and refusals several paths give;
+// and what their prepare steps share: the call's part of the kernels' arguments.
 #pragma once
 
 #include <string>
 
 #include "algos/registry.h"
+#include "common/params.h"
 
 namespace arfuse {
 
@@ -37,5 +39,32 @@ extern const char* const kNoHostWhy;
 // A policy limit as text ("unlimited" for LLONG_MAX).
 std::string limitText(long long v);
 }  // namespace planning
+
+// The call's part of a multi-rank kernel's arguments: the buffers, the shape, the tiling of the
+// plan's geometry and the descriptor ranks compare (the group's part: init/group.h
+// fillGroupKernelArgs).
+inline void fillCallKernelArgs(const PrepareContext& p, KernelArgs* ka) {
+  const Call& c = p.call;
+  ka->pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
+  ka->desc = makeCallDesc(c.op, c.dtype, p.plan.algo, p.plan.variant ? 1 : 0, c.tokens, c.hidden);
+  ka->tiling = Tiling{p.plan.geo.chunks, p.plan.geo.chunkVecs, p.plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
+  ka->x = c.x;
+  ka->residualIn = c.residualIn;
+  ka->weight = c.weight;
+  ka->normOut = c.normOut;
+  ka->residualOut = c.residualOut;
+  ka->tokens = c.tokens;
+  ka->hidden = c.hidden;
+  ka->eps = c.eps;
+  ka->invHidden = 1.0f / c.hidden;
+  ka->ext = c.ext;
+}
+
+// The single-GPU kernel's arguments for a call whose rows are at `x` (the local path: the caller's x;
+// the NCCL path's epilogue: the all-reduce's output).
+inline LocalArgs localArgsOf(const Call& c, const void* x) {
+  return LocalArgs{x, c.residualIn, c.weight, c.normOut, c.residualOut, c.tokens, c.hidden, c.eps, 1.0f / c.hidden, 1,
+                   0, {},           c.ext};
+}
 
 }  // namespace arfuse

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/shared.h"
 #include "common/log.h"
 #include "device/args.h"
 #include "diag/watchdog.h"
@@ -122,6 +123,20 @@ inline void fillGroupKernelArgs(const Group& g, int r, KernelArgs* ka) {
   ka->flight = g.flight ? 1 : 0;
   ka->rank = r;
   ka->nranks = g.nranks;
+}
+
+// A multi-rank kernel's arguments for a call: the group's part for the call's rank, then the call's.
+inline KernelArgs multiRankArgs(const PrepareContext& p) {
+  KernelArgs ka{};
+  fillGroupKernelArgs(*p.g, p.rank, &ka);
+  fillCallKernelArgs(p, &ka);
+  return ka;
+}
+// The prepare step of the paths whose kernels take them as they are (one-shot, two-shot,
+// low-latency, host-staged).
+inline Status prepareMultiRankArgs(const PrepareContext& p, AlgoLaunch* out) {
+  out->args<KernelArgs>() = multiRankArgs(p);
+  return Status();
 }
 
 // Whether rank r's calls are checked for sharing a stream with another rank of its GPU (in-process

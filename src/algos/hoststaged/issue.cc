@@ -1,12 +1,18 @@
-// The host-staged path's launch (the one-shot or two-shot variant), bound to its registry entry.
+// The host-staged path's steps, bound to its registry entry: the kernel's arguments, then the
+// one-shot or two-shot variant's launch over the host exchange.
 #include "algos/issue.h"
+
+#include "init/group.h"
 
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchHostStaged(c.l, c.variant, c.ka, c.stream), c.l); }
+Status launch(const AlgoLaunch& c) {
+  return kernelLaunchStatus(launchHostStaged(c.l, c.variant, c.args<KernelArgs>(), c.stream), c.l);
+}
 
-[[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoHostStaged, launch);
+[[maybe_unused]] const bool kBound =
+    bindAlgoIssue(arfuseAlgoHostStaged, AlgoIssue{prepareMultiRankArgs, nullptr, launch});
 
 }  // namespace
 }  // namespace arfuse

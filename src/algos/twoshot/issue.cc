@@ -1,12 +1,16 @@
-// The twoshot path's launch, bound to its registry entry.
+// The twoshot path's steps, bound to its registry entry: the multi-rank kernel's arguments, then its launch.
 #include "algos/issue.h"
+
+#include "init/group.h"
 
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchTwoShot(c.l, c.ka, c.stream), c.l); }
+Status launch(const AlgoLaunch& c) {
+  return kernelLaunchStatus(launchTwoShot(c.l, c.args<KernelArgs>(), c.stream), c.l);
+}
 
-[[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoTwoShot, launch);
+[[maybe_unused]] const bool kBound = bindAlgoIssue(arfuseAlgoTwoShot, AlgoIssue{prepareMultiRankArgs, nullptr, launch});
 
 }  // namespace
 }  // namespace arfuse
