@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "algos/launch.h"
 #include "init/cuda_check.h"
 #include "transport/process_cookie.h"
+#include "transport/proof.h"
 
 namespace arfuse {
 

@@ -2,6 +2,7 @@
 // one-shot or two-shot variant's launch over the host exchange.
 #include "algos/issue.h"
 
+#include "algos/hoststaged/launch.h"
 #include "init/group.h"
 
 namespace arfuse {
@@ -12,7 +13,7 @@ Status launch(const AlgoLaunch& c) {
 }
 
 [[maybe_unused]] const bool kBound =
-    bindAlgoIssue(arfuseAlgoHostStaged, AlgoIssue{prepareMultiRankArgs, nullptr, launch});
+    bindAlgoIssue(arfuseAlgoHostStaged, AlgoIssue{prepareMultiRankArgs, nullptr, launch, residencyHostStaged});
 
 }  // namespace
 }  // namespace arfuse

@@ -1,18 +1,34 @@
 // The host-staged path: the one-shot and two-shot kernels over the group's pinned host exchange
-// (device/exchange.cuh HostExchange), for ranks without peer access.
+// (device/exchange.cuh HostExchange), for ranks without peer access; their launch and residency.
 #include "algos/barrier_launch.cuh"
+#include "algos/hoststaged/launch.h"
+#include "algos/twoshot/kernel.cuh"
 
 namespace arfuse {
+namespace {
+
+struct OneShotHost {
+  template <typename T, bool kFused, int kVecs, bool kExt>
+  static BarrierKernelFn fn() {
+    return oneShotKernel<HostExchange, T, kFused, kVecs, kExt>;
+  }
+};
+struct TwoShotHost {
+  template <typename T, bool kFused, int kVecs, bool kExt>
+  static BarrierKernelFn fn() {
+    return twoShotKernel<HostExchange, T, kFused, kVecs, kExt>;
+  }
+};
+
+}  // namespace
 
 int launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream) {
-  return twoShot ? BarrierKernels<HostExchange, true>::launch(l, args, stream)
-                 : BarrierKernels<HostExchange, false>::launch(l, args, stream);
+  return twoShot ? BarrierKernels<TwoShotHost>::launch(l, args, stream)
+                 : BarrierKernels<OneShotHost>::launch(l, args, stream);
 }
-void residencyBarrier(Residency* r) {
-  BarrierKernels<PeerExchange, false>::residentAll(r);
-  BarrierKernels<PeerExchange, true>::residentAll(r);
-  BarrierKernels<HostExchange, false>::residentAll(r);
-  BarrierKernels<HostExchange, true>::residentAll(r);
+void residencyHostStaged(Residency* r) {
+  BarrierKernels<OneShotHost>::residentAll(r);
+  BarrierKernels<TwoShotHost>::residentAll(r);
 }
 
 }  // namespace arfuse

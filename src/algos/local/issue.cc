@@ -3,6 +3,7 @@
 // which has no group (PrepareContext::g is null).
 #include "algos/issue.h"
 
+#include "algos/local/launch.h"
 #include "algos/shared.h"
 
 namespace arfuse {

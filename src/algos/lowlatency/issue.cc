@@ -2,6 +2,7 @@
 // (the two-phase variant when the plan says so).
 #include "algos/issue.h"
 
+#include "algos/lowlatency/launch.h"
 #include "init/group.h"
 
 namespace arfuse {
@@ -12,7 +13,7 @@ Status launch(const AlgoLaunch& c) {
 }
 
 [[maybe_unused]] const bool kBound =
-    bindAlgoIssue(arfuseAlgoLowLatency, AlgoIssue{prepareMultiRankArgs, nullptr, launch});
+    bindAlgoIssue(arfuseAlgoLowLatency, AlgoIssue{prepareMultiRankArgs, nullptr, launch, residencyLowLatency});
 
 }  // namespace
 }  // namespace arfuse

@@ -8,6 +8,7 @@
 
 #include <nccl.h>
 
+#include "algos/local/launch.h"
 #include "algos/shared.h"
 #include "comm/multihost.h"
 #include "comm/multihost_watch.h"
