@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "algos/shared.h"
+#include "common/enum_arg.h"
 #include "common/log.h"
 #include "device/args.h"
 
@@ -67,6 +68,34 @@ bool bindAlgoIssue(arfuseAlgo_t algo, const AlgoIssue& issue) {
   return true;
 }
 
+const char* algoName(int id) {
+  if (id == arfuseAlgoAuto) return "auto";
+  if (id < 0 || id >= kAlgoIds) return "unknown";
+  const AlgoEntry* e = registry().find(arfuseAlgo_t(id));
+  return e ? e->name : "unknown";
+}
+
+int parseAlgoName(const std::string& name) {
+  if (name == "auto") return arfuseAlgoAuto;
+  for (const AlgoEntry& e : algoRegistry())
+    if (name == e.name) return e.algo;
+  return -1;
+}
+
+std::string algoNamesText(const char* sep, const char* last) {
+  std::string s = "auto";
+  const std::vector<AlgoEntry>& all = algoRegistry();
+  for (size_t i = 0; i < all.size(); ++i) s += std::string(i + 1 == all.size() ? last : sep) + all[i].name;
+  return s;
+}
+
+std::string pythonAlgoMembers() {
+  std::string s = "    Auto = 0\n";
+  for (int id = 1; id < kAlgoIds; ++id)
+    if (const AlgoEntry* e = findAlgo(arfuseAlgo_t(id))) s += strprintf("    %s = %d\n", e->enumName, id);
+  return s;
+}
+
 bool addAlgo(const AlgoEntry& e, arfuseAlgo_t before) {
   Registry& r = registry();
   if (static_cast<unsigned>(e.algo) >= static_cast<unsigned>(kAlgoIds) || r.find(e.algo)) return false;
@@ -126,9 +155,8 @@ Plan planForced(const AlgoEntry* e, const PlanContext& c) {
                   arfuseAlgoName(arfuseAlgo_t(c.policy.forcedAlgo)), c.forcedBy, hostsShape(c.f).c_str()));
   if (!e)
     return failedPlan(arfuseInvalidArgument,
-                      strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
-                                "lowlatency, oneshot, twoshot, hoststaged or nccl",
-                                c.policy.forcedAlgo, c.forcedBy, c.f.nranks));
+                      strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use %s", c.policy.forcedAlgo,
+                                c.forcedBy, c.f.nranks, algoNamesText().c_str()));
   const Verdict v = e->canImplement(c);
   if (!v.ok) return failedPlan(v.code, v.reason);
   Plan p;
@@ -208,3 +236,6 @@ Plan makePlan(const Fabric& f, const Limits& limits, const PlanPolicy& policy, c
 }
 
 }  // namespace arfuse
+
+// The C ABI's name of an algorithm: the registry's (a C caller may pass any int: read raw).
+extern "C" const char* arfuseAlgoName(arfuseAlgo_t a) { return arfuse::algoName(arfuse::rawEnum(a)); }

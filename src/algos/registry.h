@@ -146,9 +146,14 @@ struct AlgoIssue {
   const char* notInGroups = nullptr;
 };
 
+// A path's names exist here only: `name` is what users type and read (arfuseAlgoName, ARFUSE_ALGO,
+// --algo, the plan's reasons, the log lines' path=), `enumName` the CamelCase of its arfuseAlgo_t
+// enumerator (arfuseAlgo<enumName>, checked against include/arfuse/arfuse.h for the public ids) and
+// of its member of python/arfuse/_types.py's Algo (generated from the registry: pythonAlgoMembers).
 struct AlgoEntry {
   arfuseAlgo_t algo = arfuseAlgoAuto;
   const char* name = "";
+  const char* enumName = "";
   Verdict (*canImplement)(const PlanContext& c) = nullptr;
   // Sets p's blocks, threads, geometry and PDL (and variant); false with *why if no instantiation
   // or region covers the call.
@@ -173,6 +178,18 @@ const std::vector<AlgoEntry>& algoRegistry();
 const AlgoEntry* findAlgo(arfuseAlgo_t algo);
 // Binds a path's issue steps to its entry (issue.cc, at library load). Returns true (for a static).
 bool bindAlgoIssue(arfuseAlgo_t algo, const AlgoIssue& issue);
+// Names. The name of algorithm `id` (arfuseAlgoName: "auto" for arfuseAlgoAuto, "unknown" if no path
+// has the id).
+const char* algoName(int id);
+// The arfuseAlgo_t of "auto" or of a path's name; -1 if none.
+int parseAlgoName(const std::string& name);
+// "auto, local, lowlatency, ... or twoshot": every name parseAlgoName takes, in plan order, `sep`
+// between them and `last` before the last ("|", "|" for "auto|local|...").
+std::string algoNamesText(const char* sep = ", ", const char* last = " or ");
+// The members of python/arfuse/_types.py's Algo, one "    <enumName> = <id>" line each (with Auto),
+// by id: the Python side's names, generated from this list (tests/cpu keeps the file equal to it).
+std::string pythonAlgoMembers();
+
 // A path added to the list before the entry of `before` (at the end if none), and removed again: for
 // tests (tests/cpu/registry_test.cc), not thread-safe. addAlgo is false if the id is out of range
 // (0..kAlgoIds-1) or taken.

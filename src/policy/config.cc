@@ -1,12 +1,31 @@
 #include "policy/config.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 
+#include "algos/registry.h"
 #include "common/log.h"
 #include "common/params.h"
 
 namespace arfuse {
+
+namespace {
+
+// ARFUSE_ALGO as an arfuseAlgo_t ("auto" counts as set: 0); -1 when unset or no path's name, which
+// is reported once per process and ignored, as the parameter registry does with any invalid value.
+int envAlgo() {
+  const std::string name = paramAlgoName();
+  if (name.empty()) return -1;
+  const int a = parseAlgoName(name);
+  static std::atomic<bool> warned{false};
+  if (a < 0 && !warned.exchange(true))
+    ARFUSE_LOG(kLogWarn, LogContext{}, "", "ARFUSE_ALGO=%s: expected %s; ignored", name.c_str(),
+               algoNamesText().c_str());
+  return a;
+}
+
+}  // namespace
 
 size_t workspaceMessageBytes(const Limits& limits) {
   size_t largest = 0;
@@ -58,11 +77,12 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
                          r.limits.maxHidden, largest));
 
   if (c.algo != -1) {
-    if (c.algo < 0 || c.algo >= arfuseNumAlgos) return bad(strprintf("algo=%d: use -1 or an arfuseAlgo_t", c.algo));
+    if (c.algo != arfuseAlgoAuto && (c.algo < 0 || c.algo >= kAlgoIds || !findAlgo(arfuseAlgo_t(c.algo))))
+      return bad(strprintf("algo=%d: use -1 or an arfuseAlgo_t", c.algo));
     r.policy.forcedAlgo = c.algo;
     r.policy.forcedBy = "config";
-  } else if (paramAlgo() >= 0) {
-    r.policy.forcedAlgo = paramAlgo();
+  } else if (const int a = envAlgo(); a >= 0) {
+    r.policy.forcedAlgo = a;
     r.policy.forcedBy = "ARFUSE_ALGO";
   }
   if (r.policy.forcedAlgo == arfuseAlgoLocal && nranks > 1)

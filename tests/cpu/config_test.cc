@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "algos/registry.h"
 #include "common/params.h"
 
 namespace arfuse {

@@ -129,6 +129,7 @@ AlgoEntry hierarchicalEntry() {
   AlgoEntry e;
   e.algo = arfuseAlgoHierarchical;
   e.name = "hierarchical";
+  e.enumName = "Hierarchical";
   e.canImplement = canImplement;
   e.geometry = geometry;
   e.acrossHosts = true;

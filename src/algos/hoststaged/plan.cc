@@ -63,6 +63,8 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 
 }  // namespace
 
-AlgoEntry hostStagedEntry() { return AlgoEntry{arfuseAlgoHostStaged, "hoststaged", canImplement, geometry, workspace}; }
+AlgoEntry hostStagedEntry() {
+  return AlgoEntry{arfuseAlgoHostStaged, "hoststaged", "HostStaged", canImplement, geometry, workspace};
+}
 
 }  // namespace arfuse

@@ -7,9 +7,8 @@ namespace {
 
 Verdict canImplement(const PlanContext& c) {
   if (c.forced)  // forced with several ranks: not an algorithm for them
-    return Verdict::no(strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use auto, "
-                                 "lowlatency, oneshot, twoshot, hoststaged or nccl",
-                                 c.policy.forcedAlgo, c.forcedBy, c.f.nranks),
+    return Verdict::no(strprintf("algo=%d (forced by %s): not an algorithm for %d ranks; use %s", c.policy.forcedAlgo,
+                                 c.forcedBy, c.f.nranks, algoNamesText().c_str()),
                        arfuseInvalidArgument);
   if (c.f.nranks != 1) return Verdict::no("local: needs 1 rank");
   return Verdict::yes(strprintf("local: 1 rank, %s of %lld B needs no communication", c.op, c.bytes));
@@ -17,6 +16,8 @@ Verdict canImplement(const PlanContext& c) {
 
 }  // namespace
 
-AlgoEntry localEntry() { return AlgoEntry{arfuseAlgoLocal, "local", canImplement, planning::localGeometry, nullptr}; }
+AlgoEntry localEntry() {
+  return AlgoEntry{arfuseAlgoLocal, "local", "Local", canImplement, planning::localGeometry, nullptr};
+}
 
 }  // namespace arfuse

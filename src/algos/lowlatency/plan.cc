@@ -168,6 +168,8 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 
 }  // namespace
 
-AlgoEntry lowLatencyEntry() { return AlgoEntry{arfuseAlgoLowLatency, "lowlatency", canImplement, geometry, workspace}; }
+AlgoEntry lowLatencyEntry() {
+  return AlgoEntry{arfuseAlgoLowLatency, "lowlatency", "LowLatency", canImplement, geometry, workspace};
+}
 
 }  // namespace arfuse

@@ -60,7 +60,7 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 }  // namespace
 
 AlgoEntry ncclEntry() {
-  AlgoEntry e{arfuseAlgoNccl, "nccl", canImplement, planning::localGeometry, workspace};
+  AlgoEntry e{arfuseAlgoNccl, "nccl", "Nccl", canImplement, planning::localGeometry, workspace};
   e.acrossHosts = true;
   return e;
 }

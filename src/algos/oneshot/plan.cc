@@ -27,8 +27,9 @@ Verdict canImplement(const PlanContext& c) {
 }  // namespace
 
 AlgoEntry oneShotEntry() {
-  return AlgoEntry{arfuseAlgoOneShot, "oneshot", canImplement, planning::barrierGeometryOf<arfuseAlgoOneShot>,
-                   planning::stagingWorkspace};
+  return AlgoEntry{
+      arfuseAlgoOneShot,         "oneshot", "OneShot", canImplement, planning::barrierGeometryOf<arfuseAlgoOneShot>,
+      planning::stagingWorkspace};
 }
 
 }  // namespace arfuse

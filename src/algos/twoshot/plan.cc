@@ -17,8 +17,9 @@ Verdict canImplement(const PlanContext& c) {
 }  // namespace
 
 AlgoEntry twoShotEntry() {
-  return AlgoEntry{arfuseAlgoTwoShot, "twoshot", canImplement, planning::barrierGeometryOf<arfuseAlgoTwoShot>,
-                   planning::stagingWorkspace};
+  return AlgoEntry{
+      arfuseAlgoTwoShot,         "twoshot", "TwoShot", canImplement, planning::barrierGeometryOf<arfuseAlgoTwoShot>,
+      planning::stagingWorkspace};
 }
 
 }  // namespace arfuse
