@@ -11,15 +11,15 @@
 
 namespace arfuse {
 
-// Each path's entry (src/algos/<path>/plan.cc). A new path: its folder, and one line here and one in
-// the list below (the build finds the folder's files by glob).
-AlgoEntry localEntry();
-AlgoEntry lowLatencyEntry();
-AlgoEntry hostStagedEntry();
-AlgoEntry ncclEntry();
-AlgoEntry oneShotEntry();
-AlgoEntry twoShotEntry();
-AlgoEntry hierarchicalEntry();  // groups that span hosts (algos/hierarchical/plan.h)
+// Each path's entry function (src/algos/<path>/plan.cc), from the list of paths (algos/paths.def).
+// ARFUSE_PATHS_LIST names another list only for tests/cpu/dummy_path_test.cc, which builds this file
+// over the list with one line more.
+#ifndef ARFUSE_PATHS_LIST
+#define ARFUSE_PATHS_LIST "algos/paths.def"
+#endif
+#define ARFUSE_PATH(make) AlgoEntry make();
+#include ARFUSE_PATHS_LIST
+#undef ARFUSE_PATH
 
 namespace {
 
@@ -39,20 +39,13 @@ struct Registry {
   }
 };
 
-// The auto plan's order: one rank stays local; the low-latency path takes the smallest messages;
-// without peer access host staging, then NCCL; NCCL above a measured crossover; then one-shot, and
-// two-shot for everything else. A group that spans hosts asks hierarchical, then NCCL (the only
-// paths across hosts; hierarchical declines at once within one host). A forced algorithm is looked
-// up here by its id.
+// The entries in the list's order (algos/paths.def says why it is that order). A forced algorithm
+// is looked up here by its id.
 Registry& registry() {
   static Registry r({
-      localEntry(),
-      lowLatencyEntry(),
-      hostStagedEntry(),
-      hierarchicalEntry(),
-      ncclEntry(),
-      oneShotEntry(),
-      twoShotEntry(),
+#define ARFUSE_PATH(make) make(),
+#include ARFUSE_PATHS_LIST
+#undef ARFUSE_PATH
   });
   return r;
 }

@@ -9,7 +9,8 @@
 // A path lives in src/algos/<path>/: kernel.cuh (its kernel), launch.cu (its instantiations),
 // plan.cc (its entry: canImplement, geometry, workspace; pure C++, CPU-tested) and issue.cc (its
 // prepare step and launch, bound to the entry when the library loads). Adding one is that folder
-// plus one line in registry.cc; tests/cpu/registry_test.cc adds a dummy path to show it.
+// plus one line in algos/paths.def; tests/cpu/dummy_path_test.cc builds a dummy path that way and
+// shows the plan, `arfuse plan`, the CLI and the Python names see it.
 #pragma once
 
 #include <cstddef>
