@@ -75,13 +75,6 @@ bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::stri
   return true;
 }
 
-bool localGeometry(const PlanContext& c, Plan* p, std::string*) {
-  ::arfuse::localGeometry(c.req.tokens, c.req.hidden, c.req.dtype, c.f.smCount, c.req.extended, &p->blocks, &p->threads,
-                          &p->geo);
-  p->pdl = c.f.pdl;
-  return true;
-}
-
 void stagingWorkspace(const WorkspaceInputs& in, Workspace* w) {
   // A CTA holds ceil(tokens / slots) tiles of at most one row (slots = min(tokens, CTAs of its class)).
   // Each row has room for two-shot's pushed slots (device/args.h twoShotTileVecs: n - 1 vectors more

@@ -13,8 +13,6 @@ namespace arfuse {
 namespace planning {
 // A multi-rank path's geometry, and whether the call's tiles fit the path's per-CTA regions.
 bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why);
-// The single-GPU add+RMSNorm kernel's geometry (the local path, and the NCCL path's epilogue).
-bool localGeometry(const PlanContext& c, Plan* p, std::string* why);
 // The staging buffer of one-shot, two-shot (and host-staged's two-shot variant).
 void stagingWorkspace(const WorkspaceInputs& in, Workspace* w);
 // Host-staged: the two-shot variant, by the bytes each rank pulls over its link.

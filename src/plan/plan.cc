@@ -57,24 +57,6 @@ Plan validateShape(const Limits& limits, const PlanRequest& req) {
   return ok;
 }
 
-void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
-                   int* threads, Geometry* geo) {
-  const int nvec = hidden / dtypeVecElems(dtype);
-  // Few rows: spread each row over many threads (latency). Many rows: several vectors per thread
-  // and several blocks per SM (bandwidth), at most kMaxVecsPerThread per thread.
-  const int perThread = tokens >= 2 * smCount ? 4 : 1;
-  int t = roundUp((nvec + perThread - 1) / perThread, 32);
-  t = std::max(t, roundUp((nvec + kMaxVecsPerThread - 1) / kMaxVecsPerThread, 32));
-  t = std::min(kMaxThreads, std::max(perThread == 1 ? 32 : 64, t));
-  *threads = t;
-  const int perSm = std::max(1, 2048 / t);
-  *blocks = std::max(1, std::min(tokens, smCount * perSm));
-  geo->chunks = 1;
-  geo->chunkVecs = nvec;
-  geo->slots = *blocks;
-  geo->vecs = instantiatedVecs(arfuseAlgoLocal, extended ? 2 : 1, (nvec + t - 1) / t);
-}
-
 int instantiatedVecs(arfuseAlgo_t algo, int kind, int needed) {
   static const int kLl[3][3] = {{1, 2, 4}, {1, 2, 4}, {2, 4, 0}};
   static const int kBarrier[3][3] = {{1, 8, 0}, {1, 2, 8}, {2, 8, 0}};  // 1 and 2: at most 256 threads

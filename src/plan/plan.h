@@ -148,11 +148,6 @@ Plan failedPlan(arfuseResult_t status, std::string reason);
 // Checks (tokens, hidden, dtype) against the kernels and the communicator's limits.
 Plan validateShape(const Limits& limits, const PlanRequest& req);
 
-// Geometry of the single-GPU add+RMSNorm kernel (also the NCCL path's epilogue): blocks, threads
-// and the vectors-per-thread instantiation.
-void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
-                   int* threads, Geometry* geo);
-
 // Geometry of a multi-rank path for a call (a pure function of the call and group-wide facts, so
 // every rank launches the same grid). Sets blocks/threads. False if no instantiation covers it.
 bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo,

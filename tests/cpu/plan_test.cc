@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "algos/local/plan.h"
 #include "algos/registry.h"
 #include "common/log.h"
 #include "device/args.h"

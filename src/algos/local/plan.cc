@@ -1,6 +1,11 @@
 // The local path's registry entry: one rank, no communication (the single-GPU add+RMSNorm kernel,
 // or a copy for a plain all-reduce).
+#include "algos/local/plan.h"
+
+#include <algorithm>
+
 #include "algos/shared.h"
+#include "device/args.h"
 
 namespace arfuse {
 namespace {
@@ -14,7 +19,38 @@ Verdict canImplement(const PlanContext& c) {
   return Verdict::yes(strprintf("local: 1 rank, %s of %lld B needs no communication", c.op, c.bytes));
 }
 
+int roundUp(int x, int m) { return (x + m - 1) / m * m; }
+
 }  // namespace
+
+void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
+                   int* threads, Geometry* geo) {
+  const int nvec = hidden / dtypeVecElems(dtype);
+  // Few rows: spread each row over many threads (latency). Many rows: several vectors per thread
+  // and several blocks per SM (bandwidth), at most kMaxVecsPerThread per thread.
+  const int perThread = tokens >= 2 * smCount ? 4 : 1;
+  int t = roundUp((nvec + perThread - 1) / perThread, 32);
+  t = std::max(t, roundUp((nvec + kMaxVecsPerThread - 1) / kMaxVecsPerThread, 32));
+  t = std::min(kMaxThreads, std::max(perThread == 1 ? 32 : 64, t));
+  *threads = t;
+  const int perSm = std::max(1, 2048 / t);
+  *blocks = std::max(1, std::min(tokens, smCount * perSm));
+  geo->chunks = 1;
+  geo->chunkVecs = nvec;
+  geo->slots = *blocks;
+  geo->vecs = instantiatedVecs(arfuseAlgoLocal, extended ? 2 : 1, (nvec + t - 1) / t);
+}
+
+namespace planning {
+
+bool localGeometry(const PlanContext& c, Plan* p, std::string*) {
+  ::arfuse::localGeometry(c.req.tokens, c.req.hidden, c.req.dtype, c.f.smCount, c.req.extended, &p->blocks, &p->threads,
+                          &p->geo);
+  p->pdl = c.f.pdl;
+  return true;
+}
+
+}  // namespace planning
 
 AlgoEntry localEntry() {
   return AlgoEntry{arfuseAlgoLocal, "local", "Local", canImplement, planning::localGeometry, nullptr};

@@ -1,6 +1,8 @@
 // The NCCL path's registry entry: ncclAllReduce (or, deterministic, an all-gather and a rank-order
 // sum) and arfuse's own add+RMSNorm as its epilogue. Without peer access it takes what host staging
 // does not; with peer access, messages above a measured crossover; forced, any call.
+#include "algos/local/plan.h"
+
 #include "algos/shared.h"
 
 namespace arfuse {
