@@ -37,38 +37,24 @@ Verdict forcedPeerPath(const PlanContext& c, const char* name) {
 
 Verdict noPeerAccess(const PlanContext& c) { return Verdict::no(why(c.f.p2pDetail, kNoP2pWhy)); }
 
+// The barrier kernels' instantiations (algos/barrier_launch.cuh): all-reduce 1 or 8 vectors per thread,
+// fused 1, 2 or 8, extended 2 or 8 (1 and 2: at most 256 threads).
+const VecSets kBarrierVecs = {{{1, 8, 0, 0}, {1, 2, 8, 0}, {2, 8, 0, 0}}};
+
+TileRules barrierTiles(const Fabric& f) { return TileRules{std::min(kMaxCtas, f.maxBlocks), true, &kBarrierVecs}; }
+
 // On failure *why says why (the caller decides whether that is an error or a fallback).
-bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why) {
+bool tiledGeometry(const PlanContext& c, const char* name, const TileRules& rules, RegionOf region, Plan* p,
+                   std::string* why) {
   const Fabric& f = c.f;
-  if (!tileGeometry(f, c.req, algo, &p->blocks, &p->threads, &p->geo, c.policy.maxChunks)) {
-    *why = strprintf("no %s kernel covers %d vectors per CTA", arfuseAlgoName(algo), p->geo.chunkVecs);
+  if (!tileGeometry(f, c.req, rules, &p->blocks, &p->threads, &p->geo, c.policy.maxChunks)) {
+    *why = strprintf("no %s kernel covers %d vectors per CTA", name, p->geo.chunkVecs);
     return false;
   }
-  long long use = ctaRegionUse(p->geo, c.req.tokens);
-  long long cap = 0;
-  switch (algo) {
-    case arfuseAlgoLowLatency:  // flagged bytes: a narrow tile takes whole 1 KiB groups
-      use = llRegionUse(p->geo, c.req.tokens);
-      cap = static_cast<long long>(kLlRegionBytes);
-      break;
-    case arfuseAlgoHostStaged:
-      cap = f.hostRegionBytes;
-      if (hostTwoShot(f, c.policy, c.bytes)) {  // pushed slots; the own slice's copy in the staging too
-        use = twoShotRegionUse(p->geo, c.req.tokens, f.nranks);
-        if (f.stagingRegionBytes > 0) cap = std::min(cap, f.stagingRegionBytes);
-      }
-      break;
-    case arfuseAlgoTwoShot:
-      use = twoShotRegionUse(p->geo, c.req.tokens, f.nranks);
-      cap = f.stagingRegionBytes;
-      break;
-    default:
-      cap = f.stagingRegionBytes;
-  }
-  if (cap > 0 && use > cap) {
-    *why =
-        strprintf("%s: a CTA would carry %lld B (%d tiles of %d vectors), more than its %lld B region",
-                  arfuseAlgoName(algo), use, (c.req.tokens + p->geo.slots - 1) / p->geo.slots, p->geo.chunkVecs, cap);
+  const Region r = region(c, p->geo);
+  if (r.cap > 0 && r.use > r.cap) {
+    *why = strprintf("%s: a CTA would carry %lld B (%d tiles of %d vectors), more than its %lld B region", name, r.use,
+                     (c.req.tokens + p->geo.slots - 1) / p->geo.slots, p->geo.chunkVecs, r.cap);
     return false;
   }
   p->pdl = f.pdl;

@@ -11,8 +11,19 @@
 namespace arfuse {
 
 namespace planning {
-// A multi-rank path's geometry, and whether the call's tiles fit the path's per-CTA regions.
-bool barrierGeometry(const PlanContext& c, arfuseAlgo_t algo, Plan* p, std::string* why);
+// The bytes one CTA of a call puts in its per-CTA region with geometry g, and the region's size (0:
+// unchecked): each multi-rank path says, for its own buffers.
+struct Region {
+  long long use, cap;
+};
+using RegionOf = Region (*)(const PlanContext& c, const Geometry& g);
+// A multi-rank path's geometry under its tile rules, and whether the call's tiles fit its per-CTA
+// regions; false with *why naming the path (`name`) otherwise.
+bool tiledGeometry(const PlanContext& c, const char* name, const TileRules& rules, RegionOf region, Plan* p,
+                   std::string* why);
+// The tile rules of the barrier kernels (one-shot, two-shot, host-staged: algos/barrier_launch.cuh's
+// instantiations): the group's narrow CTA cap, wide tiles on the wide cap.
+TileRules barrierTiles(const Fabric& f);
 // The staging buffer of one-shot, two-shot (and host-staged's two-shot variant).
 void stagingWorkspace(const WorkspaceInputs& in, Workspace* w);
 // Host-staged: the two-shot variant, by the bytes each rank pulls over its link.
@@ -24,11 +35,6 @@ std::string needsPeerAccess(const PlanContext& c, const char* name);
 Verdict forcedPeerPath(const PlanContext& c, const char* name);
 // The auto plan's refusal of a peer-access path in a group without peer access.
 Verdict noPeerAccess(const PlanContext& c);
-// barrierGeometry for one path, as an entry's geometry.
-template <arfuseAlgo_t A>
-bool barrierGeometryOf(const PlanContext& c, Plan* p, std::string* why) {
-  return barrierGeometry(c, A, p, why);
-}
 // detail, or a sentence when the caller recorded none.
 std::string why(const std::string& detail, const char* fallback);
 extern const char* const kNoP2pWhy;

@@ -57,25 +57,10 @@ Plan validateShape(const Limits& limits, const PlanRequest& req) {
   return ok;
 }
 
-int instantiatedVecs(arfuseAlgo_t algo, int kind, int needed) {
-  static const int kLl[3][3] = {{1, 2, 4}, {1, 2, 4}, {2, 4, 0}};
-  static const int kBarrier[3][3] = {{1, 8, 0}, {1, 2, 8}, {2, 8, 0}};  // 1 and 2: at most 256 threads
-  static const int kLocal[3][4] = {{0, 0, 0, 0}, {1, 2, 4, 8}, {2, 8, 0, 0}};
-  const int* set = nullptr;
-  int count = 0;
+int instantiatedVecs(const VecSets& sets, int kind, int needed) {
   if (kind < 0 || kind > 2) return 0;
-  if (algo == arfuseAlgoLowLatency) {
-    set = kLl[kind];
-    count = 3;
-  } else if (algo == arfuseAlgoLocal || algo == arfuseAlgoNccl) {
-    set = kLocal[kind];
-    count = 4;
-  } else {
-    set = kBarrier[kind];
-    count = 3;
-  }
-  for (int i = 0; i < count; ++i)
-    if (set[i] >= needed) return set[i];
+  for (int v : sets.byKind[kind])
+    if (v >= needed) return v;
   return 0;
 }
 
@@ -124,13 +109,10 @@ bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fa
   return true;
 }
 
-bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo,
-                  int maxChunks) {
+bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules, int* blocks, int* threads,
+                  Geometry* geo, int maxChunks) {
   const int nvec = r.hidden / dtypeVecElems(r.dtype);
-  const bool ll = algo == arfuseAlgoLowLatency;
-  const int maxThreads = ll ? 256 : kMaxThreads;
-  const int llCap = f.maxBlocksLowLatency < 0 ? f.maxBlocks : f.maxBlocksLowLatency;
-  const int maxCtas = std::max(1, std::min(ll ? kLlMaxCtas : kMaxCtas, ll ? llCap : f.maxBlocks));
+  const int maxCtas = std::max(1, rules.maxCtas);
   // Split a row over a cluster while its chunk is large (> 256 vectors = 4 KiB), the chunks stay whole
   // groups of the canonical row reduction, every row still gets its own CTAs, and that many CTAs in
   // clusters fit the GPU at once. Wide tiles (> 512 vectors) are never split.
@@ -144,17 +126,17 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int*
   geo->chunks = c;
   geo->chunkVecs = nvec / c;
   const int wideCtas = f.maxBlocksWide < 0 ? maxCtas : std::max(1, std::min(maxCtas, f.maxBlocksWide));
-  const int ctas = !ll && geo->chunkVecs > 512 ? wideCtas : maxCtas;
+  const int ctas = rules.wideTiles && geo->chunkVecs > 512 ? wideCtas : maxCtas;
   geo->slots = std::max(1, std::min(r.tokens, ctas / c));
   *blocks = geo->slots * c;
   const int kind = r.extended ? 2 : r.op == arfuseOpAllReduce ? 0 : 1;
-  // Low-latency: up to 256 threads, 1, 2 or 4 vectors each. One-shot / two-shot / host-staged: tiles
-  // up to 512 vectors on up to 256 threads (1 or 2 vectors each), larger ones on 512 threads with the
-  // 8-vector instantiation (device/exchange.cuh barrierMaxThreads).
-  const bool small = ll || geo->chunkVecs <= 512;
-  *threads = std::min(small ? 256 : maxThreads, std::max(32, roundUp(geo->chunkVecs, 32)));
+  // Tiles up to 512 vectors (every tile without wideTiles) on up to 256 threads, with the path's
+  // instantiations; larger ones on 512 threads with the 8-vector instantiation (device/exchange.cuh
+  // barrierMaxThreads).
+  const bool small = !rules.wideTiles || geo->chunkVecs <= 512;
+  *threads = std::min(small ? 256 : kMaxThreads, std::max(32, roundUp(geo->chunkVecs, 32)));
   const int needed = (geo->chunkVecs + *threads - 1) / *threads;
-  geo->vecs = small ? instantiatedVecs(algo, kind, needed) : needed <= 8 ? 8 : 0;
+  geo->vecs = small ? instantiatedVecs(*rules.vecs, kind, needed) : needed <= 8 ? 8 : 0;
   return geo->vecs > 0;
 }
 

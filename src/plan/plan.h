@@ -148,19 +148,33 @@ Plan failedPlan(arfuseResult_t status, std::string reason);
 // Checks (tokens, hidden, dtype) against the kernels and the communicator's limits.
 Plan validateShape(const Limits& limits, const PlanRequest& req);
 
+// The vectors-per-thread instantiations a kernel has, per kind (0 all-reduce, 1 fused, 2 extended),
+// ascending, 0 for none: each path lists its own (algos/<path>/plan.cc, beside its launch.h).
+struct VecSets {
+  int byKind[3][4];
+};
+// The smallest instantiation of `sets` for `kind` that covers `needed` vectors per thread; 0 if none.
+int instantiatedVecs(const VecSets& sets, int kind, int needed);
+
+// How a multi-rank path's kernels may cut a call (its entry says; algos/shared.h barrierTiles):
+// at most maxCtas CTAs per rank; with wideTiles, tiles of more than 512 vectors run on 512 threads
+// with 8 vectors each (at most Fabric::maxBlocksWide CTAs), else every tile runs on at most 256
+// threads; `vecs`: the instantiations of the tiles on at most 256 threads.
+struct TileRules {
+  int maxCtas;
+  bool wideTiles;
+  const VecSets* vecs;
+};
 // Geometry of a multi-rank path for a call (a pure function of the call and group-wide facts, so
 // every rank launches the same grid). Sets blocks/threads. False if no instantiation covers it.
-bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo,
-                  int maxChunks = 8);
+bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules, int* blocks, int* threads,
+                  Geometry* geo, int maxChunks = 8);
 // Bytes one CTA puts in its region for a call with this geometry.
 long long ctaRegionUse(const Geometry& g, int tokens);
 // The same for two-shot, whose tiles take twoShotTileVecs vectors each (device/args.h).
 long long twoShotRegionUse(const Geometry& g, int tokens, int nranks);
 // The same in a low-latency region: flagged words, whole 1 KiB groups per tile (device/args.h).
 long long llRegionUse(const Geometry& g, int tokens);
-// The vectors-per-thread instantiation of `algo` for `kind` (0 all-reduce, 1 fused, 2 extended) that
-// covers `needed` vectors per thread; 0 if none (algos/launch.h lists them).
-int instantiatedVecs(arfuseAlgo_t algo, int kind, int needed);
 
 // The per-rank workspace of a group (every rank the same): staging for one-shot / two-shot / the
 // NCCL path's sum, the low-latency buffer, and the host-staged slot, each cut into per-CTA regions

@@ -21,6 +21,10 @@ Verdict canImplement(const PlanContext& c) {
 
 int roundUp(int x, int m) { return (x + m - 1) / m * m; }
 
+// The add+RMSNorm kernel's instantiations (algos/local/launch.h): fused 1, 2, 4 or 8 vectors per thread,
+// extended 2 or 8 (the all-reduce kind sums gathered sources at any width and is picked by kind alone).
+const VecSets kLocalVecs = {{{0, 0, 0, 0}, {1, 2, 4, 8}, {2, 8, 0, 0}}};
+
 }  // namespace
 
 void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
@@ -38,7 +42,7 @@ void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, 
   geo->chunks = 1;
   geo->chunkVecs = nvec;
   geo->slots = *blocks;
-  geo->vecs = instantiatedVecs(arfuseAlgoLocal, extended ? 2 : 1, (nvec + t - 1) / t);
+  geo->vecs = instantiatedVecs(kLocalVecs, extended ? 2 : 1, (nvec + t - 1) / t);
 }
 
 namespace planning {

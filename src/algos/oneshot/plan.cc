@@ -24,12 +24,19 @@ Verdict canImplement(const PlanContext& c) {
                                 peerBytes, limit.c_str(), c.origin));
 }
 
+// Each CTA's tiles, copied in, in its staging region.
+planning::Region region(const PlanContext& c, const Geometry& g) {
+  return planning::Region{ctaRegionUse(g, c.req.tokens), c.f.stagingRegionBytes};
+}
+
+bool geometry(const PlanContext& c, Plan* p, std::string* why) {
+  return planning::tiledGeometry(c, "oneshot", planning::barrierTiles(c.f), region, p, why);
+}
+
 }  // namespace
 
 AlgoEntry oneShotEntry() {
-  return AlgoEntry{
-      arfuseAlgoOneShot,         "oneshot", "OneShot", canImplement, planning::barrierGeometryOf<arfuseAlgoOneShot>,
-      planning::stagingWorkspace};
+  return AlgoEntry{arfuseAlgoOneShot, "oneshot", "OneShot", canImplement, geometry, planning::stagingWorkspace};
 }
 
 }  // namespace arfuse
