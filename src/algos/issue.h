@@ -24,4 +24,15 @@ inline Status localLaunchStatus(int e, const Launch& l) {
                      l.blocks, l.threads, l.vecs, cudaGetErrorString(cudaError_t(e)));
 }
 
+// The launch step of a path whose kernel takes the KernelArgs its prepare step built
+// (init/group.h prepareMultiRankArgs), and of one with a variant too (Plan.variant).
+template <int (*Kernel)(const Launch&, const KernelArgs&, cudaStream_t)>
+Status launchKernelArgs(const AlgoLaunch& c) {
+  return kernelLaunchStatus(Kernel(c.l, c.args<KernelArgs>(), c.stream), c.l);
+}
+template <int (*Kernel)(const Launch&, bool, const KernelArgs&, cudaStream_t)>
+Status launchKernelVariant(const AlgoLaunch& c) {
+  return kernelLaunchStatus(Kernel(c.l, c.variant, c.args<KernelArgs>(), c.stream), c.l);
+}
+
 }  // namespace arfuse

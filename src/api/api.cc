@@ -216,21 +216,20 @@ Status checkCallBuffers(const CallArgs& c, const char* func, int device, EpiArgs
 
 // The call as its path prepares it: the extended epilogue's outputs in place of the plain ones.
 Call callOf(const CallArgs& c, const EpiArgs& ext) {
-  Call call;
-  call.op = c.op;
-  call.dtype = c.dtype;
-  call.tokens = c.tokens;
-  call.hidden = c.hidden;
-  call.eps = c.eps;
-  call.x = c.x;
-  call.weight = c.weight;
-  call.fused = c.op == arfuseOpAllReduceAddRmsNorm;
-  call.extended = c.epi != nullptr;
-  call.residualIn = call.extended ? c.epi->residualIn : c.residualIn;
-  call.normOut = call.extended ? c.epi->normOut : c.normOut;
-  call.residualOut = call.extended ? c.epi->residualOut : c.residualOut;
-  call.ext = ext;
-  return call;
+  const bool extended = c.epi != nullptr;
+  return Call{c.op,
+              c.dtype,
+              c.tokens,
+              c.hidden,
+              c.eps,
+              c.x,
+              extended ? c.epi->residualIn : c.residualIn,
+              c.weight,
+              extended ? c.epi->normOut : c.normOut,
+              extended ? c.epi->residualOut : c.residualOut,
+              c.op == arfuseOpAllReduceAddRmsNorm,
+              extended,
+              ext};
 }
 
 // The launch of a plan's kernel: its instantiation and geometry, on `stream`.

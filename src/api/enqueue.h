@@ -13,6 +13,7 @@
 #include "comm/comm.h"
 #include "core/status.h"
 #include "device/args.h"
+#include "init/cuda_check.h"
 
 namespace arfuse {
 
@@ -22,20 +23,6 @@ arfuseResult_t fail(arfuseComm* comm, arfuseResult_t code, const char* file, int
                     const std::string& fields = "");
 // The same for a failed Status (core/status.h), the line placed where it was raised.
 arfuseResult_t fail(arfuseComm* comm, const Status& st, const std::string& fields = "");
-
-// Restores the caller's current device on scope exit.
-struct DeviceScope {
-  int saved = -1;
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&saved);
-    if (saved != device) cudaSetDevice(device);
-  }
-  ~DeviceScope() {
-    int now = -1;
-    cudaGetDevice(&now);
-    if (saved >= 0 && now != saved) cudaSetDevice(saved);
-  }
-};
 
 // Everything needed to issue one checked and planned call, by value (a deferred call outlives the
 // caller's arguments struct, not its buffers).

@@ -27,26 +27,16 @@
 #include "common/params.h"
 #include "diag/records.h"
 #include "diag/watchdog.h"
+#include "init/cuda_check.h"
 #include "init/group_builder.h"
 #include "policy/config.h"
 #include "topo/probe_map.h"
 #include "transport/local.h"
 
 namespace arfuse {
-namespace {
-
-struct DeviceGuard {
-  int saved = -1;
-  DeviceGuard() { cudaGetDevice(&saved); }
-  ~DeviceGuard() {
-    if (saved >= 0) cudaSetDevice(saved);
-  }
-};
-
-}  // namespace
 
 void freeGroup(Group* g) {
-  DeviceGuard guard;
+  DeviceScope guard;
   if (g->watch) {
     watchdogUnregister(g->watch.get());
     g->watch.reset();
@@ -177,7 +167,7 @@ Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config,
   std::vector<int> unique(devices, devices + nranks);
   std::sort(unique.begin(), unique.end());
   unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-  DeviceGuard guard;
+  DeviceScope guard;
   // The facts of every rank, as a multi-process group gathers them at phase A.
   GroupFacts facts;
   facts.config = rc;
@@ -229,7 +219,7 @@ Status destroyComm(arfuseComm_t comm) {
   Group* g = comm->group;
   Status st;
   {
-    DeviceGuard guard;
+    DeviceScope guard;
     // Wait for this rank's outstanding calls: peers may still be reading our staging until then.
     if (cudaSetDevice(comm->device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
       st = ARFUSE_FAIL(arfuseCudaError, "waiting for device %d before destroy: %s", comm->device,

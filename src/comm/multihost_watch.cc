@@ -9,6 +9,7 @@
 #include "comm/multihost.h"
 #include "comm/nccl_guard.h"
 #include "diag/records.h"
+#include "init/cuda_check.h"
 #include "init/group.h"
 
 namespace arfuse {
@@ -30,19 +31,6 @@ struct ThreadLocalCaptureMode {
   cudaStreamCaptureMode saved = cudaStreamCaptureModeThreadLocal;
   ThreadLocalCaptureMode() { cudaThreadExchangeStreamCaptureMode(&saved); }
   ~ThreadLocalCaptureMode() { cudaThreadExchangeStreamCaptureMode(&saved); }
-};
-
-struct OnDevice {
-  int saved = -1;
-  explicit OnDevice(int device) {
-    cudaGetDevice(&saved);
-    if (saved != device) cudaSetDevice(device);
-  }
-  ~OnDevice() {
-    int now = -1;
-    cudaGetDevice(&now);
-    if (saved >= 0 && now != saved) cudaSetDevice(saved);
-  }
 };
 
 EventState queryEvent(EventHandle h) {
@@ -79,7 +67,7 @@ MultiHostWatch::MultiHostWatch(Group* g, MultiHost* mh, int localRank, int devic
 }
 
 MultiHostWatch::~MultiHostWatch() {
-  OnDevice on(device_);
+  DeviceScope on(device_);
   std::vector<EventHandle> all;
   std::lock_guard<std::mutex> lock(listMu_);
   list_.clear(&all);
@@ -180,7 +168,7 @@ void MultiHostWatch::finishGrouped(uint64_t seq, cudaStream_t stream, void* outp
 
 void MultiHostWatch::tick() {
   if (ncclAbortDone_) return;
-  OnDevice on(device_);
+  DeviceScope on(device_);
   ThreadLocalCaptureMode mode;
   const uint64_t now = steadyNs();
   if (pendingNcclAbort_) {

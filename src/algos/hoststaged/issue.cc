@@ -1,5 +1,5 @@
-// The host-staged path's steps, bound to its registry entry: the kernel's arguments, then the
-// one-shot or two-shot variant's launch over the host exchange.
+// The host-staged path's steps, bound to its registry entry: the kernel's arguments, the one-shot or two-shot variant's
+// launch over the host exchange, their residency.
 #include "algos/issue.h"
 
 #include "algos/hoststaged/launch.h"
@@ -8,12 +8,9 @@
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) {
-  return kernelLaunchStatus(launchHostStaged(c.l, c.variant, c.args<KernelArgs>(), c.stream), c.l);
-}
-
 [[maybe_unused]] const bool kBound =
-    bindAlgoIssue(arfuseAlgoHostStaged, AlgoIssue{prepareMultiRankArgs, nullptr, launch, residencyHostStaged});
+    bindAlgoIssue(arfuseAlgoHostStaged,
+                  AlgoIssue{prepareMultiRankArgs, nullptr, launchKernelVariant<launchHostStaged>, residencyHostStaged});
 
 }  // namespace
 }  // namespace arfuse

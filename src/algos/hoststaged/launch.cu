@@ -1,34 +1,20 @@
 // The host-staged path: the one-shot and two-shot kernels over the group's pinned host exchange
 // (device/exchange.cuh HostExchange), for ranks without peer access; their launch and residency.
-#include "algos/barrier_launch.cuh"
 #include "algos/hoststaged/launch.h"
-#include "algos/twoshot/kernel.cuh"
+#include "algos/oneshot/kernels.cuh"
+#include "algos/twoshot/kernels.cuh"
 
 namespace arfuse {
-namespace {
 
-struct OneShotHost {
-  template <typename T, bool kFused, int kVecs, bool kExt>
-  static BarrierKernelFn fn() {
-    return oneShotKernel<HostExchange, T, kFused, kVecs, kExt>;
-  }
-};
-struct TwoShotHost {
-  template <typename T, bool kFused, int kVecs, bool kExt>
-  static BarrierKernelFn fn() {
-    return twoShotKernel<HostExchange, T, kFused, kVecs, kExt>;
-  }
-};
-
-}  // namespace
+using OneShotHost = BarrierKernels<OneShotKernels<HostExchange>>;
+using TwoShotHost = BarrierKernels<TwoShotKernels<HostExchange>>;
 
 int launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream) {
-  return twoShot ? BarrierKernels<TwoShotHost>::launch(l, args, stream)
-                 : BarrierKernels<OneShotHost>::launch(l, args, stream);
+  return twoShot ? TwoShotHost::launch(l, args, stream) : OneShotHost::launch(l, args, stream);
 }
 void residencyHostStaged(Residency* r) {
-  BarrierKernels<OneShotHost>::residentAll(r);
-  BarrierKernels<TwoShotHost>::residentAll(r);
+  OneShotHost::residentAll(r);
+  TwoShotHost::residentAll(r);
 }
 
 }  // namespace arfuse

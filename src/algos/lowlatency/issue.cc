@@ -1,5 +1,5 @@
-// The lowlatency path's steps, bound to its registry entry: the kernel's arguments, then its launch
-// (the two-phase variant when the plan says so).
+// The low-latency path's steps, bound to its registry entry: the kernel's arguments, its launch (the two-phase variant
+// when the plan says so) and residency.
 #include "algos/issue.h"
 
 #include "algos/lowlatency/launch.h"
@@ -8,12 +8,9 @@
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) {
-  return kernelLaunchStatus(launchLowLatency(c.l, c.variant, c.args<KernelArgs>(), c.stream), c.l);
-}
-
 [[maybe_unused]] const bool kBound =
-    bindAlgoIssue(arfuseAlgoLowLatency, AlgoIssue{prepareMultiRankArgs, nullptr, launch, residencyLowLatency});
+    bindAlgoIssue(arfuseAlgoLowLatency,
+                  AlgoIssue{prepareMultiRankArgs, nullptr, launchKernelVariant<launchLowLatency>, residencyLowLatency});
 
 }  // namespace
 }  // namespace arfuse

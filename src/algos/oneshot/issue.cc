@@ -1,4 +1,5 @@
-// The oneshot path's steps, bound to its registry entry: the multi-rank kernel's arguments, then its launch.
+// The one-shot path's steps, bound to its registry entry: the multi-rank kernel's arguments (the group's and the
+// call's), its launch and residency.
 #include "algos/issue.h"
 
 #include "algos/oneshot/launch.h"
@@ -7,12 +8,8 @@
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) {
-  return kernelLaunchStatus(launchOneShot(c.l, c.args<KernelArgs>(), c.stream), c.l);
-}
-
-[[maybe_unused]] const bool kBound =
-    bindAlgoIssue(arfuseAlgoOneShot, AlgoIssue{prepareMultiRankArgs, nullptr, launch, residencyOneShot});
+[[maybe_unused]] const bool kBound = bindAlgoIssue(
+    arfuseAlgoOneShot, AlgoIssue{prepareMultiRankArgs, nullptr, launchKernelArgs<launchOneShot>, residencyOneShot});
 
 }  // namespace
 }  // namespace arfuse

@@ -1,4 +1,5 @@
-// The twoshot path's steps, bound to its registry entry: the multi-rank kernel's arguments, then its launch.
+// The two-shot path's steps, bound to its registry entry: the multi-rank kernel's arguments (the group's and the
+// call's), its launch and residency.
 #include "algos/issue.h"
 
 #include "algos/twoshot/launch.h"
@@ -7,12 +8,8 @@
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) {
-  return kernelLaunchStatus(launchTwoShot(c.l, c.args<KernelArgs>(), c.stream), c.l);
-}
-
-[[maybe_unused]] const bool kBound =
-    bindAlgoIssue(arfuseAlgoTwoShot, AlgoIssue{prepareMultiRankArgs, nullptr, launch, residencyTwoShot});
+[[maybe_unused]] const bool kBound = bindAlgoIssue(
+    arfuseAlgoTwoShot, AlgoIssue{prepareMultiRankArgs, nullptr, launchKernelArgs<launchTwoShot>, residencyTwoShot});
 
 }  // namespace
 }  // namespace arfuse
