@@ -147,11 +147,7 @@ Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config,
   if (!devices)
     return ARFUSE_FAIL(arfuseInvalidArgument, "devices is NULL: pass an array of nranks CUDA device ordinals");
   ResolvedConfig rc;
-  {
-    std::string msg;
-    const arfuseResult_t st = resolveConfig(config, nranks, &rc, &msg);
-    if (st != arfuseSuccess) return ARFUSE_FAIL(st, "%s", msg.c_str());
-  }
+  ARFUSE_CHECK(resolveConfig(config, nranks, &rc));
 
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);

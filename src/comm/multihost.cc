@@ -361,8 +361,7 @@ Status createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm) {
   mh->policy = g->policy;
   {
     ResolvedConfig rc;
-    std::string m;
-    if (resolveConfig(in.config, in.nranks, &rc, &m) == arfuseSuccess) {  // it was resolved at phase A already
+    if (resolveConfig(in.config, in.nranks, &rc).ok()) {  // it was resolved at phase A already
       mh->policy.forcedAlgo = rc.policy.forcedAlgo;
       mh->policy.forcedBy = rc.policy.forcedBy;
     }

@@ -110,8 +110,7 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   };
   if (!haveComm) localFail(arfuseInvalidArgument, "comm is NULL: pass the address of an arfuseComm_t");
   {
-    std::string m;
-    if (resolveConfig(config, nranks, &rc, &m) != arfuseSuccess) localFail(arfuseInvalidArgument, m);
+    if (const Status st = resolveConfig(config, nranks, &rc); !st.ok()) localFail(st.code(), st.message());
     if (options.intraHost) {  // the path is chosen by the group that spans hosts (comm/multihost.h)
       rc.policy.forcedAlgo = arfuseAlgoAuto;
       rc.policy.forcedBy.clear();
@@ -165,12 +164,12 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
     }
   }
   if (rank == 0 && local == arfuseSuccess) {
-    std::string err;
     const std::string gname = shmRandomName("g"), hname = shmRandomName("h");
-    if (!shmCreate(gname, kSegmentBytes, early.group.get(), &err)) {
-      localFail(arfuseSystemError, "init: group area: " + err);
-    } else if (!shmReserve(hname, early.host.get(), &err)) {
-      localFail(arfuseSystemError, "init: host-staged area: " + err);
+    Status st;
+    if (!(st = shmCreate(gname, kSegmentBytes, early.group.get())).ok()) {
+      localFail(st.code(), "init: group area: " + st.message());
+    } else if (!(st = shmReserve(hname, early.host.get())).ok()) {
+      localFail(st.code(), "init: host-staged area: " + st.message());
     } else {
       auto* ia0 = reinterpret_cast<InitArea*>(static_cast<char*>(early.group->host) + kSharedBytes);
       ia0->ready.store(kReady, std::memory_order_release);
@@ -236,9 +235,7 @@ GroupFacts factsFromHellos(const std::vector<Hello>& h, const ResolvedConfig& rc
 // Maps the group segment (rank 0 made it before phase A), waits (bounded) until it is ready, and
 // sets the group's departure wait.
 Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs, InitArea** iaOut) {
-  std::string err;
-  if (rank != 0 && !shmOpen(groupName, kSegmentBytes, timeoutMs, seg, &err))
-    return ARFUSE_FAIL(arfuseSystemError, "init: %s", err.c_str());
+  if (rank != 0) ARFUSE_CHECK_PREFIXED("init: ", shmOpen(groupName, kSegmentBytes, timeoutMs, seg));
   InitArea* ia = *iaOut = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
   if (rank != 0) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);

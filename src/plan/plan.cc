@@ -5,6 +5,7 @@
 
 #include "common/enum_arg.h"
 #include "common/log.h"
+#include "core/status.h"
 #include "device/args.h"
 
 namespace arfuse {
@@ -79,7 +80,7 @@ long long llRegionUse(const Geometry& g, int tokens) {
   return tiles * static_cast<long long>(llTileBytes(g.chunkVecs));
 }
 
-bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f, std::string* why) {
+Status setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f) {
   int narrow = kMaxCtas, ll = kLlMaxCtas, wide = kMaxCtas;
   int clusters[9] = {0, 0, kMaxCtas, 0, kMaxCtas, 0, 0, 0, kMaxCtas};
   for (const DeviceResidency& d : devices) {
@@ -95,18 +96,16 @@ bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fa
     wide = std::min(wide, configCap);
     for (int c = 2; c <= kMaxChunks; c *= 2) clusters[c] = std::min(clusters[c], configCap);
   }
-  if (narrow < 1 || ll < 1 || wide < 1) {
-    *why = strprintf(
-        "too many ranks share one GPU for one CTA of each to be resident at once (per rank: %d narrow, "
-        "%d low-latency, %d wide CTAs); use fewer virtual ranks",
-        narrow, ll, wide);
-    return false;
-  }
+  if (narrow < 1 || ll < 1 || wide < 1)
+    return ARFUSE_FAIL(arfuseUnsupported,
+                       "too many ranks share one GPU for one CTA of each to be resident at once (per rank: %d narrow, "
+                       "%d low-latency, %d wide CTAs); use fewer virtual ranks",
+                       narrow, ll, wide);
   f->maxBlocks = narrow;
   f->maxBlocksLowLatency = ll;
   f->maxBlocksWide = wide;
   for (int c = 2; c <= kMaxChunks; c *= 2) f->clusterCtas[c] = clusters[c];
-  return true;
+  return Status();
 }
 
 bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules, int* blocks, int* threads,

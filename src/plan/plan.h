@@ -12,6 +12,7 @@
 
 #include "arfuse/arfuse.h"
 #include "common/defaults.h"
+#include "core/status.h"
 
 namespace arfuse {
 
@@ -133,8 +134,8 @@ struct DeviceResidency {
 // The group's per-rank CTA caps: every rank's CTAs of one call must be resident at once when ranks
 // share a GPU (they wait for each other), so each class gets SMs x residency / ranks on that GPU, the
 // fewest over the group's GPUs, at most configCap (> 0) and kMaxCtas (kLlMaxCtas for low-latency).
-// False if some class cannot fit one CTA per rank (*why says which).
-bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f, std::string* why);
+// Fails (arfuseUnsupported) if some class cannot fit one CTA per rank, saying which.
+Status setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f);
 
 size_t dtypeSize(arfuseDataType_t dtype);
 // Elements per 16-byte vector.

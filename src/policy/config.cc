@@ -38,13 +38,10 @@ size_t workspaceMessageBytes(const Limits& limits) {
   return largest;
 }
 
-arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out, std::string* message) {
+Status resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out) {
   arfuseConfig_t defaults = ARFUSE_CONFIG_INITIALIZER;
   const arfuseConfig_t& c = config ? *config : defaults;
-  auto bad = [&](std::string m) {
-    *message = "config: " + m;
-    return arfuseInvalidArgument;
-  };
+  auto bad = [](const std::string& m) { return ARFUSE_FAIL(arfuseInvalidArgument, "config: %s", m.c_str()); };
   if (c.magic != ARFUSE_CONFIG_MAGIC)
     return bad("magic is wrong (uninitialised struct?): start from ARFUSE_CONFIG_INITIALIZER or arfuseConfigInit");
   if (c.size < offsetof(arfuseConfig_t, maxBlocks) + sizeof(int) || c.size > sizeof(arfuseConfig_t))
@@ -107,7 +104,7 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   r.policy.llTwoPhaseMaxBytes = paramLlTwoPhaseMaxBytes();
   r.messageBytes = workspaceMessageBytes(r.limits);
   *out = r;
-  return arfuseSuccess;
+  return Status();
 }
 
 Status checkRankArgs(int nranks, int rank) {

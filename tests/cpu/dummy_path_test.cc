@@ -64,7 +64,7 @@ TEST(DummyPath, ItsNameIsTheEntrysEverywhere) {
   std::string msg;
   arfuseConfig_t c = ARFUSE_CONFIG_INITIALIZER;
   c.algo = kDummy;
-  ASSERT_EQ(resolveConfig(&c, 8, &rc, &msg), arfuseSuccess) << msg;
+  ASSERT_EQ(resolveConfig(&c, 8, &rc).into(&msg), arfuseSuccess) << msg;
   EXPECT_EQ(rc.policy.forcedAlgo, kDummy);
   EXPECT_EQ(rc.policy.forcedBy, "config");
 }
@@ -73,7 +73,7 @@ TEST(DummyPath, ItsNameIsTheEntrysEverywhere) {
 TEST(DummyPathUnderArfuseAlgo, ArfuseAlgoForcesIt) {
   ResolvedConfig rc;
   std::string msg;
-  ASSERT_EQ(resolveConfig(nullptr, 8, &rc, &msg), arfuseSuccess) << msg;
+  ASSERT_EQ(resolveConfig(nullptr, 8, &rc).into(&msg), arfuseSuccess) << msg;
   EXPECT_EQ(rc.policy.forcedAlgo, kDummy);
   EXPECT_EQ(rc.policy.forcedBy, "ARFUSE_ALGO");
   testing::internal::CaptureStdout();

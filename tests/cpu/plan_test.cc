@@ -479,7 +479,7 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
   f.nranks = 16;
   f.clusters = true;
   std::string why;
-  ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why)) << why;
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
   EXPECT_EQ(f.maxBlocksLowLatency, 8);
   EXPECT_EQ(f.maxBlocks, 16);
   EXPECT_EQ(f.maxBlocksWide, 8);
@@ -494,14 +494,14 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
       EXPECT_LE(p.blocks, p.algo == arfuseAlgoLowLatency ? f.maxBlocksLowLatency : f.maxBlocks);
     }
   d.ranks = 300;
-  EXPECT_FALSE(setBlockCaps({d}, -1, &f, &why));
+  EXPECT_FALSE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess);
   EXPECT_NE(why.find("fewer virtual ranks"), std::string::npos) << why;
   // One rank per GPU: the caps are the library's (128 CTAs, 32 for low-latency) and a config cap.
   d.ranks = 1;
-  ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why));
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess);
   EXPECT_EQ(f.maxBlocks, 128);
   EXPECT_EQ(f.maxBlocksLowLatency, 32);
-  ASSERT_TRUE(setBlockCaps({d}, 20, &f, &why));
+  ASSERT_TRUE(setBlockCaps({d}, 20, &f).into(&why) == arfuseSuccess);
   EXPECT_EQ(f.maxBlocks, 20);
 }
 
@@ -521,7 +521,7 @@ TEST(Plan, RegionsHoldEveryCallUnderEveryClassCap) {
     f.nranks = ranks;
     f.clusters = true;
     std::string why;
-    ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why)) << why;
+    ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
     Limits lim;
     lim.maxTokens = 2048;
     lim.maxHidden = 8192;

@@ -29,7 +29,7 @@ GroupFacts factsFor(const topo::Topology& t, const std::vector<int>& devices, bo
   GroupFacts f;
   f.multiProcess = multiProcess;
   std::string err;
-  EXPECT_EQ(resolveConfig(nullptr, static_cast<int>(devices.size()), &f.config, &err), arfuseSuccess) << err;
+  EXPECT_EQ(resolveConfig(nullptr, static_cast<int>(devices.size()), &f.config).into(&err), arfuseSuccess) << err;
   for (int d : devices) {
     RankFacts r;
     r.uuid = t.gpus[d].uuid;

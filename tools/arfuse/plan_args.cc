@@ -96,8 +96,7 @@ ResolvedPolicy planPolicy(const PlanArgs& a, const topo::Topology& t, const std:
   PolicyInputs in;
   // As arfuseCommInitAll with a default config: the environment over the built-in defaults.
   ResolvedConfig rc;
-  std::string ignored;
-  if (resolveConfig(nullptr, static_cast<int>(devices.size()), &rc, &ignored) == arfuseSuccess) {
+  if (resolveConfig(nullptr, static_cast<int>(devices.size()), &rc).ok()) {
     in.configured = rc.policy;
   } else {  // ARFUSE_ALGO=local for several ranks (init would refuse it): the environment's limits still hold
     in.configured.oneShotMaxBytes = paramOneShotMaxBytes();
