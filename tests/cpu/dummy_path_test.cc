@@ -7,8 +7,6 @@
 // issued through its own steps.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "plan_args.h"
 #include "plan_fixtures.h"
 #include "policy/config.h"
+#include "python_names.h"
 #include "selftest_args.h"
 
 namespace arfuse {
@@ -85,14 +84,9 @@ TEST(DummyPathUnderArfuseAlgo, ArfuseAlgoForcesIt) {
 // The Python package's Algo members are generated from the registry: with the dummy they are the
 // committed ones (python/arfuse/_types.py) and one more.
 TEST(DummyPath, ThePythonNamesHaveIt) {
-  std::ifstream f(std::string(ARFUSE_SOURCE_DIR) + "/python/arfuse/_types.py");
-  std::stringstream text;
-  text << f.rdbuf();
-  const std::string py = text.str();
-  const std::string begin = "    # BEGIN members generated from the registry (algos/registry.h pythonAlgoMembers)\n";
-  const size_t from = py.find(begin), to = py.find("    # END members generated from the registry");
-  ASSERT_NE(from, std::string::npos);
-  EXPECT_EQ(pythonAlgoMembers(), py.substr(from + begin.size(), to - from - begin.size()) + "    Dummy = 15\n");
+  const std::string committed = testing_fixtures::committedPythonAlgoMembers();
+  ASSERT_NE(committed, "");
+  EXPECT_EQ(pythonAlgoMembers(), committed + "    Dummy = 15\n");
 }
 
 // `arfuse plan` (its real command): the auto walk reaches it, --algo forces it, --help lists it.

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "plan_fixtures.h"
+#include "python_names.h"
 
 namespace arfuse {
 namespace {
@@ -75,15 +76,7 @@ TEST(Registry, NamesComeFromTheEntries) {
   EXPECT_EQ(parseAlgoName("auto"), arfuseAlgoAuto);
   EXPECT_STREQ(arfuseAlgoName(arfuseAlgo_t(15)), "unknown");
   EXPECT_EQ(parseAlgoName("bogus"), -1);
-  std::ifstream f(std::string(ARFUSE_SOURCE_DIR) + "/python/arfuse/_types.py");
-  std::stringstream text;
-  text << f.rdbuf();
-  const std::string py = text.str();
-  const std::string begin = "    # BEGIN members generated from the registry (algos/registry.h pythonAlgoMembers)\n";
-  const size_t from = py.find(begin), to = py.find("    # END members generated from the registry");
-  ASSERT_NE(from, std::string::npos);
-  ASSERT_NE(to, std::string::npos);
-  EXPECT_EQ(py.substr(from + begin.size(), to - from - begin.size()), pythonAlgoMembers())
+  EXPECT_EQ(testing_fixtures::committedPythonAlgoMembers(), pythonAlgoMembers())
       << "python/arfuse/_types.py's Algo members are not the registry's; put these between its markers:\n"
       << pythonAlgoMembers();
 }
