@@ -13,7 +13,7 @@
 #include <string>
 
 #include "bootstrap/socket.h"
-#include "diag/log.h"
+#include "common/log.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in(reinterpret_cast<const char*>(data), size);

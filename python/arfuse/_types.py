@@ -63,8 +63,13 @@ _DTYPE_ALIASES = {
 
 
 class Algo(enum.IntEnum):
-    """arfuseAlgo_t."""
+    """arfuseAlgo_t: auto and every path of the library's registry (src/algos/registry.cc), by id.
 
+    The members between the markers are the registry's, as pythonAlgoMembers() writes them
+    (tests/cpu/registry_test.cc fails, printing the block, when they differ): a path's names are
+    spelled once, in its registry entry."""
+
+    # BEGIN members generated from the registry (algos/registry.h pythonAlgoMembers)
     Auto = 0
     OneShot = 1
     TwoShot = 2
@@ -73,6 +78,7 @@ class Algo(enum.IntEnum):
     LowLatency = 5
     HostStaged = 6
     Hierarchical = 7
+    # END members generated from the registry
 
     @property
     def label(self) -> str:

@@ -1,22 +1,21 @@
-// Instantiations of the one-shot / two-shot kernels over an exchange (peer or host), shared by the
-// one-shot, two-shot and host-staged launch.cu files.
+// The instantiations of a barrier path's kernels (one-shot, two-shot, over the peer or the host
+// exchange), their launch and residency, shared by the one-shot, two-shot and host-staged launch.cu
+// files. `Kernels` names the kernel: its `fn<T, kFused, kVecs, kExt>()` is that instantiation (each
+// launch.cu defines it over the kernel of its folder, so that this file includes none).
 #pragma once
 
 #include "algos/launch_impl.cuh"
-#include "algos/twoshot/kernel.cuh"
+#include "device/exchange.cuh"
 
 namespace arfuse {
 
 using BarrierKernelFn = void (*)(KernelArgs);
 
-template <class X, bool kTwoShot>
+template <class Kernels>
 struct BarrierKernels {
   template <typename T, bool kFused, int kVecs, bool kExt = false>
   static BarrierKernelFn fn() {
-    if constexpr (kTwoShot)
-      return twoShotKernel<X, T, kFused, kVecs, kExt>;
-    else
-      return oneShotKernel<X, T, kFused, kVecs, kExt>;
+    return Kernels::template fn<T, kFused, kVecs, kExt>();
   }
   template <typename T>
   struct Pick {

@@ -1,5 +1,5 @@
-// Host-side entry points of the kernels, one per path (each implemented in its folder's launch.cu).
-// No CUDA headers needed to call them. Each returns a cudaError_t value (as int) from the launch.
+// How a path's kernel is launched (Launch: instantiation + geometry + cluster + PDL), and the
+// residency query of init. No CUDA headers needed to include it.
 #pragma once
 
 #include "arfuse/arfuse.h"
@@ -21,24 +21,9 @@ struct Launch {
   bool pdl = false;  // programmatic dependent launch (sm_90+)
 };
 
-// twoPhase: the two-phase variant (push to the vector's owner, then the owner pushes the reduced value).
-int launchLowLatency(const Launch& l, bool twoPhase, const KernelArgs& args, cudaStream_t stream);
-int launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream);
-int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream);
-// Host-staged path: the one-shot or the two-shot kernels over the host exchange.
-int launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream);
-int launchLocal(const Launch& l, const LocalArgs& args, cudaStream_t stream);
-
-// The vectors-per-thread instantiations each path has (plan/geometry.h picks among them):
-//   low-latency (at most 256 threads): all-reduce 1, 2 or 4, fused 1, 2 or 4, extended 2 or 4;
-//   one-shot, two-shot, host-staged: all-reduce 1 or 8, fused 1, 2 or 8, extended 2 or 8;
-//   local: fused 1, 2, 4 or 8, extended 2 or 8; all-reduce: the sum of gathered sources (any vecs).
-// A launch asking for another count fails with cudaErrorInvalidDeviceFunction.
-
-// Peer-access proof at init (current device, default stream): stores a seeded pattern of `words`
-// 32-bit words at dst / counts the words of src that differ from it into *wrong (device memory).
-int launchProofStore(void* dst, size_t words, uint32_t seed);
-int launchProofCheck(const void* src, size_t words, uint32_t seed, unsigned* wrong);
+// Each path declares its kernels' launch in its own folder (algos/<path>/launch.h) and binds it to its
+// registry entry (issue.cc); the instantiations it has are listed there, and its plan.cc picks among
+// them. A launch asking for another count fails with cudaErrorInvalidDeviceFunction.
 
 // How many CTAs of each kernel class the current device keeps resident at once, each class at its
 // largest block: the low-latency kernels (256 threads), the narrow one-shot / two-shot / host-staged
@@ -54,11 +39,7 @@ struct Residency {
   int clusters[kMaxChunks + 1] = {};
   bool ok() const { return lowLatency > 0 && narrow > 0 && wide > 0; }
 };
+// Every path's kernels, through the residency step of its registry entry (algos/residency.cc).
 Residency measureResidency();
-// Per path (each launch.cu): min its kernels into r.
-void residencyLowLatency(Residency* r);
-void residencyOneShot(Residency* r);
-void residencyTwoShot(Residency* r);
-void residencyHostStaged(Residency* r);
 
 }  // namespace arfuse

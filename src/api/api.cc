@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "algos/issue.h"
+#include "algos/registry.h"
 #include "api/enqueue.h"
 #include "api/replica_check.h"
 #include "api/streams.h"
@@ -21,6 +21,7 @@
 #include "common/no_device.h"
 #include "common/params.h"
 #include "diag/dump.h"
+#include "policy/config.h"
 
 #ifndef ARFUSE_BUILD_ARCHS
 #define ARFUSE_BUILD_ARCHS "unknown"
@@ -130,11 +131,16 @@ StreamIdentity identityOf(cudaStream_t stream, int device) {
 
 // Ranks of one group sharing a GPU whose streams are one stream (or serialise through the legacy
 // default stream) deadlock: each call waits for a peer call queued behind it. Refused before launch.
-Status checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, arfuseAlgo_t algo, const char* func) {
-  if (!groupChecksStreams(g) || algo == arfuseAlgoLocal) return Status();
+Status checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, const char* func) {
+  if (!groupChecksStreams(g)) return Status();  // (never a one-rank group: its rank shares its GPU with none)
   const StreamIdentity mine = identityOf(stream, comm->device);
   std::string why;
-  const int q = recordCallStream(g, comm->rank, comm->device, mine, &why);
+  StreamCheck* check = groupApiState<StreamCheck>(g, &Group::streamCheck, [&g] {
+    std::vector<int> devices(groupRanks(g));
+    for (int q = 0; q < groupRanks(g); ++q) devices[q] = groupRankDevice(g, q);
+    return std::make_shared<StreamCheck>(devices);
+  });
+  const int q = check->record(comm->rank, mine, &why);
   if (q >= 0)
     return ARFUSE_FAIL(arfuseInvalidUsage,
                        "%s: rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
@@ -208,85 +214,50 @@ Status checkCallBuffers(const CallArgs& c, const char* func, int device, EpiArgs
   return checkPointers(func, bufs, device);
 }
 
-// The NCCL path's part of a planned call: the all-reduce (or, deterministic, the all-gather) and
-// its epilogue.
-void fillNccl(const Group& g, const arfuseComm* comm, const CallArgs& c, const EpiArgs& ext, PlannedCall* pc) {
-  const void* residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
-  void* normOut = pc->extended ? c.epi->normOut : c.normOut;
-  void* residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
-  const bool multiHost = groupMultiHost(g) != nullptr;  // across hosts: NCCL over every rank
-  if (multiHost) pc->watch = groupMultiHost(g)->watch.get();
-  pc->sendBuf = c.x;
-  pc->count = static_cast<size_t>(c.tokens) * c.hidden;
-  if (!pc->launch.fused && !groupDeterministic(g)) {
-    pc->recvBuf = c.residualOut;
-    return;
-  }
-  // Reduce (or, deterministic, gather every rank's input) into the NCCL path's own buffer (never a
-  // caller buffer that is also an input, nor the staging peers read), then the epilogue. One
-  // buffer serves every call: each all-reduce is queued behind the previous call's epilogue on
-  // the rank's stream, in groups too (api/group_schedule.h).
-  pc->recvBuf = multiHost ? multiHostNcclSum(g) : rankNcclSum(g, comm->rank);
-  pc->gather = groupDeterministic(g);
-  pc->launch.la = LocalArgs{pc->recvBuf, residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
-                            c.eps,       1.0f / c.hidden, 1,        0,       {},          ext};
-  if (pc->gather) {
-    pc->launch.la.sources = multiHost ? multiHostRanks(g) : groupRanks(g);
-    pc->launch.la.sourceStride = pc->count;
-  }
-  if (!pc->launch.fused) {  // deterministic plain all-reduce: out = the rank-order sum of the gathered inputs
-    pc->launch.la.residualOut = c.residualOut;
-    pc->launch.l.blocks =
-        std::max(1, std::min(4 * groupSmCount(g), static_cast<int>((pc->count / dtypeVecElems(c.dtype) + 255) / 256)));
-    pc->launch.l.threads = 256;
-  }
+// The call as its path prepares it: the extended epilogue's outputs in place of the plain ones.
+Call callOf(const CallArgs& c, const EpiArgs& ext) {
+  const bool extended = c.epi != nullptr;
+  return Call{c.op,
+              c.dtype,
+              c.tokens,
+              c.hidden,
+              c.eps,
+              c.x,
+              extended ? c.epi->residualIn : c.residualIn,
+              c.weight,
+              extended ? c.epi->normOut : c.normOut,
+              extended ? c.epi->residualOut : c.residualOut,
+              c.op == arfuseOpAllReduceAddRmsNorm,
+              extended,
+              ext};
 }
 
-// The multi-rank kernels' arguments (one-shot, two-shot, low-latency, host-staged).
-void fillKernelArgs(const Group& g, const arfuseComm* comm, const CallArgs& c, const Plan& plan, const EpiArgs& ext,
-                    PlannedCall* pc) {
-  KernelArgs& ka = pc->launch.ka;
-  fillGroupKernelArgs(g, comm->rank, &ka);
-  ka.pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
-  ka.lateEntry = paramExpLateEntry() ? 1 : 0;
-  ka.rowPush = paramExpRowPush() ? 1 : 0;
-  ka.desc = makeCallDesc(c.op, c.dtype, plan.algo, plan.variant ? 1 : 0, c.tokens, c.hidden);
-  ka.tiling = Tiling{plan.geo.chunks, plan.geo.chunkVecs, plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
-  ka.x = c.x;
-  ka.residualIn = pc->extended ? c.epi->residualIn : c.residualIn;
-  ka.weight = c.weight;
-  ka.normOut = pc->extended ? c.epi->normOut : c.normOut;
-  ka.residualOut = pc->extended ? c.epi->residualOut : c.residualOut;
-  ka.tokens = c.tokens;
-  ka.hidden = c.hidden;
-  ka.eps = c.eps;
-  ka.invHidden = 1.0f / c.hidden;
-  ka.ext = ext;
+// The launch of a plan's kernel: its instantiation and geometry, on `stream`.
+AlgoLaunch launchOf(const Plan& plan, const Call& c, cudaStream_t stream) {
+  AlgoLaunch a;
+  a.l.dtype = c.dtype;
+  a.l.kind = c.extended ? kKindExtended : c.fused ? kKindFused : kKindAllReduce;
+  a.l.vecs = plan.geo.vecs;
+  a.l.blocks = plan.blocks;
+  a.l.threads = plan.threads;
+  a.l.chunks = plan.geo.chunks;
+  a.l.pdl = plan.pdl;
+  a.variant = plan.variant;
+  a.stream = stream;
+  return a;
 }
 
-// The hierarchical call's three steps (pc->launch.ka filled as for one-shot, over the intra-host group):
-// the reduce-scatter kernel's grid, the views of the local ranks' buffers, the slice that crosses
-// hosts and its communicator; the gather + epilogue kernel has the plan's geometry.
-void fillHierarchical(const MultiHost& mh, const Plan& plan, PlannedCall* pc) {
-  HierLaunch& h = pc->launch.hier;
-  h.args.k = pc->launch.ka;
-  h.args.count = static_cast<long long>(pc->launch.ka.tokens) * pc->launch.ka.hidden;
-  h.args.sliceElems = hierarchicalSliceElems(h.args.count, mh.layout.localRanks);
-  for (int q = 0; q < mh.layout.localRanks; ++q) {
-    h.args.in[q] = mh.peerIn[q];
-    h.args.slices[q] = mh.peerSlices[q];
-  }
-  h.scatter = pc->launch.l;
-  h.scatter.vecs = 1;
-  h.scatter.chunks = 1;
-  hierarchicalScatterGeometry(mh.fabric, h.args.sliceElems, pc->dtype, &h.scatter.blocks, &h.scatter.threads);
-  h.scatter.pdl = plan.pdl;
-  pc->launch.l.pdl = false;  // the gather follows NCCL's kernel, which triggers no dependents
-  h.watch = mh.watch.get();
+// The planned path's prepare step over `launch` (its arguments, from the call).
+Status preparePath(const Group* g, int rank, const Plan& plan, const Call& call, AlgoLaunch* launch) {
+  const AlgoEntry* entry = findAlgo(plan.algo);
+  if (!entry || !entry->issue.prepare || !entry->issue.launch)
+    return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d, which this library cannot issue", int(plan.algo));
+  return entry->issue.prepare(PrepareContext{g, rank, plan, call}, launch);
 }
 
-// Plans and checks a call and fills everything needed to issue it. pc->fields is set once the call
-// is planned (the canonical line then names its bytes, dtype and path).
+// Plans and checks a call and prepares everything needed to issue it (its path's arguments through
+// the path's entry). pc->fields is set once the call is planned (the canonical line then names its
+// bytes, dtype and path).
 Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const char* func, const std::string& fields,
                 PlannedCall* pc) {
   Group& g = *comm->group;
@@ -295,58 +266,23 @@ Status planCall(arfuseComm* comm, const CallArgs& c, cudaStream_t stream, const 
   if (plan.status != arfuseSuccess) return ARFUSE_FAIL(plan.status, "%s: %s", func, plan.reason.c_str());
   EpiArgs ext{};
   ARFUSE_CHECK(checkCallBuffers(c, func, comm->device, &ext));
-  ARFUSE_CHECK(checkSharedStream(g, comm, stream, plan.algo, func));
+  ARFUSE_CHECK(checkSharedStream(g, comm, stream, func));
 
+  const Call call = callOf(c, ext);
   const size_t bytes = static_cast<size_t>(c.tokens) * c.hidden * dtypeSize(c.dtype);
-  const bool fused = c.op == arfuseOpAllReduceAddRmsNorm;
-  const bool extended = c.epi != nullptr;
-  const void* residualIn = extended ? c.epi->residualIn : c.residualIn;
-  void* normOut = extended ? c.epi->normOut : c.normOut;
-  void* residualOut = extended ? c.epi->residualOut : c.residualOut;
   pc->comm = comm;
   pc->device = comm->device;
-  pc->launch.stream = stream;
   pc->algo = plan.algo;
-  pc->dtype = c.dtype;
-  pc->launch.fused = fused;
-  pc->extended = extended;
-  pc->launch.variant = plan.variant;
-  pc->desc = makeCallDesc(c.op, c.dtype, plan.algo, 0, c.tokens, c.hidden);
-  pc->launch.l = launchOf(plan, c.dtype, extended ? kKindExtended : fused ? kKindFused : kKindAllReduce);
   pc->fields =
       fields + strprintf(" bytes=%zu dtype=%s path=%s", bytes, arfuseDataTypeName(c.dtype), arfuseAlgoName(plan.algo));
-  if (fused && replicaCheckEnabled()) {
+  if (call.fused && replicaCheckEnabled()) {
     pc->check = true;
-    pc->checkShape = ReplicaShape{c.tokens, c.hidden, c.dtype, residualIn != nullptr};
-    pc->checkResidual = residualIn;
+    pc->checkShape = ReplicaShape{c.tokens, c.hidden, c.dtype, call.residualIn != nullptr};
+    pc->checkResidual = call.residualIn;
     pc->checkWeight = c.weight;
   }
-  switch (plan.algo) {
-    case arfuseAlgoLocal:
-      if (!fused && c.residualOut != c.x) {
-        pc->launch.copySrc = c.x;
-        pc->launch.copyDst = c.residualOut;
-        pc->launch.copyBytes = bytes;
-      }
-      pc->launch.la = LocalArgs{c.x,   residualIn,      c.weight, normOut, residualOut, c.tokens, c.hidden,
-                                c.eps, 1.0f / c.hidden, 1,        0,       {},          ext};
-      return Status();
-    case arfuseAlgoNccl:
-      fillNccl(g, comm, c, ext, pc);
-      return Status();
-    case arfuseAlgoOneShot:
-    case arfuseAlgoTwoShot:
-    case arfuseAlgoLowLatency:
-    case arfuseAlgoHostStaged:
-      fillKernelArgs(g, comm, c, plan, ext, pc);
-      return Status();
-    case arfuseAlgoHierarchical:
-      fillKernelArgs(g, comm, c, plan, ext, pc);
-      fillHierarchical(*groupMultiHost(g), plan, pc);
-      return Status();
-    default:
-      return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(plan.algo));
-  }
+  pc->launch = launchOf(plan, call, stream);
+  return preparePath(&g, comm->rank, plan, call, &pc->launch);
 }
 
 arfuseResult_t collective(arfuseComm_t handle, const CallArgs& c, cudaStream_t stream, const char* func) {
@@ -403,14 +339,19 @@ Status addRmsNorm(const void* x, const void* residual_in, const void* weight, fl
                        noDevice ? noDeviceMessage(e, cudaGetErrorString(e)).c_str() : cudaGetErrorString(e));
   }
   ARFUSE_CHECK(checkPointers(func, bufs, device));
-  Plan plan;
-  localGeometry(tokens, hidden, dtype, sms, false, &plan.blocks, &plan.threads, &plan.geo);
+  // The plan of a one-rank group on this device: the local path, whose prepare needs no group.
+  Fabric f;
+  f.smCount = sms;
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  plan.pdl = major >= 9 && paramPdl();
-  LocalArgs la{x, residual_in, weight, norm_out, residual_out, tokens, hidden, eps, 1.0f / hidden, 1, 0, {}, {}};
-  const Launch l = launchOf(plan, dtype, kKindFused);
-  return localLaunchStatus(launchLocal(l, la, stream), l);
+  f.pdl = major >= 9 && paramPdl();
+  const Plan plan = makePlan(f, limits, PlanPolicy{}, PlanRequest{arfuseOpAllReduceAddRmsNorm, tokens, hidden, dtype});
+  if (plan.status != arfuseSuccess) return ARFUSE_FAIL(plan.status, "%s: %s", func, plan.reason.c_str());
+  CallArgs c{arfuseOpAllReduceAddRmsNorm, x, residual_in, weight, eps, norm_out, residual_out, tokens, hidden, dtype};
+  const Call call = callOf(c, EpiArgs{});
+  AlgoLaunch launch = launchOf(plan, call, stream);
+  ARFUSE_CHECK(preparePath(nullptr, 0, plan, call, &launch));
+  return findAlgo(plan.algo)->issue.launch(launch);
 }
 
 }  // namespace

@@ -4,63 +4,33 @@
 
 #include <vector>
 
-#include "algos/launch.h"
 #include "algos/registry.h"
 #include "api/group_schedule.h"
 #include "api/replica_check.h"
-#include "plan/plan.h"
+#include "comm/multihost_watch.h"
 
 namespace arfuse {
 namespace {
 
-ncclDataType_t ncclType(arfuseDataType_t d) {
-  return d == arfuseBfloat16 ? ncclBfloat16 : d == arfuseFloat16 ? ncclFloat16 : ncclFloat32;
-}
-
 thread_local int tGroupDepth = 0;
 thread_local std::vector<PlannedCall> tDeferred;
 
-// A group that spans hosts: the all-reduce (or all-gather) over every rank through the watch, which
-// bounds its wait; `grouped`: inside an NCCL group of arfuseGroupEnd (finishGroupedNccl follows).
-Status issueAcrossHosts(const PlannedCall& c, bool grouped) {
-  const size_t bytes = c.count * dtypeSize(c.dtype);
-  NcclIssue op;
-  op.info.op = c.gather ? "ncclAllGather" : "ncclAllReduce";
-  op.info.path = "nccl";
-  op.info.bytes = bytes;
-  op.info.comm = kNcclCommWorld;
-  op.info.desc = c.desc;
-  op.stream = c.launch.stream;
-  op.grouped = grouped;
-  op.output = c.recvBuf;
-  op.outputBytes = c.gather ? bytes * static_cast<size_t>(c.launch.la.sources) : bytes;
-  return c.watch->issue(op, [&](ncclComm_t nc) {
-    return c.gather ? ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.launch.stream)
-                    : ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.launch.stream);
-  });
-}
-
+// The call's NCCL step (the NCCL path's all-reduce), through the path's entry; `grouped`: inside an
+// NCCL group of arfuseGroupEnd.
 Status issueAllReduce(const PlannedCall& c, bool grouped = false) {
-  if (c.watch) return issueAcrossHosts(c, grouped);
-  ncclComm_t nc = c.nccl ? c.nccl : rankNccl(*c.comm->group, c.comm->rank);
-  if (c.gather) {
-    const ncclResult_t nr = ncclAllGather(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), nc, c.launch.stream);
-    if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllGather: %s", ncclGetErrorString(nr));
-    return Status();
-  }
-  const ncclResult_t nr = ncclAllReduce(c.sendBuf, c.recvBuf, c.count, ncclType(c.dtype), ncclSum, nc, c.launch.stream);
-  if (nr != ncclSuccess) return ARFUSE_FAIL(arfuseNcclError, "ncclAllReduce: %s", ncclGetErrorString(nr));
-  return Status();
+  const AlgoEntry* entry = findAlgo(c.algo);
+  if (!entry || !entry->issue.collective)
+    return ARFUSE_FAIL(arfuseInternalError, "algo %d has no NCCL step", int(c.algo));
+  return entry->issue.collective(c.launch, grouped);
 }
 
-// The call's own kernels: after the NCCL all-reduce for the NCCL path (its epilogue), the whole
-// call for every other path, through the path's registry entry. The replica check goes first, so
-// that it copies what the call reads.
+// The call's kernels (after its NCCL step, if it has one), through the path's registry entry. The replica check goes
+// first, so that it copies what the call reads.
 Status issueLaunch(const PlannedCall& c) {
   if (c.check) ARFUSE_CHECK(enqueueReplicaCheck(c.comm, c.checkShape, c.checkResidual, c.checkWeight, c.launch.stream));
   const AlgoEntry* entry = findAlgo(c.algo);
-  if (!entry || !entry->launch) return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(c.algo));
-  ARFUSE_CHECK(entry->launch(c.launch));
+  if (!entry || !entry->issue.launch) return ARFUSE_FAIL(arfuseInternalError, "plan returned algo %d", int(c.algo));
+  ARFUSE_CHECK(entry->issue.launch(c.launch));
   return Status();
 }
 
@@ -75,24 +45,10 @@ bool sameStream(const PlannedCall& a, const PlannedCall& b) {
 
 }  // namespace
 
-Launch launchOf(const Plan& plan, arfuseDataType_t dtype, KernelKind kind) {
-  Launch l;
-  l.dtype = dtype;
-  l.kind = kind;
-  l.vecs = plan.geo.vecs;
-  l.blocks = plan.blocks;
-  l.threads = plan.threads;
-  l.chunks = plan.geo.chunks;
-  l.pdl = plan.pdl;
-  return l;
-}
-
 arfuseResult_t enqueueCall(const PlannedCall& c) {
-  if (tGroupDepth > 0 && c.algo == arfuseAlgoHierarchical)
-    return report(c, ARFUSE_FAIL(arfuseInvalidUsage,
-                                 "a hierarchical-path call (a group that spans hosts) cannot be made inside "
-                                 "arfuseGroupStart/End: its NCCL all-reduce sits between two kernels, which an NCCL "
-                                 "group would reorder. Call it outside the group, or force algo=nccl"));
+  const AlgoEntry* entry = findAlgo(c.algo);
+  if (tGroupDepth > 0 && entry && entry->issue.notInGroups)
+    return report(c, ARFUSE_FAIL(arfuseInvalidUsage, "%s", entry->issue.notInGroups));
   if (tGroupDepth > 0) {
     bool defer = c.hasAllReduce();
     for (const PlannedCall& d : tDeferred) {

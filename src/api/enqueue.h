@@ -1,10 +1,9 @@
-// Issuing a planned call: the kernels, the NCCL all-reduce, the opt-in replica check, and the
-// deferral of calls made inside arfuseGroupStart/End (api/group_schedule.h says in what order
+// Issuing a planned call through its path's steps (the NCCL step, the kernels), the opt-in replica
+// check, and the deferral of calls made inside arfuseGroupStart/End (api/group_schedule.h says in what order
 // arfuseGroupEnd issues them and why). api.cc checks and plans; this file only issues.
 #pragma once
 
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <string>
 
@@ -12,9 +11,9 @@
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
 #include "comm/comm.h"
-#include "comm/multihost_watch.h"
 #include "core/status.h"
 #include "device/args.h"
+#include "init/cuda_check.h"
 
 namespace arfuse {
 
@@ -25,43 +24,16 @@ arfuseResult_t fail(arfuseComm* comm, arfuseResult_t code, const char* file, int
 // The same for a failed Status (core/status.h), the line placed where it was raised.
 arfuseResult_t fail(arfuseComm* comm, const Status& st, const std::string& fields = "");
 
-// Restores the caller's current device on scope exit.
-struct DeviceScope {
-  int saved = -1;
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&saved);
-    if (saved != device) cudaSetDevice(device);
-  }
-  ~DeviceScope() {
-    int now = -1;
-    cudaGetDevice(&now);
-    if (saved >= 0 && now != saved) cudaSetDevice(saved);
-  }
-};
-
 // Everything needed to issue one checked and planned call, by value (a deferred call outlives the
 // caller's arguments struct, not its buffers).
 struct PlannedCall {
   arfuseComm* comm = nullptr;
   int device = 0;  // comm->device, kept so that a deferred call never reads a destroyed handle
   arfuseAlgo_t algo = arfuseAlgoAuto;
-  arfuseDataType_t dtype = arfuseBfloat16;
-  bool extended = false;  // arfuseAllReduceEpilogue
-  // What the path's launch reads (algos/registry.h), handed to its entry as it is: the kernel's
-  // instantiation and geometry (the plan's), its arguments, the stream (every step's), fused
-  // (AllReduceAddRmsNorm or the extended epilogue) and the local path's copy.
+  // What the path's steps read (algos/registry.h), prepared by its entry and handed to its steps as
+  // it is: the kernel's instantiation and geometry, the stream, which steps the call has (an NCCL
+  // step, kernels), the path's own arguments.
   AlgoLaunch launch;
-  // NCCL path: the all-reduce (count elements of dtype), or in the deterministic mode an all-gather
-  // of every rank's input into recvBuf (then la.sources = nranks: the epilogue sums them in order)
-  const void* sendBuf = nullptr;
-  void* recvBuf = nullptr;
-  size_t count = 0;
-  bool gather = false;
-  ncclComm_t nccl = nullptr;  // the rank's own communicator (groups within one host)
-  // A group that spans hosts: the communicator over every rank, reached through its watch
-  // (comm/multihost_watch.h), which bounds the operation's wait.
-  MultiHostWatch* watch = nullptr;
-  CallDesc desc{};  // the call (op, dtype, path, shape), for the watch's error record
   // ARFUSE_CHECK_REPLICAS: what to compare, copied just before the call reads it
   bool check = false;
   ReplicaShape checkShape;
@@ -69,8 +41,8 @@ struct PlannedCall {
   const void* checkWeight = nullptr;
   std::string fields;  // the canonical line's fields for this call (op, bytes, dtype, path)
 
-  bool hasAllReduce() const { return algo == arfuseAlgoNccl; }  // the hierarchical one is inside its launch
-  bool hasLaunch() const { return algo != arfuseAlgoNccl || launch.fused || gather; }
+  bool hasAllReduce() const { return launch.collective; }
+  bool hasLaunch() const { return launch.kernels; }
 };
 
 // Issues the call now, or, inside arfuseGroupStart/End, defers it when stream order requires
@@ -80,9 +52,6 @@ arfuseResult_t enqueueCall(const PlannedCall& call);
 // arfuseGroupStart / arfuseGroupEnd.
 arfuseResult_t groupStart();
 arfuseResult_t groupEnd();
-
-// The launch of a plan's kernel: its instantiation and geometry.
-Launch launchOf(const Plan& plan, arfuseDataType_t dtype, KernelKind kind);
 
 // Most calls one host thread may hold deferred inside one arfuseGroupStart/End (every rank's
 // together); documented in arfuse.h.

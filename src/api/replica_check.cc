@@ -87,7 +87,7 @@ void CUDART_CB arriveInArea(void* p) {
 }
 
 GroupCheck* groupCheckOf(Group* g) {
-  return groupCheckState<GroupCheck>(*g, [g] { return std::make_shared<GroupCheck>(g); });
+  return groupApiState<GroupCheck>(*g, &Group::replicaCheck, [g] { return std::make_shared<GroupCheck>(g); });
 }
 
 // A pinned buffer of at least `bytes` for `rank` into *out. Allocation is allowed while the caller's

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "diag/log.h"
+#include "common/log.h"
 #include "plan/plan.h"
 
 namespace arfuse {
@@ -126,33 +126,6 @@ bool ReplicaGather::arrive(int rank, const ReplicaShape& shape, const unsigned c
   *check = n;
   *message = compareReplicas(shapes_, data_, n);
   return true;
-}
-
-struct ReplicaArea {
-  std::atomic<uint64_t> arrived[ARFUSE_MAX_RANKS];  // checked calls whose copy rank r has put in its slot
-  std::atomic<uint64_t> compared;                   // sets compared so far
-  int32_t tokens[ARFUSE_MAX_RANKS], hidden[ARFUSE_MAX_RANKS], dtype[ARFUSE_MAX_RANKS], residual[ARFUSE_MAX_RANKS];
-};
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "the meeting needs address-free 64-bit atomics");
-
-namespace {
-constexpr size_t kAreaHeaderBytes = (sizeof(ReplicaArea) + 63) / 64 * 64;
-}  // namespace
-
-size_t replicaSlotBytes(int maxTokens, int maxHidden, bool fp32Allowed) {
-  const size_t es = fp32Allowed ? 4 : 2;
-  const size_t bytes = (static_cast<size_t>(maxTokens) + 1) * static_cast<size_t>(maxHidden) * es;
-  return (bytes + 63) / 64 * 64;
-}
-
-size_t replicaAreaBytes(int nranks, size_t slotBytes) {
-  return kAreaHeaderBytes + static_cast<size_t>(nranks) * slotBytes;
-}
-
-ReplicaArea* replicaAreaAt(void* base) { return static_cast<ReplicaArea*>(base); }
-
-unsigned char* replicaSlot(ReplicaArea* area, int rank, size_t slotBytes) {
-  return reinterpret_cast<unsigned char*>(area) + kAreaHeaderBytes + static_cast<size_t>(rank) * slotBytes;
 }
 
 bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uint64_t n, const ReplicaShape& shape,

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "init/replica_area.h"
 
 namespace arfuse {
 
@@ -71,14 +72,7 @@ class ReplicaGather {
 // (a compare-and-swap on the area's count of compared sets). The invariant of ReplicaGather holds
 // across processes too: no rank's (n+1)-th copy can start before the comparer's n-th call starts.
 // The counters are lock-free 64-bit atomics, which work across processes on shared memory.
-struct ReplicaArea;
-// Bytes of one rank's slot: residual_in and weight at the group's largest call (4 bytes an element
-// when fp32 is allowed, else 2), rounded up to 64.
-size_t replicaSlotBytes(int maxTokens, int maxHidden, bool fp32Allowed);
-size_t replicaAreaBytes(int nranks, size_t slotBytes);
-// A zeroed area is ready to use; these are the pointers into it.
-ReplicaArea* replicaAreaAt(void* base);
-unsigned char* replicaSlot(ReplicaArea* area, int rank, size_t slotBytes);
+// (The area's layout and size: init/replica_area.h.)
 // Rank `rank`'s n-th checked call (1-based) has its copy in its slot. True when this call compared
 // the set (then *message is compareReplicas's verdict: "" when all equal).
 bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uint64_t n, const ReplicaShape& shape,

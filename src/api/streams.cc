@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "diag/log.h"
+#include "common/log.h"
 
 namespace arfuse {
 
@@ -67,6 +67,17 @@ std::string describeStream(const StreamIdentity& s) {
     default:
       return "no stream";
   }
+}
+
+int StreamCheck::record(int r, const StreamIdentity& mine, std::string* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t q = 0; q < devices_.size(); ++q) {
+    if (static_cast<int>(q) == r || devices_[q] != devices_[r]) continue;
+    *why = streamConflict(mine, last_[q]);
+    if (!why->empty()) return static_cast<int>(q);
+  }
+  last_[r] = mine;
+  return -1;
 }
 
 }  // namespace arfuse

@@ -12,7 +12,10 @@
 
 #include <stdint.h>
 
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace arfuse {
 
@@ -45,5 +48,23 @@ std::string streamConflict(const StreamIdentity& mine, const StreamIdentity& the
 
 // "stream 0x55d0c0 (created, blocking)", "the legacy default stream (handle 0) of device 0", ...
 std::string describeStream(const StreamIdentity& s);
+
+// The streams the ranks of one in-process group last ran calls on (Group::streamCheck, made by
+// api.cc at the group's first checked call). Two ranks on one GPU must never share a stream, nor
+// pair the legacy default stream with a blocking one: a rank's call waits for its peers' calls,
+// which would queue behind it.
+class StreamCheck {
+ public:
+  // devices[r]: the CUDA device of rank r.
+  explicit StreamCheck(std::vector<int> devices) : devices_(std::move(devices)), last_(devices_.size()) {}
+  // Records the stream rank r's call runs on, unless it conflicts (streamConflict) with the last
+  // stream of another rank on r's device: then returns that rank, with *why, and records nothing.
+  int record(int r, const StreamIdentity& mine, std::string* why);
+
+ private:
+  std::mutex mu_;
+  const std::vector<int> devices_;
+  std::vector<StreamIdentity> last_;
+};
 
 }  // namespace arfuse

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "diag/log.h"
+#include "common/log.h"
 #include "quant/formats.h"
 
 namespace arfuse {
@@ -138,18 +138,6 @@ Status checkDtypeArg(int raw) {
   return checkEnumArg("dtype", raw, arfuseNumDataTypes, "arfuseBfloat16, arfuseFloat16 or arfuseFloat32");
 }
 Status checkOpArg(int raw) { return checkEnumArg("op", raw, 2, "arfuseOpAllReduce or arfuseOpAllReduceAddRmsNorm"); }
-
-Status checkRankArgs(int nranks, int rank) {
-  if (nranks < 1 || nranks > ARFUSE_MAX_RANKS)
-    return ARFUSE_FAIL(arfuseInvalidArgument,
-                       "nranks=%d: must be 1..%d (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not supported",
-                       nranks, ARFUSE_MAX_RANKS);
-  if (rank < 0 || rank >= nranks)
-    return ARFUSE_FAIL(arfuseInvalidArgument,
-                       "rank=%d: must be 0..%d for nranks=%d (each process passes its own, distinct rank)", rank,
-                       nranks - 1, nranks);
-  return Status();
-}
 
 Status checkEps(float eps) {
   if (!std::isfinite(eps) || eps <= 0.f)

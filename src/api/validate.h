@@ -40,10 +40,6 @@ Status checkEnumArg(const char* name, int raw, int count, const char* use);
 Status checkDtypeArg(int raw);
 Status checkOpArg(int raw);
 
-// Ok when 1 <= nranks <= ARFUSE_MAX_RANKS and 0 <= rank < nranks; else what is wrong and the fix.
-// Checked at the C ABI before anything is sized by nranks or indexed by rank.
-Status checkRankArgs(int nranks, int rank);
-
 // Ok if eps is finite and > 0.
 Status checkEps(float eps);
 

@@ -28,11 +28,11 @@
 #include <cstring>
 #include <deque>
 
+#include "base/printable.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/crypto.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
-#include "common/printable.h"
 
 namespace arfuse {
 namespace bootstrap {

@@ -113,7 +113,7 @@ Result serveRendezvous(int listenFd, const IdInfo& info, int nranks, size_t byte
                        const Options& options, std::string* error);
 
 // The error text rank 0 sent, as this rank returns it to its caller (who prints it): escaped by the
-// project's one helper (common/printable.h), so that it cannot forge log lines or terminal escapes.
+// project's one helper (base/printable.h), so that it cannot forge log lines or terminal escapes.
 std::string sanitizeText(const std::string& text);
 
 }  // namespace detail

@@ -21,32 +21,22 @@
 #include <utility>
 
 #include "algos/launch.h"
-#include "comm/config.h"
 #include "comm/handles.h"
 #include "comm/multihost.h"
 #include "common/no_device.h"
 #include "common/params.h"
 #include "diag/records.h"
 #include "diag/watchdog.h"
+#include "init/cuda_check.h"
 #include "init/group_builder.h"
+#include "policy/config.h"
 #include "topo/probe_map.h"
 #include "transport/local.h"
 
 namespace arfuse {
-namespace {
-
-struct DeviceGuard {
-  int saved = -1;
-  DeviceGuard() { cudaGetDevice(&saved); }
-  ~DeviceGuard() {
-    if (saved >= 0) cudaSetDevice(saved);
-  }
-};
-
-}  // namespace
 
 void freeGroup(Group* g) {
-  DeviceGuard guard;
+  DeviceScope guard;
   if (g->watch) {
     watchdogUnregister(g->watch.get());
     g->watch.reset();
@@ -127,6 +117,29 @@ bool commIsLive(const arfuseComm* c) { return handleIsLive(c) && c->magic == kCo
 void commRegister(arfuseComm* c) { handleRegister(c); }
 void commUnregister(arfuseComm* c) { handleRetire(c); }
 
+arfuseComm* publishRank(Group* g, int rank, int device, int arch) {
+  const Fabric& f = g->fabric;
+  arfuseComm* c = new arfuseComm();
+  c->group = g;
+  c->rank = rank;
+  c->device = device;
+  c->arch = arch;
+  commRegister(c);
+  const std::string who = g->multiProcess ? strprintf("rank %d of %d (multi-process%s)", rank, g->nranks,
+                                                      f.virtualRanks ? ", GPUs shared" : "")
+                                          : strprintf("%d ranks%s", g->nranks, f.virtualRanks ? " (virtual)" : "");
+  ARFUSE_LOG(kLogInfo, c->logContext(), "",
+             "init: %s, staging %zu B, low-latency %zu B, maxBlocks %d, clusters %s, pdl %s, p2p %s, nccl %s, "
+             "host area %zu B, one-shot limit %lld B (%s)",
+             who.c_str(), g->ws.stagingBytes, g->ws.llBytes, f.maxBlocks, f.clusters ? "yes" : "no",
+             f.pdl ? "yes" : "no", f.p2p ? "yes" : "no", f.nccl ? "yes" : "no", g->hostArenaBytes,
+             g->policy.oneShotMaxBytes,
+             !g->policy.calibratedFrom.empty()  ? g->policy.calibratedFrom.c_str()
+             : !g->policy.builtinOrigin.empty() ? g->policy.builtinOrigin.c_str()
+                                                : "default or ARFUSE_ONESHOT_MAX_BYTES");
+  return c;
+}
+
 Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms) {
   if (!comms) return ARFUSE_FAIL(arfuseInvalidArgument, "comms is NULL: pass an array of nranks arfuseComm_t");
   if (nranks < 1 || nranks > kMaxRanks)
@@ -134,11 +147,7 @@ Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config,
   if (!devices)
     return ARFUSE_FAIL(arfuseInvalidArgument, "devices is NULL: pass an array of nranks CUDA device ordinals");
   ResolvedConfig rc;
-  {
-    std::string msg;
-    const arfuseResult_t st = resolveConfig(config, nranks, &rc, &msg);
-    if (st != arfuseSuccess) return ARFUSE_FAIL(st, "%s", msg.c_str());
-  }
+  ARFUSE_CHECK(resolveConfig(config, nranks, &rc));
 
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);
@@ -154,7 +163,7 @@ Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config,
   std::vector<int> unique(devices, devices + nranks);
   std::sort(unique.begin(), unique.end());
   unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-  DeviceGuard guard;
+  DeviceScope guard;
   // The facts of every rank, as a multi-process group gathers them at phase A.
   GroupFacts facts;
   facts.config = rc;
@@ -190,7 +199,7 @@ Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config,
     return st.through(__FILE__, __LINE__);
   }
 
-  enableStreamChecks(*g);
+  g->checkStreams = true;  // api/streams.h: ranks that share a GPU must not share a stream
   startWatching(g);
   g->live = nranks;
   for (int r = 0; r < nranks; ++r) {
@@ -206,7 +215,7 @@ Status destroyComm(arfuseComm_t comm) {
   Group* g = comm->group;
   Status st;
   {
-    DeviceGuard guard;
+    DeviceScope guard;
     // Wait for this rank's outstanding calls: peers may still be reading our staging until then.
     if (cudaSetDevice(comm->device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
       st = ARFUSE_FAIL(arfuseCudaError, "waiting for device %d before destroy: %s", comm->device,

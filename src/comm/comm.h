@@ -1,4 +1,4 @@
-// The communicator: a Group (core/group.h) shared by the ranks created together, and one handle per rank;
+// The communicator: a Group (init/group.h) shared by the ranks created together, and one handle per rank;
 // creation, teardown and the registry of live handles.
 #pragma once
 
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "core/group.h"
+#include "common/log.h"
 #include "core/status.h"
-#include "diag/log.h"
+#include "init/group.h"
 
 namespace arfuse {
 
@@ -44,6 +44,9 @@ void commUnregister(arfuseComm* c);
 bool refreshFlight(const Group& g, int r, int waitMs = 500);
 void freeGroup(Group* g);
 void startWatching(Group* g);  // ARFUSE_WATCHDOG_MS / ARFUSE_DUMP_ON_SIGNAL: register with the watchdog
+// The communicator of local rank `rank` on `device` of a built group (init/group_builder.h
+// buildGroup): registered, and the group's init line logged.
+arfuseComm* publishRank(Group* g, int rank, int device, int arch);
 
 // Multi-process creation (multiprocess.cc): one rank of this process. `exchangeA` all-gathers a
 // fixed-size blob across the ranks (arfuse's rendezvous or the caller's callback); later phases use
@@ -64,6 +67,11 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
 // rank down even when it fails (its failure is the wait for the device's outstanding calls).
 Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config, arfuseComm_t* comms);
 Status destroyComm(arfuseComm_t comm);
+
+// The plan of a call on this group (algos/registry.h makePlan over its fabric, or, for a group that
+// spans hosts, over the fabric across hosts: comm/multihost.h); the same function answers
+// arfuseCommQueryPlan.
+Plan planOn(const Group& g, const PlanRequest& req);
 
 // A kernel-recorded error of the group (arfusePeerTimeout, arfuseMismatch, arfuseInvalidUsage for two
 // streams at once) as a failed Status whose message describes it, or an ok Status. A report of a

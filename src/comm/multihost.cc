@@ -23,12 +23,13 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/config.h"
-#include "comm/mp_protocol.h"
+#include "algos/registry.h"
 #include "common/params.h"
 #include "core/status.h"
 #include "diag/records.h"
 #include "init/cuda_check.h"
+#include "policy/config.h"
+#include "transport/mp_protocol.h"
 
 namespace arfuse {
 namespace {
@@ -216,8 +217,9 @@ Status worldId(const MultiHostInit& in, const std::vector<Hello>& h, ncclUniqueI
 
 }  // namespace
 
-Plan planMultiHost(const Group& g, const PlanRequest& req) {
-  return makeMultiHostPlan(g.multiHost->fabric, g.limits, g.multiHost->policy, req);
+Plan planOn(const Group& g, const PlanRequest& req) {
+  if (const MultiHost* mh = g.multiHost.get()) return makePlan(mh->fabric, g.limits, mh->policy, req);
+  return makePlan(g.fabric, g.limits, g.policy, req);
 }
 int multiHostRanks(const Group& g) { return g.multiHost->nranks; }
 void* multiHostNcclSum(const Group& g) { return g.multiHost->ncclSum; }
@@ -325,8 +327,9 @@ Status createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm) {
   if (Status st = roundTrip(mh.get(), post, &posts, timeoutMs); !st.ok()) return failAll(st);
   if (Status st = firstFailed(posts, l); !st.ok()) return failAll(st);
 
-  MultiHostFabric& f = mh->fabric;
+  Fabric& f = mh->fabric;
   f.nranks = in.nranks;
+  f.nccl = true;  // the communicator over every rank (the nccl path), made below
   f.hosts = l.hosts;
   f.localRanks = L;
   f.hierarchical = true;
@@ -358,8 +361,7 @@ Status createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm) {
   mh->policy = g->policy;
   {
     ResolvedConfig rc;
-    std::string m;
-    if (resolveConfig(in.config, in.nranks, &rc, &m) == arfuseSuccess) {  // it was resolved at phase A already
+    if (resolveConfig(in.config, in.nranks, &rc).ok()) {  // it was resolved at phase A already
       mh->policy.forcedAlgo = rc.policy.forcedAlgo;
       mh->policy.forcedBy = rc.policy.forcedBy;
     }

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "algos/hierarchical/plan.h"
 #include "comm/comm.h"
 #include "comm/multihost_watch.h"
 #include "init/host_layout.h"
+#include "plan/plan.h"
 
 namespace arfuse {
 
@@ -25,7 +25,7 @@ struct MultiHost {
   int nranks = 0, rank = 0;  // global
   HostLayout layout;
   int hostIndex = 0, localRank = 0;
-  MultiHostFabric fabric;      // what the plan sees (the same on every rank)
+  Fabric fabric;               // what the plan sees (hosts > 1; the same on every rank)
   PlanPolicy policy;           // the intra-host group's, with the forced algorithm of the config / ARFUSE_ALGO
   ncclComm_t world = nullptr;  // every rank
   ncclComm_t cross = nullptr;  // the ranks with this local index, one per host (rank = host index)
@@ -62,6 +62,10 @@ std::string intraHostRanksText(const MultiHost& mh);
 // for a local rank whose NCCL operation across hosts timed out (kErrNcclTimeout, possibly recorded
 // by another process of this host), the ranks it waited with.
 std::string multiHostErrorContext(const Group& g);
+// What the paths that cross hosts read of such a group: its global ranks and the nccl path's output.
+int multiHostRanks(const Group& g);
+void* multiHostNcclSum(const Group& g);
+
 // The watch's lines for the state dump (arfuseCommDumpState).
 std::vector<std::string> multiHostWatchLines(const Group& g);
 

@@ -7,11 +7,12 @@
 #include <thread>
 #include <utility>
 
-#include "algos/nccl/guard.h"
 #include "comm/multihost.h"
+#include "comm/nccl_guard.h"
 #include "common/params.h"
-#include "core/group.h"
 #include "diag/records.h"
+#include "init/cuda_check.h"
+#include "init/group.h"
 
 namespace arfuse {
 namespace {
@@ -32,19 +33,6 @@ struct ThreadLocalCaptureMode {
   cudaStreamCaptureMode saved = cudaStreamCaptureModeThreadLocal;
   ThreadLocalCaptureMode() { cudaThreadExchangeStreamCaptureMode(&saved); }
   ~ThreadLocalCaptureMode() { cudaThreadExchangeStreamCaptureMode(&saved); }
-};
-
-struct OnDevice {
-  int saved = -1;
-  explicit OnDevice(int device) {
-    cudaGetDevice(&saved);
-    if (saved != device) cudaSetDevice(device);
-  }
-  ~OnDevice() {
-    int now = -1;
-    cudaGetDevice(&now);
-    if (saved >= 0 && now != saved) cudaSetDevice(saved);
-  }
 };
 
 EventState queryEvent(EventHandle h) {
@@ -80,7 +68,7 @@ MultiHostWatch::MultiHostWatch(Group* g, MultiHost* mh, int localRank, int devic
   const uint64_t ms = g->timeoutNs / 1000000ull;
   tickMs_ = static_cast<int>(std::max<uint64_t>(10, std::min<uint64_t>(100, ms / 20)));
   if (paramNcclWatchGraphs()) {  // captured operations' counters (diag/nccl_watch.h CapturedNcclWatch)
-    OnDevice on(device_);
+    DeviceScope on(device_);
     constexpr size_t kBytes = 3 * sizeof(unsigned long long);
     if (cudaMalloc(&counters_, kBytes) != cudaSuccess || cudaMemset(counters_, 0, kBytes) != cudaSuccess ||
         cudaMallocHost(&countersHost_, kBytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
@@ -97,7 +85,7 @@ MultiHostWatch::MultiHostWatch(Group* g, MultiHost* mh, int localRank, int devic
 }
 
 MultiHostWatch::~MultiHostWatch() {
-  OnDevice on(device_);
+  DeviceScope on(device_);
   std::vector<EventHandle> all;
   std::lock_guard<std::mutex> lock(listMu_);
   list_.clear(&all);
@@ -237,7 +225,7 @@ NcclWatchVerdict MultiHostWatch::pollCaptured(uint64_t nowNs) {
 
 void MultiHostWatch::tick() {
   if (ncclAbortDone_) return;
-  OnDevice on(device_);
+  DeviceScope on(device_);
   ThreadLocalCaptureMode mode;
   const uint64_t now = steadyNs();
   if (pendingNcclAbort_) {

@@ -41,21 +41,20 @@
 #include <thread>
 
 #include "algos/launch.h"
-#include "api/replicas.h"
-#include "api/validate.h"
 #include "comm/comm.h"
-#include "comm/config.h"
-#include "comm/mp_protocol.h"
 #include "comm/multihost.h"
-#include "comm/process_cookie.h"
-#include "comm/shm.h"
 #include "common/no_device.h"
 #include "common/params.h"
 #include "core/status.h"
 #include "init/group_builder.h"
 #include "init/host_layout.h"
+#include "init/replica_area.h"
+#include "policy/config.h"
 #include "topo/probe_map.h"
 #include "transport/ipc.h"
+#include "transport/mp_protocol.h"
+#include "transport/process_cookie.h"
+#include "transport/shm.h"
 
 namespace arfuse {
 namespace {
@@ -81,7 +80,7 @@ bool segmentNameOk(const char* name) {
   return n.size() < kShmNameBytes && n.rfind("/arfuse-", 0) == 0 && n.find('/', 1) == std::string::npos;
 }
 
-// ARFUSE_CHECK_REPLICAS (api/replicas.h): one slot per rank for residual_in and weight at the
+// ARFUSE_CHECK_REPLICAS (init/replica_area.h): one slot per rank for residual_in and weight at the
 // group's largest call, after the group area and the init area.
 size_t replicaSlotBytesFor(const Limits& l) {
   return replicaSlotBytes(l.maxTokens, l.maxHidden, (l.dtypeMask & ARFUSE_DTYPE_BIT(arfuseFloat32)) != 0);
@@ -122,8 +121,7 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   };
   if (!haveComm) localFail(arfuseInvalidArgument, "comm is NULL: pass the address of an arfuseComm_t");
   {
-    std::string m;
-    if (resolveConfig(config, nranks, &rc, &m) != arfuseSuccess) localFail(arfuseInvalidArgument, m);
+    if (const Status st = resolveConfig(config, nranks, &rc); !st.ok()) localFail(st.code(), st.message());
     if (options.intraHost) {  // the path is chosen by the group that spans hosts (comm/multihost.h)
       rc.policy.forcedAlgo = arfuseAlgoAuto;
       rc.policy.forcedBy.clear();
@@ -178,15 +176,15 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
   }
   me.checkReplicas = paramCheckReplicas() ? 1 : 0;
   if (rank == 0 && local == arfuseSuccess) {
-    std::string err;
     const std::string gname = shmRandomName("g"), hname = shmRandomName("h");
-    if (!shmCreate(gname, groupSegmentBytes(me.checkReplicas, nranks, rc.limits), early.group.get(), &err)) {
-      localFail(arfuseSystemError, "init: group area: " + err +
-                                       (me.checkReplicas ? " (ARFUSE_CHECK_REPLICAS=1 adds a copy of residual_in and "
-                                                           "weight per rank at maxTokens x maxHidden)"
-                                                         : ""));
-    } else if (!shmReserve(hname, early.host.get(), &err)) {
-      localFail(arfuseSystemError, "init: host-staged area: " + err);
+    Status st;
+    if (!(st = shmCreate(gname, groupSegmentBytes(me.checkReplicas, nranks, rc.limits), early.group.get())).ok()) {
+      localFail(st.code(), "init: group area: " + st.message() +
+                               (me.checkReplicas ? " (ARFUSE_CHECK_REPLICAS=1 adds a copy of residual_in and "
+                                                   "weight per rank at maxTokens x maxHidden)"
+                                                 : ""));
+    } else if (!(st = shmReserve(hname, early.host.get())).ok()) {
+      localFail(st.code(), "init: host-staged area: " + st.message());
     } else {
       auto* ia0 = reinterpret_cast<InitArea*>(static_cast<char*>(early.group->host) + kSharedBytes);
       ia0->ready.store(kReady, std::memory_order_release);
@@ -254,9 +252,9 @@ GroupFacts factsFromHellos(const std::vector<Hello>& h, const ResolvedConfig& rc
 // sets the group's departure wait.
 Status joinSegment(Group* g, int rank, ShmSegment* seg, const std::string& groupName, int timeoutMs, bool checkReplicas,
                    InitArea** iaOut) {
-  std::string err;
-  if (rank != 0 && !shmOpen(groupName, groupSegmentBytes(checkReplicas, g->nranks, g->limits), timeoutMs, seg, &err))
-    return ARFUSE_FAIL(arfuseSystemError, "init: %s", err.c_str());
+  if (rank != 0)
+    ARFUSE_CHECK_PREFIXED("init: ",
+                          shmOpen(groupName, groupSegmentBytes(checkReplicas, g->nranks, g->limits), timeoutMs, seg));
   InitArea* ia = *iaOut = reinterpret_cast<InitArea*>(static_cast<char*>(seg->host) + kSharedBytes);
   if (checkReplicas) {
     g->replicaArea = static_cast<char*>(seg->host) + kReplicaAreaOffset;

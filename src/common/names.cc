@@ -1,4 +1,5 @@
-// Names and texts of the public enums. Host-only, so the CPU-tested pieces can use them too.
+// Names and texts of the public enums (a path's name is its registry entry's: arfuseAlgoName is
+// defined in algos/registry.cc). Host-only, so the CPU-tested pieces can use them too.
 #include "arfuse/arfuse.h"
 #include "common/enum_arg.h"  // rawEnum: a C caller may pass any int for an enum
 
@@ -33,13 +34,6 @@ const char* arfuseGetErrorString(arfuseResult_t r) {
   };
   const int v = rawEnum(r);
   return (v >= 0 && v < arfuseNumResults) ? text[v] : "unknown result code";
-}
-
-const char* arfuseAlgoName(arfuseAlgo_t a) {
-  static const char* names[] = {"auto",  "oneshot",    "twoshot",    "nccl",
-                                "local", "lowlatency", "hoststaged", "hierarchical"};
-  const int v = rawEnum(a);
-  return (v >= 0 && v < arfuseNumAlgos) ? names[v] : "unknown";
 }
 
 const char* arfuseDataTypeName(arfuseDataType_t d) {

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "arfuse/arfuse.h"
-#include "diag/log.h"
-#include "policy/defaults.h"
+#include "common/defaults.h"
+#include "common/log.h"
 
 extern char** environ;
 
@@ -19,9 +19,10 @@ namespace arfuse {
 namespace {
 
 const std::vector<ParamSpec> kSpecs = {
-    {"ARFUSE_ALGO", "enum", "auto",
-     "Force the algorithm of every communicator whose config leaves `algo` at -1: auto, lowlatency, oneshot, "
-     "twoshot, hoststaged, nccl, hierarchical (groups that span hosts: docs/multihost.md)."},
+    {"ARFUSE_ALGO", "name", "auto",
+     "Force the algorithm of every communicator whose config leaves `algo` at -1: auto or a path's name, as "
+     "`arfuse plan --help` lists them (hierarchical: groups that span hosts, docs/multihost.md). A name that is no "
+     "path is reported once and ignored."},
     {"ARFUSE_TIMEOUT_MS", "int", "10000",
      "Bound on every device-side wait for a peer, and on every NCCL operation arfuse enqueues across hosts (from its "
      "start on the GPU; docs/multihost.md), in milliseconds, 1..86400000 (config `timeoutMs` wins). On expiry the "
@@ -271,9 +272,11 @@ std::string parseParamValue(const ParamSpec& s, const std::string& v, long long*
   const std::string name = s.name;
   const std::string type = s.type;
   long long x = 0;
-  if (name == "ARFUSE_ALGO") {
-    x = parseAlgoName(v);
-    if (x < 0) return "expected auto|lowlatency|oneshot|twoshot|hoststaged|nccl|hierarchical";
+  if (type == "name") {  // a path's name: which names are paths, the registry says (algos/registry.h)
+    if (v.empty() || v.size() > 31) return "expected a name of 1 to 31 characters";
+    for (char c : v)
+      if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c))))
+        return "expected a path's name: lowercase letters and digits (auto, oneshot, ...)";
   } else if (name == "ARFUSE_LOG_LEVEL") {
     x = parseLevel(v);
     if (x < 0) return "expected DEBUG|INFO|WARN|ERROR|NONE";
@@ -329,20 +332,9 @@ const std::vector<ParamValue>& paramValues() {
 
 const std::vector<std::string>& paramUnknownNames() { return loaded().unknown; }
 
-int parseAlgoName(const std::string& name) {
-  if (name == "auto") return arfuseAlgoAuto;
-  if (name == "oneshot") return arfuseAlgoOneShot;
-  if (name == "twoshot") return arfuseAlgoTwoShot;
-  if (name == "nccl") return arfuseAlgoNccl;
-  if (name == "lowlatency") return arfuseAlgoLowLatency;
-  if (name == "hoststaged") return arfuseAlgoHostStaged;
-  if (name == "hierarchical") return arfuseAlgoHierarchical;
-  return -1;
-}
-
-int paramAlgo() {
+std::string paramAlgoName() {
   const ParamValue& v = valueOf("ARFUSE_ALGO");
-  return v.fromEnvironment ? static_cast<int>(v.number) : -1;
+  return v.fromEnvironment && v.error.empty() ? v.value : std::string();
 }
 int paramTimeoutMs() { return static_cast<int>(valueOf("ARFUSE_TIMEOUT_MS").number); }
 int paramLogLevel() { return static_cast<int>(valueOf("ARFUSE_LOG_LEVEL").number); }

@@ -12,7 +12,7 @@ namespace arfuse {
 
 struct ParamSpec {
   const char* name;          // ARFUSE_...
-  const char* type;          // "int", "enum", "bool", "path", "address", "interfaces", "uids", "hostid"
+  const char* type;          // "int", "enum", "bool", "path", "address", "interfaces", "uids", "hostid", "name"
   const char* defaultValue;  // as text
   const char* description;
   long long min = 0, max = 0;  // "int": the accepted range (inclusive)
@@ -40,7 +40,7 @@ const std::vector<std::string>& paramUnknownNames();
 std::string parseParamValue(const ParamSpec& spec, const std::string& text, long long* number);
 
 // Typed accessors for the parameters the library uses.
-int paramAlgo();                             // ARFUSE_ALGO as arfuseAlgo_t; -1 when unset ("auto" counts as set: 0)
+std::string paramAlgoName();                 // ARFUSE_ALGO, "" when unset (policy/config.cc: a path's name?)
 int paramTimeoutMs();                        // ARFUSE_TIMEOUT_MS
 int paramLogLevel();                         // ARFUSE_LOG_LEVEL: 0 DEBUG, 1 INFO, 2 WARN, 3 ERROR, 4 NONE
 bool paramCheckPointers();                   // ARFUSE_CHECK_POINTERS
@@ -73,7 +73,5 @@ std::string paramTestHostId();               // ARFUSE_TEST_HOST_ID ("" = the re
 
 // Markdown table of the variables (docs/environment.md is this output; a test keeps them equal).
 std::string paramsMarkdown();
-// Parses an algorithm name ("auto", "oneshot", "twoshot", "nccl"); -1 if unknown.
-int parseAlgoName(const std::string& name);  // also "lowlatency"
 
 }  // namespace arfuse

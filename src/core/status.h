@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "arfuse/arfuse.h"
-#include "diag/log.h"
+#include "common/log.h"
 
 namespace arfuse {
 

@@ -45,6 +45,14 @@ constexpr int twoShotTileVecs(int chunkVecs, int nranks) {
   return nranks <= 1 ? chunkVecs : std::max(chunkVecs, (nranks - 1) * ((chunkVecs + nranks - 1) / nranks));
 }
 
+// Elements of one local rank's fp32 slice in the hierarchical path (algos/hierarchical/kernel.cuh)
+// for a message of `count` elements over `localRanks` ranks per host: ceil(count / L) rounded up to 8,
+// so no 16-byte vector of any dtype straddles two slices (comm/multihost.cc sizes its buffers by it).
+constexpr long long hierarchicalSliceElems(long long count, int localRanks) {
+  const long long l = std::max(1, localRanks);
+  return ((count + l - 1) / l + 7) / 8 * 8;
+}
+
 // A 16-byte flag slot: two 8-byte words {counter:32 | payload:32}, the payloads being the two words
 // of the writer's CallDesc. Each 8-byte word is single-copy atomic, so a reader that sees a counter
 // in a word has that word's payload; the counter says which call (and phase) the word belongs to.

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "diag/log.h"
+#include "common/log.h"
 #include "diag/records.h"
 
 namespace arfuse {

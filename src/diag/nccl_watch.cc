@@ -2,9 +2,8 @@
 
 #include <algorithm>
 
-#include "diag/log.h"
+#include "common/log.h"
 #include "diag/records.h"
-#include "init/host_layout.h"
 
 namespace arfuse {
 
@@ -124,22 +123,6 @@ NcclWatchVerdict CapturedNcclWatch::poll(uint64_t nowNs, uint64_t started, uint6
 
 std::string ncclCommName(int comm) {
   return comm == kNcclCommWorld ? std::string("world") : strprintf("local index %d", comm);
-}
-
-std::string ncclCommPeers(const HostLayout& l, int comm, int self) {
-  std::vector<int> ranks;
-  if (comm == kNcclCommWorld) {
-    for (int r = 0; r < static_cast<int>(l.hostOf.size()); ++r) ranks.push_back(r);
-  } else {
-    for (const std::vector<int>& host : l.ranksOf)
-      if (comm >= 0 && comm < static_cast<int>(host.size())) ranks.push_back(host[comm]);
-  }
-  std::string s;
-  for (int r : ranks) {
-    if (r == self) continue;
-    s += (s.empty() ? "" : ", ") + describeRank(l, r);
-  }
-  return s.empty() ? std::string("no other rank") : s;
 }
 
 std::string describeNcclTimeout(const NcclOpInfo& op, uint64_t waitedNs, uint64_t timeoutNs, const std::string& peers) {

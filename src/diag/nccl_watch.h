@@ -33,8 +33,6 @@
 
 namespace arfuse {
 
-struct HostLayout;
-
 // Which NCCL communicator of a group that spans hosts: the one over every rank, or local index j's.
 constexpr int kNcclCommWorld = -1;
 
@@ -124,9 +122,6 @@ class CapturedNcclWatch {
 
 // "world" or "local index 1".
 std::string ncclCommName(int comm);
-// The ranks this rank waits with in communicator `comm` (every other rank of that communicator),
-// each named by describeRank: "rank 2 (host test:h1, local rank 0), rank 3 (host test:h1, local rank 1)".
-std::string ncclCommPeers(const HostLayout& l, int comm, int self);
 // The message of a timeout, e.g.
 //   NCCL operation 17 across hosts (ncclAllReduce, path nccl, 14336 B, communicator world, in
 //   AllReduceAddRmsNorm bf16 tokens=1 hidden=7168) did not finish 3.012 s after it started on the

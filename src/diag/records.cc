@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "arfuse/arfuse.h"
-#include "diag/log.h"
+#include "common/log.h"
 
 namespace arfuse {
 

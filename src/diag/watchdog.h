@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "diag/dump.h"
-#include "diag/log.h"
 
 namespace arfuse {
 

@@ -1,6 +1,6 @@
 // ARFUSE_CUDA_CHECK for init code: a failed CUDA call returns arfuseCudaError from the enclosing
 // function (which returns a Status) with the call and CUDA's error as the message, and starts the
-// failure's file:line trail (core/status.h).
+// failure's file:line trail (core/status.h). DeviceScope: the caller's current device, restored.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,3 +16,23 @@
                          cudaGetErrorName(arfuseCudaError_));                                                \
     }                                                                                                        \
   } while (0)
+
+namespace arfuse {
+
+// Makes `device` current (if >= 0) and restores the caller's current device on scope exit.
+struct DeviceScope {
+  int saved = -1;
+  explicit DeviceScope(int device = -1) {
+    cudaGetDevice(&saved);
+    if (device >= 0 && saved != device) cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    int now = -1;
+    cudaGetDevice(&now);
+    if (saved >= 0 && now != saved) cudaSetDevice(saved);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+};
+
+}  // namespace arfuse

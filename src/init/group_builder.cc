@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "algos/registry.h"
 #include "common/params.h"
 #include "init/cuda_check.h"
 #include "topo/probe.h"
@@ -130,29 +131,6 @@ void layoutHostArena(Group* g, char* devBase, long long messageBytes) {
   }
   g->fabric.hostStaged = true;
   g->fabric.hostStagedCapacity = messageBytes;
-}
-
-arfuseComm* publishRank(Group* g, int rank, int device, int arch) {
-  const Fabric& f = g->fabric;
-  arfuseComm* c = new arfuseComm();
-  c->group = g;
-  c->rank = rank;
-  c->device = device;
-  c->arch = arch;
-  commRegister(c);
-  const std::string who = g->multiProcess ? strprintf("rank %d of %d (multi-process%s)", rank, g->nranks,
-                                                      f.virtualRanks ? ", GPUs shared" : "")
-                                          : strprintf("%d ranks%s", g->nranks, f.virtualRanks ? " (virtual)" : "");
-  ARFUSE_LOG(kLogInfo, c->logContext(), "",
-             "init: %s, staging %zu B, low-latency %zu B, maxBlocks %d, clusters %s, pdl %s, p2p %s, nccl %s, "
-             "host area %zu B, one-shot limit %lld B (%s)",
-             who.c_str(), g->ws.stagingBytes, g->ws.llBytes, f.maxBlocks, f.clusters ? "yes" : "no",
-             f.pdl ? "yes" : "no", f.p2p ? "yes" : "no", f.nccl ? "yes" : "no", g->hostArenaBytes,
-             g->policy.oneShotMaxBytes,
-             !g->policy.calibratedFrom.empty()  ? g->policy.calibratedFrom.c_str()
-             : !g->policy.builtinOrigin.empty() ? g->policy.builtinOrigin.c_str()
-                                                : "default or ARFUSE_ONESHOT_MAX_BYTES");
-  return c;
 }
 
 }  // namespace arfuse

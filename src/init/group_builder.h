@@ -11,7 +11,7 @@
 //   peer access enabled and proven (proveP2p)    handles and peer access exchanged through the segment
 //   host area: pinned + mapped                   host area: POSIX shared memory registered with CUDA
 //                    \                          /
-//                     forcedPathUnavailable at each step; publishRank: the handle + the init line
+//                     forcedPathUnavailable at each step; then comm/comm.h publishRank: the handle + the init line
 //
 // What the transports do differs (how buffers are allocated and peers are mapped); every decision
 // taken from the facts is made here once.
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
 #include "core/status.h"
+#include "init/group.h"
 #include "init/group_plan.h"
 
 namespace arfuse {
@@ -68,8 +68,5 @@ class Transport {
 // the host area if needed (sized with what NCCL turned out to be), with one WARN line per path that
 // turned out unavailable and the forced-path checks after each step.
 Status buildGroup(Group* g, Transport* t, const LogContext& ctx);
-
-// The communicator of local rank `rank` on `device`: registered, and the group's init line logged.
-arfuseComm* publishRank(Group* g, int rank, int device, int arch);
 
 }  // namespace arfuse

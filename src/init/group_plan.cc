@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <set>
 
-#include "diag/log.h"
+#include "algos/registry.h"
+#include "common/log.h"
 
 namespace arfuse {
 
@@ -92,8 +93,8 @@ GroupPlan planGroup(const GroupFacts& facts) {
     residency.push_back(dr);
   }
   f.virtualRanks = static_cast<int>(seen.size()) < nranks;
-  if (!setBlockCaps(residency, facts.config.maxBlocks, &f, &p.error)) {
-    p.status = arfuseUnsupported;
+  if (const Status caps = setBlockCaps(residency, facts.config.maxBlocks, &f); !caps.ok()) {
+    p.status = caps.into(&p.error);
     return p;
   }
   f.smCount = smCount;

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "comm/config.h"
 #include "core/status.h"
 #include "device/args.h"
 #include "plan/plan.h"
+#include "policy/config.h"
 #include "policy/resolve.h"
 
 namespace arfuse {

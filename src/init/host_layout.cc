@@ -7,8 +7,9 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/log.h"
 #include "common/params.h"
-#include "diag/log.h"
+#include "diag/nccl_watch.h"
 
 namespace arfuse {
 
@@ -99,6 +100,22 @@ std::string describeRank(const HostLayout& l, int rank) {
 std::string describeLocalRank(const HostLayout& l, const std::vector<int>& globalOf, int q) {
   if (q < 0 || q >= static_cast<int>(globalOf.size())) return strprintf("rank %d", q);
   return describeRank(l, globalOf[q]);
+}
+
+std::string ncclCommPeers(const HostLayout& l, int comm, int self) {
+  std::vector<int> ranks;
+  if (comm == kNcclCommWorld) {
+    for (int r = 0; r < static_cast<int>(l.hostOf.size()); ++r) ranks.push_back(r);
+  } else {
+    for (const std::vector<int>& host : l.ranksOf)
+      if (comm >= 0 && comm < static_cast<int>(host.size())) ranks.push_back(host[comm]);
+  }
+  std::string s;
+  for (int r : ranks) {
+    if (r == self) continue;
+    s += (s.empty() ? "" : ", ") + describeRank(l, r);
+  }
+  return s.empty() ? std::string("no other rank") : s;
 }
 
 }  // namespace arfuse

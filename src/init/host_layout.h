@@ -60,4 +60,9 @@ std::string describeRank(const HostLayout& l, int rank);
 // group record local ranks): "rank G (host H, local rank q)"; "rank q" when q is not one of them.
 std::string describeLocalRank(const HostLayout& l, const std::vector<int>& globalOf, int q);
 
+// The ranks this rank waits with in NCCL communicator `comm` across hosts (diag/nccl_watch.h
+// kNcclCommWorld or a local index) (every other rank of that communicator),
+// each named by describeRank: "rank 2 (host test:h1, local rank 0), rank 3 (host test:h1, local rank 1)".
+std::string ncclCommPeers(const HostLayout& l, int comm, int self);
+
 }  // namespace arfuse

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "device/args.h"
-#include "diag/log.h"
 
 namespace arfuse {
 

@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "policy/defaults.h"
+#include "common/defaults.h"
+#include "core/status.h"
 
 namespace arfuse {
 
@@ -38,6 +39,13 @@ struct Fabric {
   // Bytes of one CTA's region of one parity (Workspace below); 0 = no such buffer.
   long long stagingRegionBytes = 0;
   long long hostRegionBytes = 0;
+  // A group that spans hosts (comm/multihost.h; docs/multihost.md): hosts > 1, nranks its global
+  // ranks, localRanks (L) on each host; the CTA caps, SMs and PDL are the fewest over every rank.
+  // Only the paths that cross hosts (AlgoEntry::acrossHosts: nccl, hierarchical) plan its calls.
+  int hosts = 1;
+  int localRanks = 1;
+  bool hierarchical = false;       // every host's ranks have peer access and the hierarchical path's buffers
+  std::string hierarchicalDetail;  // why not
 };
 
 struct Limits {
@@ -130,8 +138,8 @@ struct DeviceResidency {
 // The group's per-rank CTA caps: every rank's CTAs of one call must be resident at once when ranks
 // share a GPU (they wait for each other), so each class gets SMs x residency / ranks on that GPU, the
 // fewest over the group's GPUs, at most configCap (> 0) and kMaxCtas (kLlMaxCtas for low-latency).
-// False if some class cannot fit one CTA per rank (*why says which).
-bool setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f, std::string* why);
+// Fails (arfuseUnsupported) if some class cannot fit one CTA per rank, saying which.
+Status setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f);
 
 size_t dtypeSize(arfuseDataType_t dtype);
 // Elements per 16-byte vector.
@@ -139,16 +147,29 @@ int dtypeVecElems(arfuseDataType_t dtype);
 // Largest hidden size the kernels support for a dtype (one row fits in registers of one block).
 int maxSupportedHidden(arfuseDataType_t dtype);
 
+// A plan that failed: the code and the reason (the message naming the argument and the fix).
+Plan failedPlan(arfuseResult_t status, std::string reason);
+
 // Checks (tokens, hidden, dtype) against the kernels and the communicator's limits.
 Plan validateShape(const Limits& limits, const PlanRequest& req);
 
-Plan makePlan(const Fabric& fabric, const Limits& limits, const PlanPolicy& policy, const PlanRequest& req);
+// The vectors-per-thread instantiations a kernel has, per kind (0 all-reduce, 1 fused, 2 extended),
+// ascending, 0 for none: each path lists its own (algos/<path>/plan.cc, beside its launch.h).
+struct VecSets {
+  int byKind[3][4];
+};
+// The smallest instantiation of `sets` for `kind` that covers `needed` vectors per thread; 0 if none.
+int instantiatedVecs(const VecSets& sets, int kind, int needed);
 
-// Geometry of the single-GPU add+RMSNorm kernel (also the NCCL path's epilogue): blocks, threads
-// and the vectors-per-thread instantiation.
-void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
-                   int* threads, Geometry* geo);
-
+// How a multi-rank path's kernels may cut a call (its entry says; algos/shared.h barrierTiles):
+// at most maxCtas CTAs per rank; with wideTiles, tiles of more than 512 vectors run on 512 threads
+// with 8 vectors each (at most Fabric::maxBlocksWide CTAs), else every tile runs on at most 256
+// threads; `vecs`: the instantiations of the tiles on at most 256 threads.
+struct TileRules {
+  int maxCtas;
+  bool wideTiles;
+  const VecSets* vecs;
+};
 // How tileGeometry splits rows over clusters (PlanPolicy's maxChunks, splitVecs, splitShared).
 struct SplitRule {
   int maxChunks = 8;        // the most CTAs one row may be split over
@@ -158,17 +179,14 @@ struct SplitRule {
 SplitRule splitRuleOf(const PlanPolicy& p);
 // Geometry of a multi-rank path for a call (a pure function of the call and group-wide facts, so
 // every rank launches the same grid). Sets blocks/threads. False if no instantiation covers it.
-bool tileGeometry(const Fabric& f, const PlanRequest& r, arfuseAlgo_t algo, int* blocks, int* threads, Geometry* geo,
-                  const SplitRule& split = SplitRule{});
+bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules, int* blocks, int* threads,
+                  Geometry* geo, const SplitRule& split = SplitRule{});
 // Bytes one CTA puts in its region for a call with this geometry.
 long long ctaRegionUse(const Geometry& g, int tokens);
 // The same for two-shot, whose tiles take twoShotTileVecs vectors each (device/args.h).
 long long twoShotRegionUse(const Geometry& g, int tokens, int nranks);
 // The same in a low-latency region: flagged words, whole 1 KiB groups per tile (device/args.h).
 long long llRegionUse(const Geometry& g, int tokens);
-// The vectors-per-thread instantiation of `algo` for `kind` (0 all-reduce, 1 fused, 2 extended) that
-// covers `needed` vectors per thread; 0 if none (algos/launch.h lists them).
-int instantiatedVecs(arfuseAlgo_t algo, int kind, int needed);
 
 // The per-rank workspace of a group (every rank the same): staging for one-shot / two-shot / the
 // NCCL path's sum, the low-latency buffer, and the host-staged slot, each cut into per-CTA regions
@@ -185,12 +203,6 @@ struct Workspace {
   size_t hostRegionBytes = 0;     // per CTA and parity, for messages up to hostMessageBytes
   size_t hostSlotBytes = 0;       // per rank: maxBlocks x 2 x hostRegionBytes
 };
-// deterministic: the NCCL path gathers every rank's input (nranks messages) instead of summing.
-// maxBlocks: CTA regions (the most CTAs a barrier path launches); fewestCtas (<= maxBlocks, -1: the
-// same): the fewest CTAs a full-size call may be spread over, which sizes each region.
-Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long long hostMessageBytes,
-                       bool deterministic = false, int fewestCtas = -1);
-// The same from a group's fabric (its per-class CTA caps).
-Workspace workspaceFor(const Limits& limits, const Fabric& f, long long hostMessageBytes, bool deterministic);
+// Sized by the paths of the registry (algos/registry.h workspaceFor).
 
 }  // namespace arfuse

@@ -1,6 +1,6 @@
 // resolvePolicy: the plan's limits for a group, in one order, for every caller -- the library's two
 // init paths (src/init), `arfuse plan` and `arfuse doctor`:
-//   1. config struct > environment > built-in default (comm/config.h resolveConfig: `configured`)
+//   1. config struct > environment > built-in default (policy/config.h resolveConfig: `configured`)
 //   2. a calibration file (ARFUSE_CALIBRATION_FILE) that matches the group's GPUs, fabric and ranks
 //   3. otherwise, built-in limits that follow the fabric (plan/from_topology.h): every rank on one
 //      GPU, or NVLink between every pair of the group's GPUs
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "diag/log.h"
+#include "common/log.h"
 #include "plan/plan.h"
 #include "topo/topology.h"
 

@@ -1,6 +1,6 @@
 // Host memory the GPUs map: the group area (GroupShared) and the host-staged exchange area, pinned
 // and mapped in one process (cudaHostAlloc), POSIX shared memory registered with CUDA across
-// processes (comm/shm.h). The two transports (local.cc, ipc.cc) call these.
+// processes (transport/shm.h). The two transports (local.cc, ipc.cc) call these.
 #include "transport/hostmem.h"
 
 #include <cuda_runtime.h>
@@ -59,13 +59,12 @@ Status allocatePinnedHostArena(Group* g, const std::vector<int>& unique, long lo
   return Status();
 }
 
-// The group area (GroupShared) of a multi-process group: the group segment, registered with CUDA;
-// false with *why if it cannot be.
-bool mapSharedGroupArea(Group* g, ShmSegment* seg, std::string* why) {
-  if (!shmRegister(seg, why)) return false;
+// The group area (GroupShared) of a multi-process group: the group segment, registered with CUDA.
+Status mapSharedGroupArea(Group* g, ShmSegment* seg) {
+  ARFUSE_CHECK(shmRegister(seg));
   g->shared = static_cast<GroupShared*>(seg->host);
   g->sharedDev = static_cast<GroupShared*>(seg->device);
-  return true;
+  return Status();
 }
 
 // The host-staged area: rank 0 sizes the segment it reserved, the others open it; everyone
@@ -90,10 +89,9 @@ Status mapSharedHostArea(Group* g, int rank, const std::vector<mp::Hello>& h, Sh
       *hseg = *reservedHost;
       reservedHost->fd = -1;
     }
-    std::string err;
-    const bool ok = (rank == 0 ? shmAllocate(hseg, bytes, &err) : shmOpen(hostName, bytes, timeoutMs, hseg, &err)) &&
-                    shmRegister(hseg, &err);
-    if (!ok) return ARFUSE_FAIL(arfuseSystemError, "host-staged area: %s", err.c_str());
+    ARFUSE_CHECK_PREFIXED("host-staged area: ",
+                          rank == 0 ? shmAllocate(hseg, bytes) : shmOpen(hostName, bytes, timeoutMs, hseg));
+    ARFUSE_CHECK_PREFIXED("host-staged area: ", shmRegister(hseg));
     layoutHostArena(g, static_cast<char*>(hseg->device), messageBytes);  // fresh shared memory is zero-filled
     g->hostArenaBytes = bytes;
   }

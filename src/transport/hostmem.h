@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
-#include "comm/mp_protocol.h"
-#include "comm/shm.h"
 #include "core/status.h"
+#include "init/group.h"
+#include "transport/mp_protocol.h"
+#include "transport/shm.h"
 
 namespace arfuse {
 
@@ -17,7 +17,7 @@ Status allocatePinnedGroupArea(Group* g);
 // every device of `unique` (fabric.hostStagedDetail says why not; not fatal).
 Status allocatePinnedHostArena(Group* g, const std::vector<int>& unique, long long messageBytes);
 // Multi-process: the group segment registered with CUDA as the group area.
-bool mapSharedGroupArea(Group* g, ShmSegment* seg, std::string* why);
+Status mapSharedGroupArea(Group* g, ShmSegment* seg);
 // Multi-process, phase G: rank 0 sizes the host-staged segment it reserved, the others open it;
 // everyone registers it with CUDA.
 Status mapSharedHostArea(Group* g, int rank, const std::vector<mp::Hello>& h, ShmSegment* reservedHost,

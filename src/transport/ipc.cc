@@ -76,22 +76,10 @@ void agreeOnPolicy(const std::vector<Wire>& ws, const PlanPolicy& configured, co
 }
 
 // This rank's buffers and their IPC handles (phase B's post); the group area registered with CUDA.
-arfuseResult_t localBuffers(Group* g, int rank, int device, ShmSegment* seg, Wire* w, std::string* why) {
-  arfuseResult_t localB = arfuseSuccess;
-  std::string& whyB = *why;
-  std::string err;
-  if (!mapSharedGroupArea(g, seg, &err)) {
-    localB = arfuseCudaError;
-    whyB = err;
-  }
-  if (localB == arfuseSuccess) {
-    const Status allocated = allocateRank(g, rank, device);
-    localB = allocated.code();
-    whyB = allocated.message();
-    RankResources& rr = g->ranks[rank];
-    if (localB == arfuseSuccess && !exportIpcHandles(rr, w, &whyB)) localB = arfuseCudaError;
-  }
-  return localB;
+Status localBuffers(Group* g, int rank, int device, ShmSegment* seg, Wire* w) {
+  ARFUSE_CHECK(mapSharedGroupArea(g, seg));
+  ARFUSE_CHECK(allocateRank(g, rank, device));
+  return exportIpcHandles(g->ranks[rank], w);
 }
 
 // Multi-process groups: this process holds one rank; its peers' buffers are CUDA IPC views, the
@@ -103,7 +91,7 @@ class IpcTransport : public Transport {
 
   // Phase B's post, part 1; a failure is posted by connect(), not returned, so the others learn it.
   Status allocate(Group* g) override {
-    localB_ = localBuffers(g, w_.rank, w_.device, w_.seg, &mine_, &whyB_);
+    localB_ = localBuffers(g, w_.rank, w_.device, w_.seg, &mine_);
     return Status();
   }
 
@@ -112,12 +100,9 @@ class IpcTransport : public Transport {
     const int nranks = g->nranks, rank = w_.rank;
     Fabric& f = g->fabric;
     localReach(nranks, rank, w_.device, w_.count, h_, &mine_);
-    if (rank == 0 && g->ncclPlanned && localB_ == arfuseSuccess) {
+    if (rank == 0 && g->ncclPlanned && localB_.ok()) {
       const ncclResult_t nr = ncclGetUniqueId(&mine_.ncclId);
-      if (nr != ncclSuccess) {
-        localB_ = arfuseNcclError;
-        whyB_ = strprintf("ncclGetUniqueId: %s", ncclGetErrorString(nr));
-      }
+      if (nr != ncclSuccess) localB_ = ARFUSE_FAIL(arfuseNcclError, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
     }
     mine_.oneShotMax = g->policy.oneShotMaxBytes;
     mine_.hostOneShotMax = g->policy.hostOneShotMaxBytes;
@@ -125,8 +110,8 @@ class IpcTransport : public Transport {
     mine_.lowLatencyMax = g->policy.lowLatencyMaxBytes;
     mine_.ncclAbove = g->policy.ncclAboveBytes;
     mine_.llTwoPhaseMax = g->policy.llTwoPhaseMaxBytes;
-    mine_.status = localB_;
-    setText(mine_.text, whyB_);
+    mine_.status = localB_.code();
+    setText(mine_.text, localB_.message());
     std::vector<uint8_t> all;
     ARFUSE_CHECK(segmentExchange(w_.ia, 1, rank, nranks, &mine_, sizeof mine_, w_.timeoutMs, &all));
     ARFUSE_CHECK(postedFailure<Wire>(all, nranks));
@@ -143,7 +128,11 @@ class IpcTransport : public Transport {
         }
     Report sc{};
     std::string whyC;
-    if (f.p2p && !mapPeers(g, rank, h_, ws_, &whyC)) sc.status = arfuseCudaError;
+    if (f.p2p) {
+      const Status mapped = mapPeers(g, rank, h_, ws_);
+      sc.status = mapped.code();
+      whyC = mapped.message();
+    }
     setText(sc.text, whyC);
     ARFUSE_CHECK(segmentExchange(w_.ia, 2, rank, nranks, &sc, sizeof sc, w_.timeoutMs, &all));
     ARFUSE_CHECK(postedFailure<Report>(all, nranks));
@@ -180,8 +169,7 @@ class IpcTransport : public Transport {
   IpcWhere w_;
   const std::vector<Hello>& h_;
   Wire mine_{};
-  arfuseResult_t localB_ = arfuseSuccess;
-  std::string whyB_;
+  Status localB_;  // this rank's buffers (allocate), posted with phase B
   std::vector<Wire> ws_;
 };
 

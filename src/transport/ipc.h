@@ -1,7 +1,7 @@
 // The multi-process transport (init/group_builder.h Transport): this process holds one rank; its
 // peers' buffers are CUDA IPC views, the group area and the host-staged area POSIX shared memory
 // registered with CUDA. Every step posts this rank's outcome into the group segment
-// (comm/mp_protocol.h) and takes every rank's, so that all ranks decide from the same bytes:
+// (transport/mp_protocol.h) and takes every rank's, so that all ranks decide from the same bytes:
 //   B  this rank's IPC handles, its view of peer access, rank 0's NCCL id, the limits it resolved
 //   C  every peer's buffers mapped            D, E  the mappings proven (seeded stores and loads)
 //   F  NCCL (ncclCommInitRank)                G     the host-staged area; then the names are unlinked
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/mp_protocol.h"
-#include "comm/shm.h"
 #include "init/group_builder.h"
+#include "transport/mp_protocol.h"
+#include "transport/shm.h"
 
 namespace arfuse {
 

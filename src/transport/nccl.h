@@ -3,9 +3,9 @@
 
 #include <nccl.h>
 
-#include "comm/comm.h"
-#include "comm/mp_protocol.h"
 #include "core/status.h"
+#include "init/group.h"
+#include "transport/mp_protocol.h"
 
 namespace arfuse {
 

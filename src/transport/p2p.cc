@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "algos/launch.h"
-#include "comm/process_cookie.h"
 #include "init/cuda_check.h"
+#include "transport/process_cookie.h"
+#include "transport/proof.h"
 
 namespace arfuse {
 
@@ -110,21 +110,19 @@ Status proveP2p(Group* g) {
 }
 
 // This rank's buffers as CUDA IPC handles (and raw pointers, for peers in this process) in its
-// phase B post; false with *why if the driver refuses.
-bool exportIpcHandles(const RankResources& rr, mp::Wire* w, std::string* why) {
-  bool ok = true;
+// phase B post; the driver's refusal if it refuses.
+Status exportIpcHandles(const RankResources& rr, mp::Wire* w) {
+  w->stagingPtr = reinterpret_cast<uint64_t>(rr.staging);
+  w->controlPtr = reinterpret_cast<uint64_t>(rr.control);
+  w->llPtr = reinterpret_cast<uint64_t>(rr.ll);
   cudaError_t e = cudaIpcGetMemHandle(&w->staging, rr.staging);
   if (e == cudaSuccess) e = cudaIpcGetMemHandle(&w->control, rr.control);
   if (e == cudaSuccess && rr.ll) e = cudaIpcGetMemHandle(&w->ll, rr.ll);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    ok = false;
-    *why = strprintf("cudaIpcGetMemHandle: %s", cudaGetErrorString(e));
+    return ARFUSE_FAIL(arfuseCudaError, "cudaIpcGetMemHandle: %s", cudaGetErrorString(e));
   }
-  w->stagingPtr = reinterpret_cast<uint64_t>(rr.staging);
-  w->controlPtr = reinterpret_cast<uint64_t>(rr.control);
-  w->llPtr = reinterpret_cast<uint64_t>(rr.ll);
-  return ok;
+  return Status();
 }
 
 // This rank's view of peer access to each rank's GPU (phase B's post), found by UUID among the GPUs
@@ -166,37 +164,36 @@ void localReach(int nranks, int rank, int device, int count, const std::vector<H
 }
 
 // Opens every peer's buffers (or takes its raw pointers when it is a rank of this process).
-bool mapPeers(Group* g, int rank, const std::vector<Hello>& h, const std::vector<Wire>& ws, std::string* why) {
+Status mapPeers(Group* g, int rank, const std::vector<Hello>& h, const std::vector<Wire>& ws) {
   for (int s = 0; s < g->nranks; ++s) {
     if (s == rank) continue;
     auto open = [&](const cudaIpcMemHandle_t& hnd, uint64_t raw, char** out) {
       if (sameProcess(h[s].hostHash, h[s].cookie, h[rank].hostHash, h[rank].cookie)) {  // its pointers are ours
         *out = reinterpret_cast<char*>(raw);
-        return true;
+        return Status();
       }
       void* p = nullptr;
       const cudaError_t e = cudaIpcOpenMemHandle(&p, hnd, cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess) {
         cudaGetLastError();
-        *why = strprintf(
-            "cudaIpcOpenMemHandle(rank %d's buffer): %s (a mapping that does not open fails the group: processes "
-            "in containers must share the IPC namespace, --ipc=host, and see the same GPUs)",
-            s, cudaGetErrorString(e));
-        return false;
+        return ARFUSE_FAIL(arfuseCudaError,
+                           "cudaIpcOpenMemHandle(rank %d's buffer): %s (a mapping that does not open fails the group: "
+                           "processes in containers must share the IPC namespace, --ipc=host, and see the same GPUs)",
+                           s, cudaGetErrorString(e));
       }
       g->cleanups.push_back([p] { cudaIpcCloseMemHandle(p); });
       *out = static_cast<char*>(p);
-      return true;
+      return Status();
     };
     char *staging = nullptr, *control = nullptr, *ll = nullptr;
-    if (!open(ws[s].staging, ws[s].stagingPtr, &staging) || !open(ws[s].control, ws[s].controlPtr, &control) ||
-        (g->ws.llBytes && !open(ws[s].ll, ws[s].llPtr, &ll)))
-      return false;
+    ARFUSE_CHECK(open(ws[s].staging, ws[s].stagingPtr, &staging));
+    ARFUSE_CHECK(open(ws[s].control, ws[s].controlPtr, &control));
+    if (g->ws.llBytes) ARFUSE_CHECK(open(ws[s].ll, ws[s].llPtr, &ll));
     g->peers.staging[s] = staging;
     g->peers.control[s] = reinterpret_cast<ControlBlock*>(control);
     g->peers.ll[s] = ll;
   }
-  return true;
+  return Status();
 }
 
 // Peer access reported is not peer access working (ACS, an IOMMU, a broken switch), and an IPC

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
-#include "comm/mp_protocol.h"
 #include "core/status.h"
+#include "init/group.h"
 #include "init/group_plan.h"  // proofVerdict
+#include "transport/mp_protocol.h"
 
 namespace arfuse {
 
@@ -19,13 +19,13 @@ Status connectPeers(Group* g, const std::vector<int>& unique);
 Status proveP2p(Group* g);
 
 // Multi-process, phase B: this rank's buffers as IPC handles (+ raw pointers) in its post.
-bool exportIpcHandles(const RankResources& rr, mp::Wire* w, std::string* why);
+Status exportIpcHandles(const RankResources& rr, mp::Wire* w);
 // Multi-process, phase B: this rank's view of peer access to each rank's GPU (by UUID), enabled
 // where it exists.
 void localReach(int nranks, int rank, int device, int count, const std::vector<mp::Hello>& h, mp::Wire* w);
 // Multi-process, phase C: every peer's buffers opened into g->peers (raw pointers for ranks of
 // this process).
-bool mapPeers(Group* g, int rank, const std::vector<mp::Hello>& h, const std::vector<mp::Wire>& ws, std::string* why);
+Status mapPeers(Group* g, int rank, const std::vector<mp::Hello>& h, const std::vector<mp::Wire>& ws);
 // Multi-process, phases D and E: the IPC mappings proven; every rank turns P2P off together, or
 // every rank fails together (proofVerdict).
 Status proveIpcPeers(Group* g, mp::InitArea* ia, int rank, const std::vector<mp::Hello>& h, int timeoutMs);

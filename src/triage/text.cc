@@ -2,12 +2,12 @@
 
 #include <cstdio>
 
-#include "common/printable.h"
+#include "base/printable.h"
 
 namespace arfuse {
 namespace triage {
 
-// printable() is the project's one escaping of untrusted output (common/printable.h).
+// printable() is the project's one escaping of untrusted output (base/printable.h).
 std::string printable(std::string_view s, bool keepNewlines) { return arfuse::printable(s, keepNewlines); }
 
 std::string jsonString(std::string_view s) {

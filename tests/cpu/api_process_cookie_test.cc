@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/process_cookie.h"
+#include "transport/process_cookie.h"
 
 namespace arfuse {
 namespace {

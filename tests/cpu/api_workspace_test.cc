@@ -1,7 +1,7 @@
 // The staging workspace is sized from the dtypes a communicator enables, not for fp32 always.
 #include <gtest/gtest.h>
 
-#include "comm/config.h"
+#include "policy/config.h"
 
 namespace arfuse {
 namespace {
@@ -27,10 +27,10 @@ TEST(Workspace, ResolvedConfigCarriesIt) {
   c.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
   ResolvedConfig r;
   std::string msg;
-  ASSERT_EQ(resolveConfig(&c, 2, &r, &msg), arfuseSuccess) << msg;
+  ASSERT_EQ(resolveConfig(&c, 2, &r).into(&msg), arfuseSuccess) << msg;
   EXPECT_EQ(r.messageBytes, 64ull * 4096 * 2) << "a bf16-only communicator must not get an fp32-sized workspace";
   c.dtypeMask = ARFUSE_DTYPE_ALL;
-  ASSERT_EQ(resolveConfig(&c, 2, &r, &msg), arfuseSuccess) << msg;
+  ASSERT_EQ(resolveConfig(&c, 2, &r).into(&msg), arfuseSuccess) << msg;
   EXPECT_EQ(r.messageBytes, 64ull * 4096 * 4);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "algos/registry.h"
 #include "plan/from_topology.h"
 #include "plan/plan.h"
 #include "topo/topology.h"

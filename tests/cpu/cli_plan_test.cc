@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/registry.h"
 #include "args.h"
 #include "plan/plan.h"
 #include "plan_args.h"

@@ -23,7 +23,7 @@ expect 2 "--tokens wants a comma-separated list" plan --tokens abc
 expect 2 "'a' is not one" plan --topology x.json --devices a,b
 expect 2 "^arfuse plan: --hidden wants a whole number" plan --hidden -5
 expect 2 "hidden=12: must be a positive multiple of 8" plan --hidden 12
-expect 2 "--algo wants auto, lowlatency, oneshot, twoshot, hoststaged, nccl or hierarchical" plan --algo fast
+expect 2 "--algo wants auto, local, lowlatency, hoststaged, hierarchical, nccl, oneshot or twoshot" plan --algo fast
 expect 0 "^usage: arfuse plan" plan --help
 expect 0 "^assumed machine \(no --topology" plan --ranks 4 --tokens 1
 expect 0 "hoststaged \(one-shot variant\): no peer access between ranks \(--no-p2p given\)" plan --no-p2p --tokens 1

@@ -1,10 +1,11 @@
-#include "comm/config.h"
+#include "policy/config.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <set>
 
+#include "algos/registry.h"
 #include "common/params.h"
 
 namespace arfuse {
@@ -13,7 +14,7 @@ namespace {
 TEST(Config, DefaultsWhenNull) {
   ResolvedConfig r;
   std::string msg;
-  ASSERT_EQ(resolveConfig(nullptr, 4, &r, &msg), arfuseSuccess) << msg;
+  ASSERT_EQ(resolveConfig(nullptr, 4, &r).into(&msg), arfuseSuccess) << msg;
   EXPECT_EQ(r.limits.maxTokens, 2048);
   EXPECT_EQ(r.limits.maxHidden, 16384);
   EXPECT_EQ(r.limits.dtypeMask, ARFUSE_DTYPE_ALL);
@@ -50,7 +51,7 @@ TEST(Config, BadFieldsAreNamed) {
     k.edit(&c);
     ResolvedConfig r;
     std::string msg;
-    EXPECT_EQ(resolveConfig(&c, 4, &r, &msg), arfuseInvalidArgument) << k.needle;
+    EXPECT_EQ(resolveConfig(&c, 4, &r).into(&msg), arfuseInvalidArgument) << k.needle;
     EXPECT_NE(msg.find(k.needle), std::string::npos) << msg;
   }
 }
@@ -64,7 +65,7 @@ TEST(Config, FieldsWinOverDefaults) {
   c.timeoutMs = 50;
   ResolvedConfig r;
   std::string msg;
-  ASSERT_EQ(resolveConfig(&c, 2, &r, &msg), arfuseSuccess) << msg;
+  ASSERT_EQ(resolveConfig(&c, 2, &r).into(&msg), arfuseSuccess) << msg;
   EXPECT_EQ(r.limits.maxTokens, 16);
   EXPECT_EQ(r.policy.forcedAlgo, arfuseAlgoOneShot);
   EXPECT_EQ(r.policy.forcedBy, "config");

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "arfuse/arfuse.h"
-#include "diag/log.h"
+#include "common/log.h"
 
 TEST(DebugFile, PatternExpansion) {
   EXPECT_EQ(arfuse::expandDebugPath("/tmp/a.%h.%p.log", 42, "node7"), "/tmp/a.node7.42.log");

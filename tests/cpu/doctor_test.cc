@@ -11,9 +11,9 @@
 #include <map>
 #include <string>
 
-#include "comm/shm_name.h"
 #include "doctor_checks.h"
 #include "topo/json.h"
+#include "transport/shm_name.h"
 
 namespace arfuse {
 namespace cli {
@@ -587,7 +587,7 @@ TEST(DoctorShm, SegmentOfAKilledInitIsFoundAndRemovedByTheCli) {
   EXPECT_EQ(access(("/dev/shm" + name).c_str(), F_OK), -1);
 }
 
-// Who may remove what (issue 37 item 5): a segment's name records its creator (comm/shm_name.h);
+// Who may remove what (issue 37 item 5): a segment's name records its creator (transport/shm_name.h);
 // a segment nobody maps is removed only when that creator is gone. As root, a segment of another
 // user whose name records no creator is not guessed at (its creator may run in a PID namespace this
 // /proc does not show), nor is a tagged one whose creator runs, or ran in another namespace.

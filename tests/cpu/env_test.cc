@@ -1,8 +1,8 @@
 // Runs with ARFUSE_ALGO=twoshot ARFUSE_TIMEOUT_MS=1234 ARFUSE_LOG_LEVEL=bogus (set by CTest).
 #include <gtest/gtest.h>
 
-#include "comm/config.h"
 #include "common/params.h"
+#include "policy/config.h"
 
 namespace arfuse {
 namespace {
@@ -10,7 +10,7 @@ namespace {
 TEST(EnvPrecedence, EnvironmentOverridesDefaultsAndConfigOverridesEnvironment) {
   ResolvedConfig r;
   std::string msg;
-  ASSERT_EQ(resolveConfig(nullptr, 2, &r, &msg), arfuseSuccess) << msg;
+  ASSERT_EQ(resolveConfig(nullptr, 2, &r).into(&msg), arfuseSuccess) << msg;
   EXPECT_EQ(r.policy.forcedAlgo, arfuseAlgoTwoShot);
   EXPECT_EQ(r.policy.forcedBy, "ARFUSE_ALGO");
   EXPECT_EQ(r.timeoutMs, 1234);
@@ -18,7 +18,7 @@ TEST(EnvPrecedence, EnvironmentOverridesDefaultsAndConfigOverridesEnvironment) {
   arfuseConfig_t c = ARFUSE_CONFIG_INITIALIZER;
   c.algo = arfuseAlgoOneShot;
   c.timeoutMs = 7;
-  ASSERT_EQ(resolveConfig(&c, 2, &r, &msg), arfuseSuccess) << msg;
+  ASSERT_EQ(resolveConfig(&c, 2, &r).into(&msg), arfuseSuccess) << msg;
   EXPECT_EQ(r.policy.forcedAlgo, arfuseAlgoOneShot);
   EXPECT_EQ(r.policy.forcedBy, "config");
   EXPECT_EQ(r.timeoutMs, 7);

@@ -1,4 +1,4 @@
-// Untrusted text on its way out (issue 37 item 5): the one helper (common/printable.h), and the
+// Untrusted text on its way out (issue 37 item 5): the one helper (base/printable.h), and the
 // places that print what someone else chose -- a log line quoting an ARFUSE_* value or name, a CLI
 // error quoting a JSON file, `arfuse env`. Each must stay one line and carry no terminal escape.
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "base/printable.h"
+#include "common/log.h"
 #include "common/params.h"
-#include "common/printable.h"
-#include "diag/log.h"
 
 namespace arfuse {
 namespace {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "core/group.h"
 #include "diag/device_records.h"
 #include "diag/records.h"
 #include "diag_test_util.h"
+#include "init/group.h"
 #include "init/host_layout.h"
 
 namespace arfuse {

@@ -6,12 +6,14 @@
 
 #include "algos/hierarchical/args.h"
 #include "algos/hierarchical/plan.h"
+#include "algos/registry.h"
 
 namespace arfuse {
 namespace {
 
-MultiHostFabric fabric(int hosts, int local, bool hier = true) {
-  MultiHostFabric f;
+Fabric fabric(int hosts, int local, bool hier = true) {
+  Fabric f;
+  f.nccl = true;
   f.hosts = hosts;
   f.localRanks = local;
   f.nranks = hosts * local;
@@ -36,44 +38,44 @@ PlanRequest req(int tokens, int hidden = 7168, arfuseDataType_t dt = arfuseBfloa
 }
 
 TEST(MultiHostPlan, AutoSmallMessagesGoToNcclLargeOnesHierarchical) {
-  const MultiHostFabric f = fabric(2, 8);
-  Plan p = makeMultiHostPlan(f, Limits{}, PlanPolicy{}, req(1));
+  const Fabric f = fabric(2, 8);
+  Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(1));
   EXPECT_EQ(p.algo, arfuseAlgoNccl) << p.reason;
   EXPECT_NE(p.reason.find("2 hosts x 8 ranks"), std::string::npos) << p.reason;
   EXPECT_NE(p.reason.find("below which"), std::string::npos) << p.reason;
-  p = makeMultiHostPlan(f, Limits{}, PlanPolicy{}, req(256));  // 3.5 MiB
+  p = makePlan(f, Limits{}, PlanPolicy{}, req(256));  // 3.5 MiB
   ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
   EXPECT_EQ(p.algo, arfuseAlgoHierarchical) << p.reason;
   EXPECT_NE(p.reason.find("1/8 of the elements cross hosts"), std::string::npos) << p.reason;
   // The crossover is the documented constant.
   const int tokens = static_cast<int>(kHierarchicalMinBytes / (7168 * 2)) + 1;
-  EXPECT_EQ(makeMultiHostPlan(f, Limits{}, PlanPolicy{}, req(tokens)).algo, arfuseAlgoHierarchical);
-  EXPECT_EQ(makeMultiHostPlan(f, Limits{}, PlanPolicy{}, req(tokens - 2)).algo, arfuseAlgoNccl);
+  EXPECT_EQ(makePlan(f, Limits{}, PlanPolicy{}, req(tokens)).algo, arfuseAlgoHierarchical);
+  EXPECT_EQ(makePlan(f, Limits{}, PlanPolicy{}, req(tokens - 2)).algo, arfuseAlgoNccl);
 }
 
 TEST(MultiHostPlan, AutoReasonsForNccl) {
-  Plan p = makeMultiHostPlan(fabric(2, 1), Limits{}, PlanPolicy{}, req(512));
+  Plan p = makePlan(fabric(2, 1), Limits{}, PlanPolicy{}, req(512));
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("one rank per host"), std::string::npos) << p.reason;
   // Two ranks per host and bf16: the fp32 half-slices are as many bytes as the whole message.
-  p = makeMultiHostPlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(512));
+  p = makePlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(512));
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("no fewer bytes across hosts"), std::string::npos) << p.reason;
-  p = makeMultiHostPlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(512, 7168, arfuseFloat32));
+  p = makePlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(512, 7168, arfuseFloat32));
   EXPECT_EQ(p.algo, arfuseAlgoHierarchical) << p.reason;  // fp32: half the bytes
-  p = makeMultiHostPlan(fabric(2, 3), Limits{}, PlanPolicy{}, req(512));
+  p = makePlan(fabric(2, 3), Limits{}, PlanPolicy{}, req(512));
   EXPECT_EQ(p.algo, arfuseAlgoHierarchical) << p.reason;  // bf16 at 3 per host: 2/3 of the bytes
-  p = makeMultiHostPlan(fabric(2, 4, false), Limits{}, PlanPolicy{}, req(512));
+  p = makePlan(fabric(2, 4, false), Limits{}, PlanPolicy{}, req(512));
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("no peer access"), std::string::npos) << p.reason;
   PlanPolicy det;
   det.deterministic = true;
-  p = makeMultiHostPlan(fabric(2, 4), Limits{}, det, req(512));
+  p = makePlan(fabric(2, 4), Limits{}, det, req(512));
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("deterministic"), std::string::npos) << p.reason;
   PlanRequest ext = req(512);
   ext.extended = true;
-  p = makeMultiHostPlan(fabric(2, 4), Limits{}, PlanPolicy{}, ext);
+  p = makePlan(fabric(2, 4), Limits{}, PlanPolicy{}, ext);
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   EXPECT_NE(p.reason.find("extended epilogue"), std::string::npos) << p.reason;
 }
@@ -82,24 +84,24 @@ TEST(MultiHostPlan, ForcedPaths) {
   PlanPolicy pol;
   pol.forcedAlgo = arfuseAlgoHierarchical;
   pol.forcedBy = "ARFUSE_ALGO";
-  Plan p = makeMultiHostPlan(fabric(2, 2), Limits{}, pol, req(1));
+  Plan p = makePlan(fabric(2, 2), Limits{}, pol, req(1));
   ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
   EXPECT_EQ(p.algo, arfuseAlgoHierarchical);
   EXPECT_NE(p.reason.find("forced by ARFUSE_ALGO"), std::string::npos) << p.reason;
-  p = makeMultiHostPlan(fabric(2, 1), Limits{}, pol, req(1));  // one rank per host: allowed when forced
+  p = makePlan(fabric(2, 1), Limits{}, pol, req(1));  // one rank per host: allowed when forced
   EXPECT_EQ(p.algo, arfuseAlgoHierarchical) << p.reason;
-  p = makeMultiHostPlan(fabric(2, 2, false), Limits{}, pol, req(1));
+  p = makePlan(fabric(2, 2, false), Limits{}, pol, req(1));
   EXPECT_EQ(p.status, arfuseUnsupported);
   EXPECT_NE(p.reason.find("no peer access"), std::string::npos) << p.reason;
   PlanRequest ext = req(1);
   ext.extended = true;
-  EXPECT_EQ(makeMultiHostPlan(fabric(2, 2), Limits{}, pol, ext).status, arfuseUnsupported);
+  EXPECT_EQ(makePlan(fabric(2, 2), Limits{}, pol, ext).status, arfuseUnsupported);
   pol.forcedAlgo = arfuseAlgoNccl;
-  p = makeMultiHostPlan(fabric(2, 2), Limits{}, pol, req(4096 / 8, 8192));
+  p = makePlan(fabric(2, 2), Limits{}, pol, req(4096 / 8, 8192));
   EXPECT_EQ(p.algo, arfuseAlgoNccl);
   for (int a : {arfuseAlgoOneShot, arfuseAlgoTwoShot, arfuseAlgoLowLatency, arfuseAlgoHostStaged, arfuseAlgoLocal}) {
     pol.forcedAlgo = a;
-    p = makeMultiHostPlan(fabric(2, 2), Limits{}, pol, req(1));
+    p = makePlan(fabric(2, 2), Limits{}, pol, req(1));
     EXPECT_EQ(p.status, arfuseUnsupported) << a;
     EXPECT_NE(p.reason.find("runs within one host"), std::string::npos) << p.reason;
   }
@@ -117,8 +119,8 @@ TEST(MultiHostPlan, ForcedHierarchicalOnOneHostIsRefusedByTheIntraHostPlan) {
 }
 
 TEST(MultiHostPlan, BadShapesFailBeforeAnyPath) {
-  EXPECT_EQ(makeMultiHostPlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(1, 7)).status, arfuseInvalidArgument);
-  EXPECT_EQ(makeMultiHostPlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(1 << 20)).status, arfuseInvalidArgument);
+  EXPECT_EQ(makePlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(1, 7)).status, arfuseInvalidArgument);
+  EXPECT_EQ(makePlan(fabric(2, 2), Limits{}, PlanPolicy{}, req(1 << 20)).status, arfuseInvalidArgument);
 }
 
 TEST(MultiHostPlan, SliceCoversTheMessageInWholeVectors) {
@@ -172,7 +174,7 @@ TEST(MultiHostPlan, KernelIndexMathCoversTheMessageOnce) {
 }
 
 TEST(MultiHostPlan, GatherGeometryCoversRowsWithAnInstantiation) {
-  const MultiHostFabric f = fabric(2, 4);
+  const Fabric f = fabric(2, 4);
   struct {
     int hidden;
     arfuseDataType_t dt;

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 
+#include "algos/local/plan.h"
+#include "algos/registry.h"
+#include "algos/shared.h"
+#include "common/log.h"
 #include "device/args.h"
-#include "diag/log.h"
 #include "plan_fixtures.h"
 
 namespace arfuse {
@@ -492,7 +495,7 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
   f.nranks = 16;
   f.clusters = true;
   std::string why;
-  ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why)) << why;
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
   EXPECT_EQ(f.maxBlocksLowLatency, 8);
   EXPECT_EQ(f.maxBlocks, 16);
   EXPECT_EQ(f.maxBlocksWide, 8);
@@ -507,14 +510,14 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
       EXPECT_LE(p.blocks, p.algo == arfuseAlgoLowLatency ? f.maxBlocksLowLatency : f.maxBlocks);
     }
   d.ranks = 300;
-  EXPECT_FALSE(setBlockCaps({d}, -1, &f, &why));
+  EXPECT_FALSE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess);
   EXPECT_NE(why.find("fewer virtual ranks"), std::string::npos) << why;
   // One rank per GPU: the caps are the library's (128 CTAs, 32 for low-latency) and a config cap.
   d.ranks = 1;
-  ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why));
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess);
   EXPECT_EQ(f.maxBlocks, 128);
   EXPECT_EQ(f.maxBlocksLowLatency, 32);
-  ASSERT_TRUE(setBlockCaps({d}, 20, &f, &why));
+  ASSERT_TRUE(setBlockCaps({d}, 20, &f).into(&why) == arfuseSuccess);
   EXPECT_EQ(f.maxBlocks, 20);
 }
 
@@ -528,17 +531,18 @@ TEST(Plan, SplitRulesOfTheGeometry) {
   f.clusters = true;
   f.virtualRanks = true;
   std::string why;
-  ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why)) << why;
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
+  const TileRules barrier = planning::barrierTiles(f);
   int blocks = 0, threads = 0;
   Geometry g;
-  ASSERT_TRUE(tileGeometry(f, req(64), arfuseAlgoTwoShot, &blocks, &threads, &g));
+  ASSERT_TRUE(tileGeometry(f, req(64), barrier, &blocks, &threads, &g));
   EXPECT_EQ(g.chunks, 1);
   EXPECT_EQ(g.vecs, 8);
   EXPECT_EQ(blocks, f.maxBlocksWide);  // 16 wide CTAs, 4 rows each
   EXPECT_EQ(threads, 512);
   SplitRule shared;
   shared.sharedCtas = true;
-  ASSERT_TRUE(tileGeometry(f, req(64), arfuseAlgoTwoShot, &blocks, &threads, &g, shared));
+  ASSERT_TRUE(tileGeometry(f, req(64), barrier, &blocks, &threads, &g, shared));
   EXPECT_EQ(g.chunks, 4);
   EXPECT_EQ(g.chunkVecs, 224);
   EXPECT_EQ(g.vecs, 1);
@@ -547,24 +551,28 @@ TEST(Plan, SplitRulesOfTheGeometry) {
   EXPECT_GT((64 + g.slots - 1) / g.slots, 1);  // rows share CTAs
   // Where every row already gets its own cluster, sharedCtas changes nothing.
   Geometry own;
-  ASSERT_TRUE(tileGeometry(f, req(4), arfuseAlgoOneShot, &blocks, &threads, &own));
-  ASSERT_TRUE(tileGeometry(f, req(4), arfuseAlgoOneShot, &blocks, &threads, &g, shared));
+  ASSERT_TRUE(tileGeometry(f, req(4), barrier, &blocks, &threads, &own));
+  ASSERT_TRUE(tileGeometry(f, req(4), barrier, &blocks, &threads, &g, shared));
   EXPECT_EQ(own.chunks, 4);
   EXPECT_EQ(g.chunks, own.chunks);
   EXPECT_EQ(g.slots, own.slots);
   shared.maxChunkVecs = 512;
-  ASSERT_TRUE(tileGeometry(f, req(64), arfuseAlgoOneShot, &blocks, &threads, &g, shared));
+  ASSERT_TRUE(tileGeometry(f, req(64), barrier, &blocks, &threads, &g, shared));
   EXPECT_EQ(g.chunks, 2);
   EXPECT_EQ(g.vecs, 2);
   EXPECT_LE(blocks, std::min(f.maxBlocks, f.clusterCtas[2]));
   // One token: the default splits to 224-vector chunks; 128 splits once more, into a cluster of 8.
-  ASSERT_TRUE(tileGeometry(f, req(1), arfuseAlgoLowLatency, &blocks, &threads, &g));
-  EXPECT_EQ(g.chunks, 4);
-  SplitRule fine;
-  fine.maxChunkVecs = 128;
-  ASSERT_TRUE(tileGeometry(f, req(1), arfuseAlgoLowLatency, &blocks, &threads, &g, fine));
-  EXPECT_EQ(g.chunks, 8);
-  EXPECT_EQ(g.chunkVecs, 112);
+  // (the low-latency path's own tile rules, through the plan)
+  PlanPolicy ll;
+  ll.forcedAlgo = arfuseAlgoLowLatency;
+  Plan lp = makePlan(f, Limits{}, ll, req(1));
+  ASSERT_EQ(lp.status, arfuseSuccess) << lp.reason;
+  EXPECT_EQ(lp.geo.chunks, 4);
+  ll.splitVecs = 128;
+  lp = makePlan(f, Limits{}, ll, req(1));
+  ASSERT_EQ(lp.status, arfuseSuccess) << lp.reason;
+  EXPECT_EQ(lp.geo.chunks, 8);
+  EXPECT_EQ(lp.geo.chunkVecs, 112);
   // The policy carries the rule (ARFUSE_EXP_* through comm/config.cc) and the plan acts on it.
   PlanPolicy pol;
   pol.splitShared = true;
@@ -585,7 +593,7 @@ TEST(Plan, RegionsHoldEveryCallUnderEveryClassCap) {
     f.nranks = ranks;
     f.clusters = true;
     std::string why;
-    ASSERT_TRUE(setBlockCaps({d}, -1, &f, &why)) << why;
+    ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
     Limits lim;
     lim.maxTokens = 2048;
     lim.maxHidden = 8192;

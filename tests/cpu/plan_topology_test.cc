@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/registry.h"
 #include "plan/from_topology.h"
 #include "topo_fixtures.h"
 

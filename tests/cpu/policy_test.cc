@@ -29,7 +29,7 @@ GroupFacts factsFor(const topo::Topology& t, const std::vector<int>& devices, bo
   GroupFacts f;
   f.multiProcess = multiProcess;
   std::string err;
-  EXPECT_EQ(resolveConfig(nullptr, static_cast<int>(devices.size()), &f.config, &err), arfuseSuccess) << err;
+  EXPECT_EQ(resolveConfig(nullptr, static_cast<int>(devices.size()), &f.config).into(&err), arfuseSuccess) << err;
   for (int d : devices) {
     RankFacts r;
     r.uuid = t.gpus[d].uuid;
@@ -201,7 +201,7 @@ TEST(GroupPlan, HiddenGpusKeepTheGeneralLimits) {
 }
 
 TEST(ResolvePolicy, DefaultsAreWrittenOnce) {
-  // PlanPolicy's initialisers and the registry's defaults are the same numbers (policy/defaults.h).
+  // PlanPolicy's initialisers and the registry's defaults are the same numbers (common/defaults.h).
   const PlanPolicy p;
   for (const ParamSpec& s : paramSpecs()) {
     const std::string name = s.name;

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "plan_fixtures.h"
+#include "python_names.h"
 
 namespace arfuse {
 namespace {
@@ -54,9 +58,40 @@ TEST(Registry, OneEntryPerPathInPlanOrder) {
     EXPECT_NE(e.canImplement, nullptr);
     EXPECT_NE(e.geometry, nullptr);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"local", "lowlatency", "hoststaged", "nccl", "oneshot", "twoshot",
-                                             "hierarchical"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"local", "lowlatency", "hoststaged", "hierarchical", "nccl", "oneshot",
+                                             "twoshot"}));
   EXPECT_EQ(findAlgo(kDummy), nullptr);
+}
+
+// A path's names are its entry's: the C ABI's name, the parser of ARFUSE_ALGO and --algo, the
+// lists the CLI and the refusals print, and the Python package's Algo members (generated from the
+// registry: the block in python/arfuse/_types.py is pythonAlgoMembers(), to the byte).
+TEST(Registry, NamesComeFromTheEntries) {
+  for (const AlgoEntry& e : algoRegistry()) {
+    EXPECT_STREQ(arfuseAlgoName(e.algo), e.name);
+    EXPECT_EQ(parseAlgoName(e.name), e.algo);
+    EXPECT_NE(algoNamesText().find(e.name), std::string::npos);
+  }
+  EXPECT_STREQ(arfuseAlgoName(arfuseAlgoAuto), "auto");
+  EXPECT_EQ(parseAlgoName("auto"), arfuseAlgoAuto);
+  EXPECT_STREQ(arfuseAlgoName(arfuseAlgo_t(15)), "unknown");
+  EXPECT_EQ(parseAlgoName("bogus"), -1);
+  EXPECT_EQ(testing_fixtures::committedPythonAlgoMembers(), pythonAlgoMembers())
+      << "python/arfuse/_types.py's Algo members are not the registry's; put these between its markers:\n"
+      << pythonAlgoMembers();
+}
+
+// The public ids (arfuseAlgo_t's enumerators) are the entries' names in the header's spelling:
+// arfuseAlgo<enumName> = <id> for every entry with an id below arfuseNumAlgos.
+TEST(Registry, PublicIdsAreTheHeadersEnumerators) {
+  std::ifstream f(std::string(ARFUSE_SOURCE_DIR) + "/include/arfuse/arfuse.h");
+  std::stringstream text;
+  text << f.rdbuf();
+  for (const AlgoEntry& e : algoRegistry()) {
+    if (e.algo >= arfuseNumAlgos) continue;
+    const std::string enumerator = strprintf("arfuseAlgo%s = %d", e.enumName, static_cast<int>(e.algo));
+    EXPECT_NE(text.str().find(enumerator), std::string::npos) << enumerator << " is not in arfuse.h";
+  }
 }
 
 // The lookup table follows the list: an added path is found by its id, the entries after it still

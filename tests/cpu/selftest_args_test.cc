@@ -84,7 +84,7 @@ TEST(SelftestProcsArgs, BadValuesAndCombinationsAreErrors) {
   EXPECT_EQ(procsError({"--procs", "4", "--seed", "18446744073709551616"}),
             "--seed wants a whole number from 0 to 2^64 - 1, got '18446744073709551616'");
   EXPECT_EQ(procsError({"--procs", "4", "--algo", "ring"}),
-            "--algo wants auto, lowlatency, oneshot, twoshot, hoststaged, nccl or hierarchical, got 'ring'");
+            "--algo wants auto, local, lowlatency, hoststaged, hierarchical, nccl, oneshot or twoshot, got 'ring'");
   EXPECT_EQ(procsError({"--procs", "4", "--proc-dir", ""}), "--proc-dir wants a directory, got ''");
   EXPECT_EQ(procsError({"--procs", "4", "--timeout"}), "unknown argument '--timeout'");
   EXPECT_EQ(procsError({"--procs", "4", "--kill-rank", "4"}), "--kill-rank 4: must be 1..3 (rank 0 reports)");

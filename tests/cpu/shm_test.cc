@@ -1,9 +1,9 @@
-// POSIX shared memory of multi-process groups (src/comm/shm.cc): allocated for real so that a full
+// POSIX shared memory of multi-process groups (src/transport/shm.cc): allocated for real so that a full
 // /dev/shm is an error with the fix, never a SIGBUS; names random, exclusive and private; a segment of
 // another owner under our name refused. The full-/dev/shm case runs in a child with its own mount
 // namespace and a 1 MiB tmpfs on /dev/shm (needs root or unprivileged user namespaces; skipped with
 // the reason otherwise).
-#include "comm/shm.h"
+#include "transport/shm.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -18,10 +18,16 @@
 #include <set>
 #include <string>
 
-#include "comm/shm_name.h"
+#include "transport/shm_name.h"
 
 namespace arfuse {
 namespace {
+
+// A Status as the bool the checks read, its message into *err.
+bool okInto(const Status& st, std::string* err) {
+  *err = st.message();
+  return st.ok();
+}
 
 // Runs fn in a child whose /dev/shm is a private 1 MiB tmpfs. Returns the child's wait status, or -1
 // with *why when this machine cannot make one.
@@ -63,7 +69,7 @@ TEST(Shm, FullDevShmIsAnErrorWithTheFixNotASigbus) {
         ShmSegment seg;
         std::string err;
         const std::string name = shmRandomName("h");
-        if (shmCreate(name, 4u << 20, &seg, &err)) {
+        if (okInto(shmCreate(name, 4u << 20, &seg), &err)) {
           std::memset(seg.host, 0x5a, seg.bytes);  // where the old code died
           return 1;
         }
@@ -75,7 +81,7 @@ TEST(Shm, FullDevShmIsAnErrorWithTheFixNotASigbus) {
         // Nothing is left behind, and a segment that fits still works.
         const bool gone = shm_open(name.c_str(), O_RDONLY, 0) < 0 && errno == ENOENT;
         ShmSegment small;
-        const bool fits = shmCreate(shmRandomName("g"), 256u << 10, &small, &err);
+        const bool fits = okInto(shmCreate(shmRandomName("g"), 256u << 10, &small), &err);
         if (fits) std::memset(small.host, 0x5a, small.bytes);
         shmUnlink(small.name);
         return named && gone && fits ? 0 : 2;
@@ -93,7 +99,7 @@ TEST(Shm, NamesAreRandomExclusiveAndPrivate) {
   EXPECT_EQ(names.size(), 64u);
   const std::string n = *names.begin();
   EXPECT_EQ(n.rfind("/arfuse-", 0), 0u);
-  // "/arfuse-<16 hex>-<creator>-g": the creator is this process (comm/shm_name.h, for doctor --clean).
+  // "/arfuse-<16 hex>-<creator>-g": the creator is this process (transport/shm_name.h, for doctor --clean).
   ShmCreator c;
   ASSERT_TRUE(parseShmCreator(n.substr(1), &c)) << n;
   EXPECT_EQ(c.pid, static_cast<long>(getpid())) << n;
@@ -103,12 +109,12 @@ TEST(Shm, NamesAreRandomExclusiveAndPrivate) {
 
   ShmSegment a, b;
   std::string err;
-  ASSERT_TRUE(shmCreate(n, 8192, &a, &err)) << err;
+  ASSERT_TRUE(okInto(shmCreate(n, 8192, &a), &err)) << err;
   struct stat st;
   ASSERT_EQ(stat(("/dev/shm" + n).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(st.st_size, 8192);
-  EXPECT_FALSE(shmCreate(n, 8192, &b, &err));  // exclusive: a name that exists is never shared
+  EXPECT_FALSE(okInto(shmCreate(n, 8192, &b), &err));  // exclusive: a name that exists is never shared
   EXPECT_NE(err.find("File exists"), std::string::npos) << err;
   // Fresh memory is zero-filled.
   const auto* p = static_cast<const unsigned char*>(a.host);
@@ -123,11 +129,11 @@ TEST(Shm, ReservedNameIsSizedLaterAndHeldMeanwhile) {
   const std::string n = shmRandomName("h");
   ShmSegment r, peer;
   std::string err;
-  ASSERT_TRUE(shmReserve(n, &r, &err)) << err;
+  ASSERT_TRUE(okInto(shmReserve(n, &r), &err)) << err;
   EXPECT_GE(r.fd, 0);  // held open: `arfuse doctor` sees an init in progress, not a stale segment
-  ASSERT_TRUE(shmAllocate(&r, 65536, &err)) << err;
+  ASSERT_TRUE(okInto(shmAllocate(&r, 65536), &err)) << err;
   EXPECT_EQ(r.fd, -1);
-  ASSERT_TRUE(shmOpen(n, 65536, 1000, &peer, &err)) << err;
+  ASSERT_TRUE(okInto(shmOpen(n, 65536, 1000, &peer), &err)) << err;
   static_cast<char*>(r.host)[100] = 42;
   EXPECT_EQ(static_cast<char*>(peer.host)[100], 42);
   shmRelease(&peer);
@@ -140,9 +146,9 @@ TEST(Shm, SegmentOfAnotherOwnerIsRefused) {
   const std::string n = shmRandomName("g");
   ShmSegment a, b;
   std::string err;
-  ASSERT_TRUE(shmCreate(n, 4096, &a, &err)) << err;
+  ASSERT_TRUE(okInto(shmCreate(n, 4096, &a), &err)) << err;
   ASSERT_EQ(chown(("/dev/shm" + n).c_str(), 65534, 65534), 0);
-  EXPECT_FALSE(shmOpen(n, 4096, 200, &b, &err));
+  EXPECT_FALSE(okInto(shmOpen(n, 4096, 200, &b), &err));
   EXPECT_NE(err.find("belongs to uid 65534, not to this user"), std::string::npos) << err;
   shmRelease(&a);
   shmUnlink(n);

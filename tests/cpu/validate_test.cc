@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "policy/config.h"
+
 namespace arfuse {
 namespace {
 

@@ -43,51 +43,32 @@ bool isNan(uint16_t b) { return (b & 0x7F80) == 0x7F80 && (b & 0x7F) != 0; }
 
 // n ranks of fused bf16 calls (x, residual_in -> norm_out, residual_out; separate buffers), one
 // non-blocking stream each.
-struct Fused {
-  int n, algo, timeoutMs;
-  std::vector<arfuseComm_t> comms;
-  std::vector<cudaStream_t> streams;
+struct Fused : gpufixture::RankGroup {
+  int algo, timeoutMs;
   std::vector<uint16_t*> x, res, w, norm, resOut;
   std::vector<std::vector<uint16_t>> hx, hres, hw;
-  arfuseResult_t init = arfuseSuccess;
   std::mt19937 rng;
 
-  Fused(int nranks, int algo_, int timeout) : n(nranks), algo(algo_), timeoutMs(timeout), rng(77 + nranks * 3 + algo_) {
-    comms.resize(n);
-    streams.resize(n);
+  Fused(int nranks, int algo_, int timeout)
+      : RankGroup(nranks), algo(algo_), timeoutMs(timeout), rng(77 + nranks * 3 + algo_) {
     x.resize(n), res.resize(n), w.resize(n), norm.resize(n), resOut.resize(n);
     hx.resize(n), hres.resize(n), hw.resize(n);
     create();
     for (int r = 0; r < n; ++r) {
       cudaSetDevice(deviceOf(r));
-      cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
       for (uint16_t** p : {&x[r], &res[r], &norm[r], &resOut[r]}) cudaMalloc(p, kMaxTok * kHidden * 2);
       cudaMalloc(&w[r], kHidden * 2);
     }
     fresh();
   }
+  // (Again after destroy(): RankGroup's, which waits for the streams and destroys the communicators.)
   void create() {
-    arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
-    cfg.maxTokens = kMaxTok;
-    cfg.maxHidden = kHidden;
-    cfg.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
-    cfg.algo = algo;
-    cfg.timeoutMs = timeoutMs;
-    init = gpufixture::initOnRankDevices(&comms, cfg);
-  }
-  void destroy() {
-    for (int r = 0; r < n; ++r) {
-      cudaStreamSynchronize(streams[r]);
-      if (init == arfuseSuccess) arfuseCommDestroy(comms[r]);
-    }
-    init = arfuseInternalError;
+    RankGroup::create(gpufixture::testConfig(kMaxTok, kHidden, algo, timeoutMs, ARFUSE_DTYPE_BIT(arfuseBfloat16)));
   }
   ~Fused() {
     destroy();
-    for (int r = 0; r < n; ++r) {
+    for (int r = 0; r < n; ++r)
       for (uint16_t* p : {x[r], res[r], w[r], norm[r], resOut[r]}) cudaFree(p);
-      cudaStreamDestroy(streams[r]);
-    }
   }
   // Fresh random inputs (weight and residual equal on every rank, as the contract requires), and
   // poisoned outputs; all copies finish before the next call.

@@ -33,29 +33,19 @@ using gpufixture::secondsSince;
 #endif
 
 // A group of n ranks (see rankDevice) with one stream each and fp32 buffers of `elems` per rank.
-struct Group {
-  int n;
-  std::vector<arfuseComm_t> comms;
-  std::vector<cudaStream_t> streams;
+struct Group : gpufixture::RankGroup {
   std::vector<float*> in, out;
   std::vector<std::vector<float>> host;  // inputs
   size_t elems;
-  arfuseResult_t init = arfuseSuccess;
 
   Group(int nranks, int algo, int timeoutMs, size_t elemsPerRank, int maxTokens = 64, int maxHidden = 4096)
-      : n(nranks), comms(nranks), streams(nranks), in(nranks), out(nranks), host(nranks), elems(elemsPerRank) {
-    const std::vector<int> devs = gpufixture::rankDevices(n);
-    arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
-    cfg.maxTokens = maxTokens;
-    cfg.maxHidden = maxHidden;
-    cfg.algo = algo;
-    cfg.timeoutMs = timeoutMs;
-    init = gpufixture::initOnRankDevices(&comms, cfg);
+      : RankGroup(nranks), in(nranks), out(nranks), host(nranks), elems(elemsPerRank) {
+    const std::vector<int>& devs = devices;
+    create(gpufixture::testConfig(maxTokens, maxHidden, algo, timeoutMs));
     std::mt19937 rng(1234 + n * 7 + algo);
     std::uniform_int_distribution<int> q(-1024, 1024);
     for (int r = 0; r < n; ++r) {
       cudaSetDevice(devs[r]);
-      cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
       cudaMalloc(&in[r], elems * sizeof(float));
       cudaMalloc(&out[r], elems * sizeof(float));
       host[r].resize(elems);
@@ -68,12 +58,10 @@ struct Group {
   }
   int dev(int r) const { return rankDevice(r); }
   ~Group() {
+    destroy();
     for (int r = 0; r < n; ++r) {
-      cudaStreamSynchronize(streams[r]);
-      if (init == arfuseSuccess) arfuseCommDestroy(comms[r]);
       cudaFree(in[r]);
       cudaFree(out[r]);
-      cudaStreamDestroy(streams[r]);
     }
   }
   arfuseResult_t allReduce(int r, int tokens, int hidden, cudaStream_t s = nullptr) {

@@ -1,11 +1,13 @@
 // What the GPU tests that build their own groups share: the GPU of each rank (virtual ranks on GPU
 // 0 in gpu_test, rank r on GPU r % count in multigpu_test: ARFUSE_TEST_MIN_GPUS), a group created
-// on those GPUs, and a wall-clock helper for the timing checks.
+// on those GPUs with one stream per rank (RankGroup) from a test config (testConfig), and a
+// wall-clock helper for the timing checks.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "arfuse/arfuse.h"
@@ -35,11 +37,57 @@ inline std::vector<int> rankDevices(int n) {
   return devs;
 }
 
-// arfuseCommInitAll of comms->size() ranks on rankDevices(), with `cfg`.
-inline arfuseResult_t initOnRankDevices(std::vector<arfuseComm_t>* comms, const arfuseConfig_t& cfg) {
-  const std::vector<int> devs = rankDevices(static_cast<int>(comms->size()));
-  return arfuseCommInitAll(comms->data(), static_cast<int>(comms->size()), devs.data(), &cfg);
+// A config for a test group: the workspace for maxTokens x maxHidden of `dtypeMask`, `algo` forced
+// (-1: the plan's), waits bounded at timeoutMs (-1: the default).
+inline arfuseConfig_t testConfig(int maxTokens, int maxHidden, int algo = -1, int timeoutMs = -1,
+                                 unsigned dtypeMask = ARFUSE_DTYPE_ALL) {
+  arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
+  cfg.maxTokens = maxTokens;
+  cfg.maxHidden = maxHidden;
+  cfg.dtypeMask = dtypeMask;
+  cfg.algo = algo;
+  cfg.timeoutMs = timeoutMs;
+  return cfg;
 }
+
+// n ranks of one arfuseCommInitAll group on `devices` (create; again after destroy), and one
+// non-blocking stream per rank on its device, made once and kept across create/destroy. destroy()
+// waits for every stream, then destroys the communicators: a test that owns buffers its calls use
+// calls it before freeing them. The destructor destroys what is left, then the streams.
+struct RankGroup {
+  int n;
+  std::vector<int> devices;
+  std::vector<arfuseComm_t> comms;
+  std::vector<cudaStream_t> streams;
+  arfuseResult_t init = arfuseInternalError;  // create's result; arfuseInternalError before it and after destroy
+
+  RankGroup(int nranks, std::vector<int> devs) : n(nranks), devices(std::move(devs)), comms(nranks), streams(nranks) {
+    for (int r = 0; r < n; ++r) {
+      cudaSetDevice(devices[r]);
+      cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+    }
+    cudaSetDevice(devices[0]);
+  }
+  explicit RankGroup(int nranks) : RankGroup(nranks, rankDevices(nranks)) {}
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
+  ~RankGroup() {
+    destroy();
+    for (int r = 0; r < n; ++r) cudaStreamDestroy(streams[r]);
+  }
+
+  arfuseResult_t create(const arfuseConfig_t& cfg) {
+    init = arfuseCommInitAll(comms.data(), n, devices.data(), &cfg);
+    return init;
+  }
+  void destroy() {
+    for (int r = 0; r < n; ++r) {
+      cudaStreamSynchronize(streams[r]);
+      if (init == arfuseSuccess) arfuseCommDestroy(comms[r]);
+    }
+    init = arfuseInternalError;
+  }
+};
 
 }  // namespace gpufixture
 }  // namespace arfuse

@@ -59,31 +59,26 @@ struct Result {
 Result run(const Inputs& in, int algo, int first, int tokens, bool deterministic) {
   Result out;
   const int n = in.n, h = in.hidden;
-  std::vector<arfuseComm_t> comms(n);
-  const std::vector<int> devs = gpufixture::rankDevices(n);
-  arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
-  cfg.maxTokens = kRows;
-  cfg.maxHidden = h;
-  cfg.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
-  cfg.algo = algo;
+  gpufixture::RankGroup g(n);
+  arfuseConfig_t cfg = gpufixture::testConfig(kRows, h, algo, -1, ARFUSE_DTYPE_BIT(arfuseBfloat16));
   cfg.deterministic = deterministic ? 1 : 0;
-  if (gpufixture::initOnRankDevices(&comms, cfg) != arfuseSuccess) {
+  if (g.create(cfg) != arfuseSuccess) {
     out.why = arfuseGetLastError();
     return out;
   }
+  const std::vector<arfuseComm_t>& comms = g.comms;
+  const std::vector<int>& devs = g.devices;
+  const std::vector<cudaStream_t>& st = g.streams;
   arfusePlan_t plan;
   if (arfuseCommQueryPlan(comms[0], arfuseOpAllReduceAddRmsNorm, tokens, h, arfuseBfloat16, &plan) != arfuseSuccess) {
     out.why = arfuseCommGetLastError(comms[0]);
-    for (auto c : comms) arfuseCommDestroy(c);
     return out;
   }
   const size_t bytes = static_cast<size_t>(tokens) * h * 2, off = static_cast<size_t>(first) * h;
   std::vector<uint16_t*> x(n), res(n), w(n), norm(n), ro(n);
-  std::vector<cudaStream_t> st(n);
   std::vector<uint16_t> poison(static_cast<size_t>(tokens) * h, 0xFFFF);
   for (int r = 0; r < n; ++r) {
     cudaSetDevice(devs[r]);
-    cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking);
     for (uint16_t** p : {&x[r], &res[r], &norm[r], &ro[r]}) cudaMalloc(p, bytes);
     cudaMalloc(&w[r], h * 2);
     cudaMemcpy(x[r], in.x[r].data() + off, bytes, cudaMemcpyHostToDevice);
@@ -112,9 +107,7 @@ Result run(const Inputs& in, int algo, int first, int tokens, bool deterministic
     cudaMemcpy(out.norm[r].data(), norm[r], bytes, cudaMemcpyDeviceToHost);
     cudaMemcpy(out.res[r].data(), ro[r], bytes, cudaMemcpyDeviceToHost);
     for (uint16_t* p : {x[r], res[r], w[r], norm[r], ro[r]}) cudaFree(p);
-    cudaStreamDestroy(st[r]);
   }
-  for (auto c : comms) arfuseCommDestroy(c);
   out.ran = ok;
   if (!ok) out.why = "a call failed";
   return out;

@@ -10,6 +10,7 @@
 
 #include "arfuse/arfuse.h"
 #include "fused_check.h"
+#include "gpu_fixture.h"
 #include "harness/harness.h"
 
 namespace arfuse {
@@ -124,12 +125,8 @@ struct Comms {
   arfuseResult_t init;
   explicit Comms(int algo) {
     int devs[2] = {0, 1};
-    arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
-    cfg.maxTokens = kGroupTokens;
-    cfg.maxHidden = kGroupHidden;
-    cfg.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
-    cfg.algo = algo;
-    cfg.timeoutMs = 20000;
+    const arfuseConfig_t cfg =
+        gpufixture::testConfig(kGroupTokens, kGroupHidden, algo, 20000, ARFUSE_DTYPE_BIT(arfuseBfloat16));
     init = arfuseCommInitAll(c, 2, devs, &cfg);
   }
   ~Comms() {

@@ -13,6 +13,7 @@
 
 #include "arfuse/arfuse.h"
 #include "fused_check.h"
+#include "gpu_fixture.h"
 
 namespace arfuse {
 namespace {
@@ -25,24 +26,13 @@ constexpr float kEps = 1e-6f;
 
 // n virtual ranks with one non-blocking stream each, and per rank x, residual_in, weight, norm_out
 // and residual_out of `tokens` rows.
-struct Ranks {
-  int n, tokens;
-  std::vector<arfuseComm_t> comms;
-  std::vector<cudaStream_t> streams;
+struct Ranks : gpufixture::RankGroup {
+  int tokens;
   std::vector<std::unique_ptr<Tensor>> x, res, w, norm, rout;
-  arfuseResult_t init;
-  Ranks(int nranks, int algo, int tok) : n(nranks), tokens(tok), comms(nranks), streams(nranks) {
-    std::vector<int> devs(n, 0);
-    arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
-    cfg.maxTokens = tokens;
-    cfg.maxHidden = kHidden;
-    cfg.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
-    cfg.algo = algo;
-    cfg.timeoutMs = 2000;
-    init = arfuseCommInitAll(comms.data(), n, devs.data(), &cfg);
+  Ranks(int nranks, int algo, int tok) : RankGroup(nranks, std::vector<int>(nranks, 0)), tokens(tok) {
+    create(gpufixture::testConfig(tokens, kHidden, algo, 2000, ARFUSE_DTYPE_BIT(arfuseBfloat16)));
     const size_t e = static_cast<size_t>(tokens) * kHidden;
     for (int r = 0; r < n; ++r) {
-      cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
       x.emplace_back(new Tensor(0, e));
       res.emplace_back(new Tensor(0, e));
       w.emplace_back(new Tensor(0, kHidden));
@@ -52,9 +42,7 @@ struct Ranks {
   }
   ~Ranks() {
     cudaDeviceSynchronize();
-    for (arfuseComm_t c : comms)
-      if (init == arfuseSuccess) arfuseCommDestroy(c);
-    for (cudaStream_t s : streams) cudaStreamDestroy(s);
+    destroy();  // before the tensors are freed; the streams go last (RankGroup)
   }
   size_t elems() const { return static_cast<size_t>(tokens) * kHidden; }
   arfuseResult_t call(int r) {

@@ -13,6 +13,7 @@
 
 #include "arfuse/arfuse.h"
 #include "fused_check.h"
+#include "gpu_fixture.h"
 
 namespace arfuse {
 namespace {
@@ -28,11 +29,8 @@ struct TwoVirtualRanks {
   arfuseResult_t init;
   explicit TwoVirtualRanks(int timeoutMs) {
     int devs[2] = {0, 0};
-    arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
-    cfg.maxTokens = kTokens;
-    cfg.maxHidden = kHidden;
-    cfg.dtypeMask = ARFUSE_DTYPE_BIT(arfuseBfloat16);
-    cfg.timeoutMs = timeoutMs;
+    const arfuseConfig_t cfg =
+        gpufixture::testConfig(kTokens, kHidden, -1, timeoutMs, ARFUSE_DTYPE_BIT(arfuseBfloat16));
     init = arfuseCommInitAll(comms, 2, devs, &cfg);
   }
   ~TwoVirtualRanks() {

@@ -66,12 +66,17 @@ BenchTiming fromHarness(const harness::Timing& t) {
   return b;
 }
 
-// The one-GPU world in which -c 1 checks each call against fp64 before it is timed (null with -c 0).
-std::unique_ptr<harness::World> checkWorld(const BenchArgs& a) {
+// The largest token count of the sweep: what every group of the run is sized for.
+int maxTokensOf(const BenchArgs& a) {
   int maxTokens = 1;
   for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  return maxTokens;
+}
+
+// The one-GPU world in which -c 1 checks each call against fp64 before it is timed (null with -c 0).
+std::unique_ptr<harness::World> checkWorld(const BenchArgs& a) {
   std::unique_ptr<harness::World> world;
-  if (a.check) world.reset(new harness::World({0}, maxTokens, a.hidden, -1));
+  if (a.check) world.reset(new harness::World({0}, maxTokensOf(a), a.hidden, -1));
   return world;
 }
 
@@ -233,6 +238,29 @@ Row pointRow(const BenchArgs& a, size_t i, const std::string& algo, const std::s
   return r;
 }
 
+// The GPU of each of n ranks: GPU r, or GPU 0 for every rank (virtual ranks).
+std::vector<int> rankDevices(int nranks, bool virtualRanks) {
+  std::vector<int> devices(nranks);
+  for (int r = 0; r < nranks; ++r) devices[r] = virtualRanks ? 0 : r;
+  return devices;
+}
+
+// Point `spec` of a row on `world`: checked (--check: #wrong, the path the auto plan took, the error)
+// and timed over graphs of `calls` calls into r->t (or r->error). The timing, for the caller's figures.
+harness::Timing checkAndTime(const BenchArgs& a, harness::World& world, const harness::CaseSpec& spec, int algo,
+                             int calls, Row* r) {
+  if (a.check) {
+    harness::CaseResult c = world.run(spec);
+    r->wrong = c.ok ? 0 : 1;
+    if (algo == arfuseAlgoAuto) r->algo = "auto:" + c.algo;
+    if (!c.ok) r->error = c.error;
+  }
+  const harness::Timing ht = world.timeGraph(spec, calls, a.iters, a.warmup);
+  r->t = fromHarness(ht);
+  if (!r->t.ok) r->error = r->t.error;
+  return ht;
+}
+
 // The case of point i: every row of a point (each path, each run) sees the inputs of seedBase + i.
 harness::CaseSpec pointSpec(const BenchArgs& a, size_t i, arfuseOp_t op, int seedBase) {
   harness::CaseSpec spec;
@@ -304,15 +332,13 @@ std::vector<Row> ncclSymmRows(const BenchArgs& a, const std::vector<int>& device
 }
 
 int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vector<Row>* rows) {
-  std::vector<int> devices(nranks);
-  for (int r = 0; r < nranks; ++r) devices[r] = virtualRanks ? 0 : r;
+  const std::vector<int> devices = rankDevices(nranks, virtualRanks);
   const arfuseOp_t op = a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm;
   std::vector<int> algos = a.algos;
   if (algos.empty())  // the baselines too on virtual ranks: their rows say why they cannot run there
     algos = {arfuseAlgoAuto,       arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot,
              arfuseAlgoHostStaged, arfuseAlgoNccl,       kAlgoNcclSymm};
-  int maxTokens = 1;
-  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  const int maxTokens = maxTokensOf(a);
   // --epilogue: every arfuse path runs every variant (arfuseAllReduceEpilogue); the nccl row stays
   // the unfused baseline (NCCL all-reduce + the add+RMSNorm kernel: no epilogue, no quantisation).
   const bool table = a.epilogueTable() && op == arfuseOpAllReduceAddRmsNorm;
@@ -360,17 +386,8 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
           r.planThreads = plan.threads;
           r.planReason = plan.reason;
         }
-        if (a.check) {
-          harness::CaseResult c = world.run(spec);
-          r.wrong = c.ok ? 0 : 1;
-          if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
-          if (!c.ok) r.error = c.error;
-        }
-        const harness::Timing ht = world.timeGraph(spec, a.callsPerGraph, a.iters, a.warmup);
-        r.t = fromHarness(ht);
-        if (!r.t.ok) {
-          r.error = r.t.error;
-        } else {
+        const harness::Timing ht = checkAndTime(a, world, spec, algo, a.callsPerGraph, &r);
+        if (r.t.ok) {
           r.algbw = r.bytes / (r.t.medianUs * 1e3);
           r.busbw = r.algbw * 2.0 * (nranks - 1) / nranks;
           r.sets = ht.sets;
@@ -395,11 +412,9 @@ int benchCollective(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
 // plan (auto, or the one path given with --algo) against the unfused baseline (NCCL all-reduce +
 // add+RMSNorm kernel), ms per pass.
 int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vector<Row>* rows) {
-  std::vector<int> devices(nranks);
-  for (int r = 0; r < nranks; ++r) devices[r] = virtualRanks ? 0 : r;
+  const std::vector<int> devices = rankDevices(nranks, virtualRanks);
   const int calls = 2 * a.layers;
-  int maxTokens = 1;
-  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  const int maxTokens = maxTokensOf(a);
   std::printf("# verify pass: %s%d layers x 2 fused calls = %d calls in one CUDA graph per rank, hidden %d\n",
               a.model.empty() ? "" : (a.model + ", ").c_str(), a.layers, calls, a.hidden);
   std::printf("%s\n", virtualRanks ? proxyLine(nranks, false).c_str() : "# real ranks, one per GPU");
@@ -421,17 +436,8 @@ int benchVerifyPass(const BenchArgs& a, int nranks, bool virtualRanks, std::vect
         continue;
       }
       const harness::CaseSpec spec = pointSpec(a, i, arfuseOpAllReduceAddRmsNorm, 900);
-      if (a.check) {
-        harness::CaseResult c = world.run(spec);
-        r.wrong = c.ok ? 0 : 1;
-        if (algo == arfuseAlgoAuto) r.algo = "auto:" + c.algo;
-        if (!c.ok) r.error = c.error;
-      }
-      r.t = fromHarness(world.timeGraph(spec, calls, a.iters, a.warmup));
-      if (r.t.ok)
-        r.passMs = r.t.medianUs * calls / 1000.0;
-      else
-        r.error = r.t.error;
+      checkAndTime(a, world, spec, algo, calls, &r);
+      if (r.t.ok) r.passMs = r.t.medianUs * calls / 1000.0;
       out.push_back(r);
     }
     perAlgo.push_back(out);
@@ -481,11 +487,9 @@ BenchEnv runEnvironment(const std::string& gpu) {
 int benchSweepChild(const BenchArgs& a) {
   const int ndev = harness::deviceCount();
   const int nranks = a.ranks;
-  std::vector<int> devices(nranks);
-  for (int r = 0; r < nranks; ++r) devices[r] = r;
+  const std::vector<int> devices = rankDevices(nranks, false);
   const int calls = a.verifyPass ? 2 * a.layers : a.callsPerGraph;
-  int maxTokens = 1;
-  for (int t : a.tokens) maxTokens = std::max(maxTokens, t);
+  const int maxTokens = maxTokensOf(a);
   std::vector<Row> rows;
   {
     std::unique_ptr<harness::World> world;
@@ -500,13 +504,7 @@ int benchSweepChild(const BenchArgs& a) {
       } else {
         const harness::CaseSpec spec = pointSpec(
             a, i, a.op == "allreduce" ? arfuseOpAllReduce : arfuseOpAllReduceAddRmsNorm, a.verifyPass ? 900 : 77);
-        if (a.check) {
-          harness::CaseResult c = world->run(spec);
-          r.wrong = c.ok ? 0 : 1;
-          if (!c.ok) r.error = c.error;
-        }
-        r.t = fromHarness(world->timeGraph(spec, calls, a.iters, a.warmup));
-        if (!r.t.ok) r.error = r.t.error;
+        checkAndTime(a, *world, spec, arfuseAlgoNccl, calls, &r);
       }
       std::printf("sweep child: tokens %d: %s\n", r.tokens,
                   r.t.ok ? (std::to_string(r.t.medianUs) + " us" + (r.error.empty() ? "" : "; " + r.error)).c_str()

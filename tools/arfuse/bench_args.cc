@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "algos/registry.h"
 #include "args.h"
 #include "nccl_sweep.h"
 
@@ -43,9 +44,8 @@ namespace {
 
 bool parseAlgo(const std::string& v, int* algo) {
   if (v == "nccl-symm") return *algo = kAlgoNcclSymm, true;
-  for (int k = 0; k < arfuseNumAlgos; ++k)
-    if (v == arfuseAlgoName(arfuseAlgo_t(k))) return *algo = k, true;
-  return false;
+  *algo = parseAlgoName(v);
+  return *algo >= 0;
 }
 
 // The items of a comma list, empty ones included ("a,,b" -> a, "", b).
@@ -69,77 +69,81 @@ const ModelPreset* findModel(const std::string& name) {
 }
 
 const char* benchUsage() {
-  return "usage: arfuse bench [options]\n"
-         "  --op fused|allreduce|addrmsnorm  what to time (default fused: all-reduce + add + RMSNorm;\n"
-         "                                   addrmsnorm: single GPU against a device copy of the same bytes)\n"
-         "  --tokens T,T,...                 token counts (default 1,2,4,...,2048)\n"
-         "  -b BYTES -e BYTES -f FACTOR      or a message-size sweep (bytes per rank; K/M/G suffixes)\n"
-         "  --hidden H                       hidden size (default 7168)\n"
-         "  -d, --dtype bf16|fp16|fp32       (default bf16; nccl-tests' bfloat16, half, float also work)\n"
-         "  --ranks N                        ranks: real GPUs when there are N, else virtual ranks on GPU 0\n"
-         "  --algo LIST                      comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl,\n"
-         "                                   hierarchical (groups that span hosts: see --hosts),\n"
-         "                                   nccl-symm, or all (the default: every one this machine can run).\n"
-         "                                   The baselines, each NCCL all-reduce + arfuse's add+RMSNorm kernel:\n"
-         "                                     nccl       cudaMalloc buffers (NCCL's classic kernels)\n"
-         "                                     nccl-symm  ncclMemAlloc buffers registered as a symmetric window\n"
-         "                                                (NCCL 2.27+ symmetric kernels; the JSON names the\n"
-         "                                                kernels that ran, read from the captured graph)\n"
-         "                                   Ratios (vs_best) are against the best baseline at each size\n"
-         "  --procs N                        one process per rank, as serving engines run (arfuseCommInitRank,\n"
-         "                                   ncclCommInitRank); with fewer than N GPUs every process shares\n"
-         "                                   GPU 0 (arfuse only: NCCL refuses two ranks on one GPU; the\n"
-         "                                   times are then a PROXY, not performance)\n"
-         "  --procs-timeout S                bound on the whole --procs run, seconds (default 300)\n"
-         "  --hosts H                        with --procs N: H simulated hosts of N/H ranks (TEST ONLY:\n"
-         "                                   ARFUSE_TEST_HOST_ID; NCCL over loopback sockets with a host id\n"
-         "                                   per process): times hierarchical against nccl across hosts;\n"
-         "                                   default --algo auto,hierarchical,nccl (docs/multihost.md)\n"
-         "  --machine LABEL                  name of this machine in the JSON (scripts/perf_table.py puts\n"
-         "                                   the runs of one machine, and bench/peers.py's, in one table)\n"
-         "  --epilogue LIST                  comma list of epilogues to time (--op fused and addrmsnorm;\n"
-         "                                   default none):\n"
-         "                                     none            arfuseAllReduceAddRmsNorm / arfuseAddRmsNorm (today's "
-         "table)\n"
-         "                                     plain           the same work through arfuseAllReduceEpilogue\n"
-         "                                     first           first layer: no residual_in\n"
-         "                                     plusone         (1 + w) weights (Gemma, Qwen3.5)\n"
-         "                                     fp8             FP8 E4M3, static scale read from a device float\n"
-         "                                     fp8-token       FP8 E4M3, a float scale per token\n"
-         "                                     nvfp4           NVFP4, linear E4M3 block scales\n"
-         "                                     nvfp4-swizzled  NVFP4, 128x4 swizzled block scales\n"
-         "                                   The quantised ones write residual_out + quant_out + scales and\n"
-         "                                   NOT norm_out (serving: the next GEMM reads only the quantised\n"
-         "                                   tensor). addrmsnorm: bytes_moved = what the call reads and\n"
-         "                                   writes, and the copy moves exactly those bytes. fused: the nccl\n"
-         "                                   row stays the unfused baseline (no epilogue, no quantisation)\n"
-         "  -n ITERS -w WARMUP               timed and warm-up graph replays (default 50, 10)\n"
-         "  --calls C                        calls captured per graph (default 20)\n"
-         "  -c 0|1                           check every result against fp64 first (default 1)\n"
-         "  -G N                             CUDA-graph replays timed, N >= 1 (nccl-tests' -G; here the same as\n"
-         "                                   -n N: every figure is taken from graph replays, since eager timing\n"
-         "                                   of microsecond kernels measures the host, so -G 0 is refused)\n"
-         "  -J FILE                          write results as JSON\n"
-         "  --virtual                        put every rank on GPU 0: times are a PROXY for the kernels' own\n"
-         "                                   cost (labelled so in the table and the JSON), not performance\n"
-         "  --model kimi-k2|deepseek-v3|llama-3-70b|qwen3-235b   hidden size and layer count presets\n"
-         "  --layers L                       layer count (overrides the preset)\n"
-         "  --verify-pass                    time one speculative-decoding verify pass: 2 x layers fused\n"
-         "                                   calls captured in one CUDA graph, arfuse (auto) against the\n"
-         "                                   baseline, in ms per pass, for each token count\n"
-         "  --nccl-sweep[=SPEC]              then re-run the NCCL baseline under other NCCL settings, each in\n"
-         "                                   a fresh process, to show what NCCL tuning alone buys (needs one\n"
-         "                                   GPU per rank, >= 2). SPEC: comma-separated axes (default\n"
-         "                                   proto,algo,channels):\n"
-         "                                     proto[:LL/LL128/Simple]   NCCL_PROTO\n"
-         "                                     algo[:Ring/Tree]          NCCL_ALGO (also NVLS, PAT, ...)\n"
-         "                                     channels[:1/2/4/8/16]     NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS\n"
-         "                                     NCCL_NAME:V1/V2           any NCCL variable, values required\n"
-         "                                   axes joined by '*' are crossed: proto*algo = every pair.\n"
-         "                                   Children inherit your NCCL_* environment; only the swept\n"
-         "                                   variables change. `--algo auto --nccl-sweep` is the quick form\n"
-         "  --nccl-sweep-timeout S           bound on each sweep child, seconds (default 120)\n"
-         "  --nccl-sweep-child FILE          internal: what each sweep child runs (baseline only, JSON to FILE)\n";
+  static const std::string text = std::string(
+      "usage: arfuse bench [options]\n"
+      "  --op fused|allreduce|addrmsnorm  what to time (default fused: all-reduce + add + RMSNorm;\n"
+      "                                   addrmsnorm: single GPU against a device copy of the same bytes)\n"
+      "  --tokens T,T,...                 token counts (default 1,2,4,...,2048)\n"
+      "  -b BYTES -e BYTES -f FACTOR      or a message-size sweep (bytes per rank; K/M/G suffixes)\n"
+      "  --hidden H                       hidden size (default 7168)\n"
+      "  -d, --dtype bf16|fp16|fp32       (default bf16; nccl-tests' bfloat16, half, float also work)\n"
+      "  --ranks N                        ranks: real GPUs when there are N, else virtual ranks on GPU 0\n"
+      "  --algo LIST                      comma list of path names (" +
+      algoNamesText(", ", ", ") +
+      ";\n"
+      "                                   hierarchical: groups that span hosts, see --hosts),\n"
+      "                                   nccl-symm, or all (the default: every one this machine can run).\n"
+      "                                   The baselines, each NCCL all-reduce + arfuse's add+RMSNorm kernel:\n"
+      "                                     nccl       cudaMalloc buffers (NCCL's classic kernels)\n"
+      "                                     nccl-symm  ncclMemAlloc buffers registered as a symmetric window\n"
+      "                                                (NCCL 2.27+ symmetric kernels; the JSON names the\n"
+      "                                                kernels that ran, read from the captured graph)\n"
+      "                                   Ratios (vs_best) are against the best baseline at each size\n"
+      "  --procs N                        one process per rank, as serving engines run (arfuseCommInitRank,\n"
+      "                                   ncclCommInitRank); with fewer than N GPUs every process shares\n"
+      "                                   GPU 0 (arfuse only: NCCL refuses two ranks on one GPU; the\n"
+      "                                   times are then a PROXY, not performance)\n"
+      "  --procs-timeout S                bound on the whole --procs run, seconds (default 300)\n"
+      "  --hosts H                        with --procs N: H simulated hosts of N/H ranks (TEST ONLY:\n"
+      "                                   ARFUSE_TEST_HOST_ID; NCCL over loopback sockets with a host id\n"
+      "                                   per process): times hierarchical against nccl across hosts;\n"
+      "                                   default --algo auto,hierarchical,nccl (docs/multihost.md)\n"
+      "  --machine LABEL                  name of this machine in the JSON (scripts/perf_table.py puts\n"
+      "                                   the runs of one machine, and bench/peers.py's, in one table)\n"
+      "  --epilogue LIST                  comma list of epilogues to time (--op fused and addrmsnorm;\n"
+      "                                   default none):\n"
+      "                                     none            arfuseAllReduceAddRmsNorm / arfuseAddRmsNorm (today's "
+      "table)\n"
+      "                                     plain           the same work through arfuseAllReduceEpilogue\n"
+      "                                     first           first layer: no residual_in\n"
+      "                                     plusone         (1 + w) weights (Gemma, Qwen3.5)\n"
+      "                                     fp8             FP8 E4M3, static scale read from a device float\n"
+      "                                     fp8-token       FP8 E4M3, a float scale per token\n"
+      "                                     nvfp4           NVFP4, linear E4M3 block scales\n"
+      "                                     nvfp4-swizzled  NVFP4, 128x4 swizzled block scales\n"
+      "                                   The quantised ones write residual_out + quant_out + scales and\n"
+      "                                   NOT norm_out (serving: the next GEMM reads only the quantised\n"
+      "                                   tensor). addrmsnorm: bytes_moved = what the call reads and\n"
+      "                                   writes, and the copy moves exactly those bytes. fused: the nccl\n"
+      "                                   row stays the unfused baseline (no epilogue, no quantisation)\n"
+      "  -n ITERS -w WARMUP               timed and warm-up graph replays (default 50, 10)\n"
+      "  --calls C                        calls captured per graph (default 20)\n"
+      "  -c 0|1                           check every result against fp64 first (default 1)\n"
+      "  -G N                             CUDA-graph replays timed, N >= 1 (nccl-tests' -G; here the same as\n"
+      "                                   -n N: every figure is taken from graph replays, since eager timing\n"
+      "                                   of microsecond kernels measures the host, so -G 0 is refused)\n"
+      "  -J FILE                          write results as JSON\n"
+      "  --virtual                        put every rank on GPU 0: times are a PROXY for the kernels' own\n"
+      "                                   cost (labelled so in the table and the JSON), not performance\n"
+      "  --model kimi-k2|deepseek-v3|llama-3-70b|qwen3-235b   hidden size and layer count presets\n"
+      "  --layers L                       layer count (overrides the preset)\n"
+      "  --verify-pass                    time one speculative-decoding verify pass: 2 x layers fused\n"
+      "                                   calls captured in one CUDA graph, arfuse (auto) against the\n"
+      "                                   baseline, in ms per pass, for each token count\n"
+      "  --nccl-sweep[=SPEC]              then re-run the NCCL baseline under other NCCL settings, each in\n"
+      "                                   a fresh process, to show what NCCL tuning alone buys (needs one\n"
+      "                                   GPU per rank, >= 2). SPEC: comma-separated axes (default\n"
+      "                                   proto,algo,channels):\n"
+      "                                     proto[:LL/LL128/Simple]   NCCL_PROTO\n"
+      "                                     algo[:Ring/Tree]          NCCL_ALGO (also NVLS, PAT, ...)\n"
+      "                                     channels[:1/2/4/8/16]     NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS\n"
+      "                                     NCCL_NAME:V1/V2           any NCCL variable, values required\n"
+      "                                   axes joined by '*' are crossed: proto*algo = every pair.\n"
+      "                                   Children inherit your NCCL_* environment; only the swept\n"
+      "                                   variables change. `--algo auto --nccl-sweep` is the quick form\n"
+      "  --nccl-sweep-timeout S           bound on each sweep child, seconds (default 120)\n"
+      "  --nccl-sweep-child FILE          internal: what each sweep child runs (baseline only, JSON to FILE)\n");
+  return text.c_str();
 }
 
 namespace {
@@ -234,9 +238,7 @@ void addPathOptions(Options* o, BenchParse* p) {
     for (const std::string& item : v == "all" ? std::vector<std::string>{} : commaItems(v)) {
       int algo = 0;
       if (!parseAlgo(item, &algo)) {
-        *error = "--algo " + item +
-                 ": use a comma list of auto, lowlatency, oneshot, twoshot, hoststaged, nccl, "
-                 "hierarchical, nccl-symm, or all";
+        *error = "--algo " + item + ": use a comma list of " + algoNamesText(", ", ", ") + ", nccl-symm, or all";
         return false;
       }
       if (std::find(a.algos.begin(), a.algos.end(), algo) != a.algos.end()) {

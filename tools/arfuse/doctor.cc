@@ -19,9 +19,9 @@
 
 #include "arfuse/arfuse.h"
 #include "args.h"
+#include "base/printable.h"
 #include "cli.h"
 #include "common/params.h"
-#include "common/printable.h"
 #include "device/args.h"
 #include "doctor_checks.h"
 #include "harness/harness.h"

@@ -3,7 +3,7 @@
 #include <sstream>
 #include <string>
 
-#include "common/printable.h"
+#include "base/printable.h"
 #include "doctor_checks.h"
 #include "topo/json.h"
 

@@ -14,7 +14,7 @@
 #include <map>
 #include <set>
 
-#include "comm/shm_name.h"
+#include "transport/shm_name.h"
 
 namespace arfuse {
 namespace cli {

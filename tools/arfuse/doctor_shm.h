@@ -23,7 +23,7 @@ struct ShmSegmentInfo {
   long long bytes = 0;
   std::vector<long> holders;  // pids of live processes that map it or hold it open
   bool holdersKnown = true;   // false: some processes could not be inspected (not root), so "nobody" is a guess
-  // The creator its name records (comm/shm_name.h): kNoTag (an older arfuse's name), kGone (same PID
+  // The creator its name records (transport/shm_name.h): kNoTag (an older arfuse's name), kGone (same PID
   // namespace, that process no longer runs), kAlive, or kElsewhere (another PID namespace: a
   // container sharing /dev/shm, whose processes this /proc does not show).
   enum Creator { kNoTag, kGone, kAlive, kElsewhere } creator = kNoTag;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "base/printable.h"
 #include "cli.h"
 #include "common/params.h"
-#include "common/printable.h"
 #include "harness/harness.h"
 #include "triage.h"
 

@@ -1,28 +1,33 @@
 #include "plan_args.h"
 
+#include "algos/registry.h"
 #include "args.h"
-#include "comm/config.h"
 #include "common/params.h"
+#include "policy/config.h"
 
 namespace arfuse {
 namespace cli {
 
 const char* planUsage() {
-  return "usage: arfuse plan [--ranks N] [--hidden H] [--tokens T,T,...] [--dtype bf16|fp16|fp32]\n"
-         "                   [--no-p2p] [--virtual] [--algo A] [--allreduce] [--hosts H]\n"
-         "                   [--topology FILE.json [--devices 0,1,...]]\n"
-         "  Prints the algorithm, launch geometry and reason the library's plan gives for each token count\n"
-         "  on a described machine. No GPU needed. The machine is printed first. Without --topology it is\n"
-         "  an assumed one: N GPUs (default 8) of 132 SMs, one rank each, P2P between every pair but no\n"
-         "  NVLink, and NCCL; --no-p2p takes P2P away (the plan then uses host staging or NCCL), --virtual\n"
-         "  puts every rank on one GPU (virtual ranks, no NCCL).\n"
-         "  --topology reads a machine description (docs/topology.md; recorded and hand-written examples in\n"
-         "  tests/topo/fixtures) and plans for ranks on --devices (default: every GPU in it).\n"
-         "  --algo auto|lowlatency|oneshot|twoshot|hoststaged|nccl|hierarchical forces a path, as ARFUSE_ALGO\n"
-         "  does. --hosts H plans for a group over H hosts like the described one (its ranks per host): the\n"
-         "  nccl or hierarchical path across hosts, with the reason (docs/multihost.md).\n"
-         "  --allreduce plans arfuseAllReduce instead of the fused call. Exit: 0, 1 a token count has no\n"
-         "  plan, 2 usage.\n";
+  static const std::string text = std::string(
+      "usage: arfuse plan [--ranks N] [--hidden H] [--tokens T,T,...] [--dtype bf16|fp16|fp32]\n"
+      "                   [--no-p2p] [--virtual] [--algo A] [--allreduce] [--hosts H]\n"
+      "                   [--topology FILE.json [--devices 0,1,...]]\n"
+      "  Prints the algorithm, launch geometry and reason the library's plan gives for each token count\n"
+      "  on a described machine. No GPU needed. The machine is printed first. Without --topology it is\n"
+      "  an assumed one: N GPUs (default 8) of 132 SMs, one rank each, P2P between every pair but no\n"
+      "  NVLink, and NCCL; --no-p2p takes P2P away (the plan then uses host staging or NCCL), --virtual\n"
+      "  puts every rank on one GPU (virtual ranks, no NCCL).\n"
+      "  --topology reads a machine description (docs/topology.md; recorded and hand-written examples in\n"
+      "  tests/topo/fixtures) and plans for ranks on --devices (default: every GPU in it).\n"
+      "  --algo " +
+      algoNamesText("|", "|") +
+      " forces a path, as ARFUSE_ALGO\n"
+      "  does. --hosts H plans for a group over H hosts like the described one (its ranks per host): the\n"
+      "  nccl or hierarchical path across hosts, with the reason (docs/multihost.md).\n"
+      "  --allreduce plans arfuseAllReduce instead of the fused call. Exit: 0, 1 a token count has no\n"
+      "  plan, 2 usage.\n");
+  return text.c_str();
 }
 
 bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::string* error) {
@@ -53,10 +58,7 @@ bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::str
   });
   o.value({"--algo"}, [&](const std::string&, const std::string& v, std::string* error) {
     a.algo = parseAlgoName(v);
-    if (a.algo < 0)
-      return *error =
-                 "--algo wants auto, lowlatency, oneshot, twoshot, hoststaged, nccl or hierarchical, got '" + v + "'",
-             false;
+    if (a.algo < 0) return *error = "--algo wants " + algoNamesText() + ", got '" + v + "'", false;
     return true;
   });
   o.flag({"--no-p2p"}, [&] { a.noP2p = true; });
@@ -94,8 +96,7 @@ ResolvedPolicy planPolicy(const PlanArgs& a, const topo::Topology& t, const std:
   PolicyInputs in;
   // As arfuseCommInitAll with a default config: the environment over the built-in defaults.
   ResolvedConfig rc;
-  std::string ignored;
-  if (resolveConfig(nullptr, static_cast<int>(devices.size()), &rc, &ignored) == arfuseSuccess) {
+  if (resolveConfig(nullptr, static_cast<int>(devices.size()), &rc).ok()) {
     in.configured = rc.policy;
   } else {  // ARFUSE_ALGO=local for several ranks (init would refuse it): the environment's limits still hold
     in.configured.oneShotMaxBytes = paramOneShotMaxBytes();

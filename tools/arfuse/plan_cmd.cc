@@ -6,9 +6,10 @@
 #include <vector>
 
 #include "algos/hierarchical/plan.h"
+#include "algos/registry.h"
+#include "base/printable.h"
 #include "cli.h"
 #include "common/params.h"
-#include "common/printable.h"
 #include "plan/from_topology.h"
 #include "plan/plan.h"
 #include "plan_args.h"
@@ -125,13 +126,14 @@ int plan(const std::vector<std::string>& args) {
   for (const PolicyNote& n : resolved.notes) std::printf("policy: %s\n", printable(n.text).c_str());
   if (!resolved.notes.empty()) std::printf("\n");
 
-  MultiHostFabric mf;  // --hosts: H hosts like this one (comm/multihost.cc builds the same from every rank)
+  Fabric mf;  // --hosts: H hosts like this one (comm/multihost.cc builds the same from every rank)
   if (a.hosts > 0) {
     if (a.hosts * f.nranks > ARFUSE_MAX_RANKS) {
       std::fprintf(stderr, "arfuse plan: --hosts %d x %d ranks per host is more than %d ranks\n", a.hosts, f.nranks,
                    ARFUSE_MAX_RANKS);
       return kExitUsage;
     }
+    mf.nccl = true;
     mf.hosts = a.hosts;
     mf.localRanks = f.nranks;
     mf.nranks = a.hosts * f.nranks;
@@ -150,7 +152,7 @@ int plan(const std::vector<std::string>& args) {
   int rc = kExitOk;
   for (int tokens : a.tokens) {
     req.tokens = tokens;
-    Plan p = a.hosts > 0 ? makeMultiHostPlan(mf, limits, policy, req) : makePlan(f, limits, policy, req);
+    Plan p = a.hosts > 0 ? makePlan(mf, limits, policy, req) : makePlan(f, limits, policy, req);
     if (p.status != arfuseSuccess) {
       std::printf("%-7d %-10s %-12s %-7s %-7s %s: %s\n", tokens, "-", "-", "-", "-", arfuseGetErrorName(p.status),
                   p.reason.c_str());

@@ -36,6 +36,7 @@
 #include "algos/hierarchical/plan.h"
 #include "arfuse/arfuse.h"
 #include "cli.h"
+#include "device/args.h"
 #include "harness/harness.h"
 #include "harness/numeric.h"
 #include "procs_killed.h"

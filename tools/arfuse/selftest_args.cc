@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "algos/registry.h"
 #include "arfuse/arfuse.h"
 #include "args.h"
 
@@ -51,12 +52,12 @@ bool parseProcsArgs(const std::vector<std::string>& args, ProcsArgs* out, std::s
     return true;
   });
   o.value({"--algo"}, [&p](const std::string& k, const std::string& v, std::string* e) {
-    for (int a = 0; a < arfuseNumAlgos; ++a)
-      if (v == arfuseAlgoName(arfuseAlgo_t(a))) {
-        p.algo = a == arfuseAlgoAuto ? -1 : a;
-        return true;
-      }
-    *e = k + " wants auto, lowlatency, oneshot, twoshot, hoststaged, nccl or hierarchical, got '" + v + "'";
+    const int a = parseAlgoName(v);
+    if (a >= 0) {
+      p.algo = a == arfuseAlgoAuto ? -1 : a;
+      return true;
+    }
+    *e = k + " wants " + algoNamesText() + ", got '" + v + "'";
     return false;
   });
   o.flag({"--virtual"}, [&p] { p.forceVirtual = true; });

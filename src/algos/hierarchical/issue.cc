@@ -7,13 +7,41 @@
 #include <nccl.h>
 
 #include "algos/hierarchical/launch.h"
+#include "algos/hierarchical/plan.h"
+#include "algos/shared.h"
+#include "comm/multihost.h"
 #include "comm/multihost_watch.h"
+#include "init/group.h"
 
 namespace arfuse {
 namespace {
 
+// The call's three steps: the multi-rank kernels' arguments over the intra-host group (as for
+// one-shot), the views of the local ranks' buffers, the slice that crosses hosts and its watch; the
+// reduce-scatter kernel's grid (the gather + epilogue kernel has the plan's geometry).
+Status prepare(const PrepareContext& p, AlgoLaunch* out) {
+  const MultiHost& mh = *groupMultiHost(*p.g);
+  HierLaunch& h = out->args<HierLaunch>();
+  h = HierLaunch{};
+  h.args.k = multiRankArgs(p);
+  h.args.count = static_cast<long long>(p.call.tokens) * p.call.hidden;
+  h.args.sliceElems = hierarchicalSliceElems(h.args.count, mh.layout.localRanks);
+  for (int q = 0; q < mh.layout.localRanks; ++q) {
+    h.args.in[q] = mh.peerIn[q];
+    h.args.slices[q] = mh.peerSlices[q];
+  }
+  h.scatter = out->l;
+  h.scatter.vecs = 1;
+  h.scatter.chunks = 1;
+  hierarchicalScatterGeometry(mh.fabric, h.args.sliceElems, p.call.dtype, &h.scatter.blocks, &h.scatter.threads);
+  h.scatter.pdl = p.plan.pdl;
+  out->l.pdl = false;  // the gather follows NCCL's kernel, which triggers no dependents
+  h.watch = mh.watch.get();
+  return Status();
+}
+
 Status launch(const AlgoLaunch& c) {
-  const HierLaunch& h = c.hier;
+  const HierLaunch& h = c.args<HierLaunch>();
   ARFUSE_CHECK(kernelLaunchStatus(launchHierScatter(h.scatter, h.args, c.stream), h.scatter));
   float* slice = h.args.slices[h.args.k.rank];
   const size_t elems = static_cast<size_t>(h.args.sliceElems);
@@ -43,7 +71,14 @@ Status launch(const AlgoLaunch& c) {
   return Status();
 }
 
-[[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoHierarchical, launch);
+// Its NCCL all-reduce sits between two kernels, which an NCCL group would reorder.
+const char* const kNotInGroups =
+    "a hierarchical-path call (a group that spans hosts) cannot be made inside arfuseGroupStart/End: its NCCL "
+    "all-reduce sits between two kernels, which an NCCL group would reorder. Call it outside the group, or force "
+    "algo=nccl";
+
+[[maybe_unused]] const bool kBound =
+    bindAlgoIssue(arfuseAlgoHierarchical, AlgoIssue{prepare, nullptr, launch, nullptr, kNotInGroups});
 
 }  // namespace
 }  // namespace arfuse

@@ -3,38 +3,12 @@
 #include <algorithm>
 
 #include "algos/registry.h"
+#include "common/log.h"
 #include "device/args.h"
-#include "diag/log.h"
 
 namespace arfuse {
-namespace {
 
-Plan failure(arfuseResult_t code, const std::string& why) {
-  Plan p;
-  p.status = code;
-  p.reason = why;
-  return p;
-}
-
-const char* forcedByText(const PlanPolicy& policy) {
-  return policy.forcedBy.empty() ? "the caller" : policy.forcedBy.c_str();
-}
-
-void planNccl(const MultiHostFabric& f, const PlanRequest& req, Plan* p) {
-  p->algo = arfuseAlgoNccl;
-  localGeometry(req.tokens, req.hidden, req.dtype, f.smCount, req.extended, &p->blocks, &p->threads, &p->geo);
-  p->pdl = f.pdl;
-}
-
-}  // namespace
-
-long long hierarchicalSliceElems(long long count, int localRanks) {
-  const int l = std::max(1, localRanks);
-  const long long s = (count + l - 1) / l;
-  return (s + 7) / 8 * 8;
-}
-
-void hierarchicalScatterGeometry(const MultiHostFabric& f, long long sliceElems, arfuseDataType_t dtype, int* blocks,
+void hierarchicalScatterGeometry(const Fabric& f, long long sliceElems, arfuseDataType_t dtype, int* blocks,
                                  int* threads) {
   const long long vecs = sliceElems / dtypeVecElems(dtype);  // 16-byte vectors of the slice
   *threads = 256;
@@ -43,7 +17,7 @@ void hierarchicalScatterGeometry(const MultiHostFabric& f, long long sliceElems,
       static_cast<int>(std::max<long long>(1, std::min<long long>(want, std::min<long long>(f.maxBlocks, kMaxCtas))));
 }
 
-bool hierarchicalGatherGeometry(const MultiHostFabric& f, const PlanRequest& req, Plan* p, std::string* why) {
+bool hierarchicalGatherGeometry(const Fabric& f, const PlanRequest& req, Plan* p, std::string* why) {
   const int nvec = req.hidden / dtypeVecElems(req.dtype);
   const bool fused = req.op == arfuseOpAllReduceAddRmsNorm;
   int vecs = 0, threads = 0;
@@ -71,81 +45,47 @@ bool hierarchicalGatherGeometry(const MultiHostFabric& f, const PlanRequest& req
   return true;
 }
 
-Plan makeMultiHostPlan(const MultiHostFabric& f, const Limits& limits, const PlanPolicy& policy,
-                       const PlanRequest& req) {
-  Plan p = validateShape(limits, req);
-  if (p.status != arfuseSuccess) return p;
-  const long long bytes = static_cast<long long>(req.tokens) * req.hidden * dtypeSize(req.dtype);
-  // Bytes per rank that cross hosts: the hierarchical path's fp32 slice (1/L of the elements at 4 B),
-  // against the nccl path's whole message in its dtype.
-  const long long slice = hierarchicalSliceElems(static_cast<long long>(req.tokens) * req.hidden, f.localRanks) * 4;
-  const std::string shape = strprintf("%d hosts x %d ranks", f.hosts, f.localRanks);
-  auto hierarchical = [&](const std::string& reason) {
-    std::string why;
-    if (!hierarchicalGatherGeometry(f, req, &p, &why)) return failure(arfuseUnsupported, why);
-    p.algo = arfuseAlgoHierarchical;
-    p.reason = reason;
-    return p;
-  };
-  switch (policy.forcedAlgo) {
-    case arfuseAlgoAuto:
-      break;
-    case arfuseAlgoNccl:
-      planNccl(f, req, &p);
-      p.reason = strprintf("nccl: forced by %s (%lld B, %s%s)", forcedByText(policy), bytes, shape.c_str(),
-                           policy.deterministic ? ", deterministic: all-gather + rank-order fp32 sum" : "");
-      return p;
-    case arfuseAlgoHierarchical:
-      if (!f.hierarchical)
-        return failure(arfuseUnsupported, strprintf("algo=hierarchical (forced by %s) is unavailable: %s; use auto "
-                                                    "or nccl",
-                                                    forcedByText(policy), f.hierarchicalDetail.c_str()));
-      if (req.extended)
-        return failure(arfuseUnsupported, strprintf("algo=hierarchical (forced by %s) has no extended epilogue "
-                                                    "(arfuseAllReduceEpilogue); use auto or nccl",
-                                                    forcedByText(policy)));
-      return hierarchical(strprintf("hierarchical: forced by %s (%lld B, %s; %lld B fp32 per rank cross hosts)",
-                                    forcedByText(policy), bytes, shape.c_str(), slice));
-    default:
-      return failure(arfuseUnsupported,
-                     strprintf("algo=%s (forced by %s) runs within one host; this group spans %s: use auto, nccl or "
-                               "hierarchical",
-                               arfuseAlgoName(arfuseAlgo_t(policy.forcedAlgo)), forcedByText(policy), shape.c_str()));
-  }
-  std::string why;
-  if (req.extended)
-    why = "the extended epilogue (arfuseAllReduceEpilogue) runs on the nccl path across hosts";
-  else if (policy.deterministic)
-    why = "deterministic: all-gather + fp32 sum in global rank order (the bits of every arfuse path)";
-  else if (f.localRanks < 2)
-    why = "one rank per host: the hierarchical path would send the whole message across hosts too";
-  else if (!f.hierarchical)
-    why = "hierarchical unavailable: " + f.hierarchicalDetail;
-  else if (slice >= bytes)
-    why = strprintf(
-        "the hierarchical path's fp32 slice (1/%d of the elements, %lld B) is no fewer bytes across "
-        "hosts than the whole %s message",
-        f.localRanks, slice, arfuseDataTypeName(req.dtype));
-  else if (bytes < kHierarchicalMinBytes)
-    why = strprintf(
-        "%lld B < %lld B, below which the two intra-host phases cost more than the fewer bytes across "
-        "hosts (%lld B fp32 per rank instead of %lld B) save",
-        bytes, kHierarchicalMinBytes, slice, bytes);
-  if (why.empty())
-    return hierarchical(
-        strprintf("hierarchical: %s, %lld B >= %lld B: 1/%d of the elements cross hosts, %lld B "
-                  "fp32 per rank instead of the whole %lld B",
-                  shape.c_str(), bytes, kHierarchicalMinBytes, f.localRanks, slice, bytes));
-  planNccl(f, req, &p);
-  p.reason = strprintf("nccl: %s, %lld B; %s", shape.c_str(), bytes, why.c_str());
-  return p;
-}
-
-// The registry entry. The intra-host plan (plan/plan.cc) walks it like every path, but only groups
-// that span hosts (makeMultiHostPlan above) can take a hierarchical call: within one host it is
-// refused when forced and never chosen.
 namespace {
 
+// Bytes per rank that cross hosts: the path's fp32 slice (1/L of the elements at 4 B).
+long long sliceBytes(const PlanContext& c) {
+  return hierarchicalSliceElems(static_cast<long long>(c.req.tokens) * c.req.hidden, c.f.localRanks) * 4;
+}
+
+std::string hostsShape(const Fabric& f) { return strprintf("%d hosts x %d ranks", f.hosts, f.localRanks); }
+
+// Why the auto plan of a group that spans hosts leaves a call to the nccl path ("": it does not),
+// against whose whole message in its dtype the slice is weighed.
+std::string declines(const PlanContext& c) {
+  const Fabric& f = c.f;
+  const long long slice = sliceBytes(c);
+  if (c.req.extended) return "the extended epilogue (arfuseAllReduceEpilogue) runs on the nccl path across hosts";
+  if (c.policy.deterministic)
+    return "deterministic: all-gather + fp32 sum in global rank order (the bits of every arfuse path)";
+  if (f.localRanks < 2) return "one rank per host: the hierarchical path would send the whole message across hosts too";
+  if (!f.hierarchical) return "hierarchical unavailable: " + f.hierarchicalDetail;
+  if (slice >= c.bytes)
+    return strprintf(
+        "the hierarchical path's fp32 slice (1/%d of the elements, %lld B) is no fewer bytes across "
+        "hosts than the whole %s message",
+        f.localRanks, slice, arfuseDataTypeName(c.req.dtype));
+  if (c.bytes < kHierarchicalMinBytes)
+    return strprintf(
+        "%lld B < %lld B, below which the two intra-host phases cost more than the fewer bytes across "
+        "hosts (%lld B fp32 per rank instead of %lld B) save",
+        c.bytes, kHierarchicalMinBytes, slice, c.bytes);
+  return "";
+}
+
+// A yes with the gather kernel's geometry, or why no instantiation covers the row.
+Verdict withGeometry(const PlanContext& c, std::string reason) {
+  Plan g;
+  std::string why;
+  if (!hierarchicalGatherGeometry(c.f, c.req, &g, &why)) return Verdict::no(why);
+  return Verdict::yes(std::move(reason), g);
+}
+
+// Within one host the path is refused when forced and never chosen.
 Verdict canImplementOnOneHost(const PlanContext& c) {
   if (c.forced)
     return Verdict::no(
@@ -155,7 +95,30 @@ Verdict canImplementOnOneHost(const PlanContext& c) {
   return Verdict::no("hierarchical: the group is on one host");
 }
 
-bool noGeometry(const PlanContext&, Plan*, std::string* why) {
+Verdict canImplement(const PlanContext& c) {
+  if (!c.acrossHosts()) return canImplementOnOneHost(c);
+  const Fabric& f = c.f;
+  if (c.forced) {
+    if (!f.hierarchical)
+      return Verdict::no(strprintf("algo=hierarchical (forced by %s) is unavailable: %s; use auto or nccl", c.forcedBy,
+                                   f.hierarchicalDetail.c_str()));
+    if (c.req.extended)
+      return Verdict::no(strprintf(
+          "algo=hierarchical (forced by %s) has no extended epilogue (arfuseAllReduceEpilogue); use auto or nccl",
+          c.forcedBy));
+    return withGeometry(c, strprintf("hierarchical: forced by %s (%lld B, %s; %lld B fp32 per rank cross hosts)",
+                                     c.forcedBy, c.bytes, hostsShape(f).c_str(), sliceBytes(c)));
+  }
+  const std::string why = declines(c);
+  if (!why.empty()) return Verdict::no(why);
+  return withGeometry(
+      c, strprintf("hierarchical: %s, %lld B >= %lld B: 1/%d of the elements cross hosts, %lld B "
+                   "fp32 per rank instead of the whole %lld B",
+                   hostsShape(f).c_str(), c.bytes, kHierarchicalMinBytes, f.localRanks, sliceBytes(c), c.bytes));
+}
+
+bool geometry(const PlanContext& c, Plan* p, std::string* why) {
+  if (c.acrossHosts()) return hierarchicalGatherGeometry(c.f, c.req, p, why);
   *why = "hierarchical: the group is on one host";
   return false;
 }
@@ -166,8 +129,10 @@ AlgoEntry hierarchicalEntry() {
   AlgoEntry e;
   e.algo = arfuseAlgoHierarchical;
   e.name = "hierarchical";
-  e.canImplement = canImplementOnOneHost;
-  e.geometry = noGeometry;
+  e.enumName = "Hierarchical";
+  e.canImplement = canImplement;
+  e.geometry = geometry;
+  e.acrossHosts = true;
   return e;
 }
 

@@ -1,4 +1,6 @@
-// The plan of a group that spans hosts (pure, CPU-tested: tests/cpu/multihost_plan_test.cc).
+// The hierarchical path's plan and geometry (pure, CPU-tested: tests/cpu/multihost_plan_test.cc). The
+// plan of a group that spans hosts (Fabric::hosts > 1) asks only the entries that cross hosts, this
+// one before nccl's (algos/registry.cc).
 //
 // Two paths cross hosts, both through NCCL (arfuse has no network transport of its own):
 //   nccl          ncclAllReduce over every rank (or, deterministic, an all-gather summed in fp32 in
@@ -15,7 +17,8 @@
 // barriers cost more than the cross-host bytes saved) and the call is neither the extended
 // epilogue nor deterministic (the
 // deterministic mode promises the bits of a rank-order sum, which only the nccl path's all-gather
-// gives); nccl otherwise. Every rank plans from the same group-wide facts, so all agree.
+// gives); nccl otherwise (its reason says which of these declined). Every rank plans from the same
+// group-wide facts, so all agree.
 #pragma once
 
 #include <string>
@@ -26,31 +29,13 @@ namespace arfuse {
 
 constexpr long long kHierarchicalMinBytes = 256 * 1024;
 
-struct MultiHostFabric {
-  int nranks = 2;                  // global ranks
-  int hosts = 2;                   // H
-  int localRanks = 1;              // L, ranks per host
-  bool hierarchical = false;       // every host's ranks have peer access and the path's buffers
-  std::string hierarchicalDetail;  // why not
-  int maxBlocks = 1;               // intra-host CTA caps (narrow / wide barrier CTAs, the same on every rank)
-  int maxBlocksWide = 1;
-  int smCount = 1;
-  bool pdl = false;
-};
-
-// Elements of one local rank's fp32 slice for a message of `count` elements: ceil(count / L)
-// rounded up to 8, so no 16-byte vector of any dtype straddles two slices.
-long long hierarchicalSliceElems(long long count, int localRanks);
-
-// The reduce-scatter kernel's grid (phase 1): CTAs and threads for a slice of sliceElems elements.
-void hierarchicalScatterGeometry(const MultiHostFabric& f, long long sliceElems, arfuseDataType_t dtype, int* blocks,
+// The reduce-scatter kernel's grid (phase 1): CTAs and threads for a slice of sliceElems elements
+// (device/args.h hierarchicalSliceElems).
+void hierarchicalScatterGeometry(const Fabric& f, long long sliceElems, arfuseDataType_t dtype, int* blocks,
                                  int* threads);
 
 // The gather + epilogue kernel's grid (phase 3: whole rows, never split) into p (blocks, threads,
 // geo); false with *why when no instantiation covers the row.
-bool hierarchicalGatherGeometry(const MultiHostFabric& f, const PlanRequest& req, Plan* p, std::string* why);
-
-Plan makeMultiHostPlan(const MultiHostFabric& f, const Limits& limits, const PlanPolicy& policy,
-                       const PlanRequest& req);
+bool hierarchicalGatherGeometry(const Fabric& f, const PlanRequest& req, Plan* p, std::string* why);
 
 }  // namespace arfuse

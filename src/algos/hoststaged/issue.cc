@@ -1,12 +1,16 @@
-// The host-staged path's launch (the one-shot or two-shot variant), bound to its registry entry.
+// The host-staged path's steps, bound to its registry entry: the kernel's arguments, the one-shot or two-shot variant's
+// launch over the host exchange, their residency.
 #include "algos/issue.h"
+
+#include "algos/hoststaged/launch.h"
+#include "init/group.h"
 
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchHostStaged(c.l, c.variant, c.ka, c.stream), c.l); }
-
-[[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoHostStaged, launch);
+[[maybe_unused]] const bool kBound =
+    bindAlgoIssue(arfuseAlgoHostStaged,
+                  AlgoIssue{prepareMultiRankArgs, nullptr, launchKernelVariant<launchHostStaged>, residencyHostStaged});
 
 }  // namespace
 }  // namespace arfuse

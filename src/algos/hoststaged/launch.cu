@@ -1,18 +1,20 @@
 // The host-staged path: the one-shot and two-shot kernels over the group's pinned host exchange
-// (device/exchange.cuh HostExchange), for ranks without peer access.
-#include "algos/barrier_launch.cuh"
+// (device/exchange.cuh HostExchange), for ranks without peer access; their launch and residency.
+#include "algos/hoststaged/launch.h"
+#include "algos/oneshot/kernels.cuh"
+#include "algos/twoshot/kernels.cuh"
 
 namespace arfuse {
 
+using OneShotHost = BarrierKernels<OneShotKernels<HostExchange>>;
+using TwoShotHost = BarrierKernels<TwoShotKernels<HostExchange>>;
+
 int launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream) {
-  return twoShot ? BarrierKernels<HostExchange, true>::launch(l, args, stream)
-                 : BarrierKernels<HostExchange, false>::launch(l, args, stream);
+  return twoShot ? TwoShotHost::launch(l, args, stream) : OneShotHost::launch(l, args, stream);
 }
-// Each path measures the kernels its own file instantiates: measured here, the peer-access kernels were
-// compiled a second time into this object (twice the device code of this file, the build's longest).
 void residencyHostStaged(Residency* r) {
-  BarrierKernels<HostExchange, false>::residentAll(r);
-  BarrierKernels<HostExchange, true>::residentAll(r);
+  OneShotHost::residentAll(r);
+  TwoShotHost::residentAll(r);
 }
 
 }  // namespace arfuse

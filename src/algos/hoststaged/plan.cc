@@ -1,7 +1,9 @@
 // The host-staged path's registry entry: without peer access, messages up to the host-staged limit
 // (any size the host area holds when NCCL is missing); the one-shot or the two-shot variant by the
 // bytes each rank pulls over its link.
-#include "algos/registry.h"
+#include <algorithm>
+
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {
@@ -12,6 +14,21 @@ using planning::why;
 
 const char* variant(const PlanContext& c) {
   return planning::hostTwoShot(c.f, c.policy, c.bytes) ? "two-shot" : "one-shot";
+}
+
+// Each CTA's tiles in its region of the host slot; the two-shot variant's pushed slots, and its own
+// slice's copy in the staging too.
+planning::Region region(const PlanContext& c, const Geometry& g) {
+  const Fabric& f = c.f;
+  if (!planning::hostTwoShot(f, c.policy, c.bytes))
+    return planning::Region{ctaRegionUse(g, c.req.tokens), f.hostRegionBytes};
+  const long long use = twoShotRegionUse(g, c.req.tokens, f.nranks);
+  return planning::Region{
+      use, f.stagingRegionBytes > 0 ? std::min(f.hostRegionBytes, f.stagingRegionBytes) : f.hostRegionBytes};
+}
+
+bool tiles(const PlanContext& c, Plan* p, std::string* why) {
+  return planning::tiledGeometry(c, "hoststaged", planning::barrierTiles(c.f), region, p, why);
 }
 
 Verdict canImplement(const PlanContext& c) {
@@ -35,7 +52,7 @@ Verdict canImplement(const PlanContext& c) {
     return Verdict::no(strprintf("%lld B > host-staged limit", c.bytes));
   Plan probe;
   std::string geoWhy;
-  if (!planning::barrierGeometry(c, arfuseAlgoHostStaged, &probe, &geoWhy)) return Verdict::no(geoWhy);
+  if (!tiles(c, &probe, &geoWhy)) return Verdict::no(geoWhy);
   return Verdict::yes(strprintf("hoststaged (%s variant): no peer access between ranks (%s); %lld B %s", variant(c),
                                 why(f.p2pDetail, kNoP2pWhy).c_str(), c.bytes,
                                 c.bytes <= c.policy.hostStagedMaxBytes
@@ -44,7 +61,7 @@ Verdict canImplement(const PlanContext& c) {
 }
 
 bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  if (!planning::barrierGeometry(c, arfuseAlgoHostStaged, p, why)) return false;
+  if (!tiles(c, p, why)) return false;
   p->variant = planning::hostTwoShot(c.f, c.policy, c.bytes);
   return true;
 }
@@ -63,6 +80,8 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 
 }  // namespace
 
-AlgoEntry hostStagedEntry() { return AlgoEntry{arfuseAlgoHostStaged, "hoststaged", canImplement, geometry, workspace}; }
+AlgoEntry hostStagedEntry() {
+  return AlgoEntry{arfuseAlgoHostStaged, "hoststaged", "HostStaged", canImplement, geometry, workspace};
+}
 
 }  // namespace arfuse

@@ -1,12 +1,16 @@
-// The lowlatency path's launch, bound to its registry entry.
+// The low-latency path's steps, bound to its registry entry: the kernel's arguments, its launch (the two-phase variant
+// when the plan says so) and residency.
 #include "algos/issue.h"
+
+#include "algos/lowlatency/launch.h"
+#include "init/group.h"
 
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchLowLatency(c.l, c.variant, c.ka, c.stream), c.l); }
-
-[[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoLowLatency, launch);
+[[maybe_unused]] const bool kBound =
+    bindAlgoIssue(arfuseAlgoLowLatency,
+                  AlgoIssue{prepareMultiRankArgs, nullptr, launchKernelVariant<launchLowLatency>, residencyLowLatency});
 
 }  // namespace
 }  // namespace arfuse

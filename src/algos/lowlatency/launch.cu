@@ -1,6 +1,7 @@
 // Instantiations of the low-latency kernels (bf16, fp16, fp32) and their launch.
 #include "algos/launch_impl.cuh"
 #include "algos/lowlatency/kernel.cuh"
+#include "algos/lowlatency/launch.h"
 
 namespace arfuse {
 namespace {

@@ -3,19 +3,38 @@
 // it, the two-phase variant (Plan.variant; algos/lowlatency/kernel.cuh).
 #include <algorithm>
 
-#include "algos/registry.h"
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {
 
-// The call's tiles on this path (planning::barrierGeometry), computed on first use and then reused:
+// The low-latency kernels' instantiations (algos/lowlatency/launch.h; at most 256 threads): all-reduce
+// 1, 2 or 4 vectors per thread, fused 1, 2 or 4, extended 2 or 4.
+const VecSets kLlVecs = {{{1, 2, 4, 0}, {1, 2, 4, 0}, {2, 4, 0, 0}}};
+
+// At most kLlMaxCtas CTAs (the buffer's regions), the group's low-latency cap; no wide tiles.
+TileRules llTiles(const Fabric& f) {
+  const int cap = f.maxBlocksLowLatency < 0 ? f.maxBlocks : f.maxBlocksLowLatency;
+  return TileRules{std::min(kLlMaxCtas, cap), false, &kLlVecs};
+}
+
+// Flagged bytes: a narrow tile takes whole 1 KiB groups (device/args.h llTileBytes).
+planning::Region region(const PlanContext& c, const Geometry& g) {
+  return planning::Region{llRegionUse(g, c.req.tokens), static_cast<long long>(kLlRegionBytes)};
+}
+
+bool llGeometry(const PlanContext& c, Plan* p, std::string* why) {
+  return planning::tiledGeometry(c, "lowlatency", llTiles(c.f), region, p, why);
+}
+
+// The call's tiles on this path (llGeometry), computed on first use and then reused:
 // canImplement asks for them up to three times (the limit, the two-phase window, the variant).
 class Tiles {
  public:
   explicit Tiles(const PlanContext& c) : c_(c) {}
   // Whether they fit the per-CTA regions; if not, *why says why.
   bool fit(std::string* why) {
-    if (!done_) ok_ = planning::barrierGeometry(c_, arfuseAlgoLowLatency, &plan_, &why_);
+    if (!done_) ok_ = llGeometry(c_, &plan_, &why_);
     done_ = true;
     if (!ok_) *why = why_;
     return ok_;
@@ -156,7 +175,7 @@ Verdict canImplement(const PlanContext& c) {
 }
 
 bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  if (!planning::barrierGeometry(c, arfuseAlgoLowLatency, p, why)) return false;
+  if (!llGeometry(c, p, why)) return false;
   p->variant = twoPhase(c, *p, variantLimit(c));
   return true;
 }
@@ -168,6 +187,8 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 
 }  // namespace
 
-AlgoEntry lowLatencyEntry() { return AlgoEntry{arfuseAlgoLowLatency, "lowlatency", canImplement, geometry, workspace}; }
+AlgoEntry lowLatencyEntry() {
+  return AlgoEntry{arfuseAlgoLowLatency, "lowlatency", "LowLatency", canImplement, geometry, workspace};
+}
 
 }  // namespace arfuse

@@ -1,7 +1,9 @@
 // The NCCL path's registry entry: ncclAllReduce (or, deterministic, an all-gather and a rank-order
 // sum) and arfuse's own add+RMSNorm as its epilogue. Without peer access it takes what host staging
 // does not; with peer access, messages above a measured crossover; forced, any call.
-#include "algos/registry.h"
+#include "algos/local/plan.h"
+
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {
@@ -11,8 +13,22 @@ using planning::kNoNcclWhy;
 using planning::kNoP2pWhy;
 using planning::why;
 
+// A group that spans hosts: ncclAllReduce over every rank (the hierarchical entry, asked before this
+// one, said why it does not serve the call); forced, any call.
+Verdict acrossHosts(const PlanContext& c) {
+  const Fabric& f = c.f;
+  const std::string shape = strprintf("%d hosts x %d ranks", f.hosts, f.localRanks);
+  if (c.forced)
+    return Verdict::yes(strprintf("nccl: forced by %s (%lld B, %s%s)", c.forcedBy, c.bytes, shape.c_str(),
+                                  c.policy.deterministic ? ", deterministic: all-gather + rank-order fp32 sum" : ""));
+  const std::string declined = c.declined ? *c.declined : "";
+  return Verdict::yes(
+      strprintf("nccl: %s, %lld B%s%s", shape.c_str(), c.bytes, declined.empty() ? "" : "; ", declined.c_str()));
+}
+
 Verdict canImplement(const PlanContext& c) {
   const Fabric& f = c.f;
+  if (c.acrossHosts()) return acrossHosts(c);
   if (c.forced) {
     if (!f.nccl)
       return Verdict::no(
@@ -45,6 +61,10 @@ void workspace(const WorkspaceInputs& in, Workspace* w) {
 
 }  // namespace
 
-AlgoEntry ncclEntry() { return AlgoEntry{arfuseAlgoNccl, "nccl", canImplement, planning::localGeometry, workspace}; }
+AlgoEntry ncclEntry() {
+  AlgoEntry e{arfuseAlgoNccl, "nccl", "Nccl", canImplement, planning::localGeometry, workspace};
+  e.acrossHosts = true;
+  return e;
+}
 
 }  // namespace arfuse

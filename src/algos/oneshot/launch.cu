@@ -1,11 +1,14 @@
-// Instantiations of the one-shot kernels over peer access, and their launch.
-#include "algos/barrier_launch.cuh"
+// Instantiations of the one-shot kernels over peer access, their launch and residency.
+#include "algos/oneshot/kernels.cuh"
+#include "algos/oneshot/launch.h"
 
 namespace arfuse {
 
+using OneShotPeer = BarrierKernels<OneShotKernels<PeerExchange>>;
+
 int launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-  return BarrierKernels<PeerExchange, false>::launch(l, args, stream);
+  return OneShotPeer::launch(l, args, stream);
 }
-void residencyOneShot(Residency* r) { BarrierKernels<PeerExchange, false>::residentAll(r); }
+void residencyOneShot(Residency* r) { OneShotPeer::residentAll(r); }
 
 }  // namespace arfuse

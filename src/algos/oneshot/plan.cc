@@ -1,6 +1,6 @@
 // The one-shot path's registry entry: with peer access, every message at 2 ranks (two-shot moves
 // the same bytes and adds a barrier) and, beyond, while bytes x (n-1) stays under the one-shot limit.
-#include "algos/registry.h"
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {
@@ -24,11 +24,19 @@ Verdict canImplement(const PlanContext& c) {
                                 peerBytes, limit.c_str(), c.origin));
 }
 
+// Each CTA's tiles, copied in, in its staging region.
+planning::Region region(const PlanContext& c, const Geometry& g) {
+  return planning::Region{ctaRegionUse(g, c.req.tokens), c.f.stagingRegionBytes};
+}
+
+bool geometry(const PlanContext& c, Plan* p, std::string* why) {
+  return planning::tiledGeometry(c, "oneshot", planning::barrierTiles(c.f), region, p, why);
+}
+
 }  // namespace
 
 AlgoEntry oneShotEntry() {
-  return AlgoEntry{arfuseAlgoOneShot, "oneshot", canImplement, planning::barrierGeometryOf<arfuseAlgoOneShot>,
-                   planning::stagingWorkspace};
+  return AlgoEntry{arfuseAlgoOneShot, "oneshot", "OneShot", canImplement, geometry, planning::stagingWorkspace};
 }
 
 }  // namespace arfuse

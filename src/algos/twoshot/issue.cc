@@ -1,12 +1,15 @@
-// The twoshot path's launch, bound to its registry entry.
+// The two-shot path's steps, bound to its registry entry: the multi-rank kernel's arguments (the group's and the
+// call's), its launch and residency.
 #include "algos/issue.h"
+
+#include "algos/twoshot/launch.h"
+#include "init/group.h"
 
 namespace arfuse {
 namespace {
 
-Status launch(const AlgoLaunch& c) { return kernelLaunchStatus(launchTwoShot(c.l, c.ka, c.stream), c.l); }
-
-[[maybe_unused]] const bool kBound = bindAlgoLaunch(arfuseAlgoTwoShot, launch);
+[[maybe_unused]] const bool kBound = bindAlgoIssue(
+    arfuseAlgoTwoShot, AlgoIssue{prepareMultiRankArgs, nullptr, launchKernelArgs<launchTwoShot>, residencyTwoShot});
 
 }  // namespace
 }  // namespace arfuse

@@ -1,11 +1,14 @@
-// Instantiations of the two-shot kernels over peer access, and their launch.
-#include "algos/barrier_launch.cuh"
+// Instantiations of the two-shot kernels over peer access, their launch and residency.
+#include "algos/twoshot/kernels.cuh"
+#include "algos/twoshot/launch.h"
 
 namespace arfuse {
 
+using TwoShotPeer = BarrierKernels<TwoShotKernels<PeerExchange>>;
+
 int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-  return BarrierKernels<PeerExchange, true>::launch(l, args, stream);
+  return TwoShotPeer::launch(l, args, stream);
 }
-void residencyTwoShot(Residency* r) { BarrierKernels<PeerExchange, true>::residentAll(r); }
+void residencyTwoShot(Residency* r) { TwoShotPeer::residentAll(r); }
 
 }  // namespace arfuse

@@ -1,6 +1,6 @@
 // The two-shot path's registry entry: with peer access, every message the paths before it left
 // (the last entry of the auto plan).
-#include "algos/registry.h"
+#include "algos/shared.h"
 
 namespace arfuse {
 namespace {
@@ -14,11 +14,20 @@ Verdict canImplement(const PlanContext& c) {
                                 peerBytes, planning::limitText(c.policy.oneShotMaxBytes).c_str(), c.origin));
 }
 
+// Each CTA's tiles in its staging region, n - 1 pushed slots of a slice's width each (device/args.h
+// twoShotTileVecs).
+planning::Region region(const PlanContext& c, const Geometry& g) {
+  return planning::Region{twoShotRegionUse(g, c.req.tokens, c.f.nranks), c.f.stagingRegionBytes};
+}
+
+bool geometry(const PlanContext& c, Plan* p, std::string* why) {
+  return planning::tiledGeometry(c, "twoshot", planning::barrierTiles(c.f), region, p, why);
+}
+
 }  // namespace
 
 AlgoEntry twoShotEntry() {
-  return AlgoEntry{arfuseAlgoTwoShot, "twoshot", canImplement, planning::barrierGeometryOf<arfuseAlgoTwoShot>,
-                   planning::stagingWorkspace};
+  return AlgoEntry{arfuseAlgoTwoShot, "twoshot", "TwoShot", canImplement, geometry, planning::stagingWorkspace};
 }
 
 }  // namespace arfuse

@@ -1,4 +1,4 @@
-#include "diag/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <mutex>
 #include <string>
 
+#include "base/printable.h"
 #include "common/params.h"
-#include "common/printable.h"
 
 namespace arfuse {
 
@@ -44,7 +44,7 @@ std::string formatLogLine(LogLevel level, const LogContext& ctx, const std::stri
   s += strprintf(" %s:%d ", base, line);
   s += message;
   // One record per line whatever the message quotes (an ARFUSE_* value, a file's key, a peer's
-  // text): escaped here, where it is printed (common/printable.h).
+  // text): escaped here, where it is printed (base/printable.h).
   return printable(s);
 }
 

@@ -1,7 +1,7 @@
-// The guard kernel after an NCCL operation across hosts (algos/nccl/guard.h).
+// The guard kernel after an NCCL operation across hosts (comm/nccl_guard.h).
 #include <stdint.h>
 
-#include "algos/nccl/guard.h"
+#include "comm/nccl_guard.h"
 
 namespace arfuse {
 namespace {

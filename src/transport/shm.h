@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <string>
 
+#include "core/status.h"
+
 namespace arfuse {
 
 struct ShmSegment {
@@ -24,20 +26,20 @@ struct ShmSegment {
 };
 
 // A fresh random name with the given suffix ("g", "h"): "/arfuse-<16 hex digits>-<creator>-<suffix>",
-// the creator being this process (comm/shm_name.h: what `arfuse doctor --clean` checks).
+// the creator being this process (transport/shm_name.h: what `arfuse doctor --clean` checks).
 std::string shmRandomName(const char* suffix);
 // Creates (exclusively, 0600), allocates and maps a zero-filled segment. Fails if the name exists,
 // or when /dev/shm cannot hold `bytes` (the message says how much is free and what to do).
-bool shmCreate(const std::string& name, size_t bytes, ShmSegment* seg, std::string* error);
+Status shmCreate(const std::string& name, size_t bytes, ShmSegment* seg);
 // Creates the name (exclusively, 0600, size 0) and keeps its descriptor, so that the name is ours
 // before it is published; shmAllocate sizes and maps it later.
-bool shmReserve(const std::string& name, ShmSegment* seg, std::string* error);
-bool shmAllocate(ShmSegment* seg, size_t bytes, std::string* error);
+Status shmReserve(const std::string& name, ShmSegment* seg);
+Status shmAllocate(ShmSegment* seg, size_t bytes);
 // Opens and maps an existing segment once its creator has sized it, waiting up to timeoutMs. The
 // segment must belong to this user (a segment of another owner under our name is refused).
-bool shmOpen(const std::string& name, size_t bytes, int timeoutMs, ShmSegment* seg, std::string* error);
+Status shmOpen(const std::string& name, size_t bytes, int timeoutMs, ShmSegment* seg);
 // Registers the mapping with CUDA for the current device (cudaHostRegisterMapped | Portable).
-bool shmRegister(ShmSegment* seg, std::string* error);
+Status shmRegister(ShmSegment* seg);
 // Unregisters and unmaps, closes a kept descriptor (the name is not touched).
 void shmRelease(ShmSegment* seg);
 // Removes the name (the memory lives on while mapped). Ignores a name already gone.
@@ -45,6 +47,6 @@ void shmUnlink(const std::string& name);
 
 // Makes `bytes` bytes of fd real memory (posix_fallocate), or says why not: ENOSPC names the free
 // space of the file system holding `what` and the fixes. Exposed for the CPU tests.
-bool shmAllocateFd(int fd, size_t bytes, const std::string& what, std::string* error);
+Status shmAllocateFd(int fd, size_t bytes, const std::string& what);
 
 }  // namespace arfuse

@@ -1,9 +1,11 @@
-// Resolution of arfuseConfig_t: config struct > environment (ARFUSE_*) > default. Pure; CPU-tested.
+// Resolution of arfuseConfig_t: config struct > environment (ARFUSE_*) > default, and the rank
+// arguments of a multi-process communicator. Pure; CPU-tested.
 #pragma once
 
 #include <string>
 
 #include "arfuse/arfuse.h"
+#include "core/status.h"
 #include "plan/plan.h"
 
 namespace arfuse {
@@ -21,7 +23,11 @@ struct ResolvedConfig {
 // enabled dtypes only. A bf16-only communicator thus gets half the staging of one that enables fp32.
 size_t workspaceMessageBytes(const Limits& limits);
 
-// Validates and resolves. Returns arfuseSuccess or arfuseInvalidArgument with *message naming the field.
-arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out, std::string* message);
+// Validates and resolves: ok, or arfuseInvalidArgument with a message naming the field ("config: ...").
+Status resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out);
+
+// Ok when 1 <= nranks <= ARFUSE_MAX_RANKS and 0 <= rank < nranks; else what is wrong and the fix.
+// Checked at the C ABI before anything is sized by nranks or indexed by rank.
+Status checkRankArgs(int nranks, int rank);
 
 }  // namespace arfuse

@@ -1,4 +1,4 @@
-#include "comm/process_cookie.h"
+#include "transport/process_cookie.h"
 
 #include <pthread.h>
 #include <unistd.h>

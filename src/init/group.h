@@ -10,9 +10,9 @@
 // fields the issue named -- the peer views (peers), the host area (host, hostArena*), the per-rank
 // staging and NCCL communicators (ranks[r].staging, .nccl, .ncclSum) -- are read outside src/init,
 // src/transport and src/comm only by fillGroupKernelArgs, rankNccl and rankNcclSum below (a CPU test,
-// tests/cpu/layers_test.sh, keeps src/api to that). The state the API layer itself writes after
-// creation, the per-rank last stream, is private: only the stream check below touches it, under
-// its mutex.
+// tests/cpu/layers_test.sh, keeps src/api to that). The state the API layer itself keeps after
+// creation (the replica check's, the stream check's) is its own type behind an opaque slot, made
+// and read only through groupApiState, under apiMu.
 #pragma once
 
 #include <nccl.h>
@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "api/streams.h"
+#include "algos/shared.h"
+#include "common/log.h"
 #include "device/args.h"
-#include "diag/log.h"
 #include "diag/watchdog.h"
 #include "plan/plan.h"
 
@@ -45,12 +45,6 @@ struct RankResources {
   cudaStream_t aux = nullptr;  // this rank's own stream for host copies (flight recorder), never a caller's
 };
 
-struct Group;
-// In-process groups: turns on the per-rank stream check (comm/comm.cc, at creation).
-inline void enableStreamChecks(Group& g);
-inline bool groupChecksStreams(const Group& g);
-inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why);
-
 struct Group {
   int nranks = 0;
   Fabric fabric;
@@ -66,15 +60,19 @@ struct Group {
   std::vector<std::function<void()>> cleanups;  // run in reverse order when the group is freed
   std::function<void(int rank)> depart;         // multi-process: bounded wait for every rank to leave, at destroy
   std::unique_ptr<WatchSource> watch;           // registered with the watchdog while the group lives
-  // Host-side state of the opt-in checks (api/replica_check.cc), created on first use under apiMu,
-  // and an error the host raised for the whole group (a replica mismatch): reported by
-  // groupAsyncError like a kernel-recorded one; text and fields are written before the code.
+  // State the API layer keeps per group, created on first use under apiMu (groupApiState below): the
+  // opt-in replica check's (api/replica_check.cc) and, in in-process groups (checkStreams, set at
+  // creation), the stream each rank's last call ran on (api/streams.h StreamCheck). Then an error the
+  // host raised for the whole group (a replica mismatch): reported by groupAsyncError like a
+  // kernel-recorded one; text and fields are written before the code.
   std::mutex apiMu;
   std::shared_ptr<void> replicaCheck;
   // Multi-process groups under ARFUSE_CHECK_REPLICAS=1: the replica area in the group's shared
   // segment (api/replicas.h ReplicaArea, zeroed), set by comm/multiprocess.cc; nullptr otherwise.
   void* replicaArea = nullptr;
   size_t replicaSlotBytes = 0;
+  std::shared_ptr<void> streamCheck;
+  bool checkStreams = false;
   std::atomic<int> hostError{0};                    // arfuseResult_t, 0: none
   mutable std::atomic<bool> deviceAbortSet{false};  // the host copied the abort into the local ranks' device words
   std::string hostErrorText, hostErrorFields;
@@ -93,30 +91,7 @@ struct Group {
   // A group that spans hosts: the global rank of each rank of this (intra-host) group, which log
   // lines show; empty: the ranks are global already.
   std::vector<int> logRanks;
-
- private:
-  // In-process groups: the stream each rank's last call really ran on (api/streams.h), under
-  // streamMu_; empty: not checked. Two ranks on one GPU must never share a stream, nor pair the
-  // legacy default stream with a blocking one: a rank's call waits for its peers' calls, which
-  // would queue behind it.
-  std::mutex streamMu_;
-  std::vector<StreamIdentity> lastStream_;
-  friend void enableStreamChecks(Group& g);
-  friend bool groupChecksStreams(const Group& g);
-  friend int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why);
 };
-
-inline void enableStreamChecks(Group& g) {
-  std::lock_guard<std::mutex> lock(g.streamMu_);
-  g.lastStream_.resize(static_cast<size_t>(g.nranks));
-}
-
-// A group that spans hosts (comm/multihost.cc): its plan (algos/hierarchical/plan.h), its ranks and
-// the NCCL path's buffer over all of them (its communicators are reached only through the watch,
-// comm/multihost_watch.h, which may abort them).
-Plan planMultiHost(const Group& g, const PlanRequest& req);
-int multiHostRanks(const Group& g);
-void* multiHostNcclSum(const Group& g);
 
 // ---- What the API layer reads of a group ----
 
@@ -133,11 +108,6 @@ inline GroupShared* groupSharedArea(const Group& g) { return g.shared; }
 inline GroupShared* groupSharedDevice(const Group& g) { return g.sharedDev; }
 // What a group that spans hosts adds (comm/multihost.h), or nullptr.
 inline const MultiHost* groupMultiHost(const Group& g) { return g.multiHost.get(); }
-
-// The plan of a call on this group (the same function answers arfuseCommQueryPlan).
-inline Plan planOn(const Group& g, const PlanRequest& req) {
-  return g.multiHost ? planMultiHost(g, req) : makePlan(g.fabric, g.limits, g.policy, req);
-}
 
 // Local rank r's NCCL communicator and the NCCL path's sum buffer.
 inline ncclComm_t rankNccl(const Group& g, int r) { return g.ranks[r].nccl; }
@@ -161,21 +131,25 @@ inline void fillGroupKernelArgs(const Group& g, int r, KernelArgs* ka) {
   ka->nranks = g.nranks;
 }
 
-// Whether rank r's calls are checked for sharing a stream with another rank of its GPU (in-process
-// groups with virtual ranks, any path but local).
-inline bool groupChecksStreams(const Group& g) { return !g.lastStream_.empty() && g.fabric.virtualRanks; }
-// Records the stream rank r's call runs on, unless it conflicts (api/streams.h streamConflict) with
-// the last stream of another rank on `device`: then returns that rank, with *why, and records nothing.
-inline int recordCallStream(Group& g, int r, int device, const StreamIdentity& mine, std::string* why) {
-  std::lock_guard<std::mutex> lock(g.streamMu_);
-  for (int q = 0; q < g.nranks; ++q) {
-    if (q == r || g.ranks[q].device != device) continue;
-    *why = streamConflict(mine, g.lastStream_[q]);
-    if (!why->empty()) return q;
-  }
-  g.lastStream_[r] = mine;
-  return -1;
+// A multi-rank kernel's arguments for a call: the group's part for the call's rank, then the call's.
+inline KernelArgs multiRankArgs(const PrepareContext& p) {
+  KernelArgs ka{};
+  fillGroupKernelArgs(*p.g, p.rank, &ka);
+  fillCallKernelArgs(p, &ka);
+  return ka;
 }
+// The prepare step of the paths whose kernels take them as they are (one-shot, two-shot,
+// low-latency, host-staged).
+inline Status prepareMultiRankArgs(const PrepareContext& p, AlgoLaunch* out) {
+  out->args<KernelArgs>() = multiRankArgs(p);
+  return Status();
+}
+
+// Whether rank r's calls are checked for sharing a stream with another rank of its GPU (in-process
+// groups with virtual ranks; api/streams.h).
+inline bool groupChecksStreams(const Group& g) { return g.checkStreams && g.fabric.virtualRanks; }
+// The CUDA device of local rank r (-1: a rank of another process).
+inline int groupRankDevice(const Group& g, int r) { return g.ranks[r].device; }
 
 // Multi-process groups: the shared replica area (nullptr without one) and its slot size.
 inline void* groupReplicaArea(const Group& g, size_t* slotBytes) {
@@ -206,12 +180,12 @@ inline LogContext rankLogContext(const Group& g, int r) {
   return LogContext{shown, g.ranks[r].device, g.ranks[r].arch};
 }
 
-// The host-side state of an opt-in check (api/replica_check.cc), made by make() on first use.
+// The API layer's state in `slot` (&Group::replicaCheck, &Group::streamCheck), made by make() on first use.
 template <typename T, typename Make>
-T* groupCheckState(Group& g, Make make) {
+T* groupApiState(Group& g, std::shared_ptr<void> Group::*slot, Make make) {
   std::lock_guard<std::mutex> lock(g.apiMu);
-  if (!g.replicaCheck) g.replicaCheck = make();
-  return static_cast<T*>(g.replicaCheck.get());
+  if (!(g.*slot)) g.*slot = make();
+  return static_cast<T*>((g.*slot).get());
 }
 
 // An error the host raised for the whole group (groupAsyncError reports it like a kernel-recorded one).

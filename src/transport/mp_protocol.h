@@ -28,7 +28,7 @@ constexpr size_t kSlotBytes = 1024;
 constexpr uint32_t kReady = 0x5EADu;
 
 // A segment name as the hello carries it: "/arfuse-<16 hex>-c<pid>.<start>.<pid namespace>-g" is at
-// most 8 + 17 + 1 + 3 x 20 + 2 characters (comm/shm_name.h).
+// most 8 + 17 + 1 + 3 x 20 + 2 characters (transport/shm_name.h).
 constexpr size_t kShmNameBytes = 96;
 
 struct Hello {

@@ -1,12 +1,31 @@
-#include "comm/config.h"
+#include "policy/config.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 
+#include "algos/registry.h"
+#include "common/log.h"
 #include "common/params.h"
-#include "diag/log.h"
 
 namespace arfuse {
+
+namespace {
+
+// ARFUSE_ALGO as an arfuseAlgo_t ("auto" counts as set: 0); -1 when unset or no path's name, which
+// is reported once per process and ignored, as the parameter registry does with any invalid value.
+int envAlgo() {
+  const std::string name = paramAlgoName();
+  if (name.empty()) return -1;
+  const int a = parseAlgoName(name);
+  static std::atomic<bool> warned{false};
+  if (a < 0 && !warned.exchange(true))
+    ARFUSE_LOG(kLogWarn, LogContext{}, "", "ARFUSE_ALGO=%s: expected %s; ignored", name.c_str(),
+               algoNamesText().c_str());
+  return a;
+}
+
+}  // namespace
 
 size_t workspaceMessageBytes(const Limits& limits) {
   size_t largest = 0;
@@ -19,13 +38,10 @@ size_t workspaceMessageBytes(const Limits& limits) {
   return largest;
 }
 
-arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out, std::string* message) {
+Status resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* out) {
   arfuseConfig_t defaults = ARFUSE_CONFIG_INITIALIZER;
   const arfuseConfig_t& c = config ? *config : defaults;
-  auto bad = [&](std::string m) {
-    *message = "config: " + m;
-    return arfuseInvalidArgument;
-  };
+  auto bad = [](const std::string& m) { return ARFUSE_FAIL(arfuseInvalidArgument, "config: %s", m.c_str()); };
   if (c.magic != ARFUSE_CONFIG_MAGIC)
     return bad("magic is wrong (uninitialised struct?): start from ARFUSE_CONFIG_INITIALIZER or arfuseConfigInit");
   if (c.size < offsetof(arfuseConfig_t, maxBlocks) + sizeof(int) || c.size > sizeof(arfuseConfig_t))
@@ -58,11 +74,12 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
                          r.limits.maxHidden, largest));
 
   if (c.algo != -1) {
-    if (c.algo < 0 || c.algo >= arfuseNumAlgos) return bad(strprintf("algo=%d: use -1 or an arfuseAlgo_t", c.algo));
+    if (c.algo != arfuseAlgoAuto && (c.algo < 0 || c.algo >= kAlgoIds || !findAlgo(arfuseAlgo_t(c.algo))))
+      return bad(strprintf("algo=%d: use -1 or an arfuseAlgo_t", c.algo));
     r.policy.forcedAlgo = c.algo;
     r.policy.forcedBy = "config";
-  } else if (paramAlgo() >= 0) {
-    r.policy.forcedAlgo = paramAlgo();
+  } else if (const int a = envAlgo(); a >= 0) {
+    r.policy.forcedAlgo = a;
     r.policy.forcedBy = "ARFUSE_ALGO";
   }
   if (r.policy.forcedAlgo == arfuseAlgoLocal && nranks > 1)
@@ -89,7 +106,19 @@ arfuseResult_t resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedC
   r.policy.llTwoPhaseMaxBytes = paramLlTwoPhaseMaxBytes();
   r.messageBytes = workspaceMessageBytes(r.limits);
   *out = r;
-  return arfuseSuccess;
+  return Status();
+}
+
+Status checkRankArgs(int nranks, int rank) {
+  if (nranks < 1 || nranks > ARFUSE_MAX_RANKS)
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "nranks=%d: must be 1..%d (ARFUSE_MAX_RANKS); larger tensor-parallel groups are not supported",
+                       nranks, ARFUSE_MAX_RANKS);
+  if (rank < 0 || rank >= nranks)
+    return ARFUSE_FAIL(arfuseInvalidArgument,
+                       "rank=%d: must be 0..%d for nranks=%d (each process passes its own, distinct rank)", rank,
+                       nranks - 1, nranks);
+  return Status();
 }
 
 }  // namespace arfuse

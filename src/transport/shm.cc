@@ -1,4 +1,4 @@
-#include "comm/shm.h"
+#include "transport/shm.h"
 
 #include <cuda_runtime.h>
 #include <fcntl.h>
@@ -13,23 +13,22 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/shm_name.h"
-#include "diag/log.h"
+#include "common/log.h"
+#include "transport/shm_name.h"
 
 namespace arfuse {
 namespace {
 
-bool mapFd(int fd, size_t bytes, ShmSegment* seg, std::string* error) {
+Status mapFd(int fd, size_t bytes, ShmSegment* seg) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int e = errno;
   close(fd);
   if (seg->fd == fd) seg->fd = -1;
-  if (p == MAP_FAILED) {
-    *error = strprintf("mmap(%s, %zu B): %s", seg->name.c_str(), bytes, std::strerror(errno));
-    return false;
-  }
+  if (p == MAP_FAILED)
+    return ARFUSE_FAIL(arfuseSystemError, "mmap(%s, %zu B): %s", seg->name.c_str(), bytes, std::strerror(e));
   seg->host = p;
   seg->bytes = bytes;
-  return true;
+  return Status();
 }
 
 std::string mib(unsigned long long bytes) { return strprintf("%.1f MiB", bytes / 1048576.0); }
@@ -44,64 +43,56 @@ std::string shmRandomName(const char* suffix) {
     r = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
         (static_cast<unsigned long long>(getpid()) << 40);
   }
-  return strprintf("/arfuse-%016llx-%s-%s", r, shmCreatorTag().c_str(), suffix);  // comm/shm_name.h
+  return strprintf("/arfuse-%016llx-%s-%s", r, shmCreatorTag().c_str(), suffix);  // transport/shm_name.h
 }
 
-bool shmAllocateFd(int fd, size_t bytes, const std::string& what, std::string* error) {
-  if (bytes == 0) return true;
+Status shmAllocateFd(int fd, size_t bytes, const std::string& what) {
+  if (bytes == 0) return Status();
   int e;
   do {
     e = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   } while (e == EINTR);
-  if (e == 0) return true;
+  if (e == 0) return Status();
   if (e == ENOSPC || e == EFBIG) {
     struct statvfs vs;
     const std::string free = fstatvfs(fd, &vs) == 0
                                  ? mib(static_cast<unsigned long long>(vs.f_bavail) * vs.f_frsize) + " free of " +
                                        mib(static_cast<unsigned long long>(vs.f_blocks) * vs.f_frsize)
                                  : std::string("unknown free space");
-    *error = strprintf(
-        "%s needs %zu B (%s) of shared memory but /dev/shm has %s: raise it (docker run --shm-size=1g) "
-        "or lower maxTokens/maxHidden",
-        what.c_str(), bytes, mib(bytes).c_str(), free.c_str());
-    return false;
+    return ARFUSE_FAIL(arfuseSystemError,
+                       "%s needs %zu B (%s) of shared memory but /dev/shm has %s: raise it (docker run --shm-size=1g) "
+                       "or lower maxTokens/maxHidden",
+                       what.c_str(), bytes, mib(bytes).c_str(), free.c_str());
   }
-  *error = strprintf("posix_fallocate(%s, %zu B): %s", what.c_str(), bytes, std::strerror(e));
-  return false;
+  return ARFUSE_FAIL(arfuseSystemError, "posix_fallocate(%s, %zu B): %s", what.c_str(), bytes, std::strerror(e));
 }
 
-bool shmReserve(const std::string& name, ShmSegment* seg, std::string* error) {
+Status shmReserve(const std::string& name, ShmSegment* seg) {
   seg->name = name;
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *error = strprintf("shm_open(%s, create): %s", name.c_str(), std::strerror(errno));
-    return false;
-  }
+  if (fd < 0) return ARFUSE_FAIL(arfuseSystemError, "shm_open(%s, create): %s", name.c_str(), std::strerror(errno));
   seg->fd = fd;
-  return true;
+  return Status();
 }
 
-bool shmAllocate(ShmSegment* seg, size_t bytes, std::string* error) {
-  if (seg->fd < 0) {
-    *error = strprintf("%s: not a reserved segment", seg->name.c_str());
-    return false;
-  }
-  if (!shmAllocateFd(seg->fd, bytes, seg->name, error)) return false;
-  return mapFd(seg->fd, bytes, seg, error);
+Status shmAllocate(ShmSegment* seg, size_t bytes) {
+  if (seg->fd < 0) return ARFUSE_FAIL(arfuseInternalError, "%s: not a reserved segment", seg->name.c_str());
+  ARFUSE_CHECK(shmAllocateFd(seg->fd, bytes, seg->name));
+  return mapFd(seg->fd, bytes, seg);
 }
 
-bool shmCreate(const std::string& name, size_t bytes, ShmSegment* seg, std::string* error) {
-  if (!shmReserve(name, seg, error)) return false;
-  if (!shmAllocate(seg, bytes, error)) {
+Status shmCreate(const std::string& name, size_t bytes, ShmSegment* seg) {
+  ARFUSE_CHECK(shmReserve(name, seg));
+  if (Status st = shmAllocate(seg, bytes); !st.ok()) {
     if (seg->fd >= 0) close(seg->fd);
     seg->fd = -1;
     shm_unlink(name.c_str());
-    return false;
+    return st.through(__FILE__, __LINE__);
   }
-  return true;
+  return Status();
 }
 
-bool shmOpen(const std::string& name, size_t bytes, int timeoutMs, ShmSegment* seg, std::string* error) {
+Status shmOpen(const std::string& name, size_t bytes, int timeoutMs, ShmSegment* seg) {
   seg->name = name;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   for (;;) {
@@ -109,41 +100,38 @@ bool shmOpen(const std::string& name, size_t bytes, int timeoutMs, ShmSegment* s
     if (fd >= 0) {
       struct stat st;
       if (fstat(fd, &st) == 0 && st.st_uid != geteuid()) {
-        *error = strprintf("shared memory %s belongs to uid %u, not to this user (uid %u): refusing it", name.c_str(),
-                           static_cast<unsigned>(st.st_uid), static_cast<unsigned>(geteuid()));
         close(fd);
-        return false;
+        return ARFUSE_FAIL(arfuseSystemError,
+                           "shared memory %s belongs to uid %u, not to this user (uid %u): refusing it", name.c_str(),
+                           static_cast<unsigned>(st.st_uid), static_cast<unsigned>(geteuid()));
       }
-      if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= bytes) return mapFd(fd, bytes, seg, error);
+      if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= bytes) return mapFd(fd, bytes, seg);
       close(fd);
     } else if (errno != ENOENT) {
-      *error = strprintf("shm_open(%s): %s", name.c_str(), std::strerror(errno));
-      return false;
+      return ARFUSE_FAIL(arfuseSystemError, "shm_open(%s): %s", name.c_str(), std::strerror(errno));
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      *error = strprintf("shared memory %s (%zu B) did not appear within %d ms (did rank 0 fail or die?)", name.c_str(),
+    if (std::chrono::steady_clock::now() > deadline)
+      return ARFUSE_FAIL(arfuseSystemError,
+                         "shared memory %s (%zu B) did not appear within %d ms (did rank 0 fail or die?)", name.c_str(),
                          bytes, timeoutMs);
-      return false;
-    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
-bool shmRegister(ShmSegment* seg, std::string* error) {
+Status shmRegister(ShmSegment* seg) {
   cudaError_t e = cudaHostRegister(seg->host, seg->bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    *error = strprintf("cudaHostRegister(%s, %zu B): %s", seg->name.c_str(), seg->bytes, cudaGetErrorString(e));
-    return false;
+    return ARFUSE_FAIL(arfuseCudaError, "cudaHostRegister(%s, %zu B): %s", seg->name.c_str(), seg->bytes,
+                       cudaGetErrorString(e));
   }
   seg->registered = true;
   e = cudaHostGetDevicePointer(&seg->device, seg->host, 0);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    *error = strprintf("cudaHostGetDevicePointer(%s): %s", seg->name.c_str(), cudaGetErrorString(e));
-    return false;
+    return ARFUSE_FAIL(arfuseCudaError, "cudaHostGetDevicePointer(%s): %s", seg->name.c_str(), cudaGetErrorString(e));
   }
-  return true;
+  return Status();
 }
 
 void shmRelease(ShmSegment* seg) {

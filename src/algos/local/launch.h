@@ -1,0 +1,13 @@
+// Host entry points of the single-GPU add+RMSNorm kernel (the local path, and the NCCL path's epilogue)
+// (algos/local/launch.cu). Each returns a cudaError_t value (as int).
+#pragma once
+
+#include "algos/launch.h"
+
+namespace arfuse {
+
+// Instantiations: fused 1, 2, 4 or 8 vectors per thread, extended 2 or 8; all-reduce: the sum of
+// gathered sources (any vecs).
+int launchLocal(const Launch& l, const LocalArgs& args, cudaStream_t stream);
+
+}  // namespace arfuse

@@ -1,0 +1,21 @@
+// The single-GPU add+RMSNorm kernel's geometry (algos/local/kernel.cuh): the local path's, the NCCL
+// path's epilogue's (algos/nccl) and arfuseAddRmsNorm's. Pure, CPU-tested.
+#pragma once
+
+#include <string>
+
+#include "algos/registry.h"
+
+namespace arfuse {
+
+// Geometry of the single-GPU add+RMSNorm kernel (also the NCCL path's epilogue): blocks, threads
+// and the vectors-per-thread instantiation.
+void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, bool extended, int* blocks,
+                   int* threads, Geometry* geo);
+
+namespace planning {
+// The single-GPU add+RMSNorm kernel's geometry (the local path, and the NCCL path's epilogue).
+bool localGeometry(const PlanContext& c, Plan* p, std::string* why);
+}  // namespace planning
+
+}  // namespace arfuse

@@ -1,0 +1,18 @@
+// The two-shot kernel over an exchange X (device/exchange.cuh: peer or host), as BarrierKernels
+// (algos/barrier_launch.cuh) names its instantiations: for this path's launch.cu and host-staged's.
+#pragma once
+
+#include "algos/barrier_launch.cuh"
+#include "algos/twoshot/kernel.cuh"
+
+namespace arfuse {
+
+template <class X>
+struct TwoShotKernels {
+  template <typename T, bool kFused, int kVecs, bool kExt>
+  static BarrierKernelFn fn() {
+    return twoShotKernel<X, T, kFused, kVecs, kExt>;
+  }
+};
+
+}  // namespace arfuse
