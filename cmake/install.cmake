@@ -2,7 +2,15 @@
 #  - a prefix (cmake --install build --prefix X): bin/arfuse, lib/libarfuse.so*, include/arfuse/arfuse.h,
 #    lib/cmake/arfuse (find_package(arfuse) -> arfuse::arfuse) and lib/pkgconfig/arfuse.pc;
 #  - the Python wheel (ARFUSE_PYTHON_WHEEL): only arfuse/libarfuse.so, beside the package's modules.
+# A build without CUDA (top-level ARFUSE_CUDA) installs bin/arfuse only (triage, plan, env).
 include(GNUInstallDirs)
+
+if(NOT ARFUSE_WITH_CUDA)
+  if(TARGET arfuse_cli)
+    install(TARGETS arfuse_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+  return()
+endif()
 
 if(ARFUSE_PYTHON_WHEEL)
   # One file, no version symlinks (a wheel stores links as copies); the package loads it by path.
