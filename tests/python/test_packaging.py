@@ -151,3 +151,15 @@ def test_loading_without_nccl_names_the_wheel(tmp_path):
     with pytest.raises(arfuse.ArfuseLibraryError) as e:
         _lib.open_library(str(tmp_path / "libarfuse.so"), "a test")
     assert "libnccl.so.99" in str(e.value) and "pip install nvidia-nccl-cu13" in str(e.value), str(e.value)
+
+
+def test_dir_lists_only_the_package_names():
+    """dir(arfuse) is the package's names (__all__ and its subpackages), not what its modules imported
+    (os, typing's names, the private modules); each of them is reachable as an attribute."""
+    names = dir(arfuse)
+    assert names == sorted(set(arfuse.__all__) | {"integrations", "torch"})
+    for leaked in ("os", "Dict", "Optional", "_lib", "_types", "importlib"):
+        assert leaked not in names
+    for name in names:
+        if name != "torch":  # importing arfuse.torch imports torch, which this machine may not have
+            assert getattr(arfuse, name) is not None, name
