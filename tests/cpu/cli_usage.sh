@@ -57,6 +57,18 @@ done
 expect 0 "^usage: arfuse selftest" selftest --procs=2 --help
 expect 0 "Exit status: 0 success" --help
 expect 2 "^arfuse: unknown command 'bogus' \(see arfuse --help\)" bogus
+# The README's command table names every subcommand `arfuse --help` lists, and every algorithm
+# --algo takes (bench's too).
+readme=$(dirname "$0")/../../README.md
+table=$(sed -n '/^## The tool/,/^## /p' "$readme")
+for cmd in $("$arfuse" --help | awk '/^commands:/ {f = 1; next} f && /^  [a-z]/ {print $1}'); do
+  if grep -q "^| \`arfuse $cmd" <<<"$table"; then echo "ok: the README's table has arfuse $cmd"; else
+    echo "FAIL: the README's command table has no row for arfuse $cmd"; fail=1; fi
+done
+for algo in auto lowlatency oneshot twoshot hoststaged nccl hierarchical nccl-symm; do
+  if grep -q "\`$algo\`" <<<"$table"; then echo "ok: the README's table names --algo $algo"; else
+    echo "FAIL: the README's command table does not name the algorithm $algo"; fail=1; fi
+done
 if command -v script >/dev/null 2>&1; then
   out=$(timeout 20 script -qec "$arfuse triage" /dev/null 2>&1)
   rc=$?

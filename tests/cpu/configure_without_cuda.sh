@@ -2,9 +2,9 @@
 # A configure without the CUDA toolkit's nvcc (the laptop or log host of the person on call) builds
 # `arfuse triage`, `plan` and `env`, says in one line what it left out, and the tool links nothing
 # of CUDA or NCCL. nvcc is hidden from the configure: its folders leave PATH, CUDA_PATH & co. are
-# unset, and where CMake's own search would still find one (a /usr/local/bin/nvcc link, a Debian
-# /usr/bin/nvcc) CUDACXX names a compiler that does not exist, which is how CMake sees a machine
-# whose nvcc is missing or broken: check_language(CUDA) reports none.
+# unset, and where the configure would still find one (a /usr/local/bin/nvcc link, a Debian
+# /usr/bin/nvcc, /usr/local/cuda/bin/nvcc) CUDACXX names a compiler that does not exist, which is
+# how CMake sees a machine whose nvcc is missing or broken: check_language(CUDA) reports none.
 # Usage: configure_without_cuda.sh SOURCE_DIR BUILD_DIR [CMAKE [GENERATOR [CXX_LAUNCHER]]]
 set -uo pipefail
 src=$1 build=$2 cmake=${3:-cmake} gen=${4:-Ninja} launcher=${5:-}
@@ -20,8 +20,8 @@ for d in "${dirs[@]}"; do
 done
 hide=()
 for d in /usr/local/bin /usr/bin /bin /usr/local/cuda/bin; do
-  if [ -e "$d/nvcc" ] && [ "$d" != /usr/local/cuda/bin ]; then
-    echo "note: $d/nvcc is where CMake looks even without PATH: CUDACXX names a missing compiler instead"
+  if [ -e "$d/nvcc" ]; then
+    echo "note: $d/nvcc is where the configure looks even without PATH: CUDACXX names a missing compiler instead"
     hide=(CUDACXX=/nonexistent/nvcc)
     break
   fi
