@@ -3,21 +3,7 @@
 # line naming it and exit 2; --help is exit 0; `triage` with no LOG on a terminal refuses to wait.
 # Usage: cli_usage.sh ARFUSE
 arfuse=$1
-fail=0
-expect() {  # expect RC PATTERN ARGS...: exit code RC and PATTERN in stdout+stderr
-  local want=$1 pattern=$2
-  shift 2
-  local out rc
-  out=$("$arfuse" "$@" 2>&1 </dev/null)
-  rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: arfuse $* -> exit $rc (want $want), output must match '$pattern':"
-    sed 's/^/    /' <<<"$out" | head -8
-    fail=1
-  else
-    echo "ok: arfuse $* -> $rc"
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 # One wording for one mistake, whichever subcommand makes it.
 expect 2 "^arfuse plan: --ranks wants a whole number from 1 to 16, got '8x' \(see arfuse plan --help\)" plan --ranks 8x
 expect 2 "^arfuse plan: --ranks wants a whole number from 1 to 16, got '8x'" plan --ranks=8x

@@ -8,7 +8,7 @@
 # Usage: configure_without_cuda.sh SOURCE_DIR BUILD_DIR [CMAKE [GENERATOR [CXX_LAUNCHER]]]
 set -uo pipefail
 src=$1 build=$2 cmake=${3:-cmake} gen=${4:-Ninja} launcher=${5:-}
-fail() {
+die() {
   echo "FAIL: $*"
   exit 1
 }
@@ -32,43 +32,33 @@ launch=()
 out=$(env -u CUDACXX -u CUDA_PATH -u CUDA_HOME -u CUDAToolkit_ROOT PATH="$path" "${hide[@]}" \
   "$cmake" -S "$src" -B "$build" -G "$gen" "${launch[@]}" 2>&1) || {
   printf '%s\n' "$out"
-  fail "the configure without nvcc failed"
+  die "the configure without nvcc failed"
 }
 line=$(grep -E "^-- arfuse: no CUDA compiler" <<<"$out")
 [ "$(grep -c . <<<"$line")" -eq 1 ] || {
   printf '%s\n' "$out"
-  fail "the configure did not say in one line what it left out"
+  die "the configure did not say in one line what it left out"
 }
 echo "configure: ${line#-- }"
-grep -q "left out: libarfuse, selftest, bench, doctor" <<<"$line" || fail "the line does not name what was left out"
+grep -q "left out: libarfuse, selftest, bench, doctor" <<<"$line" || die "the line does not name what was left out"
 if grep -qE "^(CUDAToolkit_|NCCL_LIBRARY|NCCL_INCLUDE_DIR)[A-Za-z_]*:" "$build/CMakeCache.txt"; then
-  fail "the configure without nvcc still looked for the CUDA toolkit or NCCL"
+  die "the configure without nvcc still looked for the CUDA toolkit or NCCL"
 fi
 
 env PATH="$path" "$cmake" --build "$build" --target arfuse_cli -j2 >"$build/build.log" 2>&1 || {
   tail -30 "$build/build.log"
-  fail "building arfuse without CUDA failed"
+  die "building arfuse without CUDA failed"
 }
 bin=$build/bin/arfuse
 needed=$(readelf -d "$bin" 2>/dev/null | grep NEEDED || objdump -p "$bin" | grep NEEDED)
 if grep -qiE "cuda|nccl|arfuse" <<<"$needed"; then
   printf '%s\n' "$needed"
-  fail "bin/arfuse without CUDA still needs a CUDA, NCCL or arfuse library"
+  die "bin/arfuse without CUDA still needs a CUDA, NCCL or arfuse library"
 fi
 echo "ok: bin/arfuse built without nvcc; it needs $(grep -oE '\[[^]]+\]' <<<"$needed" | tr -d '[]' | paste -sd' ')"
 
-expect() {  # expect RC PATTERN ARGS...
-  local want=$1 pattern=$2
-  shift 2
-  local got rc
-  got=$("$bin" "$@" 2>&1 </dev/null)
-  rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$got"; then
-    printf '%s\n' "$got" | head -8
-    fail "arfuse $* -> exit $rc (want $want), output must match '$pattern'"
-  fi
-  echo "ok: arfuse $* -> $rc"
-}
+arfuse=$bin
+. "$src/tests/cpu/expect.sh"
 expect 0 "^VERDICT: ranks made different arfuse calls" triage "$src/tests/triage/fixtures/arfuse_divergent_call.log"
 expect 0 "^1 +14336 +lowlatency" plan --ranks=4 --tokens=1
 expect 0 "^ARFUSE_ALGO " env
@@ -76,3 +66,4 @@ expect 0 "built without CUDA" version
 for cmd in selftest bench doctor; do
   expect 3 "^arfuse $cmd: this arfuse was built without CUDA" $cmd
 done
+exit $fail
