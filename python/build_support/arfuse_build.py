@@ -129,8 +129,11 @@ def local_nccl(major):
         if d:
             return d, f"nvidia-nccl-cu{major} in {what}"
     nvcc = find_nvcc()
-    if nvcc and _has_nccl(os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))):
-        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "the CUDA toolkit"
+    # The folder as CMake names it (no realpath: /usr/local/cuda, not /usr/local/cuda-13.0), so the
+    # wheel's compile lines are the plain build's and a compiler cache can serve them.
+    toolkit = os.path.dirname(os.path.dirname(nvcc)) if nvcc else None
+    if toolkit and _has_nccl(toolkit):
+        return toolkit, "the CUDA toolkit"
     for root in SYSTEM_NCCL_ROOTS:
         if _has_nccl(root):
             return root, "the system"
