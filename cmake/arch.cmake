@@ -120,9 +120,16 @@ string(REPLACE ";" " sm_" _arfuse_arch_text "sm_${ARFUSE_ARCH_LIST}")
 set(ARFUSE_ARCH_MESSAGE "arfuse: CUDA code for ${_arfuse_arch_text}: ${_arfuse_arch_why}")
 
 # --generate-code per architecture: machine code plus PTX for a plain target, machine code only for
-# a family or chip target (100f, 120a).
+# a family or chip target (100f, 120a). With several architectures, nvcc compiles them in parallel
+# (--threads, one per architecture): the largest translation unit (hoststaged's launch.cu) compiled
+# six architectures one after the other and was the whole build's critical path on 2 cores (1669 s
+# of a 1813 s build). The output is the same; only the order of the work changes.
 function(arfuse_cuda_flags out)
   set(_flags "")
+  list(LENGTH ARFUSE_ARCH_LIST _n)
+  if(_n GREATER 1)
+    set(_flags " --threads=${_n}")
+  endif()
   foreach(_a IN LISTS ARFUSE_ARCH_LIST)
     string(REGEX REPLACE "-(real|virtual)$" "" _a "${_a}")
     if(_a MATCHES "^[0-9]+$")
