@@ -6,9 +6,10 @@
 # easiest source is NVIDIA's wheel (`pip install nvidia-nccl-cu13`, or -cu12 for CUDA 12; PyTorch
 # installs it too). It holds nvidia/nccl/include/nccl.h and nvidia/nccl/lib/libnccl.so.2. Where it
 # looks, the first complete hit (header and library from one place) winning:
-#   1. NCCL_ROOT (CMake variable or environment) or NCCL_HOME;
-#   2. the wheel, when building the Python package (ARFUSE_PYTHON_WHEEL: the wheel then depends on it,
-#      so the library it links must be the one installed beside it);
+#   1. NCCL_ROOT (CMake variable or environment) or NCCL_HOME (the Python package's build backend sets
+#      it to an NCCL already on the machine, so pip need not download the wheel for the build too);
+#   2. the wheel, when building the Python package (ARFUSE_PYTHON_WHEEL) in a build environment that
+#      holds it (no NCCL was on the machine: python/build_support/arfuse_build.py);
 #   3. the CUDA toolkit's folders, then the system's (/usr, /usr/local; libnccl-dev from NVIDIA's repo);
 #   4. the wheel in the Python environment of Python3_EXECUTABLE / Python_EXECUTABLE / python3.
 # NCCL_INCLUDE_DIR and NCCL_LIBRARY given on the command line are taken as they are.

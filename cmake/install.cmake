@@ -2,7 +2,15 @@
 #  - a prefix (cmake --install build --prefix X): bin/arfuse, lib/libarfuse.so*, include/arfuse/arfuse.h,
 #    lib/cmake/arfuse (find_package(arfuse) -> arfuse::arfuse) and lib/pkgconfig/arfuse.pc;
 #  - the Python wheel (ARFUSE_PYTHON_WHEEL): only arfuse/libarfuse.so, beside the package's modules.
+# A build without CUDA (top-level ARFUSE_CUDA) installs bin/arfuse only (triage, plan, env).
 include(GNUInstallDirs)
+
+if(NOT ARFUSE_WITH_CUDA)
+  if(TARGET arfuse_cli)
+    install(TARGETS arfuse_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+  return()
+endif()
 
 if(ARFUSE_PYTHON_WHEEL)
   # One file, no version symlinks (a wheel stores links as copies); the package loads it by path.
@@ -53,7 +61,11 @@ install(FILES ${PROJECT_BINARY_DIR}/arfuseConfig.cmake ${PROJECT_BINARY_DIR}/arf
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/arfuse)
 
 # pkg-config: paths relative to the .pc file's folder, so a moved prefix still works (absolute
-# CMAKE_INSTALL_*DIR values stay absolute).
+# CMAKE_INSTALL_*DIR values stay absolute). Libs also carries -Wl,-rpath,${libdir} unless the
+# library lands in a folder the loader searches anyway (/usr/lib, ...): a program linked with
+# `pkg-config --libs arfuse` then finds libarfuse.so.0 at run time without LD_LIBRARY_PATH, as
+# bin/arfuse does (Open MPI's .pc files do the same for prefixes outside the system's). Whether it
+# does is decided at install time, when the prefix is known (cmake --install --prefix X).
 file(RELATIVE_PATH ARFUSE_PC_TO_PREFIX "/_p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/_p")
 string(REGEX REPLACE "/$" "" ARFUSE_PC_TO_PREFIX "${ARFUSE_PC_TO_PREFIX}")
 foreach(_d INCLUDEDIR LIBDIR)
@@ -63,5 +75,13 @@ foreach(_d INCLUDEDIR LIBDIR)
     set(ARFUSE_PC_${_d} "\${prefix}/${CMAKE_INSTALL_${_d}}")
   endif()
 endforeach()
-configure_file(${PROJECT_SOURCE_DIR}/cmake/arfuse.pc.in ${PROJECT_BINARY_DIR}/arfuse.pc @ONLY)
+set(ARFUSE_PC_RPATH "@ARFUSE_PC_RPATH@")  # filled in at install time
+configure_file(${PROJECT_SOURCE_DIR}/cmake/arfuse.pc.in ${PROJECT_BINARY_DIR}/arfuse.pc.in @ONLY)
+set(_arfuse_system_libdirs ${CMAKE_PLATFORM_IMPLICIT_LINK_DIRECTORIES} ${CMAKE_C_IMPLICIT_LINK_DIRECTORIES} /lib /lib64
+                           /usr/lib /usr/lib64)
+install(CODE "set(ARFUSE_PC_IN \"${PROJECT_BINARY_DIR}/arfuse.pc.in\")
+set(ARFUSE_PC_OUT \"${PROJECT_BINARY_DIR}/arfuse.pc\")
+set(ARFUSE_PC_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+set(ARFUSE_SYSTEM_LIBDIRS \"${_arfuse_system_libdirs}\")
+include(\"${PROJECT_SOURCE_DIR}/cmake/pc_rpath.cmake\")")
 install(FILES ${PROJECT_BINARY_DIR}/arfuse.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

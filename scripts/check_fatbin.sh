@@ -2,11 +2,12 @@
 # Proves that a library carries real machine code (SASS) for every kernel on every compiled
 # architecture: no `#if __CUDA_ARCH__` guard may compile a kernel body to nothing (a shipped
 # anchor bug: "launch it, do nothing, return garbage" on SM12x).
-# usage: check_fatbin.sh LIB "80;86;89;90;100;120"
+# usage: check_fatbin.sh LIB "80;86;89;90;100;120" [PYTHON]   (PYTHON: whose pip-installed tools to try too)
 # Exit: 0 ok, 1 a kernel is missing or empty for some arch, 77 cuobjdump/nvdisasm not available (skipped).
 set -euo pipefail
 lib=$1
 archs=$2
+python=${3:-}
 min_instructions=${ARFUSE_MIN_SASS_INSTRUCTIONS:-64}
 
 find_tool() {
@@ -15,9 +16,9 @@ find_tool() {
   for dir in "${CUDA_HOME:-/usr/local/cuda}/bin" /usr/local/cuda/bin; do
     [ -x "$dir/$name" ] && { echo "$dir/$name"; return; }
   done
-  for py in python3 python; do
-    command -v $py >/dev/null 2>&1 || continue
-    dir=$($py -c 'import nvidia, os; [print(os.path.join(p, "cu13", "bin")) for p in nvidia.__path__]' 2>/dev/null | head -1)
+  for py in $python python3 python; do
+    command -v "$py" >/dev/null 2>&1 || continue
+    dir=$("$py" -c 'import nvidia, os; [print(os.path.join(p, "cu13", "bin")) for p in nvidia.__path__]' 2>/dev/null | head -1)
     [ -n "$dir" ] && [ -x "$dir/$name" ] && { echo "$dir/$name"; return; }
   done
 }

@@ -56,10 +56,21 @@ def env() -> Dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("ARFUSE_")}
 
 
+# The subpackages a user reaches by attribute: arfuse.torch (imported on first access) and
+# arfuse.integrations (the engines' plugins).
+_SUBPACKAGES = ("integrations", "torch")
+
+
+def __dir__():
+    # dir(arfuse) lists the package's own names (__all__ and the subpackages), not what its modules
+    # imported to build them (os, typing, the private modules).
+    return sorted(set(__all__) | set(_SUBPACKAGES))
+
+
 def __getattr__(name: str):
-    # `arfuse.torch` on first access (PEP 562), so that `import arfuse` never imports torch.
-    if name == "torch":
+    # The subpackages on first access (PEP 562), so that `import arfuse` never imports torch.
+    if name in _SUBPACKAGES:
         import importlib
 
-        return importlib.import_module(".torch", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'arfuse' has no attribute {name!r}")

@@ -5,17 +5,28 @@ work out by itself.
    repository root) and carries it inside the package. ARFUSE_PURE_PYTHON=1 makes a pure-Python
    wheel instead, for a library built elsewhere (found through ARFUSE_LIBRARY_PATH or the loader).
 2. The CUDA major, read from the toolkit's nvcc (CUDACXX, PATH, CUDA_HOME, /usr/local/cuda) unless
-   ARFUSE_CUDA_MAJOR says it. It selects the NCCL wheel the build links and the package depends on
-   (nvidia-nccl-cu13 / -cu12) and the version's local tag (0.1.0+cu13); pyproject.toml's overrides
-   key on ARFUSE_CUDA_MAJOR, which this module exports before scikit-build-core reads its settings.
+   ARFUSE_CUDA_MAJOR says it. It selects the NCCL wheel the package depends on (nvidia-nccl-cu13 /
+   -cu12) and the version's local tag (0.1.0+cu13); pyproject.toml's overrides key on
+   ARFUSE_CUDA_MAJOR, which this module exports before scikit-build-core reads its settings.
+3. Which NCCL the build links. The package depends on NVIDIA's NCCL wheel (305 MB for cu13); asking
+   for it as a build requirement too made pip download it twice, once into the isolated build
+   environment and once as the dependency. So the build links an NCCL already on this machine when
+   there is one, exporting NCCL_ROOT for CMake's FindNCCL: NCCL_ROOT / NCCL_HOME as given, the wheel
+   in the environment being installed into (built against exactly the library it will load), the
+   checkout's .venv (scripts/setup.sh), the toolkit's, the system's. Only with none of them is the
+   wheel a build requirement. NCCL 2.x keeps its ABI, and the package's RUNPATH
+   ($ORIGIN/../nvidia/nccl/lib) loads the dependency wheel's library at run time either way.
 """
 import os
 import re
 import shutil
 import subprocess
+import sys
 
 
 PURE_VAR = "ARFUSE_PURE_PYTHON"
+# python/build_support/ -> the repository root (scikit-build-core's cmake.source-dir = "..").
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAJOR_VAR = "ARFUSE_CUDA_MAJOR"
 SUPPORTED_MAJORS = ("12", "13")
 
@@ -69,6 +80,66 @@ def cuda_major():
     return major
 
 
+# Asked of a Python: where its nvidia-nccl-cu<major> wheel is, if it has one with header and library.
+_NCCL_WHEEL_QUERY = r"""
+import importlib.metadata as md, importlib.util, os, sys
+try:
+    md.version("nvidia-nccl-cu" + sys.argv[1])
+    spec = importlib.util.find_spec("nvidia.nccl")
+except Exception:
+    sys.exit(1)
+for d in (spec.submodule_search_locations or []) if spec else []:
+    if os.path.isfile(os.path.join(d, "include", "nccl.h")) and os.path.isfile(os.path.join(d, "lib", "libnccl.so.2")):
+        print(d)
+        sys.exit(0)
+sys.exit(1)
+"""
+
+# Folders that may hold include/nccl.h and lib*/libnccl.so* outside any Python environment.
+SYSTEM_NCCL_ROOTS = ("/usr", "/usr/local")
+
+
+def _has_nccl(root):
+    if not os.path.isfile(os.path.join(root, "include", "nccl.h")):
+        return False
+    for lib in ("lib", "lib64", os.path.join("lib", "x86_64-linux-gnu"), os.path.join("lib", "aarch64-linux-gnu")):
+        d = os.path.join(root, lib)
+        if os.path.isdir(d) and any(f.startswith("libnccl.so") for f in os.listdir(d)):
+            return True
+    return False
+
+
+def _wheel_nccl(python, major):
+    """The nvidia/nccl folder of `python`'s NCCL wheel for `major`, or None. -I: pip's build isolation
+    hides the target environment from this process through PYTHONPATH, which -I ignores."""
+    if not python or not os.access(python, os.X_OK):
+        return None
+    r = subprocess.run([python, "-I", "-c", _NCCL_WHEEL_QUERY, major], capture_output=True, text=True, check=False)
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
+
+
+def local_nccl(major):
+    """(root, what) of an NCCL the build can link without downloading one, or None."""
+    for var in ("NCCL_ROOT", "NCCL_HOME"):
+        if os.environ.get(var):
+            return os.environ[var], var
+    for python, what in ((sys.executable, "the environment being installed into"),
+                         (os.path.join(REPO_ROOT, ".venv", "bin", "python3"), "the checkout's .venv")):
+        d = _wheel_nccl(python, major)
+        if d:
+            return d, f"nvidia-nccl-cu{major} in {what}"
+    nvcc = find_nvcc()
+    # The folder as CMake names it (no realpath: /usr/local/cuda, not /usr/local/cuda-13.0), so the
+    # wheel's compile lines are the plain build's and a compiler cache can serve them.
+    toolkit = os.path.dirname(os.path.dirname(nvcc)) if nvcc else None
+    if toolkit and _has_nccl(toolkit):
+        return toolkit, "the CUDA toolkit"
+    for root in SYSTEM_NCCL_ROOTS:
+        if _has_nccl(root):
+            return root, "the system"
+    return None
+
+
 def _skbuild():
     # Imported on first use, so the mode and CUDA detection above can be tested without it.
     from scikit_build_core import build
@@ -77,14 +148,22 @@ def _skbuild():
 
 
 def _prepare():
-    """Exports the mode's facts; returns the CUDA major, or None for a pure-Python wheel."""
-    return None if pure_python() else cuda_major()
+    """Exports the mode's facts (ARFUSE_CUDA_MAJOR; NCCL_ROOT when an NCCL is here already); returns
+    the CUDA major, or None for a pure-Python wheel. Every hook runs in a fresh process, so each
+    calls it."""
+    if pure_python():
+        return None
+    major = cuda_major()
+    found = local_nccl(major)
+    if found and not os.environ.get("NCCL_ROOT"):
+        os.environ["NCCL_ROOT"] = found[0]
+    return major
 
 
 def _nccl_requirement(major):
-    # Built against the same wheel the package then depends on, so the library found at run time
-    # (RUNPATH $ORIGIN/../nvidia/nccl/lib) is the one compiled against.
-    return [] if major is None else [f"nvidia-nccl-cu{major}"]
+    # Only when no NCCL is here to link: then the build environment gets the wheel (and pip fetches
+    # it again as the dependency; 3. above).
+    return [] if major is None or local_nccl(major) else [f"nvidia-nccl-cu{major}"]
 
 
 def get_requires_for_build_wheel(config_settings=None):

@@ -15,7 +15,7 @@ namespace triage {
 namespace {
 
 const char kUsage[] =
-    "usage: arfuse triage [LOG|DIR|ARCHIVE...] [--json] [--context N] [--help]\n"
+    "usage: arfuse triage [LOG|DIR|ARCHIVE...] [--json] [--context=N] [--help]\n"
     "\n"
     "Finds the root cause of a crashed or hung multi-GPU inference server from its logs: SGLang,\n"
     "vLLM, TensorRT-LLM, torchrun, NCCL, PyTorch c10d, FlashInfer, Python tracebacks and\n"
@@ -34,7 +34,7 @@ const char kUsage[] =
     "  --context N  show N lines before and after the evidence line (0-1000, default 0)\n"
     "  --help       this text\n"
     "\n"
-    "exit status: 0 a root cause was found; 1 no root cause (only echoes, no error line, or empty\n"
+    "Exit status: 0 a root cause was found; 1 no root cause (only echoes, no error line, or empty\n"
     "input: the report says why and what to capture); 2 unusable input (a usage error, a path that\n"
     "does not exist or cannot be read, or no readable log among the inputs).\n";
 
@@ -60,7 +60,7 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       std::string v;
       if (a == "--context") {
         if (i + 1 >= args.size()) {
-          err << "arfuse triage: --context needs a number of lines\n";
+          err << "arfuse triage: --context needs a value (see arfuse triage --help)\n";
           return 2;
         }
         v = args[++i];
@@ -70,7 +70,8 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       char* end = nullptr;
       long n = std::strtol(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0' || n < 0 || n > 1000) {
-        err << "arfuse triage: --context wants a number of lines from 0 to 1000, got '" << v << "'\n";
+        err << "arfuse triage: --context wants a whole number from 0 to 1000, got '" << v
+            << "' (see arfuse triage --help)\n";
         return 2;
       }
       context = static_cast<int>(n);

@@ -51,16 +51,27 @@ TEST(BenchArgs, ModelPresetsAndVerifyPass) {
   EXPECT_FALSE(parseBenchArgs({"--verify-pass"}, &a, &err));
   EXPECT_NE(err.find("needs a layer count"), std::string::npos) << err;
   EXPECT_FALSE(parseBenchArgs({"--model", "gpt-9"}, &a, &err));
-  EXPECT_NE(err.find("--model gpt-9"), std::string::npos) << err;
+  EXPECT_NE(err.find("--model wants kimi-k2, deepseek-v3, llama-3-70b or qwen3-235b, got 'gpt-9'"), std::string::npos)
+      << err;
   EXPECT_FALSE(parseBenchArgs({"--model", "kimi-k2", "--verify-pass", "--op", "addrmsnorm"}, &a, &err));
 }
 
 TEST(BenchArgs, ErrorsNameTheArgument) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"--tokens", "1,x"}, "--tokens"},   {{"--hidden", "100"}, "--hidden 100"}, {{"--dtype", "int8"}, "--dtype"},
-      {{"--algo", "ring"}, "--algo ring"}, {{"-b", "1K"}, "-b and -e"},           {{"-G", "0"}, "-G 0"},
-      {{"--ranks", "99"}, "--ranks 99"},   {{"--frobnicate"}, "--frobnicate"},    {{"-n"}, "-n needs a value"},
-      {{"--op", "x"}, "--op x"},
+      {{"--tokens", "1,x"}, "--tokens wants a comma-separated list of whole numbers from 1 to 1048576, got '1,x'"},
+      {{"--hidden", "100"}, "--hidden wants a multiple of 8 from 8 to 1048576, got '100'"},
+      {{"--dtype", "int8"}, "--dtype wants bf16, fp16 or fp32"},
+      {{"--algo", "ring"}, "--algo wants all, or a comma-separated list of auto,"},
+      {{"-b", "1K"}, "-b and -e"},
+      {{"-b", "1Q", "-e", "2K"}, "-b wants a byte count from 1 to 1099511627776 (K, M, G: x1024), got '1Q'"},
+      {{"-G", "0"}, "-G 0"},
+      {{"--ranks", "99"}, "--ranks wants a whole number from 1 to 16, got '99'"},
+      {{"--frobnicate"}, "unknown option '--frobnicate'"},
+      {{"-n"}, "-n needs a value"},
+      {{"--op", "x"}, "--op wants fused, allreduce or addrmsnorm, got 'x'"},
+      {{"-c", "2"}, "-c wants 0 or 1, got '2'"},
+      {{"--virtual=1"}, "--virtual takes no value, got '--virtual=1'"},
+      {{"--", "x"}, "unexpected argument 'x'"},
   };
   for (const auto& c : bad) {
     BenchArgs a;
@@ -118,8 +129,8 @@ TEST(BenchArgs, NcclSweepErrorsNameTheArgumentAndTheFix) {
       {{"--nccl-sweep=proto*proto:LL"}, "crosses NCCL_PROTO with itself"},
       {{"--nccl-sweep", "--virtual"}, "--nccl-sweep: NCCL needs one GPU per rank; drop --virtual"},
       {{"--nccl-sweep", "--op", "addrmsnorm"}, "--nccl-sweep: --op addrmsnorm has no NCCL baseline"},
-      {{"--nccl-sweep", "--ranks", "1"}, "--nccl-sweep: NCCL needs at least 2 ranks; use --ranks 2 or more"},
-      {{"--nccl-sweep-timeout", "0"}, "--nccl-sweep-timeout 0: seconds, 1..3600"},
+      {{"--nccl-sweep", "--ranks", "1"}, "--nccl-sweep: NCCL needs at least 2 ranks; use --ranks=2 or more"},
+      {{"--nccl-sweep-timeout", "0"}, "--nccl-sweep-timeout wants a whole number from 1 to 3600, got '0'"},
       {{"--nccl-sweep-timeout"}, "--nccl-sweep-timeout needs a value"},
       {{"--nccl-sweep-child", "/tmp/x.json"}, "--nccl-sweep-child (internal) needs --ranks >= 2"},
       {{"--nccl-sweep", "--ranks", "2", "--nccl-sweep-child", "x"}, "cannot sweep itself"},
@@ -151,12 +162,11 @@ TEST(BenchArgs, Epilogues) {
 
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"--epilogue", "fp4"},
-       "--epilogue: 'fp4' is not an epilogue; use a comma list of none, plain, first, plusone, fp8, fp8-token, nvfp4 "
-       "or "
-       "nvfp4-swizzled"},
-      {{"--epilogue", "fp8,,nvfp4"}, "--epilogue: '' is not an epilogue"},
+       "--epilogue wants a comma-separated list of none, plain, first, plusone, fp8, fp8-token, nvfp4 or "
+       "nvfp4-swizzled, got 'fp4'"},
+      {{"--epilogue", "fp8,,nvfp4"}, "got 'fp8,,nvfp4' ('' is not one)"},
       {{"--epilogue"}, "--epilogue needs a value"},
-      {{"--epilogue", "fp8,fp8"}, "--epilogue: 'fp8' is given twice"},
+      {{"--epilogue", "fp8,fp8"}, "--epilogue names 'fp8' twice"},
       {{"--op", "allreduce", "--epilogue", "fp8"}, "--epilogue: applies to --op fused and addrmsnorm"},
       {{"--model", "kimi-k2", "--verify-pass", "--epilogue", "fp8"}, "--epilogue: --verify-pass"},
       {{"--nccl-sweep", "--epilogue", "plain"}, "--epilogue: --nccl-sweep re-runs the baseline"},

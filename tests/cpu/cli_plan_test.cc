@@ -44,10 +44,12 @@ TEST(CliArgs, NumbersAreWholeAndInRange) {
 TEST(CliPlanArgs, TyposAreUsageErrorsNamingTheArgument) {
   EXPECT_EQ(parseError({"--ranks", "8x"}), "--ranks wants a whole number from 1 to 16, got '8x'");
   EXPECT_EQ(parseError({"--tokens", "abc"}).rfind("--tokens wants", 0), 0u);
-  EXPECT_EQ(parseError({"--hidden", "-5"}), "--hidden wants a whole number from 1 to 1048576, got '-5'");
+  EXPECT_EQ(parseError({"--hidden", "-5"}), "--hidden wants a multiple of 8 from 8 to 1048576, got '-5'");
   EXPECT_NE(parseError({"--topology", "x.json", "--devices", "a,b"}).find("'a' is not one"), std::string::npos);
   EXPECT_EQ(parseError({"--ranks"}), "--ranks needs a value");
-  EXPECT_EQ(parseError({"--bogus"}), "unknown argument '--bogus'");
+  EXPECT_EQ(parseError({"--bogus"}), "unknown option '--bogus'");
+  EXPECT_EQ(parseError({"4"}), "unexpected argument '4'");
+  EXPECT_EQ(parseError({"--virtual=yes"}), "--virtual takes no value, got '--virtual=yes'");
   EXPECT_NE(parseError({"--algo", "fast"}).find("hoststaged"), std::string::npos);
   EXPECT_NE(parseError({"--dtype", "int8"}).find("bf16, fp16 or fp32"), std::string::npos);
   EXPECT_NE(parseError({"--devices", "0,1"}).find("--topology"), std::string::npos);

@@ -107,16 +107,15 @@ TEST(DoctorArgs, ErrorsNameTheArgument) {
     EXPECT_FALSE(parseArgs(args, &a, &err));
     return err;
   };
-  EXPECT_EQ(error({"--bogus"}), "unknown argument '--bogus'");
+  EXPECT_EQ(error({"--bogus"}), "unknown option '--bogus'");
   EXPECT_EQ(error({"--ranks"}), "--ranks needs a value");
   // The same wording as every other subcommand's (args.h).
   EXPECT_EQ(error({"--ranks", "1"}), "--ranks wants a comma-separated list of whole numbers from 2 to 16, got '1'");
   EXPECT_EQ(error({"--ranks", "2,x"}),
             "--ranks wants a comma-separated list of whole numbers from 2 to 16, got '2,x' ('x' is not one)");
   EXPECT_EQ(error({"--ranks", "2,4"}), "--ranks: give one count (several are for --calibrate with virtual ranks)");
-  EXPECT_EQ(error({"--hidden", "100"}),
-            "--hidden wants a multiple of 8 (whole 16-byte vectors of bf16 / fp16), got '100'");
-  EXPECT_EQ(error({"--hidden", " 8"}), "--hidden wants a whole number from 8 to 1048576, got ' 8'");
+  EXPECT_EQ(error({"--hidden", "100"}), "--hidden wants a multiple of 8 from 8 to 1048576, got '100'");
+  EXPECT_EQ(error({"--hidden", " 8"}), "--hidden wants a multiple of 8 from 8 to 1048576, got ' 8'");
   EXPECT_EQ(error({"--dtype", "int8"}),
             "--dtype wants bf16, fp16 or fp32 (or nccl-tests' bfloat16, half, float), got 'int8'");
   EXPECT_EQ(error({"--tokens", "1,,2"}),
@@ -434,7 +433,7 @@ CliRun runCli(const std::string& args) {
 TEST(DoctorCli, UsageErrorsExitTwo) {
   CliRun r = runCli("doctor --bogus");
   EXPECT_EQ(r.rc, 2) << r.out;
-  EXPECT_NE(r.out.find("arfuse doctor: unknown argument '--bogus' (see arfuse doctor --help)"), std::string::npos)
+  EXPECT_NE(r.out.find("arfuse doctor: unknown option '--bogus' (see arfuse doctor --help)"), std::string::npos)
       << r.out;
   r = runCli("doctor --help");
   EXPECT_EQ(r.rc, 0);

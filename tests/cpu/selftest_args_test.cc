@@ -42,7 +42,7 @@ TEST(SelftestArgs, BadValuesAreErrorsNamingTheOption) {
   EXPECT_EQ(selftestError({"--ranks", "1"}),
             "--ranks wants a comma-separated list of whole numbers from 2 to 16, got '1'");
   EXPECT_EQ(selftestError({"--ranks"}), "--ranks needs a value");
-  EXPECT_EQ(selftestError({"--rank", "2"}), "unknown argument '--rank'");
+  EXPECT_EQ(selftestError({"--rank", "2"}), "unknown option '--rank'");
 }
 
 TEST(SelftestProcsArgs, TheLaunchersAndAWorkersCommandLines) {
@@ -86,7 +86,7 @@ TEST(SelftestProcsArgs, BadValuesAndCombinationsAreErrors) {
   EXPECT_EQ(procsError({"--procs", "4", "--algo", "ring"}),
             "--algo wants auto, local, lowlatency, hoststaged, hierarchical, nccl, oneshot or twoshot, got 'ring'");
   EXPECT_EQ(procsError({"--procs", "4", "--proc-dir", ""}), "--proc-dir wants a directory, got ''");
-  EXPECT_EQ(procsError({"--procs", "4", "--timeout"}), "unknown argument '--timeout'");
+  EXPECT_EQ(procsError({"--procs", "4", "--timeout"}), "unknown option '--timeout'");
   EXPECT_EQ(procsError({"--procs", "4", "--kill-rank", "4"}), "--kill-rank 4: must be 1..3 (rank 0 reports)");
   EXPECT_EQ(procsError({"--procs", "6", "--hosts", "4"}), "--hosts 4: must be 2..6 and divide --procs 6");
   EXPECT_EQ(procsError({"--procs", "4", "--proc-rank", "4", "--proc-dir", "/tmp/d"}), "--proc-rank 4: must be 0..3");

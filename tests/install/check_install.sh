@@ -2,7 +2,8 @@
 # An installed prefix works on its own: `cmake --install` into a fresh folder, then
 #   - bin/arfuse runs from there (RUNPATH finds lib/libarfuse.so.0) and, without a GPU, `selftest`
 #     says so and exits 3;
-#   - a tiny C program builds against the prefix with find_package(arfuse) and with pkg-config.
+#   - a tiny C program builds against the prefix with find_package(arfuse) and with pkg-config, and
+#     runs without LD_LIBRARY_PATH, also after the prefix is moved.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR [CMAKE] [C_COMPILER]
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) cmake=${3:-cmake} cc=${4:-cc}
@@ -37,14 +38,23 @@ fi
 "$work/consumer/consumer"
 echo "ok: find_package(arfuse) consumer"
 
+# pkg-config: exactly what `pkg-config --cflags --libs arfuse` gives, nothing added, and the program
+# runs with no LD_LIBRARY_PATH (the .pc's Libs carry the prefix's rpath); then again after the
+# prefix is moved (the .pc's paths are relative to its own folder).
 if command -v pkg-config >/dev/null 2>&1; then
-  export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-  libdir=$(pkg-config --variable=libdir arfuse)
-  # shellcheck disable=SC2046
-  "$cc" -std=c99 -Wall -Werror "$src/tests/install/consumer/consumer.c" -o "$work/consumer-pc" \
-    $(pkg-config --cflags --libs arfuse) -Wl,-rpath,"$libdir"
-  "$work/consumer-pc"
-  echo "ok: pkg-config consumer"
+  pc_consumer() {  # pc_consumer PREFIX OUT
+    # shellcheck disable=SC2046
+    "$cc" -std=c99 -Wall -Werror "$src/tests/install/consumer/consumer.c" -o "$2" \
+      $(PKG_CONFIG_PATH="$1/lib/pkgconfig" pkg-config --cflags --libs arfuse)
+    env -u LD_LIBRARY_PATH "$2"
+  }
+  echo "  pkg-config --libs arfuse: $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --libs arfuse)"
+  pc_consumer "$prefix" "$work/consumer-pc"
+  echo "ok: pkg-config consumer runs without LD_LIBRARY_PATH"
+  mv "$prefix" "$work/moved"
+  pc_consumer "$work/moved" "$work/consumer-pc-moved"
+  env -u LD_LIBRARY_PATH "$work/moved/bin/arfuse" version >/dev/null
+  echo "ok: a moved prefix: bin/arfuse and a pkg-config consumer still find the library"
 else
   echo "SKIPPED pkg-config consumer: pkg-config is not installed (apt-get install pkg-config)"
 fi

@@ -5,6 +5,7 @@ version tag each major gets, and the hint a missing NCCL library gets at load ti
 scikit-build-core is installed."""
 import importlib.util
 import os
+import pathlib
 import stat
 import subprocess
 import sys
@@ -21,12 +22,17 @@ BACKEND_PATH = PACKAGE_DIR / "build_support" / "arfuse_build.py"
 
 
 @pytest.fixture
-def backend(monkeypatch):
-    for var in ("ARFUSE_PURE_PYTHON", "ARFUSE_CUDA_MAJOR", "CUDACXX", "CUDA_HOME", "CUDA_PATH"):
-        monkeypatch.delenv(var, raising=False)
+def backend(monkeypatch, tmp_path):
+    for var in ("ARFUSE_PURE_PYTHON", "ARFUSE_CUDA_MAJOR", "CUDACXX", "CUDA_HOME", "CUDA_PATH", "NCCL_ROOT",
+                "NCCL_HOME"):
+        monkeypatch.setenv(var, "")  # recorded, so that what the backend exports is undone after the test
+        monkeypatch.delenv(var)
     spec = importlib.util.spec_from_file_location("arfuse_build_under_test", BACKEND_PATH)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    # No NCCL outside what a test puts there: no system folders, a checkout without .venv.
+    monkeypatch.setattr(mod, "SYSTEM_NCCL_ROOTS", ())
+    monkeypatch.setattr(mod, "REPO_ROOT", str(tmp_path / "checkout"))
     return mod
 
 
@@ -43,13 +49,53 @@ def _fake_nvcc(tmp_path, release):
     return nvcc
 
 
+def _nccl_files(root):
+    (root / "include").mkdir(parents=True, exist_ok=True)
+    (root / "include" / "nccl.h").write_text("#define NCCL_MAJOR 2\n")
+    (root / "lib").mkdir(exist_ok=True)
+    (root / "lib" / "libnccl.so.2").write_bytes(b"")
+
+
 @pytest.mark.parametrize("release,major", [("13.0", "13"), ("12.8", "12")])
 def test_cuda_major_comes_from_nvcc(backend, tmp_path, monkeypatch, release, major):
     nvcc = _fake_nvcc(tmp_path, release)
     monkeypatch.setenv("CUDACXX", str(nvcc))
     assert backend.cuda_major() == major
     assert os.environ["ARFUSE_CUDA_MAJOR"] == major  # what pyproject.toml's overrides key on
-    assert backend._nccl_requirement(major) == [f"nvidia-nccl-cu{major}"]
+    assert backend._nccl_requirement(major) == [f"nvidia-nccl-cu{major}"]  # no NCCL anywhere: the wheel
+
+
+def test_an_nccl_already_here_is_linked_and_no_wheel_is_fetched_for_the_build(backend, tmp_path, monkeypatch):
+    # pip downloads a build requirement into the isolated build environment and the dependency again:
+    # with NCCL in the toolkit, the build links that one and asks pip for nothing.
+    nvcc = _fake_nvcc(tmp_path, "13.0")
+    monkeypatch.setenv("CUDACXX", str(nvcc))
+    assert backend._nccl_requirement("13") == ["nvidia-nccl-cu13"]  # nothing here yet
+    assert backend._prepare() == "13" and "NCCL_ROOT" not in os.environ
+    _nccl_files(tmp_path)  # the toolkit (tmp_path/bin/nvcc) now has include/nccl.h and lib/libnccl.so.2
+    assert backend.local_nccl("13") == (str(tmp_path), "the CUDA toolkit")
+    assert backend._nccl_requirement("13") == []
+    assert backend._prepare() == "13" and os.environ["NCCL_ROOT"] == str(tmp_path)  # what FindNCCL takes first
+
+
+def test_the_wheel_in_a_venv_is_found_through_its_python(backend, tmp_path, monkeypatch):
+    # A venv (the checkout's .venv, as scripts/setup.sh makes it) holding nvidia-nccl-cu13: found by
+    # asking its python in isolated mode, so pip's build isolation cannot hide it.
+    monkeypatch.setenv("CUDACXX", str(_fake_nvcc(tmp_path, "13.0")))
+    venv = tmp_path / "checkout" / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    query = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([str(venv / "bin" / "python3"), "-I", "-c", query], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    nccl = os.path.join(site, "nvidia", "nccl")
+    _nccl_files(pathlib.Path(nccl))
+    dist = os.path.join(site, "nvidia_nccl_cu13-2.28.9.dist-info")
+    os.makedirs(dist)
+    with open(os.path.join(dist, "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\nName: nvidia-nccl-cu13\nVersion: 2.28.9\n")
+    assert backend.local_nccl("13") == (nccl, "nvidia-nccl-cu13 in the checkout's .venv")
+    assert backend.local_nccl("12") is None  # a cu13 wheel is no NCCL for CUDA 12
+    assert backend._nccl_requirement("13") == []
 
 
 def test_cuda_11_is_refused_by_name(backend, tmp_path, monkeypatch):
@@ -151,3 +197,15 @@ def test_loading_without_nccl_names_the_wheel(tmp_path):
     with pytest.raises(arfuse.ArfuseLibraryError) as e:
         _lib.open_library(str(tmp_path / "libarfuse.so"), "a test")
     assert "libnccl.so.99" in str(e.value) and "pip install nvidia-nccl-cu13" in str(e.value), str(e.value)
+
+
+def test_dir_lists_only_the_package_names():
+    """dir(arfuse) is the package's names (__all__ and its subpackages), not what its modules imported
+    (os, typing's names, the private modules); each of them is reachable as an attribute."""
+    names = dir(arfuse)
+    assert names == sorted(set(arfuse.__all__) | {"integrations", "torch"})
+    for leaked in ("os", "Dict", "Optional", "_lib", "_types", "importlib"):
+        assert leaked not in names
+    for name in names:
+        if name != "torch":  # importing arfuse.torch imports torch, which this machine may not have
+            assert getattr(arfuse, name) is not None, name

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "args.h"
 #include "bench_args.h"
 #include "bench_json.h"
 #include "bench_run.h"
@@ -636,10 +637,7 @@ void printCollectiveTable(const std::vector<Row>& rows, bool table, const std::s
 int bench(const std::vector<std::string>& args) {
   BenchArgs a;
   std::string err;
-  if (!parseBenchArgs(args, &a, &err)) {
-    std::fprintf(stderr, "arfuse bench: %s (see arfuse bench --help)\n", err.c_str());
-    return kExitUsage;
-  }
+  if (!parseBenchArgs(args, &a, &err)) return usageError("bench", err);
   if (a.help) {
     std::printf("%s", benchUsage());
     return kExitOk;
@@ -648,11 +646,9 @@ int bench(const std::vector<std::string>& args) {
   if (a.procRank >= 0) return benchProcChild(a);
   const int ndev = harness::deviceCount();
   if (ndev == 0) {
-    std::printf(
-        "arfuse bench: no CUDA device is visible, so there is nothing to time here.\n"
-        "  Run it on a machine with an NVIDIA GPU; `arfuse plan` explains choices without one.\n");
+    const int rc = noDeviceExit("bench");
     if (a.ncclSweep) std::printf("  --nccl-sweep also needs NCCL, which needs one GPU per rank: 2 or more GPUs.\n");
-    return kExitNoDevice;
+    return rc;
   }
   if (a.ncclSweep && ndev < 2) {
     std::printf(
@@ -681,11 +677,8 @@ int bench(const std::vector<std::string>& args) {
     nranks = a.ranks > 0 ? a.ranks : (ndev >= 2 && !a.virtualRanks ? ndev : 2);
     virtualRanks = a.virtualRanks || ndev < nranks;
     if (virtualRanks && ndev > 1 && !a.virtualRanks) {
-      std::fprintf(stderr,
-                   "arfuse bench: --ranks %d but only %d GPUs; use --ranks <= %d (or one GPU for virtual "
-                   "ranks)\n",
-                   nranks, ndev, ndev);
-      return kExitUsage;
+      return usageError("bench", "--ranks " + std::to_string(nranks) + " but only " + countOf(ndev, "GPU") +
+                                     "; use --ranks <= " + std::to_string(ndev) + " (or one GPU for virtual ranks)");
     }
     rc = a.verifyPass ? benchVerifyPass(a, nranks, virtualRanks, &rows)
                       : benchCollective(a, nranks, virtualRanks, &rows);

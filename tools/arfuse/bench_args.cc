@@ -11,24 +11,6 @@ namespace arfuse {
 namespace cli {
 namespace {
 
-bool toInt(const std::string& s, long long lo, long long hi, long long* v) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  long long x = std::strtoll(s.c_str(), &end, 10);
-  long long mult = 1;
-  if (*end == 'K' || *end == 'k')
-    mult = 1024, ++end;
-  else if (*end == 'M' || *end == 'm')
-    mult = 1024 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g')
-    mult = 1024LL * 1024 * 1024, ++end;
-  if (*end != '\0') return false;
-  x *= mult;
-  if (x < lo || x > hi) return false;
-  *v = x;
-  return true;
-}
-
 const ModelPreset kModels[] = {
     {"kimi-k2", 7168, 61},
     {"deepseek-v3", 7168, 61},
@@ -42,22 +24,25 @@ const char* algoName(int algo) { return algo == kAlgoNcclSymm ? "nccl-symm" : ar
 
 namespace {
 
-bool parseAlgo(const std::string& v, int* algo) {
-  if (v == "nccl-symm") return *algo = kAlgoNcclSymm, true;
-  *algo = parseAlgoName(v);
-  return *algo >= 0;
+// --algo's words: the algorithms (args.h), nccl-symm, and all.
+std::vector<std::string> benchAlgoNames() {
+  std::vector<std::string> names = algoArgNames();
+  names.push_back("nccl-symm");
+  return names;
 }
 
-// The items of a comma list, empty ones included ("a,,b" -> a, "", b).
-std::vector<std::string> commaItems(const std::string& v) {
-  std::vector<std::string> items;
-  size_t p = 0;
-  while (true) {
-    const size_t c = v.find(',', p);
-    items.push_back(v.substr(p, c == std::string::npos ? std::string::npos : c - p));
-    if (c == std::string::npos) return items;
-    p = c + 1;
-  }
+int benchAlgoOf(const std::string& name) {
+  if (name == "nccl-symm") return kAlgoNcclSymm;
+  int algo = 0;
+  std::string ignored;
+  parseAlgoArg("--algo", name, &algo, &ignored);
+  return algo;
+}
+
+std::vector<std::string> epilogueNames() {
+  std::vector<std::string> names;
+  for (int k = 0; k < harness::kNumEpilogues; ++k) names.push_back(harness::epilogueName(k));
+  return names;
 }
 
 }  // namespace
@@ -70,7 +55,7 @@ const ModelPreset* findModel(const std::string& name) {
 
 const char* benchUsage() {
   static const std::string text = std::string(
-      "usage: arfuse bench [options]\n"
+      "usage: arfuse bench [options]   (each value as --name=VALUE or --name VALUE; -x VALUE or -xVALUE)\n"
       "  --op fused|allreduce|addrmsnorm  what to time (default fused: all-reduce + add + RMSNorm;\n"
       "                                   addrmsnorm: single GPU against a device copy of the same bytes)\n"
       "  --tokens T,T,...                 token counts (default 1,2,4,...,2048)\n"
@@ -142,7 +127,9 @@ const char* benchUsage() {
       "                                   Children inherit your NCCL_* environment; only the swept\n"
       "                                   variables change. `--algo auto --nccl-sweep` is the quick form\n"
       "  --nccl-sweep-timeout S           bound on each sweep child, seconds (default 120)\n"
-      "  --nccl-sweep-child FILE          internal: what each sweep child runs (baseline only, JSON to FILE)\n");
+      "  --nccl-sweep-child FILE          internal: what each sweep child runs (baseline only, JSON to FILE)\n"
+      "  Exit status: 0 every result checked out, 1 a result was wrong or a run failed, 2 usage error,\n"
+      "  3 no GPU (or a build without CUDA) or too few for what was asked.\n");
   return text.c_str();
 }
 
@@ -157,112 +144,73 @@ struct BenchParse {
   bool itersGiven = false;
 };
 
-// A whole-number option of lo..hi (K/M/G suffixes allowed); a bad value is "<name> <value><why>".
-void intOption(Options* o, const char* name, long long lo, long long hi, const std::string& why, int* out) {
-  o->value({name}, [lo, hi, why, out](const std::string& k, const std::string& v, std::string* error) {
-    long long x = 0;
-    if (!toInt(v, lo, hi, &x)) {
-      *error = k + " " + v + why;
-      return false;
-    }
-    *out = static_cast<int>(x);
-    return true;
+// A whole-number option of lo..hi.
+void intOption(Options* o, const char* name, long long lo, long long hi, int* out) {
+  o->value({name}, [lo, hi, out](const std::string& k, const std::string& v, std::string* error) {
+    return parseIntArg(k, v, lo, hi, out, error);
   });
 }
 
 // --op, --tokens, -b/-e/-f, --hidden, -d, --model, --layers: what one call computes, and its sizes.
 void addShapeOptions(Options* o, BenchParse* p) {
   BenchArgs& a = p->a;
-  o->value({"--op"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    if (v != "fused" && v != "allreduce" && v != "addrmsnorm") {
-      *error = "--op " + v + ": use fused, allreduce or addrmsnorm";
-      return false;
-    }
-    a.op = v;
+  o->value({"--op"}, [&a](const std::string& k, const std::string& v, std::string* error) {
+    static const std::vector<std::string> kOps = {"fused", "allreduce", "addrmsnorm"};
+    int op = 0;
+    if (!parseChoiceArg(k, v, kOps, &op, error)) return false;
+    a.op = kOps[op];
     return true;
   });
-  o->value({"--tokens"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    a.tokens.clear();
-    for (const std::string& item : commaItems(v)) {
-      long long x = 0;
-      if (!toInt(item, 1, 1 << 20, &x)) {
-        *error = "--tokens: '" + item + "' is not a token count in 1..1048576";
-        return false;
-      }
-      a.tokens.push_back(static_cast<int>(x));
-    }
+  o->value({"--tokens"}, [&a](const std::string& k, const std::string& v, std::string* error) {
+    return parseIntListArg(k, v, 1, 1 << 20, &a.tokens, error);
+  });
+  o->value({"-b", "-e"}, [p](const std::string& k, const std::string& v, std::string* error) {
+    return parseBytesArg(k, v, 1, 1LL << 40, k == "-b" ? &p->b : &p->e, error);
+  });
+  o->value({"-f"}, [p](const std::string& k, const std::string& v, std::string* error) {
+    int f = 0;
+    if (!parseIntArg(k, v, 2, 1 << 20, &f, error)) return false;
+    p->f = f;
     return true;
   });
-  o->value({"-b", "-e", "-f"}, [p](const std::string& k, const std::string& v, std::string* error) {
-    long long x = 0;
-    if (!toInt(v, k == "-f" ? 2 : 1, 1LL << 40, &x)) {
-      *error = k + " " + v + (k == "-f" ? ": factor must be an integer >= 2" : ": not a byte count");
-      return false;
-    }
-    (k == "-b" ? p->b : k == "-e" ? p->e : p->f) = x;
-    return true;
-  });
-  o->value({"--hidden"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    long long x = 0;
-    if (!toInt(v, 8, 1 << 20, &x) || x % 8) {
-      *error = "--hidden " + v + ": must be a positive multiple of 8";
-      return false;
-    }
-    a.hidden = static_cast<int>(x);
-    return true;
+  o->value({"--hidden"}, [&a](const std::string& k, const std::string& v, std::string* error) {
+    return parseHiddenArg(k, v, &a.hidden, error);
   });
   o->value({"--dtype", "-d"}, [&a](const std::string& k, const std::string& v, std::string* error) {
     return parseDtypeArg(k, v, &a.dtype, error);
   });
-  o->value({"--model"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    const ModelPreset* m = findModel(v);
-    if (!m) {
-      *error = "--model " + v + ": use kimi-k2, deepseek-v3, llama-3-70b or qwen3-235b";
-      return false;
-    }
-    a.model = m->name;
-    a.hidden = m->hidden;
-    a.layers = m->layers;
+  o->value({"--model"}, [&a](const std::string& k, const std::string& v, std::string* error) {
+    std::vector<std::string> names;
+    for (const ModelPreset& m : kModels) names.push_back(m.name);
+    int i = 0;
+    if (!parseChoiceArg(k, v, names, &i, error)) return false;
+    a.model = kModels[i].name;
+    a.hidden = kModels[i].hidden;
+    a.layers = kModels[i].layers;
     return true;
   });
-  intOption(o, "--layers", 1, 1000, ": must be 1..1000", &a.layers);
+  intOption(o, "--layers", 1, 1000, &a.layers);
 }
 
 // --ranks, --virtual, --algo, --epilogue, --verify-pass: which paths run, on which ranks.
 void addPathOptions(Options* o, BenchParse* p) {
   BenchArgs& a = p->a;
-  intOption(o, "--ranks", 1, ARFUSE_MAX_RANKS, ": must be 1.." + std::to_string(ARFUSE_MAX_RANKS), &a.ranks);
+  intOption(o, "--ranks", 1, ARFUSE_MAX_RANKS, &a.ranks);
   o->flag({"--virtual"}, [&a] { a.virtualRanks = true; });
-  o->value({"--algo"}, [&a](const std::string&, const std::string& v, std::string* error) {
+  o->value({"--algo"}, [&a](const std::string& k, const std::string& v, std::string* error) {
     a.algos.clear();
-    for (const std::string& item : v == "all" ? std::vector<std::string>{} : commaItems(v)) {
-      int algo = 0;
-      if (!parseAlgo(item, &algo)) {
-        *error = "--algo " + item + ": use a comma list of " + algoNamesText(", ", ", ") + ", nccl-symm, or all";
-        return false;
-      }
-      if (std::find(a.algos.begin(), a.algos.end(), algo) != a.algos.end()) {
-        *error = "--algo: '" + item + "' is given twice";
-        return false;
-      }
-      a.algos.push_back(algo);
-    }
+    if (v == "all") return true;
+    std::vector<int> picked;
+    const std::vector<std::string> names = benchAlgoNames();
+    if (!parseChoiceListArg(k, v, names, &picked, error, "all, or ")) return false;
+    for (int i : picked) a.algos.push_back(benchAlgoOf(names[i]));
     return true;
   });
-  o->value({"--epilogue"}, [&a](const std::string&, const std::string& v, std::string* error) {
+  o->value({"--epilogue"}, [&a](const std::string& k, const std::string& v, std::string* error) {
+    std::vector<int> picked;
+    if (!parseChoiceListArg(k, v, epilogueNames(), &picked, error)) return false;
     a.epilogues.clear();
-    for (const std::string& item : commaItems(v)) {
-      int kind = 0;
-      if (!harness::parseEpilogue(item, &kind)) {
-        *error = "--epilogue: '" + item + "' is not an epilogue; use a comma list of " + harness::epilogueNameList();
-        return false;
-      }
-      if (std::find(a.epilogues.begin(), a.epilogues.end(), kind) != a.epilogues.end()) {
-        *error = "--epilogue: '" + item + "' is given twice";
-        return false;
-      }
-      a.epilogues.push_back(kind);
-    }
+    for (int i : picked) a.epilogues.push_back(i);  // a position in epilogueNames() is the epilogue's kind
     return true;
   });
   o->flag({"--verify-pass"}, [&a] { a.verifyPass = true; });
@@ -272,45 +220,31 @@ void addPathOptions(Options* o, BenchParse* p) {
 void addTimingOptions(Options* o, BenchParse* p) {
   BenchArgs& a = p->a;
   o->value({"-n", "-w", "--calls"}, [p](const std::string& k, const std::string& v, std::string* error) {
-    long long x = 0;
-    if (!toInt(v, k == "-w" ? 0 : 1, 1000000, &x)) {
-      *error = k + " " + v + ": must be an integer" + (k == "-w" ? " >= 0" : " >= 1");
-      return false;
-    }
-    (k == "-n" ? p->a.iters : k == "-w" ? p->a.warmup : p->a.callsPerGraph) = static_cast<int>(x);
+    int x = 0;
+    if (!parseIntArg(k, v, k == "-w" ? 0 : 1, 1000000, &x, error)) return false;
+    (k == "-n" ? p->a.iters : k == "-w" ? p->a.warmup : p->a.callsPerGraph) = x;
     if (k == "-n") p->itersGiven = true;
     return true;
   });
-  o->value({"-G"}, [p](const std::string&, const std::string& v, std::string* error) {
+  o->value({"-G"}, [p](const std::string& k, const std::string& v, std::string* error) {
     if (v == "0") {
       *error =
           "-G 0: only CUDA-graph timing is implemented (eager timing of microsecond kernels measures the "
           "host); give -G N (N >= 1 replays) or leave -G out";
       return false;
     }
-    long long x = 0;
-    if (!toInt(v, 1, 1000000, &x)) {
-      *error = "-G " + v + ": the number of timed CUDA-graph replays, an integer >= 1";
-      return false;
-    }
-    p->graphReplays = static_cast<int>(x);
-    return true;
+    return parseIntArg(k, v, 1, 1000000, &p->graphReplays, error);
   });
-  o->value({"-c"}, [&a](const std::string&, const std::string& v, std::string* error) {
-    if (v != "0" && v != "1") {
-      *error = "-c " + v + ": use 0 or 1";
-      return false;
-    }
-    a.check = v == "1";
+  o->value({"-c"}, [&a](const std::string& k, const std::string& v, std::string* error) {
+    int check = 0;
+    if (!parseChoiceArg(k, v, {"0", "1"}, &check, error)) return false;
+    a.check = check == 1;
     return true;
   });
   o->text({"-J"}, &a.jsonPath);
-  o->value({"--machine"}, [&a](const std::string&, const std::string& v, std::string* error) {
+  o->value({"--machine"}, [&a](const std::string& k, const std::string& v, std::string* error) {
+    if (v.empty()) return *error = wantsError(k, "a label, e.g. --machine=h200x4", v), false;
     a.machine = v;
-    if (a.machine.empty()) {
-      *error = "--machine needs a label, e.g. --machine h200x4";
-      return false;
-    }
     return true;
   });
 }
@@ -318,21 +252,11 @@ void addTimingOptions(Options* o, BenchParse* p) {
 // --procs, --procs-timeout, --proc-rank, --proc-dir, --hosts, --nccl-sweep*: runs over other processes.
 void addProcessOptions(Options* o, BenchParse* p) {
   BenchArgs& a = p->a;
-  o->value({"--procs", "--procs-timeout", "--proc-rank"},
-           [&a](const std::string& k, const std::string& v, std::string* error) {
-             const long long lo = k == "--procs" ? 2 : k == "--proc-rank" ? 0 : 1;
-             const long long hi = k == "--procs-timeout" ? 7200 : ARFUSE_MAX_RANKS - (k == "--proc-rank" ? 1 : 0);
-             long long x = 0;
-             if (!toInt(v, lo, hi, &x)) {
-               *error = k + " " + v + ": must be " + std::to_string(lo) + ".." + std::to_string(hi) +
-                        (k == "--procs-timeout" ? " seconds" : "");
-               return false;
-             }
-             (k == "--procs" ? a.procs : k == "--proc-rank" ? a.procRank : a.procsTimeoutS) = static_cast<int>(x);
-             return true;
-           });
+  intOption(o, "--procs", 2, ARFUSE_MAX_RANKS, &a.procs);
+  intOption(o, "--proc-rank", 0, ARFUSE_MAX_RANKS - 1, &a.procRank);
+  intOption(o, "--procs-timeout", 1, 7200, &a.procsTimeoutS);
   o->text({"--proc-dir"}, &a.procDir);
-  intOption(o, "--hosts", 2, ARFUSE_MAX_RANKS, ": must be 2.." + std::to_string(ARFUSE_MAX_RANKS), &a.hosts);
+  intOption(o, "--hosts", 2, ARFUSE_MAX_RANKS, &a.hosts);
   // --nccl-sweep[=SPEC] or --nccl-sweep SPEC: a SPEC never starts with '-'.
   o->optionalValue("--nccl-sweep", [&a](const std::string* spec, std::string* error) {
     a.ncclSweep = true;
@@ -340,7 +264,7 @@ void addProcessOptions(Options* o, BenchParse* p) {
     std::vector<NcclSetting> settings;
     return expandNcclSweep(a.ncclSweepSpec, &settings, error);
   });
-  intOption(o, "--nccl-sweep-timeout", 1, 3600, ": seconds, 1..3600", &a.ncclSweepTimeoutS);
+  intOption(o, "--nccl-sweep-timeout", 1, 3600, &a.ncclSweepTimeoutS);
   o->text({"--nccl-sweep-child"}, &a.ncclSweepChild);
 }
 
@@ -447,7 +371,7 @@ bool checkNcclSweep(const BenchArgs& a, std::string* error) {
     else if (a.virtualRanks)
       why = "NCCL needs one GPU per rank; drop --virtual";
     else if (a.ranks == 1)
-      why = "NCCL needs at least 2 ranks; use --ranks 2 or more";
+      why = "NCCL needs at least 2 ranks; use --ranks=2 or more";
     else if (!a.ncclSweepChild.empty())
       why = "--nccl-sweep-child is a sweep's child and cannot sweep itself";
     if (!why.empty()) {

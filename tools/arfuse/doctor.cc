@@ -87,7 +87,8 @@ bool chooseDevices(const Args& a, int ndev, std::vector<int>* devices, bool* vir
   *virtualRanks = a.virtualRanks || ndev < 2;
   const int n = !a.ranks.empty() ? a.ranks[0] : (*virtualRanks ? 2 : ndev);
   if (!*virtualRanks && n > ndev) {
-    *error = "--ranks " + std::to_string(n) + " but only " + std::to_string(ndev) + " GPUs are visible";
+    *error = "--ranks " + std::to_string(n) + " but only " + countOf(ndev, "GPU") + (ndev == 1 ? " is" : " are") +
+             " visible";
     return false;
   }
   devices->assign(n, 0);
@@ -169,10 +170,7 @@ int calibrate(const Args& a);
 int doctor(const std::vector<std::string>& args) {
   Args a;
   std::string err;
-  if (!checkup::parseArgs(args, &a, &err)) {
-    std::fprintf(stderr, "arfuse doctor: %s (see arfuse doctor --help)\n", err.c_str());
-    return kExitUsage;
-  }
+  if (!checkup::parseArgs(args, &a, &err)) return usageError("doctor", err);
   if (a.help) {
     std::printf("%s", checkup::usage());
     return kExitOk;
@@ -200,8 +198,7 @@ int doctor(const std::vector<std::string>& args) {
   fillEnvironment(pr, &r.env);
   if (!a.topologyPath.empty()) {
     if (!topo::readJsonFile(a.topologyPath, &r.topology, &err)) {
-      std::fprintf(stderr, "arfuse doctor: --topology: %s\n", printable(err).c_str());
-      return kExitUsage;
+      return usageError("doctor", "--topology: " + err);
     }
     r.haveTopology = true;
     r.topologySource = "file " + a.topologyPath;
@@ -220,10 +217,7 @@ int doctor(const std::vector<std::string>& args) {
   }
 
   const int ndev = r.env.deviceCount;
-  if (ndev > 0 && !chooseDevices(a, ndev, &r.devices, &r.virtualRanks, &err)) {
-    std::fprintf(stderr, "arfuse doctor: %s\n", err.c_str());
-    return kExitUsage;
-  }
+  if (ndev > 0 && !chooseDevices(a, ndev, &r.devices, &r.virtualRanks, &err)) return usageError("doctor", err);
   if (!a.topologyPath.empty()) {
     r.selftestSkipped = "--topology describes another machine";
   } else if (ndev == 0) {
@@ -279,14 +273,12 @@ int calibrate(const Args& a) {
   std::vector<int> counts = a.ranks;
   if (counts.empty()) counts = {virtualRanks ? 2 : ndev};
   if (!virtualRanks && counts.size() > 1) {
-    std::fprintf(stderr,
-                 "arfuse doctor --calibrate: with real GPUs give one --ranks N (GPUs 0..N-1): a file covers "
-                 "one set of GPUs\n");
-    return kExitUsage;
+    return usageError("doctor --calibrate",
+                      "with real GPUs give one --ranks N (GPUs 0..N-1): a file covers one set of GPUs");
   }
   if (!virtualRanks && counts[0] > ndev) {
-    std::fprintf(stderr, "arfuse doctor --calibrate: --ranks %d but only %d GPUs\n", counts[0], ndev);
-    return kExitUsage;
+    return usageError("doctor --calibrate",
+                      "--ranks " + std::to_string(counts[0]) + " but only " + countOf(ndev, "GPU"));
   }
   const std::vector<int> tokens = checkup::tokenList(a);
   const int maxTokens = *std::max_element(tokens.begin(), tokens.end());

@@ -357,7 +357,8 @@ void probeChecks(const Report& r, std::vector<Check>* out) {
 
 void selftestChecks(const Report& r, std::vector<Check>* out) {
   if (!r.selftestRan) return;
-  const std::string group = std::to_string(r.devices.size()) + (r.virtualRanks ? " VIRTUAL ranks on GPU 0" : " GPUs");
+  const std::string group =
+      r.virtualRanks ? std::to_string(r.devices.size()) + " VIRTUAL ranks on GPU 0" : countOf(r.devices.size(), "GPU");
   std::vector<std::string> passed, notEligible;
   for (const PathResult& p : r.selftest) {
     if (!p.eligible) {
@@ -414,11 +415,11 @@ void calibrationCheck(const Report& r, std::vector<Check>* out) {
 std::string cudaVersionText(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 const char* usage() {
-  return "usage: arfuse doctor [--json] [--no-measure] [--no-selftest] [--ranks N] [--virtual]\n"
-         "                     [--hidden H] [--dtype bf16|fp16|fp32] [--tokens T,T,...]\n"
-         "                     [--topology FILE.json] [--save-topology FILE.json]\n"
-         "       arfuse doctor --calibrate [--ranks N[,N...]] [--virtual] [--hidden H] [--dtype D]\n"
-         "                     [--tokens T,T,...|--quick] [-n iters] [--calls C] [-w warmup] [--out FILE.json]\n"
+  return "usage: arfuse doctor [--json] [--no-measure] [--no-selftest] [--ranks=N] [--virtual]\n"
+         "                     [--hidden=H] [--dtype=bf16|fp16|fp32] [--tokens=T,T,...]\n"
+         "                     [--topology=FILE.json] [--save-topology=FILE.json]\n"
+         "       arfuse doctor --calibrate [--ranks=N[,N...]] [--virtual] [--hidden=H] [--dtype=D]\n"
+         "                     [--tokens=T,T,...|--quick] [-n ITERS] [--calls=C] [-w WARMUP] [--out=FILE.json]\n"
          "  Prints the environment (driver, CUDA, NCCL, NVML, arfuse build, every ARFUSE_* setting and its\n"
          "  source), the machine's topology as probed (NVML and CUDA facts; measured peer load/store, bandwidth\n"
          "  with all pairs at once and alone, flag latency, host memory), a self-test of every eligible path on\n"
@@ -431,7 +432,8 @@ const char* usage() {
          "       arfuse doctor --clean\n"
          "  --clean lists /dev/shm/arfuse-* (owner, age, whether a live process holds it) and removes the ones\n"
          "  no live process holds: segments of groups whose processes were all killed during init.\n"
-         "  Exit: 0 no FAIL, 1 a check failed or no GPU is visible, 2 usage error.\n";
+         "  Every option also takes its value as --name VALUE (-n ITERS or -nITERS).\n"
+         "  Exit status: 0 no FAIL, 1 a check failed or no GPU is visible, 2 usage error, 3 a build without CUDA.\n";
 }
 
 bool parseArgs(const std::vector<std::string>& args, Args* a, std::string* error) {
@@ -454,10 +456,7 @@ bool parseArgs(const std::vector<std::string>& args, Args* a, std::string* error
     return parseIntListArg(k, v, 1, 1 << 20, &a->tokens, error);
   });
   o.value({"--hidden"}, [a](const std::string& k, const std::string& v, std::string* error) {
-    if (!parseIntArg(k, v, 8, 1 << 20, &a->hidden, error)) return false;
-    if (a->hidden % 8 == 0) return true;
-    *error = k + " wants a multiple of 8 (whole 16-byte vectors of bf16 / fp16), got '" + v + "'";
-    return false;
+    return parseHiddenArg(k, v, &a->hidden, error);
   });
   o.value({"--dtype"}, [a](const std::string& k, const std::string& v, std::string* error) {
     arfuseDataType_t d;

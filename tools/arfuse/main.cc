@@ -1,5 +1,4 @@
 // The `arfuse` command-line tool: one binary, one subcommand per job.
-#include <nccl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,10 +10,10 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "args.h"
 #include "base/printable.h"
 #include "cli.h"
 #include "common/params.h"
-#include "harness/harness.h"
 #include "triage.h"
 
 namespace arfuse {
@@ -22,54 +21,39 @@ namespace cli {
 namespace {
 
 void usage(FILE* f) {
+  const char* gpu = builtWithCuda() ? "needs a GPU" : "NOT IN THIS BUILD: built without CUDA";
   std::fprintf(f,
-               "usage: arfuse <command> [args]\n"
+               "usage: arfuse <command> [options]\n"
                "commands:\n"
-               "  selftest   check every path on this machine against an fp64 reference (needs a GPU)\n"
-               "  bench      time arfuse against the unfused baseline; JSON output (needs a GPU)\n"
+               "  selftest   check every path on this machine against an fp64 reference (%s)\n"
+               "  bench      time arfuse against the unfused baseline; JSON output (%s)\n"
                "  doctor     environment, topology, self-test, plan per size and checks with fixes; --calibrate\n"
+               "             (%s)\n"
                "  plan       explain which algorithm a call would use and why (no GPU needed)\n"
                "  triage     find the root cause of a crashed or hung multi-GPU server from its logs\n"
                "  env        list every ARFUSE_* variable, its value and where it came from\n"
-               "  version    library build, CUDA, NCCL and visible devices\n"
-               "Run `arfuse <command> --help` for a command's options.\n");
-}
-
-int version(const std::vector<std::string>& args) {
-  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
-    std::printf(
-        "usage: arfuse version\n  The library's build line (version, CUDA, NCCL, architectures), the NCCL loaded at\n"
-        "  run time and the visible devices. No options.\n");
-    return kExitOk;
-  }
-  if (!args.empty()) {
-    std::fprintf(stderr, "arfuse version: unknown argument '%s' (it takes none; see arfuse version --help)\n",
-                 args[0].c_str());
-    return kExitUsage;
-  }
-  std::printf("%s\n", arfuseGetBuildInfo());
-  int nccl = 0;
-  if (ncclGetVersion(&nccl) == ncclSuccess)  // the library loaded at run time, which may differ from the header
-    std::printf("nccl at run time: %d.%d.%d\n", nccl / 10000, (nccl / 100) % 100, nccl % 100);
-  const int n = harness::deviceCount();
-  if (n == 0) std::printf("devices: none visible (%s)\n", noDeviceReason().c_str());
-  for (int d = 0; d < n; ++d) std::printf("device %d: %s\n", d, harness::deviceName(d).c_str());
-  return kExitOk;
+               "  version    library build, CUDA, NCCL and visible devices (also: arfuse --version)\n"
+               "Options take their value as --name=VALUE or --name VALUE (-x VALUE or -xVALUE for a short one).\n"
+               "Run `arfuse <command> --help` for a command's options and exit status.\n"
+               "Exit status: 0 success, 1 a check or the command failed, 2 usage error, 3 cannot run here\n"
+               "(no GPU, or a build without CUDA); each command's --help says which it uses.\n",
+               gpu, gpu, gpu);
 }
 
 int env(const std::vector<std::string>& args) {
-  const bool markdown = args.size() == 1 && args[0] == "--markdown";
-  if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
+  bool help = false, markdown = false;
+  Options o;
+  o.flag({"-h", "--help"}, [&help] { help = true; });
+  o.flag({"--markdown"}, [&markdown] { markdown = true; });
+  std::string error;
+  if (!o.parse(args, &error)) return usageError("env", error);
+  if (help) {
     std::printf(
         "usage: arfuse env [--markdown]\n"
         "  Every ARFUSE_* variable: its value, where it came from (environment or default) and a warning\n"
-        "  when a set value is not valid. --markdown prints the table of docs/environment.md instead.\n");
+        "  when a set value is not valid. --markdown prints the table of docs/environment.md instead.\n"
+        "  Exit status: 0 printed (a warning does not change it), 2 usage error.\n");
     return kExitOk;
-  }
-  if (!args.empty() && !markdown) {
-    std::fprintf(stderr, "arfuse env: unknown argument '%s' (use --markdown or nothing; see arfuse env --help)\n",
-                 args[0].c_str());
-    return kExitUsage;
   }
   if (markdown) {
     std::printf("%s", paramsMarkdown().c_str());
@@ -94,7 +78,7 @@ bool triageWouldWaitOnTerminal(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") return false;
-    if (a == "--context") {
+    if (a == "--context") {  // its value is the next argument (--context=N is one)
       ++i;
       continue;
     }
@@ -134,7 +118,6 @@ int main(int argc, char** argv) {
     usage(stdout);
     return kExitOk;
   }
-  std::fprintf(stderr, "arfuse: unknown command '%s'\n", cmd.c_str());
-  usage(stderr);
+  std::fprintf(stderr, "arfuse: unknown command '%s' (see arfuse --help)\n", cmd.c_str());
   return kExitUsage;
 }

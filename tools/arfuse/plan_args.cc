@@ -10,9 +10,9 @@ namespace cli {
 
 const char* planUsage() {
   static const std::string text = std::string(
-      "usage: arfuse plan [--ranks N] [--hidden H] [--tokens T,T,...] [--dtype bf16|fp16|fp32]\n"
-      "                   [--no-p2p] [--virtual] [--algo A] [--allreduce] [--hosts H]\n"
-      "                   [--topology FILE.json [--devices 0,1,...]]\n"
+      "usage: arfuse plan [--ranks=N] [--hidden=H] [--tokens=T,T,...] [--dtype=bf16|fp16|fp32]\n"
+      "                   [--no-p2p] [--virtual] [--algo=A] [--allreduce] [--hosts=H]\n"
+      "                   [--topology=FILE.json [--devices=0,1,...]]\n"
       "  Prints the algorithm, launch geometry and reason the library's plan gives for each token count\n"
       "  on a described machine. No GPU needed. The machine is printed first. Without --topology it is\n"
       "  an assumed one: N GPUs (default 8) of 132 SMs, one rank each, P2P between every pair but no\n"
@@ -25,8 +25,9 @@ const char* planUsage() {
       " forces a path, as ARFUSE_ALGO\n"
       "  does. --hosts H plans for a group over H hosts like the described one (its ranks per host): the\n"
       "  nccl or hierarchical path across hosts, with the reason (docs/multihost.md).\n"
-      "  --allreduce plans arfuseAllReduce instead of the fused call. Exit: 0, 1 a token count has no\n"
-      "  plan, 2 usage.\n");
+      "  --allreduce plans arfuseAllReduce instead of the fused call. Defaults: --hidden 7168, --tokens\n"
+      "  1,2,4,...,2048, --dtype bf16. Every option also takes its value as --name VALUE.\n"
+      "  Exit status: 0 every token count has a plan, 1 one has none (its row says why), 2 usage error.\n");
   return text.c_str();
 }
 
@@ -40,7 +41,7 @@ bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::str
     return true;
   });
   o.value({"--hidden"}, [&](const std::string& k, const std::string& v, std::string* error) {
-    return parseIntArg(k, v, 1, 1 << 20, &a.hidden, error);
+    return parseHiddenArg(k, v, &a.hidden, error);
   });
   o.value({"--tokens"}, [&](const std::string& k, const std::string& v, std::string* error) {
     return parseIntListArg(k, v, 1, 1 << 20, &a.tokens, error);
@@ -48,18 +49,16 @@ bool parsePlanArgs(const std::vector<std::string>& args, PlanArgs* out, std::str
   o.value({"--devices"}, [&](const std::string& k, const std::string& v, std::string* error) {
     return parseIntListArg(k, v, 0, 1023, &a.devices, error);
   });
-  o.value({"--topology"}, [&](const std::string&, const std::string& v, std::string* error) {
-    if (v.empty()) return *error = "--topology wants a file name", false;
+  o.value({"--topology"}, [&](const std::string& k, const std::string& v, std::string* error) {
+    if (v.empty()) return *error = wantsError(k, "a file name", v), false;
     a.topology = v;
     return true;
   });
   o.value({"--dtype"}, [&](const std::string& k, const std::string& v, std::string* error) {
     return parseDtypeArg(k, v, &a.dtype, error);
   });
-  o.value({"--algo"}, [&](const std::string&, const std::string& v, std::string* error) {
-    a.algo = parseAlgoName(v);
-    if (a.algo < 0) return *error = "--algo wants " + algoNamesText() + ", got '" + v + "'", false;
-    return true;
+  o.value({"--algo"}, [&](const std::string& k, const std::string& v, std::string* error) {
+    return parseAlgoArg(k, v, &a.algo, error);
   });
   o.flag({"--no-p2p"}, [&] { a.noP2p = true; });
   o.flag({"--virtual"}, [&] { a.virtualRanks = true; });

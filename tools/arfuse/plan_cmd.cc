@@ -7,6 +7,7 @@
 
 #include "algos/hierarchical/plan.h"
 #include "algos/registry.h"
+#include "args.h"
 #include "base/printable.h"
 #include "cli.h"
 #include "common/params.h"
@@ -45,8 +46,7 @@ int plan(const std::vector<std::string>& args) {
   PlanArgs a;
   std::string err;
   if (!parsePlanArgs(args, &a, &err)) {
-    std::fprintf(stderr, "arfuse plan: %s (see arfuse plan --help)\n", err.c_str());
-    return kExitUsage;
+    return usageError("plan", err);
   }
   if (a.help) {
     std::printf("%s", planUsage());
@@ -65,8 +65,7 @@ int plan(const std::vector<std::string>& args) {
     probe.tokens = 1;
     const Plan shape = validateShape(limits, probe);
     if (shape.status != arfuseSuccess) {
-      std::fprintf(stderr, "arfuse plan: --hidden/--dtype: %s\n", shape.reason.c_str());
-      return kExitUsage;
+      return usageError("plan", "--hidden/--dtype: " + shape.reason);
     }
   }
   topo::Topology t;
@@ -79,16 +78,14 @@ int plan(const std::vector<std::string>& args) {
       for (int r = 0; r < a.ranks; ++r) devices[r] = r;
   } else {
     if (!topo::readJsonFile(a.topology, &t, &err)) {
-      std::fprintf(stderr, "arfuse plan: --topology: %s\n", printable(err).c_str());  // quotes the file
-      return kExitUsage;
+      return usageError("plan", "--topology: " + err);
     }
     if (devices.empty())
       for (int d = 0; d < t.size(); ++d) devices.push_back(d);
   }
   Fabric f;
   if (!fabricFromTopology(t, devices, /*ncclAvailable=*/true, &f, &err)) {
-    std::fprintf(stderr, "arfuse plan: --devices: %s\n", err.c_str());
-    return kExitUsage;
+    return usageError("plan", "--devices: " + err);
   }
   if (assumed && a.noP2p) f.p2pDetail = "--no-p2p given";
   const ExplicitLimits explicitEnv = explicitLimitsFromEnv();
@@ -102,8 +99,8 @@ int plan(const std::vector<std::string>& args) {
     f.hostStagedDetail.clear();
   }
   if (assumed) {
-    std::string gpus = a.virtualRanks ? "1 GPU holding " + std::to_string(a.ranks) + " virtual ranks"
-                                      : std::to_string(a.ranks) + (a.ranks == 1 ? " GPU" : " GPUs, one rank each");
+    std::string gpus = a.virtualRanks ? "1 GPU holding " + countOf(a.ranks, "virtual rank")
+                                      : countOf(a.ranks, "GPU") + (a.ranks == 1 ? "" : ", one rank each");
     const char* peers = a.virtualRanks ? "ranks share the GPU's memory"
                         : a.ranks == 1 ? "no peers"
                         : a.noP2p      ? "no P2P between GPUs (--no-p2p)"
@@ -129,9 +126,8 @@ int plan(const std::vector<std::string>& args) {
   Fabric mf;  // --hosts: H hosts like this one (comm/multihost.cc builds the same from every rank)
   if (a.hosts > 0) {
     if (a.hosts * f.nranks > ARFUSE_MAX_RANKS) {
-      std::fprintf(stderr, "arfuse plan: --hosts %d x %d ranks per host is more than %d ranks\n", a.hosts, f.nranks,
-                   ARFUSE_MAX_RANKS);
-      return kExitUsage;
+      return usageError("plan", "--hosts " + std::to_string(a.hosts) + " x " + countOf(f.nranks, "rank") +
+                                    " per host is more than " + std::to_string(ARFUSE_MAX_RANKS) + " ranks");
     }
     mf.nccl = true;
     mf.hosts = a.hosts;

@@ -550,19 +550,17 @@ int launchProcs(ProcsArgs p, bool realGpus) {
 int selftestProcs(const std::vector<std::string>& args) {
   ProcsArgs p;
   std::string error;
-  if (!parseProcsArgs(args, &p, &error) || !checkProcsArgs(p, &error)) {
-    std::fprintf(stderr, "arfuse selftest --procs: %s (see arfuse selftest --help)\n", error.c_str());
-    return kExitUsage;
+  if (!parseProcsArgs(args, &p, &error)) return usageError("selftest --procs", error);
+  if (p.help) {
+    std::printf("%s", selftestUsage());
+    return kExitOk;
   }
+  if (!checkProcsArgs(p, &error)) return usageError("selftest --procs", error);
   const int ndev = harness::deviceCount();
   const bool realGpus = !p.forceVirtual && ndev >= p.nranks;
   if (p.rank >= 0)
     return worker(p.rank, p.nranks, p.dir, p.algo, p.timeoutMs, p.killRank, realGpus, p.hosts, p.seed, p.graph);
-  if (ndev == 0) {
-    std::printf("arfuse selftest --procs: no CUDA device is visible; nothing to test here.\n  Why: %s.\n",
-                noDeviceReason().c_str());
-    return kExitNoDevice;
-  }
+  if (ndev == 0) return noDeviceExit("selftest --procs");
   return launchProcs(p, realGpus);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "args.h"
 #include "cli.h"
 #include "common/no_device.h"
 #include "harness/harness.h"
@@ -22,25 +23,6 @@ struct Shape {
   int tokens, hidden;
 };
 
-void usage() {
-  std::printf(
-      "usage: arfuse selftest [--ranks N[,N...]] [--virtual] [--quick]\n"
-      "       arfuse selftest --procs N [--algo A] [--virtual] [--timeout-ms T] [--kill-rank R] [--hosts H]\n"
-      "                               [--graph]\n"
-      "  Runs every arfuse path over fresh random inputs and checks each output against an fp64 reference\n"
-      "  and for bitwise equality across ranks. With >= 2 GPUs the ranks are real GPUs; with one GPU they\n"
-      "  are virtual ranks on it (correctness only); --virtual forces virtual ranks on GPU 0.\n"
-      "  --procs N starts N processes, one rank each (arfuseCommInitRank; one GPU each when there are N,\n"
-      "  else all on GPU 0), checks every output against fp64 and across ranks, and that nothing is left\n"
-      "  in /dev/shm; --kill-rank R kills rank R after init: rank 0 must name it and destroy must return.\n"
-      "  --hosts H simulates H hosts of N/H ranks each (ARFUSE_TEST_HOST_ID, TEST ONLY; NCCL over loopback\n"
-      "  sockets with a host id per process), so the nccl and hierarchical paths across hosts run on one machine;\n"
-      "  with --kill-rank R, rank R dies mid-run instead: every other rank must fail naming it within a bound.\n"
-      "  --graph captures every call into a CUDA graph and replays it (with --hosts and --kill-rank: the\n"
-      "  bound of captured NCCL operations, ARFUSE_NCCL_WATCH_GRAPHS=1).\n"
-      "  Exit: 0 all passed, 1 a check failed, 2 usage, 3 no GPU.\n");
-}
-
 }  // namespace
 
 std::string noDeviceReason() {
@@ -50,31 +32,29 @@ std::string noDeviceReason() {
   return noDeviceCause(e, cudaGetErrorString(e));
 }
 
+int noDeviceExit(const std::string& command) {
+  std::printf(
+      "arfuse %s: no CUDA device is visible, so nothing can be tested here.\n"
+      "  Why: %s.\n"
+      "  Run it on a machine with an NVIDIA GPU (one GPU is enough: it then uses virtual ranks).\n"
+      "  Without a GPU, `arfuse plan` and `arfuse triage` still work.\n",
+      command.c_str(), noDeviceReason().c_str());
+  return kExitNoDevice;
+}
+
 int selftest(const std::vector<std::string>& args) {
-  for (const std::string& a : args)
-    if (a == "--procs") return selftestProcs(args);
+  if (isProcsRun(args)) return selftestProcs(args);
   SelftestArgs parsed;
   std::string error;
-  if (!parseSelftestArgs(args, &parsed, &error)) {
-    std::fprintf(stderr, "arfuse selftest: %s (see arfuse selftest --help)\n", error.c_str());
-    return kExitUsage;
-  }
+  if (!parseSelftestArgs(args, &parsed, &error)) return usageError("selftest", error);
   if (parsed.help) {
-    usage();
+    std::printf("%s", selftestUsage());
     return kExitOk;
   }
   std::vector<int> rankCounts = parsed.ranks;
   const bool quick = parsed.quick, forceVirtual = parsed.forceVirtual;
   const int ndev = harness::deviceCount();
-  if (ndev == 0) {
-    std::printf(
-        "arfuse selftest: no CUDA device is visible, so nothing can be tested here.\n"
-        "  Why: %s.\n"
-        "  Run it on a machine with an NVIDIA GPU (one GPU is enough: it then uses virtual ranks).\n"
-        "  Without a GPU, `arfuse plan` and `arfuse triage` still work.\n",
-        noDeviceReason().c_str());
-    return kExitNoDevice;
-  }
+  if (ndev == 0) return noDeviceExit("selftest");
   const bool virtualRanks = forceVirtual || ndev < 2;
   if (rankCounts.empty()) rankCounts = virtualRanks ? std::vector<int>{2, 4, 8} : std::vector<int>{ndev};
   std::printf("arfuse selftest: %s; %d device(s): %s%s\n", arfuseGetBuildInfo(), ndev, harness::deviceName(0).c_str(),
@@ -91,7 +71,7 @@ int selftest(const std::vector<std::string>& args) {
   int failed = 0, passed = 0;
   for (int n : rankCounts) {
     if (!virtualRanks && n > ndev) {
-      std::printf("%-6d skipped: only %d GPUs (use --ranks <= %d)\n", n, ndev, ndev);
+      std::printf("%-6d skipped: only %s (use --ranks <= %d)\n", n, countOf(ndev, "GPU").c_str(), ndev);
       continue;
     }
     std::vector<int> devices(n);

@@ -10,6 +10,11 @@
 namespace arfuse {
 namespace cli {
 
+// `arfuse selftest --help` (both forms).
+const char* selftestUsage();
+// Whether the arguments ask for the multi-process form (--procs N or --procs=N).
+bool isProcsRun(const std::vector<std::string>& args);
+
 struct SelftestArgs {
   std::vector<int> ranks;  // empty: the default counts for the machine
   bool quick = false, forceVirtual = false, help = false;
@@ -22,7 +27,7 @@ bool parseSelftestArgs(const std::vector<std::string>& args, SelftestArgs* out, 
 struct ProcsArgs {
   int nranks = 0, rank = -1, algo = -1, timeoutMs = 20000, killRank = -1, hosts = 0;
   uint64_t seed = 0;  // the launcher draws it (fresh inputs every run) and gives it to every rank
-  bool forceVirtual = false;
+  bool forceVirtual = false, help = false;
   bool graph = false;  // every call captured into a CUDA graph and replayed once
   std::string dir;
 };
