@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "analyzer_state.h"
+#include "errorline.h"
 #include "text.h"
 
 namespace arfuse {
@@ -153,6 +154,7 @@ Analyzer::Analyzer(const Catalog& catalog, int contextLines)
       matcher_(new Matcher(catalog, extraLiterals(), groupedLiterals())),
       sigFloor_(catalog.find("grep.error_line")),
       sigFloorWeak_(catalog.find("grep.error_line_weak")),
+      floorMemo_(new TextMemo<ErrorLine>(4096, 4096, 2u << 20)),
       contextLines_(contextLines) {}
 
 Analyzer::~Analyzer() = default;

@@ -17,6 +17,7 @@
 #include "catalog.h"
 #include "environment.h"
 #include "lineformat.h"
+#include "memo.h"
 
 namespace arfuse {
 namespace triage {
@@ -63,6 +64,8 @@ struct EventGroup {
   void addRank(int r);
   size_t rankCount() const { return ranks.size() + moreRanks; }
 };
+
+struct ErrorLine;  // errorline.h
 
 struct InputStats {
   std::string path;
@@ -184,7 +187,8 @@ class Analyzer {
 
   const Catalog& catalog_;
   std::unique_ptr<Matcher> matcher_;
-  int sigFloor_ = -1, sigFloorWeak_ = -1;  // grep.error_line / grep.error_line_weak
+  int sigFloor_ = -1, sigFloorWeak_ = -1;           // grep.error_line / grep.error_line_weak
+  std::unique_ptr<TextMemo<ErrorLine>> floorMemo_;  // the grep floor's classification per (text, level)
   EnvFacts env_;
   int contextLines_;
   std::vector<InputStats> inputs_;

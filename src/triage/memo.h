@@ -1,0 +1,99 @@
+// A bounded memo of results per message text. Logs repeat: eight ranks print the same message, a
+// traceback repeats frame for frame, a retry loop prints its error every second; so the literal scan, the
+// patterns and the grep floor's classification run once per distinct text and are looked up after that.
+//
+// Set-associative (kWays texts per set, the least recently used replaced): a direct-mapped table of 4096
+// slots holding the ~1600 distinct texts of a dense log lost about a third of them to collisions, each
+// pair of colliding texts evicting each other on every repetition. Bounded by bytes rather than by a short
+// cap per text: long lines (an arfuse error line with a dozen fields, a server_args dump, a JSON-wrapped
+// error) are the costliest to match again (callgrind: ~100 instructions per byte, capture groups
+// included) and repeat across ranks like any other, so a text may be long as long as the kept texts stay
+// within `budget` bytes (a text that would exceed it is simply not kept). A text is compared in full on a
+// hit, so a crafted hash collision only costs a miss.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace arfuse {
+namespace triage {
+
+// 64-bit hash of a text (eight bytes per step); `tag` separates results of different questions about
+// the same text (the level a line was said at, the kind of signature looked for).
+inline uint64_t memoHash(std::string_view s, uint64_t tag) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size() ^ (tag * 0xC2B2AE3D27D4EB4Full);
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 29;
+  }
+  for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001B3ull;
+  return h ^ (h >> 32);
+}
+
+template <class V>
+class TextMemo {
+ public:
+  static constexpr size_t kWays = 4;
+
+  // entries: rounded down to a multiple of kWays (at least one set); maxText: the longest text kept;
+  // budget: the most bytes all kept texts may hold together.
+  TextMemo(size_t entries, size_t maxText, size_t budget)
+      : sets_(entries / kWays > 0 ? entries / kWays : 1), maxText_(maxText), budget_(budget), slots_(sets_ * kWays) {}
+
+  // Whether `text` can be remembered at all (longer texts are always recomputed).
+  bool fits(std::string_view text) const { return text.size() <= maxText_; }
+
+  // The value remembered for (text, tag), or nullptr.
+  const V* find(std::string_view text, uint64_t tag) {
+    if (!fits(text)) return nullptr;
+    const uint64_t h = memoHash(text, tag);
+    Slot* set = &slots_[(h % sets_) * kWays];
+    for (size_t w = 0; w < kWays; ++w) {
+      Slot& s = set[w];
+      if (s.used != 0 && s.hash == h && s.tag == tag && s.text == text) {
+        s.used = ++clock_;
+        return &s.value;
+      }
+    }
+    return nullptr;
+  }
+
+  // Remembers value for (text, tag) in place of the least recently used text of its set.
+  void put(std::string_view text, uint64_t tag, V value) {
+    if (!fits(text)) return;
+    const uint64_t h = memoHash(text, tag);
+    Slot* set = &slots_[(h % sets_) * kWays];
+    Slot* victim = set;
+    for (size_t w = 1; w < kWays; ++w)
+      if (set[w].used < victim->used) victim = &set[w];
+    std::string kept(text);  // a fresh string: its capacity is what the budget counts
+    if (bytes_ - victim->text.capacity() + kept.capacity() > budget_) return;
+    bytes_ = bytes_ - victim->text.capacity() + kept.capacity();
+    victim->hash = h;
+    victim->tag = tag;
+    victim->used = ++clock_;
+    victim->text.swap(kept);
+    victim->value = std::move(value);
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0, tag = 0;
+    uint64_t used = 0;  // clock of the last use; 0: empty
+    std::string text;
+    V value{};
+  };
+  size_t sets_, maxText_, budget_;
+  std::vector<Slot> slots_;
+  size_t bytes_ = 0;  // capacity of the kept texts
+  uint64_t clock_ = 0;
+};
+
+}  // namespace triage
+}  // namespace arfuse
