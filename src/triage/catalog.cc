@@ -439,8 +439,10 @@ bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m, bool deta
 
 bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) const {
   // Exception lines repeat across ranks as much as any: memoised like match().
-  const uint64_t tag = static_cast<uint64_t>(when);
-  if (const LiteralSet::Remembered* r = literals_->kinds.find(subject, tag)) {
+  const bool memo = literals_->kinds.fits(subject);
+  const auto key =
+      TextMemo<LiteralSet::Remembered>::key(memo ? subject : std::string_view(), static_cast<uint64_t>(when));
+  if (const LiteralSet::Remembered* r = memo ? literals_->kinds.find(key) : nullptr) {
     if (r->hit) {
       m->sig = r->sig;
       m->details = r->details;
@@ -453,12 +455,12 @@ bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) con
       hit = true;
       break;
     }
-  if (literals_->kinds.fits(subject)) {
+  if (memo) {
     LiteralSet::Remembered r;
     r.hit = hit;
     r.sig = hit ? m->sig : -1;
     if (hit) r.details = m->details;
-    literals_->kinds.put(subject, tag, std::move(r));
+    literals_->kinds.put(key, std::move(r));
   }
   return hit;
 }
@@ -467,8 +469,9 @@ bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, u
                     bool details) const {
   (void)line;  // the message is scanned: prefixes hold stamps, ranks and file names, never a literal that matters
   const bool memo = !details && literals_->lines.fits(body);
+  const auto key = TextMemo<LiteralSet::Remembered>::key(memo ? body : std::string_view(), 0);
   if (memo) {
-    if (const LiteralSet::Remembered* r = literals_->lines.find(body, 0)) {
+    if (const LiteralSet::Remembered* r = literals_->lines.find(key)) {
       *extraMask |= r->extra;
       m->details = r->details;
       if (r->hit) m->sig = r->sig;
@@ -484,7 +487,7 @@ bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, u
     r.sig = hit ? m->sig : -1;
     r.extra = extraSeen;
     if (hit) r.details = m->details;
-    literals_->lines.put(body, 0, std::move(r));
+    literals_->lines.put(key, std::move(r));
   }
   return hit;
 }

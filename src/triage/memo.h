@@ -12,6 +12,7 @@
 // hit, so a crafted hash collision only costs a miss.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -49,37 +50,54 @@ class TextMemo {
   // Whether `text` can be remembered at all (longer texts are always recomputed).
   bool fits(std::string_view text) const { return text.size() <= maxText_; }
 
-  // The value remembered for (text, tag), or nullptr.
-  const V* find(std::string_view text, uint64_t tag) {
-    if (!fits(text)) return nullptr;
-    const uint64_t h = memoHash(text, tag);
-    Slot* set = &slots_[(h % sets_) * kWays];
+  // A text, the question asked about it, and their hash: computed once for a find() and the put() after it.
+  struct Key {
+    std::string_view text;
+    uint64_t tag, hash;
+  };
+  static Key key(std::string_view text, uint64_t tag) { return Key{text, tag, memoHash(text, tag)}; }
+
+  // The value remembered for the key, or nullptr.
+  const V* find(const Key& k) {
+    if (!fits(k.text)) return nullptr;
+    Slot* set = &slots_[(k.hash % sets_) * kWays];
     for (size_t w = 0; w < kWays; ++w) {
       Slot& s = set[w];
-      if (s.used != 0 && s.hash == h && s.tag == tag && s.text == text) {
+      if (s.used != 0 && s.hash == k.hash && s.tag == k.tag && s.text == k.text) {
         s.used = ++clock_;
         return &s.value;
       }
     }
     return nullptr;
   }
+  const V* find(std::string_view text, uint64_t tag) { return fits(text) ? find(key(text, tag)) : nullptr; }
 
-  // Remembers value for (text, tag) in place of the least recently used text of its set.
-  void put(std::string_view text, uint64_t tag, V value) {
+  // Remembers value for the key in place of the least recently used text of its set.
+  void put(const Key& k, V value) {
+    const std::string_view text = k.text;
     if (!fits(text)) return;
-    const uint64_t h = memoHash(text, tag);
-    Slot* set = &slots_[(h % sets_) * kWays];
+    Slot* set = &slots_[(k.hash % sets_) * kWays];
     Slot* victim = set;
     for (size_t w = 1; w < kWays; ++w)
       if (set[w].used < victim->used) victim = &set[w];
-    std::string kept(text);  // a fresh string: its capacity is what the budget counts
-    if (bytes_ - victim->text.capacity() + kept.capacity() > budget_) return;
-    bytes_ = bytes_ - victim->text.capacity() + kept.capacity();
-    victim->hash = h;
-    victim->tag = tag;
+    // The budget counts the buffers' capacity. The slot's buffer is reused (no allocation on a miss) unless
+    // it is much larger than the new text needs, so replaced long texts cannot leave every slot holding a
+    // long buffer.
+    const size_t had = victim->text.capacity();
+    if (had > 2 * text.size() + 64) std::string().swap(victim->text);
+    if (bytes_ - had + std::max(victim->text.capacity(), text.size()) > budget_) {
+      bytes_ = bytes_ - had + victim->text.capacity();
+      return;
+    }
+    victim->text.assign(text.data(), text.size());
+    bytes_ = bytes_ - had + victim->text.capacity();
+    victim->hash = k.hash;
+    victim->tag = k.tag;
     victim->used = ++clock_;
-    victim->text.swap(kept);
     victim->value = std::move(value);
+  }
+  void put(std::string_view text, uint64_t tag, V value) {
+    if (fits(text)) put(key(text, tag), std::move(value));
   }
 
  private:
