@@ -149,13 +149,14 @@ void EventGroup::setDetail(const std::string& key, const std::string& value) {
   details.emplace_back(key, value);
 }
 
-Analyzer::Analyzer(const Catalog& catalog, int contextLines)
+Analyzer::Analyzer(const Catalog& catalog, int contextLines, size_t memoEntries)
     : catalog_(catalog),
-      matcher_(new Matcher(catalog, extraLiterals(), groupedLiterals())),
+      matcher_(new Matcher(catalog, extraLiterals(), groupedLiterals(), memoEntries)),
       sigFloor_(catalog.find("grep.error_line")),
       sigFloorWeak_(catalog.find("grep.error_line_weak")),
-      floorMemo_(new TextMemo<ErrorLine>(4096, 4096, 2u << 20)),
-      groupMemo_(new TextMemo<int>(4096, 4096, 2u << 20)),
+      floorMemo_(new TextMemo<ErrorLine>(memoEntries, 4096, 2u << 20)),
+      memoEntries_(memoEntries),
+      groupMemo_(new TextMemo<int>(memoEntries, 4096, 2u << 20)),
       contextLines_(contextLines) {}
 
 Analyzer::~Analyzer() = default;

@@ -104,7 +104,9 @@ struct Result {
 
 class Analyzer {
  public:
-  explicit Analyzer(const Catalog& catalog, int contextLines = 0);
+  // memoEntries: message texts remembered per memo (the matcher's, the groups', the grep floor's; memo.h).
+  // 0 turns every memo off: the plain path, which must give the same report (a test compares them).
+  explicit Analyzer(const Catalog& catalog, int contextLines = 0, size_t memoEntries = Matcher::kMemoEntries);
   ~Analyzer();
 
   // Largest rank number taken from a log line; larger ones are treated as unknown (and counted).
@@ -126,6 +128,7 @@ class Analyzer {
   Result finish();
 
   const Catalog& catalog() const { return catalog_; }
+  size_t memoEntries() const { return memoEntries_; }
   const EnvFacts& env() const { return env_; }
   const std::vector<EventGroup>& groups() const { return groups_; }
   const std::vector<InputStats>& inputs() const { return inputs_; }
@@ -198,6 +201,7 @@ class Analyzer {
   std::unique_ptr<FileState> fs_;
   std::vector<EventGroup> groups_;
   std::unordered_map<std::string, int> groupIndex_;
+  size_t memoEntries_;
   std::unique_ptr<TextMemo<int>> groupMemo_;  // (message text, signature) -> group index
   uint64_t droppedGroups_ = 0;
 

@@ -369,22 +369,23 @@ struct Matcher::LiteralSet {
   LiteralScanner scanner;
   mutable std::vector<int> hits;  // scratch of match(); a Matcher serves one analysis thread
   // The last results per message text (memo.h): ranks print the same messages, tracebacks repeat frame
-  // for frame, so the scan and the patterns run once per distinct text. Bounded per memo: kEntries texts
-  // of at most kMaxText bytes, kBudget bytes of text in all.
-  static constexpr size_t kEntries = 4096, kMaxText = 4096, kBudget = 2u << 20;
+  // for frame, so the scan and the patterns run once per distinct text. Bounded per memo: kMemoEntries
+  // texts of at most kMaxText bytes, kBudget bytes of text in all.
+  explicit LiteralSet(size_t entries) : lines(entries, kMaxText, kBudget), kinds(entries, kMaxText, kBudget) {}
+  static constexpr size_t kMaxText = 4096, kBudget = 2u << 20;
   struct Remembered {
     bool hit = false;
     int sig = -1;
     uint32_t extra = 0;
     std::vector<std::pair<std::string, std::string>> details;  // those every occurrence needs
   };
-  mutable TextMemo<Remembered> lines{kEntries, kMaxText, kBudget};  // match()'s
-  mutable TextMemo<Remembered> kinds{kEntries, kMaxText, kBudget};  // matchKind()'s (tag: the kind)
+  mutable TextMemo<Remembered> lines;  // match()'s
+  mutable TextMemo<Remembered> kinds;  // matchKind()'s (tag: the kind)
 };
 
 Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras,
-                 const std::vector<std::pair<std::string, int>>& grouped)
-    : catalog_(catalog), literals_(new LiteralSet()) {
+                 const std::vector<std::pair<std::string, int>>& grouped, size_t memoEntries)
+    : catalog_(catalog), literals_(new LiteralSet(memoEntries)) {
   const auto& sigs = catalog.signatures();
   auto add = [&](const std::string& lit, int sig, int extra) {
     literals_->scanner.add(lit);

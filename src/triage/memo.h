@@ -42,13 +42,16 @@ class TextMemo {
  public:
   static constexpr size_t kWays = 4;
 
-  // entries: rounded down to a multiple of kWays (at least one set); maxText: the longest text kept;
-  // budget: the most bytes all kept texts may hold together.
+  // entries: rounded down to a multiple of kWays (0: remember nothing, every question is answered anew -
+  // the plain path the tests compare the memoised one with); maxText: the longest text kept; budget: the
+  // most bytes all kept texts may hold together.
   TextMemo(size_t entries, size_t maxText, size_t budget)
-      : sets_(entries / kWays > 0 ? entries / kWays : 1), maxText_(maxText), budget_(budget), slots_(sets_ * kWays) {}
+      : sets_(entries / kWays), maxText_(maxText), budget_(budget), slots_(sets_ * kWays) {}
+
+  size_t bytesKept() const { return bytes_; }  // capacity of the kept texts' buffers (at most the budget)
 
   // Whether `text` can be remembered at all (longer texts are always recomputed).
-  bool fits(std::string_view text) const { return text.size() <= maxText_; }
+  bool fits(std::string_view text) const { return sets_ > 0 && text.size() <= maxText_; }
 
   // A text, the question asked about it, and their hash: computed once for a find() and the put() after it.
   struct Key {
@@ -86,7 +89,9 @@ class TextMemo {
     const size_t had = victim->text.capacity();
     if (had > 2 * text.size() + 64) std::string().swap(victim->text);
     if (bytes_ - had + std::max(victim->text.capacity(), text.size()) > budget_) {
-      bytes_ = bytes_ - had + victim->text.capacity();
+      victim->used = 0;  // over the budget: the new text is not kept, and the one it would replace is dropped
+      std::string().swap(victim->text);
+      bytes_ -= had;
       return;
     }
     victim->text.assign(text.data(), text.size());
