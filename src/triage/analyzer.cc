@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "analyzer_state.h"
+#include "errorline.h"
 #include "text.h"
 
 namespace arfuse {
@@ -148,11 +149,14 @@ void EventGroup::setDetail(const std::string& key, const std::string& value) {
   details.emplace_back(key, value);
 }
 
-Analyzer::Analyzer(const Catalog& catalog, int contextLines)
+Analyzer::Analyzer(const Catalog& catalog, int contextLines, size_t memoEntries)
     : catalog_(catalog),
-      matcher_(new Matcher(catalog, extraLiterals(), groupedLiterals())),
+      matcher_(new Matcher(catalog, extraLiterals(), groupedLiterals(), memoEntries)),
       sigFloor_(catalog.find("grep.error_line")),
       sigFloorWeak_(catalog.find("grep.error_line_weak")),
+      floorMemo_(new TextMemo<ErrorLine>(memoEntries, 4096, 2u << 20)),
+      memoEntries_(memoEntries),
+      groupMemo_(new TextMemo<int>(memoEntries, 4096, 2u << 20)),
       contextLines_(contextLines) {}
 
 Analyzer::~Analyzer() = default;
@@ -329,9 +333,8 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
     // Capture groups cost a second, slower engine: taken for a new event, or where every occurrence counts.
     const bool isCode = st && st->state == Stream::kFrames && isSourceLine(st->prevWasFrame, info.body);
     const Signature& ms = catalog_.sig(m.sig);
-    std::string gk;
-    if (!isCode) gk = groupKey(m.sig, info.body);
-    if (!ms.extract.empty() && !ms.everyOccurrence && (isCode || !groupIndex_.count(gk))) {
+    const int known = isCode ? -1 : findGroup(m.sig, info.body);
+    if (!ms.extract.empty() && !ms.everyOccurrence && (isCode || known < 0)) {
       // (a repeated line of a known event keeps the details its first occurrence gave)
       SigMatch full;
       if (matcher_->matchOne(m.sig, info.body, &full))
@@ -341,7 +344,7 @@ void Analyzer::feed(std::string_view line, bool sameLine) {
       st->codeSig = m.sig;
       st->codeDetails = details;
     } else {
-      g = addEvent(m.sig, catalog_.sig(m.sig).cls, info, line, occ, details, &gk);
+      g = addEvent(m.sig, catalog_.sig(m.sig).cls, info, line, occ, details, known);
       if (g >= 0 && groups_[g].cls == SigClass::kOrigin && continuesOnNextLine(info.body))
         startContinuation(g, key, info);
     }
@@ -459,20 +462,26 @@ std::string Analyzer::groupKey(int sig, std::string_view body) const {
   return key;
 }
 
+int Analyzer::findGroup(int sig, std::string_view body) {
+  const auto mk = TextMemo<int>::key(body, static_cast<uint64_t>(sig));
+  if (const int* g = groupMemo_->find(mk)) return *g;
+  auto it = groupIndex_.find(groupKey(sig, body));
+  if (it == groupIndex_.end()) return -1;
+  groupMemo_->put(mk, it->second);
+  return it->second;
+}
+
 int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
-                       const std::vector<std::pair<std::string, std::string>>& details, std::string* precomputed) {
-  std::string own;
-  if (!precomputed) own = groupKey(sig, info.body);
-  std::string& key = precomputed ? *precomputed : own;
-  auto it = groupIndex_.find(key);
-  int g;
-  if (it == groupIndex_.end()) {
+                       const std::vector<std::pair<std::string, std::string>>& details, int known) {
+  int g = known >= 0 ? known : findGroup(sig, info.body);
+  if (g < 0) {
     if (groups_.size() >= kMaxGroups) {
       ++droppedGroups_;
       return -1;
     }
     g = static_cast<int>(groups_.size());
-    groupIndex_.emplace(std::move(key), g);
+    groupIndex_.emplace(groupKey(sig, info.body), g);
+    groupMemo_->put(info.body, static_cast<uint64_t>(sig), g);
     groups_.emplace_back();
     EventGroup& e = groups_.back();
     e.sig = sig;
@@ -490,8 +499,6 @@ int Analyzer::addEvent(int sig, SigClass cls, const LineInfo& info, std::string_
       e.contextAfterLeft = contextLines_;
       fs_->pendingAfter.push_back(g);
     }
-  } else {
-    g = it->second;
   }
   EventGroup& e = groups_[g];
   ++e.count;

@@ -17,6 +17,7 @@
 #include "catalog.h"
 #include "environment.h"
 #include "lineformat.h"
+#include "memo.h"
 
 namespace arfuse {
 namespace triage {
@@ -64,6 +65,8 @@ struct EventGroup {
   size_t rankCount() const { return ranks.size() + moreRanks; }
 };
 
+struct ErrorLine;  // errorline.h
+
 struct InputStats {
   std::string path;
   std::string compression;
@@ -101,7 +104,9 @@ struct Result {
 
 class Analyzer {
  public:
-  explicit Analyzer(const Catalog& catalog, int contextLines = 0);
+  // memoEntries: message texts remembered per memo (the matcher's, the groups', the grep floor's; memo.h).
+  // 0 turns every memo off: the plain path, which must give the same report (a test compares them).
+  explicit Analyzer(const Catalog& catalog, int contextLines = 0, size_t memoEntries = Matcher::kMemoEntries);
   ~Analyzer();
 
   // Largest rank number taken from a log line; larger ones are treated as unknown (and counted).
@@ -123,6 +128,7 @@ class Analyzer {
   Result finish();
 
   const Catalog& catalog() const { return catalog_; }
+  size_t memoEntries() const { return memoEntries_; }
   const EnvFacts& env() const { return env_; }
   const std::vector<EventGroup>& groups() const { return groups_; }
   const std::vector<InputStats>& inputs() const { return inputs_; }
@@ -143,9 +149,12 @@ class Analyzer {
 
   std::string groupKey(int sig, std::string_view body) const;
   std::string attribute(const LineInfo& info, bool indented, Occurrence* occ);
-  // key: groupKey(sig, info.body) when the caller computed it already (nullptr: computed here).
+  // The group of (sig, body), or -1 when there is none yet. Memoised per text (groupMemo_): the key masks
+  // digits and is hashed, which cost ~4 instructions per input byte on every line of a dense log.
+  int findGroup(int sig, std::string_view body);
+  // known: findGroup(sig, info.body) when the caller asked already and found one (-1: looked up here).
   int addEvent(int sig, SigClass cls, const LineInfo& info, std::string_view raw, const Occurrence& occ,
-               const std::vector<std::pair<std::string, std::string>>& details, std::string* key = nullptr);
+               const std::vector<std::pair<std::string, std::string>>& details, int known = -1);
   // traceback.cc: the Python traceback / faulthandler state machine of one stream, for one line.
   // Returns the group of the event the line produced (or -1); *g is the group a line signature
   // already produced for it.
@@ -184,13 +193,16 @@ class Analyzer {
 
   const Catalog& catalog_;
   std::unique_ptr<Matcher> matcher_;
-  int sigFloor_ = -1, sigFloorWeak_ = -1;  // grep.error_line / grep.error_line_weak
+  int sigFloor_ = -1, sigFloorWeak_ = -1;           // grep.error_line / grep.error_line_weak
+  std::unique_ptr<TextMemo<ErrorLine>> floorMemo_;  // the grep floor's classification per (text, level)
   EnvFacts env_;
   int contextLines_;
   std::vector<InputStats> inputs_;
   std::unique_ptr<FileState> fs_;
   std::vector<EventGroup> groups_;
   std::unordered_map<std::string, int> groupIndex_;
+  size_t memoEntries_;
+  std::unique_ptr<TextMemo<int>> groupMemo_;  // (message text, signature) -> group index
   uint64_t droppedGroups_ = 0;
 
   // Facts for the cross-rank analyses.

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "literals.h"
+#include "memo.h"
 
 namespace arfuse {
 namespace triage {
@@ -367,42 +368,24 @@ int Catalog::find(std::string_view id) const {
 struct Matcher::LiteralSet {
   LiteralScanner scanner;
   mutable std::vector<int> hits;  // scratch of match(); a Matcher serves one analysis thread
-  // The last result for each of kSlots message texts (direct-mapped by a hash of the text, the text kept
-  // and compared): ranks print the same messages, tracebacks repeat frame for frame, so the scan and the
-  // patterns run once per distinct text. Bounded (kSlots texts of at most kMaxText bytes); a collision only
-  // costs a miss.
-  static constexpr size_t kSlots = 4096, kMaxText = 512;
-  struct Slot {
-    std::string text;
-    bool valid = false, hit = false;
+  // The last results per message text (memo.h): ranks print the same messages, tracebacks repeat frame
+  // for frame, so the scan and the patterns run once per distinct text. Bounded per memo: kMemoEntries
+  // texts of at most kMaxText bytes, kBudget bytes of text in all.
+  explicit LiteralSet(size_t entries) : lines(entries, kMaxText, kBudget), kinds(entries, kMaxText, kBudget) {}
+  static constexpr size_t kMaxText = 4096, kBudget = 2u << 20;
+  struct Remembered {
+    bool hit = false;
     int sig = -1;
     uint32_t extra = 0;
     std::vector<std::pair<std::string, std::string>> details;  // those every occurrence needs
   };
-  mutable std::vector<Slot> slots = std::vector<Slot>(kSlots);
-  mutable std::vector<Slot> kindSlots = std::vector<Slot>(kSlots);  // matchKind()'s (extra: the kind)
+  mutable TextMemo<Remembered> lines;  // match()'s
+  mutable TextMemo<Remembered> kinds;  // matchKind()'s (tag: the kind)
 };
 
-namespace {
-
-uint64_t textHash(std::string_view s) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
-  size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-    h ^= h >> 29;
-  }
-  for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001B3ull;
-  return h ^ (h >> 32);
-}
-
-}  // namespace
-
 Matcher::Matcher(const Catalog& catalog, const std::vector<std::string>& extras,
-                 const std::vector<std::pair<std::string, int>>& grouped)
-    : catalog_(catalog), literals_(new LiteralSet()) {
+                 const std::vector<std::pair<std::string, int>>& grouped, size_t memoEntries)
+    : catalog_(catalog), literals_(new LiteralSet(memoEntries)) {
   const auto& sigs = catalog.signatures();
   auto add = [&](const std::string& lit, int sig, int extra) {
     literals_->scanner.add(lit);
@@ -456,17 +439,16 @@ bool Matcher::matchOne(int sig, std::string_view subject, SigMatch* m, bool deta
 }
 
 bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) const {
-  // Exception lines repeat across ranks as much as any: the same direct-mapped memo as match().
-  LiteralSet::Slot* slot = nullptr;
-  if (subject.size() <= LiteralSet::kMaxText) {
-    slot = &literals_->kindSlots[(textHash(subject) ^ static_cast<uint64_t>(when)) % LiteralSet::kSlots];
-    if (slot->valid && slot->extra == static_cast<uint32_t>(when) && slot->text == subject) {
-      if (slot->hit) {
-        m->sig = slot->sig;
-        m->details = slot->details;
-      }
-      return slot->hit;
+  // Exception lines repeat across ranks as much as any: memoised like match().
+  const bool memo = literals_->kinds.fits(subject);
+  const auto key =
+      TextMemo<LiteralSet::Remembered>::key(memo ? subject : std::string_view(), static_cast<uint64_t>(when));
+  if (const LiteralSet::Remembered* r = memo ? literals_->kinds.find(key) : nullptr) {
+    if (r->hit) {
+      m->sig = r->sig;
+      m->details = r->details;
     }
+    return r->hit;
   }
   bool hit = false;
   for (int idx : byRank_)
@@ -474,13 +456,12 @@ bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) con
       hit = true;
       break;
     }
-  if (slot) {
-    slot->text.assign(subject.data(), subject.size());
-    slot->valid = true;
-    slot->hit = hit;
-    slot->sig = hit ? m->sig : -1;
-    slot->extra = static_cast<uint32_t>(when);
-    slot->details = hit ? m->details : std::vector<std::pair<std::string, std::string>>();
+  if (memo) {
+    LiteralSet::Remembered r;
+    r.hit = hit;
+    r.sig = hit ? m->sig : -1;
+    if (hit) r.details = m->details;
+    literals_->kinds.put(key, std::move(r));
   }
   return hit;
 }
@@ -488,26 +469,26 @@ bool Matcher::matchKind(SigWhen when, std::string_view subject, SigMatch* m) con
 bool Matcher::match(std::string_view line, std::string_view body, SigMatch* m, uint32_t* extraMask,
                     bool details) const {
   (void)line;  // the message is scanned: prefixes hold stamps, ranks and file names, never a literal that matters
-  LiteralSet::Slot* slot = nullptr;
-  if (!details && body.size() <= LiteralSet::kMaxText) {
-    slot = &literals_->slots[textHash(body) % LiteralSet::kSlots];
-    if (slot->valid && slot->text == body) {
-      *extraMask |= slot->extra;
-      m->details = slot->details;
-      if (slot->hit) m->sig = slot->sig;
-      return slot->hit;
+  const bool memo = !details && literals_->lines.fits(body);
+  const auto key = TextMemo<LiteralSet::Remembered>::key(memo ? body : std::string_view(), 0);
+  if (memo) {
+    if (const LiteralSet::Remembered* r = literals_->lines.find(key)) {
+      *extraMask |= r->extra;
+      m->details = r->details;
+      if (r->hit) m->sig = r->sig;
+      return r->hit;
     }
   }
   uint32_t extraSeen = 0;
   const bool hit = matchUncached(body, m, &extraSeen, details);
   *extraMask |= extraSeen;
-  if (slot) {
-    slot->text.assign(body.data(), body.size());
-    slot->valid = true;
-    slot->hit = hit;
-    slot->sig = hit ? m->sig : -1;
-    slot->extra = extraSeen;
-    slot->details = hit ? m->details : std::vector<std::pair<std::string, std::string>>();
+  if (memo) {
+    LiteralSet::Remembered r;
+    r.hit = hit;
+    r.sig = hit ? m->sig : -1;
+    r.extra = extraSeen;
+    if (hit) r.details = m->details;
+    literals_->lines.put(key, std::move(r));
   }
   return hit;
 }

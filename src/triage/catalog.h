@@ -107,8 +107,10 @@ class Matcher {
  public:
   // extras: at most 32 literals; match() reports which were seen as bits of *extraMask (literal i ->
   // bit i). grouped: more literals, each reported as the bit it is paired with (several words, one bit).
+  // memoEntries: message texts whose results are remembered per memo (memo.h; 0: none, the plain path).
   Matcher(const Catalog& catalog, const std::vector<std::string>& extras,
-          const std::vector<std::pair<std::string, int>>& grouped = {});
+          const std::vector<std::pair<std::string, int>>& grouped = {}, size_t memoEntries = kMemoEntries);
+  static constexpr size_t kMemoEntries = 4096;
   const Catalog& catalog() const { return catalog_; }
   // Finds the highest-weight kLine signature matching a line: literals and patterns both look at its
   // message (`body`: the line after the prefixes parseLine recognises - stamps, ranks, logger fields,

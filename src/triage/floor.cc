@@ -61,7 +61,11 @@ std::string nativeFrameFunction(std::string_view b) {
 
 int Analyzer::floorLine(const LineInfo& info, std::string_view raw, const Occurrence& occ, const std::string& key) {
   if (sigFloor_ < 0) return -1;
-  const ErrorLine el = classifyErrorLine(info.body, info.level);
+  // Error lines repeat like any other (a retry loop, every rank): classified once per text and level.
+  const auto mk = TextMemo<ErrorLine>::key(info.body, static_cast<unsigned char>(info.level));
+  const ErrorLine* known = floorMemo_->find(mk);
+  const ErrorLine el = known ? *known : classifyErrorLine(info.body, info.level);
+  if (!known) floorMemo_->put(mk, el);
   if (el.strength == 0) return -1;
   // An exception named inside the line ("ERROR: (Worker pid=7) ValueError: ...", "Worker failed with error
   // 'RuntimeError: ...'") is classified as the exception it is.
