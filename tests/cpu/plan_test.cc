@@ -583,6 +583,42 @@ TEST(Plan, SplitRulesOfTheGeometry) {
   EXPECT_EQ(p.geo.chunks, 1) << p.reason;
 }
 
+// The row push (Geometry::rowPush, ARFUSE_ROW_PUSH) is planned exactly for split rows of plain
+// add+RMSNorm calls: not for whole rows (a CTA-local reduction), the plain all-reduce (no norm) or
+// the extended epilogue (rows never split), and not when the policy turns it off. Every path that
+// splits rows has row-push kernels for the 1 or 2 vectors per thread a split row takes.
+TEST(Plan, RowPushExactlyForSplitRowsOfFusedCalls) {
+  const DeviceResidency d = h200Virtual(8, 128);
+  Fabric f = nvlink8();
+  f.clusters = true;
+  f.virtualRanks = true;
+  std::string why;
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
+  for (arfuseAlgo_t algo : {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot}) {
+    for (int tokens : {1, 4, 16, 64, 256}) {
+      for (int kind = 0; kind < 3; ++kind) {
+        PlanPolicy pol;
+        pol.forcedAlgo = algo;
+        PlanRequest r = req(tokens);
+        if (kind == 0) r.op = arfuseOpAllReduce;
+        r.extended = kind == 2;
+        const Plan p = makePlan(f, Limits{}, pol, r);
+        if (p.status != arfuseSuccess) continue;
+        SCOPED_TRACE(p.reason);
+        EXPECT_EQ(p.geo.rowPush, kind == 1 && p.geo.chunks > 1) << "tokens " << tokens << " kind " << kind;
+        if (p.geo.rowPush) {
+          EXPECT_LE(p.geo.vecs, 2);
+        }
+        pol.rowPush = false;
+        EXPECT_FALSE(makePlan(f, Limits{}, pol, r).geo.rowPush);
+      }
+    }
+  }
+  // One token is split (4 chunks of 224 vectors) and pushes; 64 tokens on 8 capped ranks runs whole rows.
+  EXPECT_TRUE(makePlan(f, Limits{}, PlanPolicy{}, req(1)).geo.rowPush);
+  EXPECT_FALSE(makePlan(f, Limits{}, PlanPolicy{}, req(64)).geo.rowPush);
+}
+
 // Every forced barrier path takes every call the limits allow when the wide (512-thread) CTAs have a
 // smaller cap than the narrow ones (virtual ranks on an H200: 2 vs 1 resident per SM). The regions
 // were once sized by the narrow cap only, and a forced one-shot at 1024 tokens x 5120 fp32 was refused.
