@@ -521,17 +521,24 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
   EXPECT_EQ(f.maxBlocks, 20);
 }
 
+namespace {
+// Eight virtual ranks on one H200 with clusters: the capped grids of the split-rule tests.
+Fabric h200Virtual8Clusters() {
+  Fabric f = nvlink8();
+  f.clusters = true;
+  f.virtualRanks = true;
+  std::string why;
+  EXPECT_TRUE(setBlockCaps({h200Virtual(8, 128)}, -1, &f).into(&why) == arfuseSuccess) << why;
+  return f;
+}
+}  // namespace
+
 // The split rules of tileGeometry (issue 33's experimental ARFUSE_EXP_SPLIT_VECS / _SHARED): by default a
 // row is split only while every row gets CTAs of its own, so a 64-token call on 8 capped virtual ranks
 // runs whole rows on wide CTAs; sharedCtas splits it anyway, several rows per cluster, never more
 // clustered CTAs than fit; maxChunkVecs moves where splitting stops. The geometry always covers the row.
 TEST(Plan, SplitRulesOfTheGeometry) {
-  const DeviceResidency d = h200Virtual(8, 128);
-  Fabric f = nvlink8();
-  f.clusters = true;
-  f.virtualRanks = true;
-  std::string why;
-  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
+  const Fabric f = h200Virtual8Clusters();
   const TileRules barrier = planning::barrierTiles(f);
   int blocks = 0, threads = 0;
   Geometry g;
@@ -588,12 +595,7 @@ TEST(Plan, SplitRulesOfTheGeometry) {
 // the extended epilogue (rows never split), and not when the policy turns it off. Every path that
 // splits rows has row-push kernels for the 1 or 2 vectors per thread a split row takes.
 TEST(Plan, RowPushExactlyForSplitRowsOfFusedCalls) {
-  const DeviceResidency d = h200Virtual(8, 128);
-  Fabric f = nvlink8();
-  f.clusters = true;
-  f.virtualRanks = true;
-  std::string why;
-  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
+  const Fabric f = h200Virtual8Clusters();
   for (arfuseAlgo_t algo : {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot}) {
     for (int tokens : {1, 4, 16, 64, 256}) {
       for (int kind = 0; kind < 3; ++kind) {
