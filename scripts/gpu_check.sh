@@ -29,14 +29,16 @@
 #   --calibrated-proxy  the auto plan once calibrated on virtual ranks: doctor --calibrate over
 #                 2/4/8 virtual ranks, then auto (with that file) beside every forced path at 1..2048
 #                 tokens (proxy_calibrated_tp*.json): whether auto follows the measured best path
-#   --perf33      issue 33's one measurement call, alone (<= ~8 minutes on one H200, GPU_CHECK_BUDGET_S
-#                 default 470): builds this tree's CLI and gpu_test and, at the same time, the baseline
-#                 CLI from .carry/baseline (git archive REV | tar -x -C .carry/baseline); the proxy
-#                 fused table (auto and every forced peer path, 1/16/64/256/2048 tokens, 2/4/8 virtual
-#                 ranks) of both trees; `bench --verify-pass --model kimi-k2` at 4 and 8 virtual ranks
-#                 of both; this tree's rows under each experimental knob (PERF33_KNOBS, see below);
-#                 the spill check of this build; quick GPU suites under each knob; then
+#   --perf33      issue 33's before/after call (~3-5 minutes on a cold H200, GPU_CHECK_BUDGET_S default
+#                 300; the full GPU suites can follow in a second gpu_check.sh run, reusing build-gpu):
+#                 builds this tree's CLI and gpu_test and, at the same time, the baseline CLI from
+#                 .carry/baseline (scripts/prepare_carry.sh --baseline REV); the spill check of this
+#                 build; the proxy auto rows (1/16/64/256/2048 tokens, 2/4/8 virtual ranks) of both
+#                 trees; `bench --verify-pass --model kimi-k2` at 4 and 8 virtual ranks of both; this
+#                 tree's auto rows with the row push off (knob nopush, 1/16/64 tokens); then
 #                 scripts/perf_compare.py's before/after table, printed last (perf33_table.txt)
+#   --perf33-full with --perf33: also every forced peer path in the table, every knob of PERF33_KNOBS
+#                 and gpu_test's quick filter under each (the phase-1 call; ~7-8 minutes, budget 470)
 #   --peers       the single-GPU peers (bench/peers.py --single: torch.compile, FlashInfer, a copy;
 #                 FlashInfer from .carry/peers, scripts/fetch_peer_wheels.sh), the rotated
 #                 addrmsnorm bench and `bench --procs 2` on the one GPU (h200_*.json)
@@ -60,6 +62,7 @@ peers=0
 phases=0
 calproxy=0
 perf33=0
+perf33_full=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
@@ -71,6 +74,7 @@ for a in "$@"; do
     --phases) phases=1 ;;
     --calibrated-proxy) calproxy=1 ;;
     --perf33) perf33=1 ;;
+    --perf33-full) perf33=1; perf33_full=1 ;;
     --bench-only) bench_only=1 ;;
     --tests-only) tests_only=1 ;;
     *) echo "gpu_check.sh: unknown argument $a"; exit 2 ;;
@@ -127,28 +131,29 @@ command -v ninja >/dev/null || gen="Unix Makefiles"
 # Knobs: NAME=VAR=VALUE[,VAR=VALUE]:ALGOS:TOKENS, one bench per rank count each (PROXY rows of this tree
 # under that environment); PERF33_KNOBS replaces the list. The tests of a knob run gpu_test's quick
 # filter under the same environment.
-perf33_knobs_default="late=ARFUSE_EXP_LATE_ENTRY=1:auto,lowlatency,oneshot,twoshot:1,16,64,256
-push=ARFUSE_EXP_ROW_PUSH=1:auto,lowlatency,oneshot,twoshot:1,4,16,64
+# nopush: the row push off (ARFUSE_ROW_PUSH=0), so that its share of the change is measured apart from
+# the rest (that row runs the e7608fe machine code on every kernel the auto plan picks at these sizes).
+perf33_knobs_default="nopush=ARFUSE_ROW_PUSH=0:auto:1,16,64"
+perf33_knobs_full="nopush=ARFUSE_ROW_PUSH=0:auto,lowlatency,oneshot,twoshot:1,4,16,64
 split128=ARFUSE_EXP_SPLIT_VECS=128:auto,lowlatency,oneshot:1,4,16
-shared=ARFUSE_EXP_SPLIT_SHARED=1:auto,oneshot,twoshot:64,256
-shared512=ARFUSE_EXP_SPLIT_SHARED=1,ARFUSE_EXP_SPLIT_VECS=512:auto,oneshot,twoshot:64,256
-pushshared=ARFUSE_EXP_ROW_PUSH=1,ARFUSE_EXP_SPLIT_SHARED=1:auto,oneshot,twoshot:64,256
-latepush=ARFUSE_EXP_LATE_ENTRY=1,ARFUSE_EXP_ROW_PUSH=1:auto:1,4,16,64,256"
-# gpu_test's quick filter, plainly and under each of PERF33_TEST_KNOBS (names from the list above):
-# batch invariance (the same bits across paths, geometries, row splits and token counts, against fp64
-# too), graph replays with new inputs, shape changes back to back and two streams at once.
+shared=ARFUSE_EXP_SPLIT_SHARED=1:auto,oneshot,twoshot:64,256"
+# gpu_test's quick filter (--perf33-full), plainly and under each of PERF33_TEST_KNOBS (names from the
+# list above): batch invariance (the same bits across paths, geometries, row splits and token counts,
+# against fp64 too), graph replays with new inputs, shape changes back to back and two streams at once.
 perf33_filter='*BatchInvariance*:Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/*:Worlds/Gpu_VirtualRanks.ChangingShapesBackToBack/*:*TwoStreamsAtOnce*'
-perf33_test_knobs_default="push late shared pushshared split128"
+perf33_test_knobs_full="nopush split128 shared"
 # ...and the fault matrix (refused, divergent, skipped and late calls, two streams) where a knob touches
-# the protocol: the entry (late) and the row reduction of failed tiles (push).
-perf33_fault_knobs=" late push latepush "
+# the protocol: the row reduction of failed tiles (nopush: the barrier variant).
+perf33_fault_knobs=" nopush "
 perf33_run() {
-  budget=${GPU_CHECK_BUDGET_S:-470}
+  local knobs0=$perf33_knobs_default algos0=auto test_knobs0="" budget0=300
+  [ $perf33_full = 1 ] && knobs0=$perf33_knobs_full algos0=auto,lowlatency,oneshot,twoshot test_knobs0="default $perf33_test_knobs_full" budget0=470
+  budget=${GPU_CHECK_BUDGET_S:-$budget0}
   start_s=$(date +%s)
   local base=$root/build-baseline bpid="" t1 n b bin tree spec name envs algos toks rc
-  local knobs=${PERF33_KNOBS:-$perf33_knobs_default}
+  local knobs=${PERF33_KNOBS:-$knobs0}
   local T=${PERF33_TOKENS:-1,16,64,256,2048}
-  local A=${PERF33_ALGOS:-auto,lowlatency,oneshot,twoshot}  # hoststaged: add it here (minutes at 2048 tokens)
+  local A=${PERF33_ALGOS:-$algos0}  # hoststaged: add it here (minutes at 2048 tokens)
   # The baseline CLI builds beside this tree (the two builds' longest files overlap; 16 cores).
   if [ -d "$root/.carry/baseline/src" ]; then
     (cd "$root/.carry/baseline" && rm -rf .carry && ln -s "$root/.carry" .carry &&
@@ -208,9 +213,9 @@ perf33_run() {
       note "perf33 knob $name ($envs) TP$n: rc=$? in ${last_step_s:-0} s"
     done
   done <<< "$knobs"
-  # 4. the GPU suites' quick filter, plainly and under each knob
+  # 4. the GPU suites' quick filter, plainly and under each knob (--perf33-full or PERF33_TEST_KNOBS)
   local tk
-  for tk in default ${PERF33_TEST_KNOBS:-$perf33_test_knobs_default}; do
+  for tk in ${PERF33_TEST_KNOBS:-$test_knobs0}; do
     spec=$(echo "$knobs" | grep -m1 "^$tk=" | cut -d: -f1)
     [ "$tk" = default ] && spec="default=ARFUSE_LOG_LEVEL=WARN"
     [ -z "$spec" ] && { note "perf33 tests $tk: not a knob of the list"; continue; }

@@ -1,6 +1,6 @@
 // The instantiations of a barrier path's kernels (one-shot, two-shot, over the peer or the host
 // exchange), their launch and residency, shared by the one-shot, two-shot and host-staged launch.cu
-// files. `Kernels` names the kernel: its `fn<T, kFused, kVecs, kExt>()` is that instantiation (each
+// files. `Kernels` names the kernel: its `fn<T, kFused, kVecs, kExt, kPush>()` is that instantiation (each
 // launch.cu defines it over the kernel of its folder, so that this file includes none).
 #pragma once
 
@@ -13,17 +13,19 @@ using BarrierKernelFn = void (*)(KernelArgs);
 
 template <class Kernels>
 struct BarrierKernels {
-  template <typename T, bool kFused, int kVecs, bool kExt = false>
+  template <typename T, bool kFused, int kVecs, bool kExt = false, bool kPush = false>
   static BarrierKernelFn fn() {
-    return Kernels::template fn<T, kFused, kVecs, kExt>();
+    return Kernels::template fn<T, kFused, kVecs, kExt, kPush>();
   }
   template <typename T>
   struct Pick {
-    static BarrierKernelFn get(KernelKind kind, int vecs) {
+    static BarrierKernelFn get(KernelKind kind, int vecs, bool rowPush) {
       switch (kind) {
         case kKindAllReduce:
           return vecs == 1 ? fn<T, false, 1>() : vecs == 8 ? fn<T, false, 8>() : nullptr;
         case kKindFused:
+          if (rowPush)
+            return vecs == 1 ? fn<T, true, 1, false, true>() : vecs == 2 ? fn<T, true, 2, false, true>() : nullptr;
           return vecs == 1 ? fn<T, true, 1>() : vecs == 2 ? fn<T, true, 2>() : vecs == 8 ? fn<T, true, 8>() : nullptr;
         case kKindExtended:
           return vecs == 2 ? fn<T, true, 2, true>() : vecs == 8 ? fn<T, true, 8, true>() : nullptr;
@@ -33,16 +35,22 @@ struct BarrierKernels {
   };
   template <typename T>
   static void resident(Residency* r) {
-    BarrierKernelFn const narrow[] = {fn<T, false, 1>(), fn<T, true, 1>(), fn<T, true, 2>(), fn<T, true, 2, true>()};
+    BarrierKernelFn const narrow[] = {fn<T, false, 1>(),
+                                      fn<T, true, 1>(),
+                                      fn<T, true, 2>(),
+                                      fn<T, true, 2, true>(),
+                                      fn<T, true, 1, false, true>(),
+                                      fn<T, true, 2, false, true>()};
     BarrierKernelFn const wide[] = {fn<T, false, 8>(), fn<T, true, 8>(), fn<T, true, 8, true>()};
     r->narrow = minResident(r->narrow, narrow, barrierMaxThreads(2));
     r->wide = minResident(r->wide, wide, barrierMaxThreads(8));
+    // Split rows run the 1-vector kernels (chunks of at most 256 vectors), fused ones with the row push.
     for (int c = 2; c <= kMaxChunks; c *= 2)
-      for (BarrierKernelFn k : {fn<T, true, 1>(), fn<T, false, 1>()})
+      for (BarrierKernelFn k : {fn<T, true, 1>(), fn<T, false, 1>(), fn<T, true, 1, false, true>()})
         r->clusters[c] = std::min(r->clusters[c], activeClusters(k, c, barrierMaxThreads(1)));
   }
   static int launch(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-    return launchKernel(pickByDtype<Pick>(l.dtype, l.kind, l.vecs), l, args, stream);
+    return launchKernel(pickByDtype<Pick>(l.dtype, l.kind, l.vecs, l.rowPush), l, args, stream);
   }
   static void residentAll(Residency* r) {
     resident<__nv_bfloat16>(r);

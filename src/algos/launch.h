@@ -19,6 +19,9 @@ struct Launch {
   int threads = 32;  // per CTA, a multiple of 32
   int chunks = 1;    // > 1: CTAs launched as clusters of `chunks` (sm_90+)
   bool pdl = false;  // programmatic dependent launch (sm_90+)
+  // Split rows (chunks > 1) of a fused call: the row-push instantiation (device/rowsum.cuh), whose
+  // CTAs push their partial sums into each other's shared memory instead of a cluster barrier.
+  bool rowPush = false;
 };
 
 // Each path declares its kernels' launch in its own folder (algos/<path>/launch.h) and binds it to its

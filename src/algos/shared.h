@@ -50,8 +50,6 @@ std::string limitText(long long v);
 inline void fillCallKernelArgs(const PrepareContext& p, KernelArgs* ka) {
   const Call& c = p.call;
   ka->pollSleepNs = static_cast<uint32_t>(paramPollSleepNs());
-  ka->lateEntry = paramExpLateEntry() ? 1 : 0;
-  ka->rowPush = paramExpRowPush() ? 1 : 0;
   ka->desc = makeCallDesc(c.op, c.dtype, p.plan.algo, p.plan.variant ? 1 : 0, c.tokens, c.hidden);
   ka->tiling = Tiling{p.plan.geo.chunks, p.plan.geo.chunkVecs, p.plan.geo.slots, c.hidden / dtypeVecElems(c.dtype)};
   ka->x = c.x;

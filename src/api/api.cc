@@ -242,6 +242,7 @@ AlgoLaunch launchOf(const Plan& plan, const Call& c, cudaStream_t stream) {
   a.l.threads = plan.threads;
   a.l.chunks = plan.geo.chunks;
   a.l.pdl = plan.pdl;
+  a.l.rowPush = plan.geo.rowPush;
   a.variant = plan.variant;
   a.stream = stream;
   return a;

@@ -87,22 +87,18 @@ const std::vector<ParamSpec> kSpecs = {
      "Tuning: nanoseconds a low-latency receiver sleeps between polling rounds once a few rounds found nothing "
      "(0: never); less pressure on the memory system while many CTAs wait, a little more latency.",
      0, 10000},
-    {"ARFUSE_EXP_LATE_ENTRY", "bool", "0",
-     "Experimental (issue 33; off until measured, docs/perf.md): each CTA's entry atomic is still issued before "
-     "the wait for the previous kernel, but its result is awaited only after the call's first loads (x, "
-     "residual_in, the weight), so its round trip overlaps them where the previous kernel left nothing to "
-     "overlap. The same checks, the same outputs."},
-    {"ARFUSE_EXP_ROW_PUSH", "bool", "0",
-     "Experimental (issue 33; off until measured, docs/perf.md): the CTAs of a split row exchange their partial "
-     "sums of squares by pushing them into each other's shared memory (st.async onto an mbarrier) instead of a "
-     "cluster barrier with a release followed by distributed-shared-memory loads. The same summation order and "
-     "bits."},
+    {"ARFUSE_ROW_PUSH", "bool", "1",
+     "Tuning: the CTAs of a split row (a cluster, sm_90+) of an add+RMSNorm call exchange their partial sums of "
+     "squares by pushing them into each other's shared memory (st.async onto an mbarrier) instead of a cluster "
+     "barrier followed by distributed-shared-memory loads: the same summation order and bits, one one-way trip "
+     "(docs/perf.md change 28). 0: the barrier, for before/after measurements."},
     {"ARFUSE_EXP_SPLIT_VECS", "int", "256",
      "Experimental (issue 33; docs/perf.md): the plan splits a row over a cluster of CTAs while a chunk is larger "
      "than this many 16-byte vectors (256 today). Must be the same on every rank.",
      32, 4096},
     {"ARFUSE_EXP_SPLIT_SHARED", "bool", "0",
-     "Experimental (issue 33; off until measured, docs/perf.md): where the plan would leave rows whole because "
+     "Experimental (issue 33; measured within +-0.2 us at 64-256 tokens, docs/perf.md change 28): where the plan "
+     "would leave rows whole because "
      "the CTA caps cannot give every row CTAs of its own, split them anyway over the clusters that fit, several "
      "rows per cluster, so calls of tens of rows on capped virtual ranks run narrow CTAs instead of 512-thread "
      "ones. Must be the same on every rank."},
@@ -354,8 +350,7 @@ int paramLlTwoPhase() { return static_cast<int>(valueOf("ARFUSE_LL_TWO_PHASE").n
 long long paramLlTwoPhaseMaxBytes() { return valueOf("ARFUSE_LL_TWO_PHASE_MAX_BYTES").number; }
 int paramPollSleepNs() { return static_cast<int>(valueOf("ARFUSE_POLL_SLEEP_NS").number); }
 bool paramDeterministic() { return valueOf("ARFUSE_DETERMINISTIC").number != 0; }
-bool paramExpLateEntry() { return valueOf("ARFUSE_EXP_LATE_ENTRY").number != 0; }
-bool paramExpRowPush() { return valueOf("ARFUSE_EXP_ROW_PUSH").number != 0; }
+bool paramRowPush() { return valueOf("ARFUSE_ROW_PUSH").number != 0; }
 int paramExpSplitVecs() { return static_cast<int>(valueOf("ARFUSE_EXP_SPLIT_VECS").number); }
 bool paramExpSplitShared() { return valueOf("ARFUSE_EXP_SPLIT_SHARED").number != 0; }
 std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR").value; }

@@ -55,8 +55,7 @@ long long paramLlTwoPhaseMaxBytes();         // ARFUSE_LL_TWO_PHASE_MAX_BYTES
 int paramMaxChunks();                        // ARFUSE_MAX_CHUNKS (1, 2, 4 or 8)
 int paramPollSleepNs();                      // ARFUSE_POLL_SLEEP_NS (0..10000)
 bool paramDeterministic();                   // ARFUSE_DETERMINISTIC
-bool paramExpLateEntry();                    // ARFUSE_EXP_LATE_ENTRY (experimental, issue 33)
-bool paramExpRowPush();                      // ARFUSE_EXP_ROW_PUSH (experimental, issue 33)
+bool paramRowPush();                         // ARFUSE_ROW_PUSH
 int paramExpSplitVecs();                     // ARFUSE_EXP_SPLIT_VECS (experimental, issue 33)
 bool paramExpSplitShared();                  // ARFUSE_EXP_SPLIT_SHARED (experimental, issue 33)
 std::string paramBootstrapAddr();            // ARFUSE_BOOTSTRAP_ADDR ("" = AF_UNIX on this host)

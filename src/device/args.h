@@ -145,11 +145,6 @@ struct KernelArgs {
   int peerAbort;              // 1: a failing kernel also writes every peer's DeviceState::abort
   int flight;                 // 1: stamp the flight recorder (ARFUSE_FLIGHT_RECORDER)
   uint32_t pollSleepNs;       // low-latency receive: sleep between polling rounds (ARFUSE_POLL_SLEEP_NS)
-  // Experimental (issue 33, docs/perf.md): 1 = on. lateEntry: the entry atomic's result is awaited after
-  // the call's first loads (ARFUSE_EXP_LATE_ENTRY); rowPush: split rows push their partial sums into
-  // each other's shared memory instead of a cluster barrier and remote loads (ARFUSE_EXP_ROW_PUSH).
-  int lateEntry;
-  int rowPush;
   uint64_t timeoutNs;
   CallDesc desc;  // this call, as every rank should have made it
   Tiling tiling;

@@ -84,12 +84,11 @@ __device__ __forceinline__ uint4 roundSum(float* acc, const uint4* residual, boo
 
 // Residual add is done (packed); norm the tile's row and store both outputs of this tile.
 // normOut / residualOut / the weight point at the tile's first vector.
-// push: the row push for split rows (ARFUSE_EXP_ROW_PUSH, device/rowsum.cuh).
-template <typename T, int kVecs, bool kOneLoad = false>
+// kPush: the row push for split rows (device/rowsum.cuh).
+template <typename T, int kVecs, bool kOneLoad = false, bool kPush = false>
 __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs>& w,
                                                 uint4* normOut, uint4* residualOut, int chunk, int chunks,
-                                                int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm,
-                                                bool push = false) {
+                                                int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm) {
   constexpr int E = Vec<T>::kElems;
   // residual_out leaves before the row reduction when the reduction is CTA-local, so its stores
   // overlap the reduction (5 % at 4096 x 7168 bf16, 0.24 us at one token, H200). A split row's
@@ -108,7 +107,7 @@ __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], co
     }
   }
   const float inv =
-      rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, chunk, chunks, chunkVecs, nvec, sm, push), invHidden, eps));
+      rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad, kPush>(q, chunk, chunks, chunkVecs, nvec, sm), invHidden, eps));
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
@@ -146,6 +145,31 @@ __device__ inline float blockMax(float v) {
   return r;
 }
 
+// The NVFP4 swizzled layout's padding of one row (extendedPass2).
+__device__ __forceinline__ void zeroSwizzledPadding(const EpiArgs& e, int row, int hidden) {
+  // The swizzled layout's padding is read by the GEMM and must be zero: this row's padded columns,
+  // and, from the last row's block, the padded rows of the last 128-row tile.
+  const int cols = hidden / 16, pcols = static_cast<int>(quant::sfPaddedCols(e.scaleLayout, cols));
+  unsigned char* sfo = static_cast<unsigned char*>(e.scaleOut);
+  for (int c = cols + static_cast<int>(threadIdx.x); c < pcols; c += blockDim.x)
+    sfo[quant::sfOffset(e.scaleLayout, row, c, e.tokens, cols)] = 0;
+  if (row == e.tokens - 1) {
+    // One block zeroes up to 127 x pcols bytes here (56 KiB at hidden 7168, one token): a row's 4
+    // columns of a tile are one aligned 32-bit word of the layout, so store words, not bytes.
+    const int prows = static_cast<int>(quant::sfPaddedRows(e.scaleLayout, e.tokens));
+    const int tiles = pcols / 4;
+    if ((reinterpret_cast<uintptr_t>(sfo) & 3u) == 0) {
+      for (int k = threadIdx.x; k < (prows - e.tokens) * tiles; k += blockDim.x) {
+        const size_t at = quant::sfOffset(e.scaleLayout, e.tokens + k / tiles, (k % tiles) * 4, e.tokens, cols);
+        *reinterpret_cast<uint32_t*>(sfo + at) = 0u;
+      }
+    } else {
+      for (int k = threadIdx.x; k < (prows - e.tokens) * pcols; k += blockDim.x)
+        sfo[quant::sfOffset(e.scaleLayout, e.tokens + k / pcols, k % pcols, e.tokens, cols)] = 0;
+    }
+  }
+}
+
 // The extended epilogue's pass 2 (arfuseAllReduceEpilogue): from the rounded residual `packed`
 // and 1/rms, the normalised values n = round(r * inv * w') with w' = w or 1 + w, rounded to T as an
 // unfused engine would store them; norm_out if asked; then the quantised output from n:
@@ -165,19 +189,27 @@ __device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], floa
                                               uint4* normOut, int nvec, int hidden, const EpiArgs& e, int row) {
   constexpr int E = Vec<T>::kElems;
   constexpr int kGroup = 16 / E;  // vectors per NVFP4 block
-  constexpr int kUnroll = kRolled ? 1 : kVecs;
+  // Vector i of the walk: p[0] of the rotating copy (kRolled), packed[i] itself otherwise (unrolled:
+  // the code of e7608fe, which spilled none of the variants that keep it).
   uint4 p[kVecs];
+  if constexpr (kRolled) {
 #pragma unroll
-  for (int i = 0; i < kVecs; ++i) p[i] = packed[i];
+    for (int i = 0; i < kVecs; ++i) p[i] = packed[i];
+  }
   auto rotate = [&p] {
-    const uint4 first = p[0];
+    if constexpr (kRolled) {
+      const uint4 first = p[0];
 #pragma unroll
-    for (int k = 0; k + 1 < kVecs; ++k) p[k] = p[k + 1];
-    p[kVecs - 1] = first;
+      for (int k = 0; k + 1 < kVecs; ++k) p[k] = p[k + 1];
+      p[kVecs - 1] = first;
+    }
   };
-  auto normValues = [&](int v, float* n) {
+  auto normValues = [&](int i, int v, float* n) {
     float r[E], w[E], out[E];
-    Vec<T>::toFloat(p[0], r);
+    if constexpr (kRolled)
+      Vec<T>::toFloat(p[0], r);
+    else
+      Vec<T>::toFloat(packed[i], r);
     Vec<T>::toFloat(__ldg(weight + v), w);
 #pragma unroll
     for (int k = 0; k < E; ++k) out[k] = r[k] * inv * (e.weightPlusOne ? 1.f + w[k] : w[k]);
@@ -188,17 +220,28 @@ __device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], floa
   float amax = 0.f;
   const float staticInv = e.quant == kQuantFp8Static ? quant::fp8StaticInvScale(__ldg(e.scaleIn)) : 0.f;
   const float g = e.quant == kQuantNvfp4 ? __ldg(e.scaleIn) : 0.f;
-  int walked = 0;  // rotations of the copy in the first pass (kRolled stops at the row's end)
-#pragma unroll kUnroll
-  for (int i = 0; i < kVecs; ++i, rotate(), ++walked) {
-    if (kRolled && i * static_cast<int>(blockDim.x) >= nvec) break;  // uniform: no vector of the row left
+  // kRolled: the walk stops after the row's last vector (uniform); `walked` counts the copy's rotations.
+  int walked = 0;
+  auto walk = [&](auto&& visit) {
+    if constexpr (kRolled) {
+#pragma unroll 1
+      for (int i = 0; i < kVecs; ++i, rotate(), ++walked) {
+        if (i * static_cast<int>(blockDim.x) >= nvec) break;
+        visit(i);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) visit(i);
+    }
+  };
+  walk([&](int i) {
     const int v = threadIdx.x + i * blockDim.x;
     const bool active = v < nvec;
     float n[E];
 #pragma unroll
     for (int k = 0; k < E; ++k) n[k] = 0.f;
     if (active) {
-      const uint4 rounded = normValues(v, n);
+      const uint4 rounded = normValues(i, v, n);
       if (normOut) normOut[v] = rounded;
     }
     float local = 0.f;
@@ -240,54 +283,40 @@ __device__ __forceinline__ void extendedPass2(const uint4 (&packed)[kVecs], floa
         }
       }
     }
-  }
-  if (e.quant == kQuantFp8PerToken) {
-    const float s = quant::fp8TokenScale(blockMax(amax));
-    if (threadIdx.x == 0) static_cast<float*>(e.scaleOut)[row] = s;
-    if constexpr (kRolled) {  // back to p[0] = vector 0
+  });
+  auto perTokenPass = [&] {
+    if (e.quant == kQuantFp8PerToken) {
+      const float s = quant::fp8TokenScale(blockMax(amax));
+      if (threadIdx.x == 0) static_cast<float*>(e.scaleOut)[row] = s;
+      if constexpr (kRolled) {  // back to p[0] = vector 0
 #pragma unroll 1
-      for (; walked < kVecs; ++walked) rotate();
-    }
-#pragma unroll kUnroll
-    for (int i = 0; i < kVecs; ++i, rotate()) {
-      if (kRolled && i * static_cast<int>(blockDim.x) >= nvec) break;  // uniform
-      const int v = threadIdx.x + i * blockDim.x;
-      if (v >= nvec) continue;
-      float n[E];
-      normValues(v, n);
-      uint32_t w[E / 2];
-#pragma unroll
-      for (int k = 0; k < E / 2; ++k) w[k] = cvtE4m3x2(quant::divRn(n[2 * k], s), quant::divRn(n[2 * k + 1], s));
-      unsigned char* q = e.quantOut + static_cast<size_t>(row) * hidden + static_cast<size_t>(v) * E;
-      if constexpr (E == 8)
-        *reinterpret_cast<uint2*>(q) = make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
-      else
-        *reinterpret_cast<uint32_t*>(q) = w[0] | w[1] << 16;
-    }
-  }
-  // Last: the rotating copy is dead by now (with it live across these stores, fp32 spilled).
-  if (e.quant == kQuantNvfp4 && e.scaleLayout == quant::kSfLayoutSwizzled128x4) {
-    // The swizzled layout's padding is read by the GEMM and must be zero: this row's padded columns,
-    // and, from the last row's block, the padded rows of the last 128-row tile.
-    const int cols = hidden / 16, pcols = static_cast<int>(quant::sfPaddedCols(e.scaleLayout, cols));
-    unsigned char* sfo = static_cast<unsigned char*>(e.scaleOut);
-    for (int c = cols + static_cast<int>(threadIdx.x); c < pcols; c += blockDim.x)
-      sfo[quant::sfOffset(e.scaleLayout, row, c, e.tokens, cols)] = 0;
-    if (row == e.tokens - 1) {
-      // One block zeroes up to 127 x pcols bytes here (56 KiB at hidden 7168, one token): a row's 4
-      // columns of a tile are one aligned 32-bit word of the layout, so store words, not bytes.
-      const int prows = static_cast<int>(quant::sfPaddedRows(e.scaleLayout, e.tokens));
-      const int tiles = pcols / 4;
-      if ((reinterpret_cast<uintptr_t>(sfo) & 3u) == 0) {
-        for (int k = threadIdx.x; k < (prows - e.tokens) * tiles; k += blockDim.x) {
-          const size_t at = quant::sfOffset(e.scaleLayout, e.tokens + k / tiles, (k % tiles) * 4, e.tokens, cols);
-          *reinterpret_cast<uint32_t*>(sfo + at) = 0u;
-        }
-      } else {
-        for (int k = threadIdx.x; k < (prows - e.tokens) * pcols; k += blockDim.x)
-          sfo[quant::sfOffset(e.scaleLayout, e.tokens + k / pcols, k % pcols, e.tokens, cols)] = 0;
+        for (; walked < kVecs; ++walked) rotate();
+        walked = 0;
       }
+      walk([&](int i) {
+        const int v = threadIdx.x + i * blockDim.x;
+        if (v >= nvec) return;
+        float n[E];
+        normValues(i, v, n);
+        uint32_t w[E / 2];
+#pragma unroll
+        for (int k = 0; k < E / 2; ++k) w[k] = cvtE4m3x2(quant::divRn(n[2 * k], s), quant::divRn(n[2 * k + 1], s));
+        unsigned char* q = e.quantOut + static_cast<size_t>(row) * hidden + static_cast<size_t>(v) * E;
+        if constexpr (E == 8)
+          *reinterpret_cast<uint2*>(q) = make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
+        else
+          *reinterpret_cast<uint32_t*>(q) = w[0] | w[1] << 16;
+      });
     }
+  };
+  // Rolled, the padding goes last, once the rotating copy is dead (live across its stores, fp32 spilled).
+  const bool padding = e.quant == kQuantNvfp4 && e.scaleLayout == quant::kSfLayoutSwizzled128x4;
+  if constexpr (kRolled) {
+    perTokenPass();
+    if (padding) zeroSwizzledPadding(e, row, hidden);
+  } else {
+    if (padding) zeroSwizzledPadding(e, row, hidden);
+    perTokenPass();
   }
 }
 
@@ -349,7 +378,7 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
 // CTA's chunk of the row), or the plain all-reduce's store of the rounded sum. `failed`: some input
 // of the tile did not arrive (CTA-uniform; only the extended epilogue reads it, the others already
 // hold NaN in `packed`). residual_out may alias x: each vector is written by the thread that read it.
-template <typename T, bool kFused, int kVecs, bool kExt>
+template <typename T, bool kFused, int kVecs, bool kExt, bool kPush = false>
 __device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor& tc, int j,
                                            const uint4 (&packed)[kVecs], bool failed, const WeightCache<kVecs>& w,
                                            RowScratch* sm) {
@@ -361,9 +390,9 @@ __device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor
         packed, failed, reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + rowBase,
         reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext, tc.row(j), sm);
   } else if constexpr (kFused) {
-    finishFusedTile<T, kVecs>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
-                              reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks, V, tc.nvec,
-                              a.invHidden, a.eps, sm, a.rowPush != 0);
+    finishFusedTile<T, kVecs, false, kPush>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
+                                            reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks,
+                                            V, tc.nvec, a.invHidden, a.eps, sm);
   } else {
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {

@@ -18,10 +18,26 @@ namespace arfuse {
 // register caches fit without spilling; the 8-vector ones (whole rows up to 4096 vectors) 512.
 __host__ __device__ constexpr int barrierMaxThreads(int vecs) { return vecs <= 2 ? 256 : kMaxThreads; }
 // CTAs of that size one SM must hold (the residency the virtual-rank caps are measured against): two
-// narrow ones (128 registers each), one wide one. Given to ptxas as the launch bound's minimum, so its
-// register budget is this one: left to its own heuristic it picked 64 registers for some narrow
-// kernels and spilled there.
-__host__ __device__ constexpr int barrierMinBlocks(int vecs) { return vecs <= 2 ? 2 : 1; }
+// narrow ones (128 registers each), one wide one. A kernel that states it (the launch bound's minimum;
+// barrierStatesResidency) gets this register budget from ptxas; one that does not (0) gets ptxas's own
+// register target, which may be lower.
+__host__ __device__ constexpr int barrierMinBlocks(int vecs, bool stated) { return !stated ? 0 : vecs <= 2 ? 2 : 1; }
+
+// Which barrier kernels state it (`spilled`: the kernel's own list of its variants that ptxas's own
+// target spilled in the e7608fe build, sm_90; `push`: a row-push variant). On sm_90 every other kernel
+// keeps that target and with it e7608fe's machine code, byte for byte (scripts/sass_hashes.py): stating
+// the minimum reschedules a kernel even where it spilled nothing, and phase 1 of issue 33, which stated
+// it everywhere, was slower at every size (docs/perf.md change 28). The row-push variants state it
+// because their registers also bound the narrow class's residency. Off sm_90 every kernel states it:
+// the configuration change 26 checked spill-free there, and no such GPU was there to measure what
+// ptxas's own target would gain. cpu_kernels_no_spills checks the result on every architecture built.
+__host__ __device__ constexpr bool barrierStatesResidency(bool spilled, bool push) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
+  return true;
+#else
+  return spilled || push;
+#endif
+}
 
 struct PeerExchange {
   __device__ static char* region(const KernelArgs& a, int rank, int parity) {

@@ -120,7 +120,7 @@ __device__ __forceinline__ float loadClusterShared(const float* local, uint32_t 
 #endif
 }
 
-// ---- row push (ARFUSE_EXP_ROW_PUSH): partial sums pushed into the cluster's shared memory ---------
+// ---- row push (ARFUSE_ROW_PUSH): partial sums pushed into the cluster's shared memory -------------
 // An mbarrier in this CTA's shared memory counts the bytes other CTAs of the cluster store into it
 // with st.async (each store completes its transaction on the destination's mbarrier), so a CTA waits
 // only for its own memory, never on a cluster barrier.

@@ -167,14 +167,6 @@ struct CallState {
   uint32_t status;  // kFlightOk: run; kFlightRefused / kFlightFailed: send nothing, write NaN
 };
 
-// The CTA's call state as enterCall published it (and settleEntry updated it), in shared memory:
-// exitCall reads it from there, so that no register has to hold it across a kernel's epilogue (the
-// status held that way was the only spill of several 8-vector kernels).
-__device__ __forceinline__ CallState& sharedCall() {
-  __shared__ CallState call;
-  return call;
-}
-
 __device__ inline void stampFlightStart(const KernelArgs& a, uint64_t epoch) {
   FlightEntry* e = &a.state->flight.entries[epoch % kFlightEntries];
   e->status = kFlightPending;
@@ -184,72 +176,52 @@ __device__ inline void stampFlightStart(const KernelArgs& a, uint64_t epoch) {
   e->call = epoch + 1;
 }
 
-// Part one, before pdlWait (see the top of this file), in two steps: issueEnter sends the abort load
-// and the atomic (thread 0); finishEnter takes their results, judges them and publishes the call state
-// to the CTA. Between the two the results are in flight: enterCall runs both at once;
-// enterThenWait under ARFUSE_EXP_LATE_ENTRY (KernelArgs::lateEntry) leaves finishEnter to the kernel,
-// which calls it (finishLateEntry) after its first loads, so the atomic's round trip overlaps them.
-// kAfterWait: the kernel enters after pdlWait instead and skips part two; then any other running mark
-// is another stream's call.
-struct PendingEntry {
-  uint64_t old = 0;      // the CTA word before our atomic (thread 0 only)
-  uint32_t aborted = 0;  // this rank's abort word (thread 0 only)
-};
-__device__ __forceinline__ PendingEntry issueEnter(const KernelArgs& a) {
-  PendingEntry p;
-  if (threadIdx.x == 0) {
-    // This rank's own abort word: set by its own failures, and by any peer's when the group has peer
-    // access. (Without peer access, a peer's abort reaches this call through its waits, which poll
-    // the host-mapped word; a call whose waits all succeed has valid outputs either way.)
-    p.aborted = loadVolatileU32(&a.state->abort);
-    p.old = atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->cta[blockIdx.x]),
-                      static_cast<unsigned long long>(kCtaEnter));
+// Thread 0's part of enterCall: the abort word, the atomic and their verdict.
+template <bool kAfterWait>
+__device__ __forceinline__ CallState judgeEntry(const KernelArgs& a) {
+  // This rank's own abort word: set by its own failures, and by any peer's when the group has peer
+  // access. (Without peer access, a peer's abort reaches this call through its waits, which poll
+  // the host-mapped word; a call whose waits all succeed has valid outputs either way.)
+  const uint32_t aborted = loadVolatileU32(&a.state->abort);
+  const uint64_t old = atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->cta[blockIdx.x]),
+                                 static_cast<unsigned long long>(kCtaEnter));
+  const uint64_t epoch = old & kEpochMask;
+  uint32_t status = kFlightOk;
+  if ((old >> kEpochBits) > (kAfterWait ? 0 : 1)) {  // before the wait the previous kernel may run
+    raiseError(a, kErrConcurrent, -1, /*phase=*/4, epoch);
+    status = kFlightFailed;
+  } else if (aborted) {
+    status = kFlightRefused;
   }
-  return p;
+  if (blockIdx.x == 0 && a.flight) stampFlightStart(a, epoch);
+  return CallState{epoch, status};
 }
-template <bool kAfterWait = false>
-__device__ __forceinline__ CallState finishEnter(const KernelArgs& a, const PendingEntry& p) {
-  if (threadIdx.x == 0) {
-    const uint64_t epoch = p.old & kEpochMask;
-    uint32_t status = kFlightOk;
-    if ((p.old >> kEpochBits) > (kAfterWait ? 0 : 1)) {  // before the wait the previous kernel may run
-      raiseError(a, kErrConcurrent, -1, /*phase=*/4, epoch);
-      status = kFlightFailed;
-    } else if (p.aborted) {
-      status = kFlightRefused;
-    }
-    if (blockIdx.x == 0 && a.flight) stampFlightStart(a, epoch);
-    sharedCall() = CallState{epoch, status};
-  }
-  __syncthreads();
-  return sharedCall();
-}
+
+// Part one, before pdlWait (see the top of this file). Uniform across the CTA. kAfterWait: the
+// kernel enters after pdlWait instead and skips part two; then any other running mark is another
+// stream's call.
 template <bool kAfterWait = false>
 __device__ __forceinline__ CallState enterCall(const KernelArgs& a) {
-  return finishEnter<kAfterWait>(a, issueEnter(a));
+  __shared__ uint64_t sEpoch;
+  __shared__ uint32_t sStatus;
+  if (threadIdx.x == 0) {
+    const CallState c = judgeEntry<kAfterWait>(a);
+    sEpoch = c.epoch;
+    sStatus = c.status;
+  }
+  __syncthreads();
+  return CallState{sEpoch, sStatus};
 }
 
 // Part one, then the wait on the previous kernel (programmatic dependent launch), with the phase
-// points 0 (start), 1 (entered) and 2 (after the wait) of the kernels that mark them. Either way a
-// __syncthreads before the wait publishes what the CTA wrote to shared memory before it. With
-// a.lateEntry the returned state is not yet known ({0, kFlightOk}: issueEntryCheck then sends its
-// loads at once, which need no epoch; same-address order puts them after the atomic); the kernel
-// calls finishLateEntry after its first loads and before using the state.
-__device__ __forceinline__ CallState enterThenWait(const KernelArgs& a, PendingEntry* pending) {
+// points 0 (start), 1 (entered) and 2 (after the wait) of the kernels that mark them.
+__device__ __forceinline__ CallState enterThenWait(const KernelArgs& a) {
   PhaseClock::mark<0>();
-  *pending = issueEnter(a);
-  CallState cs{0, kFlightOk};
-  if (a.lateEntry)
-    __syncthreads();
-  else
-    cs = finishEnter(a, *pending);
+  const CallState cs = enterCall(a);
   PhaseClock::mark<1>();
   pdlWait();
   PhaseClock::mark<2>();
   return cs;
-}
-__device__ __forceinline__ void finishLateEntry(const KernelArgs& a, const PendingEntry& pending, CallState* cs) {
-  if (a.lateEntry) *cs = finishEnter(a, pending);
 }
 
 // Part two: the loads, issued by thread 0 right after pdlWait; their latency overlaps what the call
@@ -270,37 +242,85 @@ __device__ __forceinline__ EntryCheck issueEntryCheck(const KernelArgs& a, const
 // (kFlightFailed: another call of this rank holds the CTA index, raised as kErrConcurrent;
 // kFlightRefused: the group aborted) and must write NaN. Call it before pdlLaunchDependents (a later
 // kernel's enterCall would otherwise be counted here) and before any barrier flag or output store.
-__device__ __forceinline__ bool settleEntry(const KernelArgs& a, CallState* cs, const EntryCheck& c) {
-  if (threadIdx.x == 0) {
-    uint32_t status = cs->status;
-    if (status == kFlightOk) {
-      if ((c.word >> kEpochBits) != 1 || (c.word & kEpochMask) != ((cs->epoch + 1) & kEpochMask)) {
-        raiseError(a, kErrConcurrent, -1, /*phase=*/4, cs->epoch);
-        status = kFlightFailed;
-      } else if (c.aborted) {
-        status = kFlightRefused;
-      }
+__device__ __forceinline__ uint32_t judgeSettle(const KernelArgs& a, const CallState& cs, const EntryCheck& c) {
+  uint32_t status = cs.status;
+  if (status == kFlightOk) {
+    if ((c.word >> kEpochBits) != 1 || (c.word & kEpochMask) != ((cs.epoch + 1) & kEpochMask)) {
+      raiseError(a, kErrConcurrent, -1, /*phase=*/4, cs.epoch);
+      status = kFlightFailed;
+    } else if (c.aborted) {
+      status = kFlightRefused;
     }
-    sharedCall().status = status;
   }
+  return status;
+}
+__device__ __forceinline__ bool settleEntry(const KernelArgs& a, CallState* cs, const EntryCheck& c) {
+  __shared__ uint32_t sStatus;
+  if (threadIdx.x == 0) sStatus = judgeSettle(a, *cs, c);
   __syncthreads();
-  cs->status = sharedCall().status;
+  cs->status = sStatus;
   return cs->status == kFlightOk;
 }
 
-// `failed`: this CTA's outputs were written as NaN (uniform across the CTA). The call's epoch and
-// status come from sharedCall().
-__device__ __forceinline__ void exitCall(const KernelArgs& a, bool failed) {
+// `failed`: this CTA's outputs were written as NaN (uniform across the CTA).
+__device__ __forceinline__ void exitCall(const KernelArgs& a, const CallState& cs, bool failed) {
   __syncthreads();
   if (threadIdx.x == 0) {
     atomicAdd(reinterpret_cast<unsigned long long*>(&a.state->cta[blockIdx.x]), 0ull - kRunOne);  // RED
     if (blockIdx.x == 0 && a.flight) {
-      const CallState cs = sharedCall();
       FlightEntry* e = &a.state->flight.entries[cs.epoch % kFlightEntries];
       e->endNs = globalTimerNs();
       e->status = cs.status != kFlightOk ? cs.status : failed ? kFlightFailed : kFlightOk;
     }
   }
+}
+
+// The same three with the call state kept in shared memory from entry to exit (sharedCall), for the
+// kernels whose only spill was that state held in registers across their epilogue (the extended
+// 8-vector ones); exitCallShared reads epoch and status from there. The others keep the functions
+// above and e7608fe's machine code.
+__device__ __forceinline__ CallState& sharedCall() {
+  __shared__ CallState call;
+  return call;
+}
+__device__ __forceinline__ CallState enterThenWaitShared(const KernelArgs& a) {
+  PhaseClock::mark<0>();
+  if (threadIdx.x == 0) sharedCall() = judgeEntry<false>(a);
+  __syncthreads();
+  const CallState cs = sharedCall();
+  PhaseClock::mark<1>();
+  pdlWait();
+  PhaseClock::mark<2>();
+  return cs;
+}
+__device__ __forceinline__ bool settleEntryShared(const KernelArgs& a, CallState* cs, const EntryCheck& c) {
+  if (threadIdx.x == 0) sharedCall().status = judgeSettle(a, *cs, c);
+  __syncthreads();
+  cs->status = sharedCall().status;
+  return cs->status == kFlightOk;
+}
+__device__ __forceinline__ void exitCallShared(const KernelArgs& a, bool failed) { exitCall(a, sharedCall(), failed); }
+// A kernel's choice between the two (kShared: the ...Shared ones).
+template <bool kShared>
+__device__ __forceinline__ CallState enterThenWaitAs(const KernelArgs& a) {
+  if constexpr (kShared)
+    return enterThenWaitShared(a);
+  else
+    return enterThenWait(a);
+}
+template <bool kShared>
+__device__ __forceinline__ bool settleEntryAs(const KernelArgs& a, CallState* cs, const EntryCheck& c) {
+  if constexpr (kShared)
+    return settleEntryShared(a, cs, c);
+  else
+    return settleEntry(a, cs, c);
+}
+template <bool kShared>
+__device__ __forceinline__ void exitCallAs(const KernelArgs& a, const CallState& cs, bool failed) {
+  if constexpr (kShared)
+    exitCallShared(a, failed);
+  else
+    exitCall(a, cs, failed);
 }
 
 // ---- tiles ---------------------------------------------------------------------------------------

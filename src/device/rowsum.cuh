@@ -15,7 +15,15 @@
 // after a cluster barrier, warp 0 of every CTA reads all s(g) (its own locally, the others' through
 // distributed shared memory) in the order above. A second cluster barrier (arrive now, wait in
 // releaseRow) keeps every CTA's shared memory alive until all have read it.
+// Row push (kPush, the split-row instantiations of the fused kernels; docs/perf.md changes 27-28): instead
+// of the first barrier and the remote loads, every CTA stores its s(g) into the shared memory of every
+// CTA of the cluster (st.async, completing on that CTA's mbarrier) and waits only for its own mbarrier,
+// then reads every s(g) locally in the same order: the same bits, one one-way trip instead of a
+// barrier (whose release also waits for the CTA's earlier stores, the low-latency sends) and a round
+// trip. The second barrier stays: the next tile's pushes overwrite what the others read.
 #pragma once
+
+#include <type_traits>
 
 #include "device/args.h"
 #include "device/memory.cuh"
@@ -25,21 +33,22 @@ namespace arfuse {
 struct RowScratch {
   float groups[kMaxGroupsPerRow];
   float total;
-  uint64_t pushBar;  // row push: counts the bytes of the other CTAs' group sums (memory.cuh)
-  int pushed;        // row push: tiles whose sums this CTA received (the mbarrier's completed phases)
 };
+// The row push's scratch (kPush kernels only, so that the others keep RowScratch's layout and code).
+struct RowPushScratch : RowScratch {
+  uint64_t bar;  // counts the bytes of the other CTAs' group sums (memory.cuh mbarrier*)
+  int pushed;    // tiles whose sums this CTA received (the mbarrier's completed phases)
+};
+template <bool kPush>
+using RowScratchOf = std::conditional_t<kPush, RowPushScratch, RowScratch>;
 
-// Row push (ARFUSE_EXP_ROW_PUSH, split rows of the fused kernels): every CTA stores its groups' sums
-// into every CTA of the cluster (st.async onto that CTA's mbarrier) and waits only for its own
-// mbarrier, then sums from its own shared memory in the canonical order -- the same bits, without the
-// cluster barrier (whose release also waits for the CTA's earlier stores) and the remote loads.
-// rowPushInit, at kernel start, by every thread (`on` uniform across the cluster): the mbarrier, and a
-// cluster arrival that canonicalRowSquares waits for before its first push (every CTA's mbarrier is
-// then initialised); the wait costs nothing by then.
-__device__ __forceinline__ void rowPushInit(bool on, RowScratch* sm) {
+// At kernel start, by every thread of a kPush kernel (`on`: the row is split, uniform across the
+// cluster): the mbarrier, and a cluster arrival that canonicalRowSquares waits for before its first
+// push (every CTA's mbarrier is then initialised); by then that wait costs nothing.
+__device__ __forceinline__ void rowPushInit(bool on, RowPushScratch* sm) {
   if (!on) return;
   if (threadIdx.x == 0) {
-    mbarrierInit(&sm->pushBar, 1);
+    mbarrierInit(&sm->bar, 1);
     sm->pushed = 0;
   }
   clusterArriveRelease();
@@ -51,13 +60,15 @@ __device__ __forceinline__ void rowPushInit(bool on, RowScratch* sm) {
 // below takes registers (94 instead of 64 for add+RMSNorm bf16 at 2 vectors per thread: one CTA per
 // SM instead of two, 256 x 7168 tokens 5.72 -> 7.00 us on the H200), and a CTA-local row's shared
 // memory answers fast enough that one load at a time costs little. Same order, same bits.
-// push: the row push (split rows only; rowPushInit ran at kernel start).
-template <int kVecs, bool kOneLoad = false>
+// kPush: sm is a RowPushScratch and rowPushInit ran at kernel start; a whole row (chunks == 1) takes
+// the CTA-local path either way.
+template <int kVecs, bool kOneLoad = false, bool kPush = false>
 __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], int chunk, int chunks, int chunkVecs,
-                                                     int nvec, RowScratch* sm, bool push = false) {
+                                                     int nvec, RowScratch* sm) {
   const int lane = threadIdx.x & 31;
-  push = push && chunks > 1;
-  const int pushed = push ? sm->pushed : 0;
+  RowPushScratch* const ps = kPush ? static_cast<RowPushScratch*>(sm) : nullptr;
+  const bool push = kPush && chunks > 1;
+  const int pushed = push ? ps->pushed : 0;
   if (push && pushed == 0) clusterWaitAcquire();  // every CTA's mbarrier is initialised (rowPushInit)
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
@@ -68,19 +79,19 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
     s += __shfl_xor_sync(0xffffffffu, s, 2);
     s += __shfl_xor_sync(0xffffffffu, s, 4);
     if ((lane & (kGroupVecs - 1)) == 0 && u < chunkVecs) {
-      float* g = &sm->groups[(chunk * chunkVecs + u) / kGroupVecs];
+      float* const g = &sm->groups[(chunk * chunkVecs + u) / kGroupVecs];
       *g = s;
       if (push)
         for (int k = 0; k < chunks; ++k)
-          if (k != chunk) pushClusterShared(g, &sm->pushBar, static_cast<uint32_t>(k), s);
+          if (k != chunk) pushClusterShared(g, &ps->bar, static_cast<uint32_t>(k), s);
     }
   }
   if (push) {
     // The other CTAs' groups of the row, 4 bytes each.
     if (threadIdx.x == 0)
-      mbarrierArriveExpectTx(&sm->pushBar, static_cast<uint32_t>((nvec - chunkVecs) / kGroupVecs * sizeof(float)));
+      mbarrierArriveExpectTx(&ps->bar, static_cast<uint32_t>((nvec - chunkVecs) / kGroupVecs * sizeof(float)));
     __syncthreads();  // this CTA's own groups
-    if (threadIdx.x < 32) mbarrierWaitParity(&sm->pushBar, static_cast<uint32_t>(pushed & 1));
+    if (threadIdx.x < 32) mbarrierWaitParity(&ps->bar, static_cast<uint32_t>(pushed & 1));
   } else if (chunks == 1) {
     __syncthreads();
   } else {
@@ -107,7 +118,7 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
           const int g = g0 + 32 * k;
           s[k] = 0.f;
           if (g < groups) {
-            const int owner = chunks == 1 || push ? chunk : g / perChunk;  // pushed: every group is local
+            const int owner = push ? chunk : chunks == 1 ? 0 : g / perChunk;  // pushed: every group is local
             s[k] = owner == chunk ? sm->groups[g] : loadClusterShared(&sm->groups[g], static_cast<uint32_t>(owner));
           }
         }
@@ -123,7 +134,7 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
   // Split rows: arrive once this CTA's shared memory is read (warp 0 arrives last); releaseRow waits
   // for every CTA's arrival before the scratch is written again (next tile) or the CTA exits.
   if (chunks > 1) clusterArrive();
-  if (push && threadIdx.x == 0) sm->pushed = pushed + 1;
+  if (push && threadIdx.x == 0) ps->pushed = pushed + 1;
   __syncthreads();
   return sm->total;
 }

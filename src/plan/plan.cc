@@ -113,6 +113,7 @@ SplitRule splitRuleOf(const PlanPolicy& p) {
   s.maxChunks = p.maxChunks;
   s.maxChunkVecs = std::max(kGroupVecs, p.splitVecs);
   s.sharedCtas = p.splitShared;
+  s.rowPush = p.rowPush;
   return s;
 }
 
@@ -160,6 +161,9 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules,
   *threads = std::min(small ? 256 : kMaxThreads, std::max(32, roundUp(geo->chunkVecs, 32)));
   const int needed = (geo->chunkVecs + *threads - 1) / *threads;
   geo->vecs = small ? instantiatedVecs(*rules.vecs, kind, needed) : needed <= 8 ? 8 : 0;
+  // Split rows (tiles of at most 512 vectors: 1 or 2 per thread, which every path's row-push kernels
+  // cover) of plain add+RMSNorm calls; whole rows reduce inside their CTA and never need it.
+  geo->rowPush = split.rowPush && kind == 1 && c > 1;
   return geo->vecs > 0;
 }
 

@@ -84,6 +84,8 @@ struct PlanPolicy {
   // split while a chunk exceeds splitVecs vectors; splitShared: also when rows must share CTAs.
   int splitVecs = 256;
   bool splitShared = false;
+  // Split rows of add+RMSNorm calls run the row-push kernels (ARFUSE_ROW_PUSH; see Geometry::rowPush).
+  bool rowPush = true;
   // The low-latency path's two-phase variant (algos/lowlatency/kernel.cuh): -1 as the plan decides
   // (above the one-phase limit up to llTwoPhaseMaxBytes, 3+ ranks), 0 never, 1 whenever the path
   // runs a call it can take (ARFUSE_LL_TWO_PHASE).
@@ -110,6 +112,9 @@ struct Geometry {
   int chunkVecs = 0;
   int slots = 1;
   int vecs = 1;
+  // The row-push instantiation (device/rowsum.cuh): split rows (chunks > 1) of a plain add+RMSNorm call
+  // push their partial sums into each other's shared memory instead of passing a cluster barrier.
+  bool rowPush = false;
 };
 
 struct Plan {
@@ -170,11 +175,12 @@ struct TileRules {
   bool wideTiles;
   const VecSets* vecs;
 };
-// How tileGeometry splits rows over clusters (PlanPolicy's maxChunks, splitVecs, splitShared).
+// How tileGeometry splits rows over clusters (PlanPolicy's maxChunks, splitVecs, splitShared, rowPush).
 struct SplitRule {
   int maxChunks = 8;        // the most CTAs one row may be split over
   int maxChunkVecs = 256;   // split while a chunk has more vectors than this
   bool sharedCtas = false;  // split also when rows must share CTAs (by default every row gets its own)
+  bool rowPush = true;      // split rows of add+RMSNorm calls take the row push (Geometry::rowPush)
 };
 SplitRule splitRuleOf(const PlanPolicy& p);
 // Geometry of a multi-rank path for a call (a pure function of the call and group-wide facts, so

@@ -102,6 +102,7 @@ Status resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* o
   r.policy.maxChunks = paramMaxChunks();
   r.policy.splitVecs = paramExpSplitVecs();
   r.policy.splitShared = paramExpSplitShared();
+  r.policy.rowPush = paramRowPush();
   r.policy.llTwoPhase = paramLlTwoPhase();
   r.policy.llTwoPhaseMaxBytes = paramLlTwoPhaseMaxBytes();
   r.messageBytes = workspaceMessageBytes(r.limits);

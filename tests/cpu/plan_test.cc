@@ -521,17 +521,24 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
   EXPECT_EQ(f.maxBlocks, 20);
 }
 
+namespace {
+// Eight virtual ranks on one H200 with clusters: the capped grids of the split-rule tests.
+Fabric h200Virtual8Clusters() {
+  Fabric f = nvlink8();
+  f.clusters = true;
+  f.virtualRanks = true;
+  std::string why;
+  EXPECT_TRUE(setBlockCaps({h200Virtual(8, 128)}, -1, &f).into(&why) == arfuseSuccess) << why;
+  return f;
+}
+}  // namespace
+
 // The split rules of tileGeometry (issue 33's experimental ARFUSE_EXP_SPLIT_VECS / _SHARED): by default a
 // row is split only while every row gets CTAs of its own, so a 64-token call on 8 capped virtual ranks
 // runs whole rows on wide CTAs; sharedCtas splits it anyway, several rows per cluster, never more
 // clustered CTAs than fit; maxChunkVecs moves where splitting stops. The geometry always covers the row.
 TEST(Plan, SplitRulesOfTheGeometry) {
-  const DeviceResidency d = h200Virtual(8, 128);
-  Fabric f = nvlink8();
-  f.clusters = true;
-  f.virtualRanks = true;
-  std::string why;
-  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
+  const Fabric f = h200Virtual8Clusters();
   const TileRules barrier = planning::barrierTiles(f);
   int blocks = 0, threads = 0;
   Geometry g;
@@ -581,6 +588,37 @@ TEST(Plan, SplitRulesOfTheGeometry) {
   EXPECT_GT(p.geo.chunks, 1) << p.reason;
   p = makePlan(f, Limits{}, PlanPolicy{}, req(64));
   EXPECT_EQ(p.geo.chunks, 1) << p.reason;
+}
+
+// The row push (Geometry::rowPush, ARFUSE_ROW_PUSH) is planned exactly for split rows of plain
+// add+RMSNorm calls: not for whole rows (a CTA-local reduction), the plain all-reduce (no norm) or
+// the extended epilogue (rows never split), and not when the policy turns it off. Every path that
+// splits rows has row-push kernels for the 1 or 2 vectors per thread a split row takes.
+TEST(Plan, RowPushExactlyForSplitRowsOfFusedCalls) {
+  const Fabric f = h200Virtual8Clusters();
+  for (arfuseAlgo_t algo : {arfuseAlgoAuto, arfuseAlgoLowLatency, arfuseAlgoOneShot, arfuseAlgoTwoShot}) {
+    for (int tokens : {1, 4, 16, 64, 256}) {
+      for (int kind = 0; kind < 3; ++kind) {
+        PlanPolicy pol;
+        pol.forcedAlgo = algo;
+        PlanRequest r = req(tokens);
+        if (kind == 0) r.op = arfuseOpAllReduce;
+        r.extended = kind == 2;
+        const Plan p = makePlan(f, Limits{}, pol, r);
+        if (p.status != arfuseSuccess) continue;
+        SCOPED_TRACE(p.reason);
+        EXPECT_EQ(p.geo.rowPush, kind == 1 && p.geo.chunks > 1) << "tokens " << tokens << " kind " << kind;
+        if (p.geo.rowPush) {
+          EXPECT_LE(p.geo.vecs, 2);
+        }
+        pol.rowPush = false;
+        EXPECT_FALSE(makePlan(f, Limits{}, pol, r).geo.rowPush);
+      }
+    }
+  }
+  // One token is split (4 chunks of 224 vectors) and pushes; 64 tokens on 8 capped ranks runs whole rows.
+  EXPECT_TRUE(makePlan(f, Limits{}, PlanPolicy{}, req(1)).geo.rowPush);
+  EXPECT_FALSE(makePlan(f, Limits{}, PlanPolicy{}, req(64)).geo.rowPush);
 }
 
 // Every forced barrier path takes every call the limits allow when the wide (512-thread) CTAs have a

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(256) hierReduceScatterKernel(const __grid_cons
       o[k] = make_uint4(__float_as_uint(acc[4 * k]), __float_as_uint(acc[4 * k + 1]), __float_as_uint(acc[4 * k + 2]),
                         __float_as_uint(acc[4 * k + 3]));
   }
-  exitCall(a, !ok);
+  exitCall(a, cs, !ok);
 }
 
 template <typename T, bool kFused, int kVecs>
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs)) hierGatherKernel(con
     });
     finishTile<T, kFused, kVecs, false>(a, tc, j, packed, !ok, w, &sm);
   }
-  exitCall(a, !ok);
+  exitCall(a, cs, !ok);
 }
 
 }  // namespace arfuse

@@ -12,20 +12,20 @@
 
 namespace arfuse {
 
-// Resident 512-thread CTAs per SM ptxas is asked to allow for (its register budget). On sm_90 the plain
-// variants keep ptxas's own choice (0: no minimum), whose machine code change 14 measured (two CTAs per
-// SM at 4 vectors, 63 registers; forcing one made it 80), and the extended ones get one CTA's 128
-// registers (the heuristic spilled fp32 there). Elsewhere every variant gets 128: the heuristic spilled
-// the plain fp32 4-vector kernel on sm_80 (80 bytes) and three kernels on sm_100f, and no such GPU was
-// there to measure what occupancy costs.
+// Resident 512-thread CTAs per SM ptxas is asked to allow for (its register budget). On sm_90 every
+// variant its own choice did not spill keeps it (0: no minimum), and with it e7608fe's machine code,
+// which change 14 measured (two CTAs per SM at 4 vectors, 63 registers; forcing one made it 80); the
+// fp32 extended ones, which it spilled (12 and 60 bytes), get one CTA's 128 registers. Elsewhere every
+// variant gets 128: the heuristic spilled the plain fp32 4-vector kernel on sm_80 (80 bytes) and three
+// kernels on sm_100f, and no such GPU was there to measure what occupancy costs.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
-constexpr int localMinBlocks(bool) { return 1; }
+constexpr int localMinBlocks(bool, bool) { return 1; }
 #else
-constexpr int localMinBlocks(bool ext) { return ext ? 1 : 0; }
+constexpr int localMinBlocks(bool ext, bool fp32) { return ext && fp32 ? 1 : 0; }
 #endif
 
 template <typename T, int kVecs, bool kExt = false>
-__global__ void __launch_bounds__(kMaxThreads, localMinBlocks(kExt))
+__global__ void __launch_bounds__(kMaxThreads, localMinBlocks(kExt, sizeof(T) == 4))
     addRmsNormKernel(const __grid_constant__ LocalArgs a) {
   constexpr int E = Vec<T>::kElems;
   __shared__ RowScratch sm;
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kMaxThreads, localMinBlocks(kExt))
 // The deterministic NCCL path's all-reduce without an epilogue: out = round(sum of the gathered
 // sources in rank order, from 0), the arithmetic of every multi-rank path.
 template <typename T>
-__global__ void __launch_bounds__(kMaxThreads, localMinBlocks(false))
+__global__ void __launch_bounds__(kMaxThreads, localMinBlocks(false, sizeof(T) == 4))
     sumSourcesKernel(const __grid_constant__ LocalArgs a) {
   constexpr int E = Vec<T>::kElems;
   const uint4* x = reinterpret_cast<const uint4*>(a.x);

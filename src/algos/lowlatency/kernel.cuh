@@ -189,16 +189,23 @@ __device__ __forceinline__ bool receiveReduced(const KernelArgs& a, int parity, 
 
 // At most 256 threads (a tile of up to 512 vectors takes 2 per thread): the receive keeps 8 peers'
 // flagged vectors in flight, 64 registers, which the 128-register budget of 512 threads cannot hold.
-// One CTA per SM (the residency the caps are measured against: 144-236 registers), given to ptxas as
-// the launch bound's minimum so that its budget is 255 registers: left to its heuristic, a small edit
-// once made it pick 128 for the 1-vector all-reduce kernels, which then spilled 70 bytes.
 constexpr int kLlMaxThreads = 256;
-constexpr int kLlMinBlocks = 1;
+// Resident CTAs per SM stated to ptxas (the launch bound's minimum; 1: a 255-register budget, the
+// residency the caps are measured against), as in device/exchange.cuh barrierStatesResidency: on sm_90
+// only by the row-push variants; the others keep ptxas's own register target, which spilled none of
+// them, and so e7608fe's machine code. Off sm_90 by every kernel (checked spill-free there, change 26).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
+constexpr int llMinBlocks(bool) { return 1; }
+#else
+constexpr int llMinBlocks(bool push) { return push ? 1 : 0; }
+#endif
 
-template <typename T, bool kFused, int kVecs, bool kExt = false, bool kTwoPhase = false>
-__global__ void __launch_bounds__(kLlMaxThreads, kLlMinBlocks) lowLatencyKernel(const __grid_constant__ KernelArgs a) {
+// kPush: the row push (device/rowsum.cuh), the instantiation for split rows of fused calls.
+template <typename T, bool kFused, int kVecs, bool kExt = false, bool kTwoPhase = false, bool kPush = false>
+__global__ void __launch_bounds__(kLlMaxThreads, llMinBlocks(kPush))
+    lowLatencyKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
-  __shared__ RowScratch sm;
+  __shared__ RowScratchOf<kPush> sm;
   const TileCursor tc(a);
   const int V = tc.chunkVecs;
   const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [tokens, nvec]
@@ -207,9 +214,8 @@ __global__ void __launch_bounds__(kLlMaxThreads, kLlMinBlocks) lowLatencyKernel(
   // A refused call (cs.status) sends nothing and waits for nothing, but still runs the tile loop with
   // NaN so that the CTAs of a split row pass the same cluster barriers (a CTA of the cluster may not
   // have been refused) and every output element it owns becomes NaN.
-  if constexpr (kFused && !kExt) rowPushInit(a.rowPush && a.tiling.chunks > 1, &sm);
-  PendingEntry pending;
-  CallState cs = enterThenWait(a, &pending);  // device/protocol.cuh
+  if constexpr (kPush) rowPushInit(a.tiling.chunks > 1, &sm);
+  CallState cs = enterThenWait(a);  // device/protocol.cuh
   const EntryCheck check = issueEntryCheck(a, cs);
   uint4 own[kVecs];  // tile 0's x
 #pragma unroll
@@ -219,7 +225,6 @@ __global__ void __launch_bounds__(kLlMaxThreads, kLlMinBlocks) lowLatencyKernel(
   }
   WeightCache<kVecs> w;
   if (kFused && !kExt) w.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
-  finishLateEntry(a, pending, &cs);  // ARFUSE_EXP_LATE_ENTRY: the atomic overlapped the loads above
   bool go = cs.status == kFlightOk;
   const int parity = static_cast<int>(cs.epoch & 1);
   const uint32_t flag = llFlag(cs.epoch);
@@ -310,10 +315,10 @@ __global__ void __launch_bounds__(kLlMaxThreads, kLlMinBlocks) lowLatencyKernel(
     if (j == tc.tiles - 1) pdlLaunchDependents();
     bool anyFail = false;
     if constexpr (kExt) anyFail = __syncthreads_or(failed) != 0;
-    finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, anyFail, w, &sm);
+    finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, anyFail, w, &sm);
   }
   PhaseClock::mark<5>();
-  exitCall(a, __syncthreads_or(failed) != 0);
+  exitCall(a, cs, __syncthreads_or(failed) != 0);
   PhaseClock::mark<6>();
   PhaseClock::report("lowlatency", a.nranks, a.rank, cs.epoch, 7);
 }

@@ -10,7 +10,14 @@ using KernelFn = void (*)(KernelArgs);
 
 template <typename T>
 struct PickLl {
-  static KernelFn get(KernelKind kind, int vecs, bool twoPhase) {
+  static KernelFn get(KernelKind kind, int vecs, bool twoPhase, bool rowPush) {
+    if (rowPush && kind == kKindFused)  // split rows: 1 or 2 vectors (tiles of at most 512 vectors)
+      return twoPhase ? (vecs == 1   ? lowLatencyKernel<T, true, 1, false, true, true>
+                         : vecs == 2 ? lowLatencyKernel<T, true, 2, false, true, true>
+                                     : nullptr)
+                      : (vecs == 1   ? lowLatencyKernel<T, true, 1, false, false, true>
+                         : vecs == 2 ? lowLatencyKernel<T, true, 2, false, false, true>
+                                     : nullptr);
     if (twoPhase) {  // fused and all-reduce only (the plan never picks it for extended calls)
       if (kind == kKindAllReduce)
         return vecs == 1   ? lowLatencyKernel<T, false, 1, false, true>
@@ -59,19 +66,25 @@ void resident(Residency* r) {
                               lowLatencyKernel<T, false, 4, false, true>,
                               lowLatencyKernel<T, true, 1, false, true>,
                               lowLatencyKernel<T, true, 2, false, true>,
-                              lowLatencyKernel<T, true, 4, false, true>};
+                              lowLatencyKernel<T, true, 4, false, true>,
+                              lowLatencyKernel<T, true, 1, false, false, true>,
+                              lowLatencyKernel<T, true, 2, false, false, true>,
+                              lowLatencyKernel<T, true, 1, false, true, true>,
+                              lowLatencyKernel<T, true, 2, false, true, true>};
   r->lowLatency = minResident(r->lowLatency, kernels, kLlMaxThreads);
-  // Split rows run the 1-vector fused and all-reduce kernels (chunks of at most 256 vectors).
+  // Split rows run the 1-vector kernels (chunks of at most 256 vectors), fused ones with the row push.
   for (int c = 2; c <= kMaxChunks; c *= 2)
-    for (KernelFn k : {lowLatencyKernel<T, true, 1>, lowLatencyKernel<T, false, 1>,
-                       lowLatencyKernel<T, true, 1, false, true>, lowLatencyKernel<T, false, 1, false, true>})
+    for (KernelFn k :
+         {lowLatencyKernel<T, true, 1>, lowLatencyKernel<T, false, 1>, lowLatencyKernel<T, true, 1, false, true>,
+          lowLatencyKernel<T, false, 1, false, true>, lowLatencyKernel<T, true, 1, false, false, true>,
+          lowLatencyKernel<T, true, 1, false, true, true>})
       r->clusters[c] = std::min(r->clusters[c], activeClusters(k, c, kLlMaxThreads));
 }
 
 }  // namespace
 
 int launchLowLatency(const Launch& l, bool twoPhase, const KernelArgs& args, cudaStream_t stream) {
-  return launchKernel(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs, twoPhase), l, args, stream);
+  return launchKernel(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs, twoPhase, l.rowPush), l, args, stream);
 }
 
 void residencyLowLatency(Residency* r) {

@@ -17,6 +17,8 @@
 // reads (n-1) B back from it; no GPU touches another GPU's memory.
 #pragma once
 
+#include <type_traits>
+
 #include "device/caches.cuh"
 #include "device/epilogue.cuh"
 #include "device/exchange.cuh"
@@ -24,8 +26,22 @@
 
 namespace arfuse {
 
-template <class X, typename T, bool kFused, int kVecs, bool kExt = false>
-__global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVecs))
+// The one-shot variants ptxas's own register target spilled in the e7608fe build (sm_90): the extended
+// 8-vector ones (the call state held to the exit, the quantising epilogue), the fp32 1-vector
+// all-reduce (64 registers, 8 bytes) and the bf16 extended 2-vector one (12 bytes), over either
+// exchange. They state their residency (device/exchange.cuh barrierStatesResidency); the 8-vector ones
+// keep the call state in shared memory (device/protocol.cuh sharedCall).
+template <typename T, bool kFused, int kVecs, bool kExt>
+constexpr bool oneShotSpilledAtE7608fe() {
+  return (kExt && kVecs == 8) || (!kFused && kVecs == 1 && sizeof(T) == 4) ||
+         (kExt && kVecs == 2 && std::is_same_v<T, __nv_bfloat16>);
+}
+
+// kPush: the row push (device/rowsum.cuh), the instantiation for split rows of fused calls.
+template <class X, typename T, bool kFused, int kVecs, bool kExt = false, bool kPush = false>
+__global__ void __launch_bounds__(
+    barrierMaxThreads(kVecs),
+    barrierMinBlocks(kVecs, barrierStatesResidency(oneShotSpilledAtE7608fe<T, kFused, kVecs, kExt>(), kPush)))
     oneShotKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   // Peers' loads in flight per vector: 4 in the 8-vector variants where the 128-register budget of
@@ -36,7 +52,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVe
 #else
   constexpr int kSumInFlight = kExt && kVecs == 8 ? 4 : 8;
 #endif
-  __shared__ RowScratch sm;
+  __shared__ RowScratchOf<kPush> sm;
   const TileCursor tc(a);
   const int V = tc.chunkVecs;
   const uint4* x = reinterpret_cast<const uint4*>(a.x);                    // [tokens, nvec]
@@ -46,16 +62,16 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVe
   // 3 copied in, 4 barrier passed, 5 tiles finished, 6 exited.
   // A refused call copies nothing and passes no barrier, but finishes its tiles with NaN (see
   // lowlatency/kernel.cuh: the CTAs of a split row must pass the same cluster barriers).
-  if constexpr (kFused && !kExt) rowPushInit(a.rowPush && a.tiling.chunks > 1, &sm);
-  PendingEntry pending;
-  CallState cs = enterThenWait(a, &pending);        // device/protocol.cuh
-  const EntryCheck check = issueEntryCheck(a, cs);  // in flight with the loads below
+  // The 8-vector variants that spilled keep the call state in shared memory (see above).
+  constexpr bool kShared = kVecs == 8 && oneShotSpilledAtE7608fe<T, kFused, kVecs, kExt>();
+  if constexpr (kPush) rowPushInit(a.tiling.chunks > 1, &sm);
+  CallState cs = enterThenWaitAs<kShared>(a);  // device/protocol.cuh
   InputCache<kVecs> own, res;
   own.load(x + tc.at(0, 0), V);
   if (addResidual) res.load(residualIn + tc.at(0, 0), V);
   WeightCache<kVecs> w;
   if (kFused && !kExt) w.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
-  finishLateEntry(a, pending, &cs);  // ARFUSE_EXP_LATE_ENTRY: the atomic overlapped the loads above
+  const EntryCheck check = issueEntryCheck(a, cs);  // in flight with the loads above
   const bool go = cs.status == kFlightOk;
   const int parity = static_cast<int>(cs.epoch & 1);
 
@@ -70,7 +86,7 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVe
   }
   PhaseClock::mark<3>();
   // Settled before the barrier flag: a call it stops never lets a peer read its copy.
-  const bool ok = settleEntry(a, &cs, check) && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);  // uniform
+  const bool ok = settleEntryAs<kShared>(a, &cs, check) && ctaBarrier<X>(a, cs.epoch, /*phase=*/0);  // uniform
   PhaseClock::mark<4>();
   pdlLaunchDependents();
 
@@ -92,10 +108,10 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVe
       if (addResidual) r = j == 0 ? res.get(i, u) : resj.get(i, u);
       packed[i] = roundSum<T>(acc, addResidual ? &r : nullptr, !ok);
     }
-    finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, w, &sm);
+    finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, w, &sm);
   }
   PhaseClock::mark<5>();
-  exitCall(a, !ok);
+  exitCallAs<kShared>(a, cs, !ok);
   PhaseClock::mark<6>();
   PhaseClock::report("oneshot", a.nranks, a.rank, cs.epoch, 7);
 }

@@ -9,9 +9,9 @@ namespace arfuse {
 
 template <class X>
 struct OneShotKernels {
-  template <typename T, bool kFused, int kVecs, bool kExt>
+  template <typename T, bool kFused, int kVecs, bool kExt, bool kPush>
   static BarrierKernelFn fn() {
-    return oneShotKernel<X, T, kFused, kVecs, kExt>;
+    return oneShotKernel<X, T, kFused, kVecs, kExt, kPush>;
   }
 };
 

@@ -81,11 +81,26 @@ struct PeerPush {
   }
 };
 
-template <class X, typename T, bool kFused, int kVecs, bool kExt = false>
-__global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVecs))
+// The two-shot variants ptxas's own register target spilled in the e7608fe build (sm_90): the extended
+// 8-vector ones over either exchange, and over host memory the 16-bit fused 8-vector ones and the fp32
+// fused 1-vector one (8 to 12 bytes each). They state their residency (device/exchange.cuh
+// barrierStatesResidency); the 8-vector ones keep the call state in shared memory (device/protocol.cuh
+// sharedCall), which held to the exit in registers was what they spilled.
+template <class X, typename T, bool kFused, int kVecs, bool kExt>
+constexpr bool twoShotSpilledAtE7608fe() {
+  constexpr bool kHostFused = !X::kRegionIsLocal && kFused && !kExt;
+  return (kExt && kVecs == 8) || (kHostFused && kVecs == 8 && sizeof(T) == 2) ||
+         (kHostFused && kVecs == 1 && sizeof(T) == 4);
+}
+
+// kPush: the row push (device/rowsum.cuh), the instantiation for split rows of fused calls.
+template <class X, typename T, bool kFused, int kVecs, bool kExt = false, bool kPush = false>
+__global__ void __launch_bounds__(
+    barrierMaxThreads(kVecs),
+    barrierMinBlocks(kVecs, barrierStatesResidency(twoShotSpilledAtE7608fe<X, T, kFused, kVecs, kExt>(), kPush)))
     twoShotKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
-  __shared__ RowScratch sm;
+  __shared__ RowScratchOf<kPush> sm;
   const TileCursor tc(a);
   const int V = tc.chunkVecs, n = a.nranks, S = twoShotTileVecs(V, n);
   const uint4* x = reinterpret_cast<const uint4*>(a.x);                    // [tokens, nvec]
@@ -95,26 +110,22 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVe
   // 3 scatter barrier passed, 4 gather barrier passed, 5 tiles finished, 6 exited.
   __shared__ int sBegin[kMaxRanks + 1];  // slice begins of ranks 0..n
   if (static_cast<int>(threadIdx.x) <= n) sBegin[threadIdx.x] = sliceBegin(threadIdx.x, V, n);
-  if constexpr (kFused && !kExt) rowPushInit(a.rowPush && a.tiling.chunks > 1, &sm);
-  PendingEntry pending;
-  CallState cs = enterThenWait(a, &pending);  // device/protocol.cuh; its __syncthreads publishes sBegin
-  // A refused call (as in one-shot) pushes nothing and passes no barrier, but finishes with NaN.
-  constexpr int kPeers = 4;  // peers per round trip (7 spill in the fused variants)
-  PeerPush<X, kPeers> push{a, x, tc, sBegin, S, 0, {}};
+  // The 8-vector variants that spilled keep the call state in shared memory (see above).
+  constexpr bool kShared = kVecs == 8 && twoShotSpilledAtE7608fe<X, T, kFused, kVecs, kExt>();
+  if constexpr (kPush) rowPushInit(a.tiling.chunks > 1, &sm);
+  CallState cs = enterThenWaitAs<kShared>(a);  // device/protocol.cuh; its __syncthreads publishes sBegin
   const EntryCheck check = issueEntryCheck(a, cs);
-  if (a.lateEntry) {  // ARFUSE_EXP_LATE_ENTRY: the first round's loads (no parity needed) overlap the atomic
-    push.load(threadIdx.x, 0);
-    finishLateEntry(a, pending, &cs);
-  }
   const int parity = static_cast<int>(cs.epoch & 1);
-  push.parity = parity;
   const int lo = sBegin[a.rank], w = sBegin[a.rank + 1] - lo;
   uint4* mine = reinterpret_cast<uint4*>(X::region(a, a.rank, parity));  // [tiles][S]
   uint4* ownCopy = X::kRegionIsLocal ? mine : reinterpret_cast<uint4*>(PeerExchange::region(a, a.rank, parity));
 
-  const int rounds = tc.tiles * ((V + n - 1) / n);                        // items of the widest part
-  if (!a.lateEntry && cs.status == kFlightOk) push.load(threadIdx.x, 0);  // loads only: in flight with the check
-  bool ok = settleEntry(a, &cs, check);
+  // A refused call (as in one-shot) pushes nothing and passes no barrier, but finishes with NaN.
+  constexpr int kPeers = 4;  // peers per round trip (7 spill in the fused variants)
+  PeerPush<X, kPeers> push{a, x, tc, sBegin, S, parity, {}};
+  const int rounds = tc.tiles * ((V + n - 1) / n);        // items of the widest part
+  if (cs.status == kFlightOk) push.load(threadIdx.x, 0);  // loads only: in flight with the check
+  bool ok = settleEntryAs<kShared>(a, &cs, check);
   if (ok) {
     for (int f = threadIdx.x; f < rounds; f += blockDim.x)
       for (int d0 = 0; d0 < n - 1; d0 += kPeers) {
@@ -164,10 +175,10 @@ __global__ void __launch_bounds__(barrierMaxThreads(kVecs), barrierMinBlocks(kVe
       const size_t off = static_cast<size_t>(j) * S + (u - sBegin[owner]);
       packed[i] = owner == a.rank ? loadL2(ownCopy + off) : X::load(X::region(a, owner, parity) + off * 16);
     });
-    finishTile<T, kFused, kVecs, kExt>(a, tc, j, packed, !ok, wc, &sm);
+    finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, wc, &sm);
   }
   PhaseClock::mark<5>();
-  exitCall(a, !ok);
+  exitCallAs<kShared>(a, cs, !ok);
   PhaseClock::mark<6>();
   PhaseClock::report("twoshot", a.nranks, a.rank, cs.epoch, 7);
 }

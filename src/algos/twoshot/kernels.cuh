@@ -9,9 +9,9 @@ namespace arfuse {
 
 template <class X>
 struct TwoShotKernels {
-  template <typename T, bool kFused, int kVecs, bool kExt>
+  template <typename T, bool kFused, int kVecs, bool kExt, bool kPush>
   static BarrierKernelFn fn() {
-    return twoShotKernel<X, T, kFused, kVecs, kExt>;
+    return twoShotKernel<X, T, kFused, kVecs, kExt, kPush>;
   }
 };
 
