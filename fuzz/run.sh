@@ -38,11 +38,15 @@ run_one() {
   mkdir -p "$corpus" "$findings"
   local dict=()
   [ -f "$here/dict/$t.dict" ] && dict=(-dict="$here/dict/$t.dict")
+  # The committed seeds and regressions, where the target has any (git keeps no empty folder, and
+  # libFuzzer exits at a corpus folder that does not exist).
+  local seeds=()
+  for d in "$here/corpus/$t" "$here/regressions/$t"; do [ -d "$d" ] && seeds+=("$d"); done
   # -timeout: an input that runs 10 s is a finding (a hang), as is one over 2 GB of memory.
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$build/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$findings/" "${dict[@]}" \
-    "$corpus" "$here/corpus/$t" "$here/regressions/$t" >"$work/$t.log" 2>&1
+    "$corpus" "${seeds[@]}" >"$work/$t.log" 2>&1
   local rc=$?
   local execs
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t.log" | tail -1)
