@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "base/printable.h"
 
 namespace arfuse {
@@ -26,6 +27,19 @@ inline int usageError(const std::string& command, const std::string& error) {
   std::fprintf(stderr, "arfuse %s: %s (see arfuse %s --help)\n", command.c_str(), printable(error).c_str(),
                word.c_str());
   return kExitUsage;
+}
+
+// A subcommand whose only option is -h/--help (`version`): -1 to go on, else the exit status (the
+// help printed, or a usage error).
+inline int helpOnly(const std::string& command, const std::vector<std::string>& args, const char* help) {
+  bool wanted = false;
+  Options o;
+  o.flag({"-h", "--help"}, [&wanted] { wanted = true; });
+  std::string error;
+  if (!o.parse(args, &error)) return usageError(command, error);
+  if (!wanted) return -1;
+  std::fputs(help, stdout);
+  return kExitOk;
 }
 
 // Now, UTC, as ISO 8601 ("2026-11-29T19:58:19Z"): the date of a bench result or a calibration.

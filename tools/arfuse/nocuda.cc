@@ -32,18 +32,11 @@ int bench(const std::vector<std::string>&) { return notBuilt("bench"); }
 int doctor(const std::vector<std::string>&) { return notBuilt("doctor"); }
 
 int version(const std::vector<std::string>& args) {
-  bool help = false;
-  Options o;
-  o.flag({"-h", "--help"}, [&help] { help = true; });
-  std::string error;
-  if (!o.parse(args, &error)) return usageError("version", error);
-  if (help) {
-    std::printf(
-        "usage: arfuse version\n"
-        "  This arfuse's version and that it was built without CUDA. No options.\n"
-        "  Exit status: 0 printed, 2 usage error.\n");
-    return kExitOk;
-  }
+  const int rc = helpOnly("version", args,
+                          "usage: arfuse version\n"
+                          "  This arfuse's version and that it was built without CUDA. No options.\n"
+                          "  Exit status: 0 printed, 2 usage error.\n");
+  if (rc >= 0) return rc;
   std::printf("arfuse %d.%d.%d (built without CUDA: triage, plan and env only)\n", ARFUSE_VERSION_MAJOR,
               ARFUSE_VERSION_MINOR, ARFUSE_VERSION_PATCH);
   return kExitOk;

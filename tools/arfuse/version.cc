@@ -16,19 +16,13 @@ namespace cli {
 bool builtWithCuda() { return true; }
 
 int version(const std::vector<std::string>& args) {
-  bool help = false;
-  Options o;
-  o.flag({"-h", "--help"}, [&help] { help = true; });
-  std::string error;
-  if (!o.parse(args, &error)) return usageError("version", error);
-  if (help) {
-    std::printf(
-        "usage: arfuse version\n"
-        "  The library's build line (version, CUDA, NCCL, architectures), the NCCL loaded at run time and\n"
-        "  the visible devices. No options; `arfuse --version` is the same.\n"
-        "  Exit status: 0 printed (also without a GPU: the devices line then says why), 2 usage error.\n");
-    return kExitOk;
-  }
+  const int rc =
+      helpOnly("version", args,
+               "usage: arfuse version\n"
+               "  The library's build line (version, CUDA, NCCL, architectures), the NCCL loaded at run time and\n"
+               "  the visible devices. No options; `arfuse --version` is the same.\n"
+               "  Exit status: 0 printed (also without a GPU: the devices line then says why), 2 usage error.\n");
+  if (rc >= 0) return rc;
   std::printf("%s\n", arfuseGetBuildInfo());
   int nccl = 0;
   if (ncclGetVersion(&nccl) == ncclSuccess)  // the library loaded at run time, which may differ from the header
