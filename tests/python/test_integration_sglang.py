@@ -95,6 +95,19 @@ def engine_paths(version="0.5.11"):
     return paths
 
 
+def stub_missing(folder, pkgs, paths=None):
+    """An ABSENT stub package in `folder` for each of `pkgs` that cannot be imported from `paths` (default
+    sys.path): the wheel sets leave them out on purpose (see ABSENT and SLIMMED below)."""
+    import importlib.machinery
+    import importlib.util
+    for pkg in pkgs:
+        found = importlib.machinery.PathFinder.find_spec(pkg, paths) if paths is not None else \
+            importlib.util.find_spec(pkg)
+        if found is None:
+            (Path(folder) / pkg).mkdir()
+            (Path(folder) / pkg / "__init__.py").write_text(_ABSENT.replace("PKG", pkg))
+
+
 ABSENT = ("sgl_kernel", "flashinfer")  # CUDA-only imports of SGLang that the test does not bring
 # Imported at SGLang's import (sglang.srt.utils.common: decode_jpeg, Image) but used only for image
 # inputs: left out of the GPU machine's wheel set to keep it small (scripts/fetch_engine_wheels.sh).
@@ -197,10 +210,7 @@ def _prepare(world, paths, backend):
     for p in reversed(paths):
         sys.path.insert(0, p)
     sys.path.insert(0, str(tmp))
-    for pkg in SLIMMED + (ABSENT if backend == "arfuse" else ()):
-        if importlib.util.find_spec(pkg) is None:
-            (tmp / pkg).mkdir()
-            (tmp / pkg / "__init__.py").write_text(_ABSENT.replace("PKG", pkg))
+    stub_missing(tmp, SLIMMED + (ABSENT if backend == "arfuse" else ()))
     if backend == "arfuse":
         os.environ["SGLANG_IS_FLASHINFER_AVAILABLE"] = "false"  # what SGLang checks; true here
     os.environ.update({"ARFUSE_SGLANG": "1", "ARFUSE_SGLANG_MAX_TOKENS": str(MAX_TOKENS), "SGLANG_PLUGINS": "arfuse"})
@@ -550,15 +560,16 @@ PROBED = {"0.5.11": ("communicator.apply_flashinfer_allreduce_fusion", "model_ru
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_probe_reads_the_installed_engine(version):
+def test_probe_reads_the_installed_engine(version, tmp_path):
     paths = engine_paths(version)
+    stub_missing(tmp_path, SLIMMED, paths)  # the GPU machine's wheel set has no PIL: SGLang imports it
     code = textwrap.dedent("""
         from arfuse.integrations import sglang as p
         s = p.probe()
         print(s.op, s.gate, s.setup, s.decline_safe, s.missing)
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(paths + [str(PACKAGE_DIR)])})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(paths + [str(tmp_path), str(PACKAGE_DIR)])})
     assert r.returncode == 0, r.stderr[-2000:]
     op, gate, setup, safe, missing = r.stdout.strip().splitlines()[-1].split(" ", 4)
     want_gate, want_setup, want_safe = PROBED[version]
