@@ -155,7 +155,9 @@ perf33_run() {
   local T=${PERF33_TOKENS:-1,16,64,256,2048}
   local A=${PERF33_ALGOS:-$algos0}  # hoststaged: add it here (minutes at 2048 tokens)
   # The baseline CLI builds beside this tree (the two builds' longest files overlap; 16 cores).
-  if [ -d "$root/.carry/baseline/src" ]; then
+  if [ "${PERF33_BASELINE:-1}" = 0 ]; then
+    note "perf33: PERF33_BASELINE=0: no baseline build, no before figures"
+  elif [ -d "$root/.carry/baseline/src" ]; then
     (cd "$root/.carry/baseline" && rm -rf .carry && ln -s "$root/.carry" .carry &&
       cmake -S . -B "$base" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release -DARFUSE_BUILD_TESTS=OFF \
         "${nccl_args[@]}" && cmake --build "$base" -j"$(nproc)" --target arfuse_cli) > "$OUT/build_baseline.log" 2>&1 &
@@ -201,6 +203,24 @@ perf33_run() {
       note "perf33 verify-pass $tree TP$n: rc=$? in ${last_step_s:-0} s"
     done
   done
+  # 2b. the verify pass under knobs (PERF33_VERIFY_KNOBS: names from the knob list; `default` is this
+  # tree as is), alternated PERF33_VERIFY_REPS times so that drift between runs shows as drift, not as
+  # a knob's effect (verify_knob_NAME_tpN_rK.json; scripts/perf_compare.py prints their medians)
+  local vk rep
+  for rep in $(seq 1 "${PERF33_VERIFY_REPS:-1}"); do
+    for vk in ${PERF33_VERIFY_KNOBS:-}; do
+      envs=ARFUSE_LOG_LEVEL=WARN
+      [ "$vk" != default ] && envs=$(echo "$knobs" | grep -m1 "^$vk=" | cut -d: -f1 | cut -d= -f2-)
+      [ -z "$envs" ] && { note "perf33 verify knob $vk: not a knob of the list"; continue; }
+      for n in 4 8; do
+        # shellcheck disable=SC2086
+        step "perf33 verify knob $vk TP$n" 60 "$OUT/bench.txt" env ${envs//,/ } "$build/bin/arfuse" bench --verify-pass \
+          --virtual --model kimi-k2 --algo auto --ranks $n --tokens "${PERF33_VERIFY_TOKENS:-1,16,64}" -n 10 \
+          -J "$OUT/verify_knob_${vk}_tp${n}_r${rep}.json" < /dev/null
+        note "perf33 verify knob $vk ($envs) TP$n rep $rep: rc=$? in ${last_step_s:-0} s"
+      done
+    done
+  done
   # 3. each experimental knob's rows (this tree)
   while IFS= read -r spec; do
     [ -z "$spec" ] && continue
@@ -229,6 +249,12 @@ perf33_run() {
     note "perf33 tests $name ($envs): rc=$rc in ${last_step_s:-0} s $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests_$name.log" 2>/dev/null | tail -2 | tr '\n' ' ')"
     [ $rc != 0 ] && [ $rc != 99 ] && grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/tests_$name.log" | sort -u | head -10 | sed 's/^/  /' >> "$summary"
   done
+  # 4b. what the captured-NCCL graph watch costs per call (PERF33_GRAPH_WATCH=1; docs/multihost.md)
+  if [ "${PERF33_GRAPH_WATCH:-0}" = 1 ]; then
+    step "perf33 graph watch cost" 120 "$OUT/graph_watch.txt" bash "$root/scripts/graph_watch_cost.sh" "$build" "$OUT"
+    note "perf33 graph watch cost: rc=$? in ${last_step_s:-0} s"
+    grep -E "added" "$OUT/graph_watch.txt" | sed 's/^/  /' >> "$summary"
+  fi
   # 5. the table, printed last
   python3 "$root/scripts/perf_compare.py" "$OUT" --json "$OUT/perf33_table.json" > "$OUT/perf33_table.txt" 2>&1
   note "perf_compare: rc=$?"

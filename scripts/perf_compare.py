@@ -5,6 +5,7 @@ Reads, from DIR (the call's $OUT):
   baseline_tp{N}.json, new_tp{N}.json         `arfuse bench --op fused` of the baseline tree and this one
   knob_{NAME}_tp{N}.json                      this tree under one experimental knob (gpu_check.sh KNOBS)
   verify_{baseline,new}_tp{N}.json            `arfuse bench --verify-pass --model kimi-k2`
+  verify_knob_{NAME}_tp{N}_r{K}.json          the same, this tree under a knob, run K of alternated runs
 and prints, per rank count and token count: auto before and after (its path), the fastest forced path
 after, the HBM floor of virtual ranks at 256 / 2048 tokens (docs/perf.md "Floors") and auto over it,
 then each knob's auto row against this tree's auto, then the verify pass before and after. A row whose
@@ -139,6 +140,29 @@ def table(d):
                 lines.append(f"{n:>5} {r['tokens']:>5} | {before:>9} | {r['pass_ms']:>9.3f} | {ratio:>8} | {path_of(r)}")
                 summary["verify"].append({"ranks": n, "tokens": r["tokens"], "new_ms": r["pass_ms"],
                                           "base_ms": b and b["pass_ms"]})
+    vk = {}
+    for f in glob.glob(os.path.join(d, "verify_knob_*_tp*_r*.json")):
+        m = re.search(r"verify_knob_(.+)_tp(\d+)_r(\d+)\.json$", os.path.basename(f))
+        doc = load(f)
+        docs.append(doc)
+        for r in rows(doc):
+            if m and "pass_ms" in r:
+                vk.setdefault((int(m.group(2)), r["tokens"]), {}).setdefault(m.group(1), []).append(r["pass_ms"])
+    if vk:
+        names = sorted({k for v in vk.values() for k in v}, key=lambda k: (k != "default", k))
+        lines.append("")
+        lines.append("# verify pass under knobs, alternated runs of this tree: median ms per pass (each run's ms)")
+        lines.append(f"{'ranks':>5} {'tok':>5} | " + " | ".join(f"{k:>30}" for k in names))
+        for (n, t) in sorted(vk):
+            cells = []
+            for k in names:
+                v = sorted(vk[(n, t)].get(k, []))
+                med = v[len(v) // 2] if v else None
+                cells.append(f"{(f'{med:.3f} (' + ' '.join(f'{x:.3f}' for x in v) + ')') if v else '-':>30}")
+                if v:
+                    summary.setdefault("verify_knobs", []).append({"knob": k, "ranks": n, "tokens": t,
+                                                                    "median_ms": med, "runs_ms": v})
+            lines.append(f"{n:>5} {t:>5} | " + " | ".join(cells))
     w = wrong_rows([x for x in docs if x])
     lines.append("")
     lines.append(f"rows checked against fp64 and wrong: {w}" + ("  <-- FAILURE" if w else ""))
@@ -156,14 +180,17 @@ def self_test():
                    {"tokens": 16, "algo": "twoshot", "median_us": 9.0},
                    {"tokens": 256, "algo": "auto:twoshot", "median_us": 70.0}])
         knob = doc([{"tokens": 16, "algo": "auto:oneshot", "median_us": 7.5}])
-        for name, content in (("baseline_tp8.json", base), ("new_tp8.json", new), ("knob_late_tp8.json", knob)):
+        vdef = doc([{"tokens": 16, "algo": "auto:oneshot", "pass_ms": 1.5}])
+        vpush = doc([{"tokens": 16, "algo": "auto:oneshot", "pass_ms": 1.4}])
+        for name, content in (("baseline_tp8.json", base), ("new_tp8.json", new), ("knob_late_tp8.json", knob),
+                              ("verify_knob_default_tp8_r1.json", vdef), ("verify_knob_nopush_tp8_r1.json", vpush)):
             with open(os.path.join(d, name), "w", encoding="utf-8") as f:
                 json.dump(content, f)
         text, summary = table(d)
         fl = floor_us("twoshot", 256, 8)
         ok = ("0.800" in text and "7.50   -0.50" in text and f"{fl:.1f}" in text and
               abs(summary["fused"][1]["floor_us"] - 8 * 6 * 256 * HIDDEN_BYTES / (COPY_GBPS * 1e3)) < 1e-9 and
-              "wrong: 0" in text)
+              "wrong: 0" in text and "1.500 (1.500)" in text and "1.400 (1.400)" in text)
         print(text)
         print("self-test:", "ok" if ok else "FAILED")
         return 0 if ok else 1
