@@ -5,6 +5,9 @@
 # One GPU is enough (4 processes share it: a PROXY for the added kernel's own cost, which is what is
 # asked; absolute times are not performance figures).
 #   scripts/graph_watch_cost.sh BUILD_DIR [OUT_DIR]     (defaults: build, $OUT or .)
+# Four processes time-slicing one GPU make every call slow (a context switch each): bench's default
+# counts took over 120 s for the first setting on the H200, so the counts are gpu_check.sh's for
+# `bench --hosts` (GRAPH_WATCH_ARGS replaces them; --procs-timeout bounds each setting).
 # Writes OUT_DIR/graph_watch_off.json, graph_watch_on.json and graph_watch_cost.json, whose rows are
 # {algo, tokens, off_us, on_us, added_us}; prints them.
 set -euo pipefail
@@ -14,8 +17,9 @@ cli=$build/bin/arfuse
 mkdir -p "$out"
 for w in 0 1; do
   name=$([ $w = 1 ] && echo on || echo off)
+  # shellcheck disable=SC2086  # GRAPH_WATCH_ARGS: words for bench
   ARFUSE_NCCL_WATCH_GRAPHS=$w "$cli" bench --procs 4 --hosts 2 --algo hierarchical,nccl --tokens 1,16,256 \
-    -J "$out/graph_watch_$name.json" >"$out/graph_watch_$name.txt" 2>&1 ||
+    ${GRAPH_WATCH_ARGS:--n 5 -w 1 --calls 4 --procs-timeout 100} -J "$out/graph_watch_$name.json" >"$out/graph_watch_$name.txt" 2>&1 ||
     { cat "$out/graph_watch_$name.txt"; echo "graph_watch_cost: the bench with ARFUSE_NCCL_WATCH_GRAPHS=$w failed"; exit 1; }
 done
 python3 - "$out" <<'PY'
