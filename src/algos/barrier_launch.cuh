@@ -44,9 +44,12 @@ struct BarrierKernels {
     BarrierKernelFn const wide[] = {fn<T, false, 8>(), fn<T, true, 8>(), fn<T, true, 8, true>()};
     r->narrow = minResident(r->narrow, narrow, barrierMaxThreads(2));
     r->wide = minResident(r->wide, wide, barrierMaxThreads(8));
-    // Split rows run the 1-vector kernels (chunks of at most 256 vectors), fused ones with the row push.
+    // Split rows (chunks of at most 512 vectors, at most 256 threads) run the 1- and 2-vector fused kernels,
+    // with the row push or without, and the 1- and 8-vector all-reduce ones (plan/plan.cc tileGeometry):
+    // every one of them counts for this class's clusters.
     for (int c = 2; c <= kMaxChunks; c *= 2)
-      for (BarrierKernelFn k : {fn<T, true, 1>(), fn<T, false, 1>(), fn<T, true, 1, false, true>()})
+      for (BarrierKernelFn k : {fn<T, true, 1>(), fn<T, true, 2>(), fn<T, false, 1>(), fn<T, false, 8>(),
+                                fn<T, true, 1, false, true>(), fn<T, true, 2, false, true>()})
         r->clusters[c] = std::min(r->clusters[c], activeClusters(k, c, barrierMaxThreads(1)));
   }
   static int launch(const Launch& l, const KernelArgs& args, cudaStream_t stream) {

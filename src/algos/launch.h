@@ -4,6 +4,7 @@
 
 #include "arfuse/arfuse.h"
 #include "device/args.h"
+#include "plan/plan.h"  // KernelResidency
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -28,18 +29,19 @@ struct Launch {
 // registry entry (issue.cc); the instantiations it has are listed there, and its plan.cc picks among
 // them. A launch asking for another count fails with cudaErrorInvalidDeviceFunction.
 
-// How many CTAs of each kernel class the current device keeps resident at once, each class at its
-// largest block: the low-latency kernels (256 threads), the narrow one-shot / two-shot / host-staged
+// How many CTAs of each kernel class the current device keeps resident at once (plan/plan.h
+// KernelResidency): the low-latency kernels (256 threads), the narrow one-shot / two-shot / host-staged
 // ones (1 or 2 vectors per thread, 256 threads), the wide ones (8 vectors, 512 threads); per SM, the
-// fewest over the class's instantiations. clusters[c] (c = 2, 4, 8): clusters of c CTAs of the
-// low-latency and narrow classes the whole device keeps resident at once (cluster placement is per
-// GPC, so this is less than SMs / c). Virtual ranks need every rank's CTAs of a call resident at
-// once (they wait on each other); 0 everywhere on error.
-struct Residency {
-  int lowLatency = 1 << 20;
-  int narrow = 1 << 20;
-  int wide = 1 << 20;
-  int clusters[kMaxChunks + 1] = {};
+// fewest over the class's instantiations. llClusters[c] / clusters[c] (c = 2, 4, 8): clusters of c CTAs
+// of the low-latency kernels / of the barrier paths' split-row kernels the whole device keeps resident
+// at once (cluster placement is per GPC, so this is less than SMs / c). Virtual ranks need every rank's
+// CTAs of a call resident at once (they wait on each other); 0 everywhere on error. Each path's
+// residency step mins its own kernels into its own class.
+struct Residency : KernelResidency {
+  Residency() {
+    lowLatency = narrow = wide = 1 << 20;
+    for (int c = 2; c <= kMaxChunks; c *= 2) llClusters[c] = clusters[c] = 1 << 20;
+  }
   bool ok() const { return lowLatency > 0 && narrow > 0 && wide > 0; }
 };
 // Every path's kernels, through the residency step of its registry entry (algos/residency.cc).

@@ -9,14 +9,14 @@ namespace arfuse {
 
 Residency measureResidency() {
   Residency r;
-  for (int c = 2; c <= kMaxChunks; c *= 2) r.clusters[c] = 1 << 20;
   for (const AlgoEntry& e : algoRegistry())
     if (e.issue.residency) e.issue.residency(&r);
   int major = 0, device = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   for (int c = 2; c <= kMaxChunks; c *= 2)
-    if (major < 9 || r.clusters[c] >= (1 << 20)) r.clusters[c] = 0;  // no clusters before sm_90
+    for (int* n : {&r.clusters[c], &r.llClusters[c]})
+      if (major < 9 || *n >= (1 << 20)) *n = 0;  // no clusters before sm_90
   return r;
 }
 

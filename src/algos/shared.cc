@@ -41,7 +41,9 @@ Verdict noPeerAccess(const PlanContext& c) { return Verdict::no(why(c.f.p2pDetai
 // fused 1, 2 or 8, extended 2 or 8 (1 and 2: at most 256 threads).
 const VecSets kBarrierVecs = {{{1, 8, 0, 0}, {1, 2, 8, 0}, {2, 8, 0, 0}}};
 
-TileRules barrierTiles(const Fabric& f) { return TileRules{std::min(kMaxCtas, f.maxBlocks), true, &kBarrierVecs}; }
+TileRules barrierTiles(const Fabric& f) {
+  return TileRules{std::min(kMaxCtas, f.maxBlocks), true, &kBarrierVecs, f.clusterCtas};
+}
 
 // On failure *why says why (the caller decides whether that is an error or a fallback).
 bool tiledGeometry(const PlanContext& c, const char* name, const TileRules& rules, RegionOf region, Plan* p,

@@ -186,10 +186,7 @@ Status createGroup(int nranks, const int* devices, const arfuseConfig_t* config,
       rf.uuid = topo::formatGpuUuid(reinterpret_cast<const unsigned char*>(prop.uuid.bytes));
       rf.arch = prop.major * 10 + prop.minor;
       rf.sms = prop.multiProcessorCount;
-      rf.lowLatency = res.lowLatency;
-      rf.narrow = res.narrow;
-      rf.wide = res.wide;
-      for (int c = 0; c <= kMaxChunks; ++c) rf.clusters[c] = res.clusters[c];
+      rf.res = res;
     }
   }
   Group* g = nullptr;

@@ -145,10 +145,7 @@ Hello localHello(int nranks, int rank, int device, const arfuseConfig_t* config,
       me.smCount = prop.multiProcessorCount;
       me.canMapHost = prop.canMapHostMemory;
       const Residency res = measureResidency();
-      me.resLowLatency = res.lowLatency;
-      me.resNarrow = res.narrow;
-      me.resWide = res.wide;
-      for (int c = 0; c <= kMaxChunks; ++c) me.resClusters[c] = res.clusters[c];
+      me.res = res;
       if (!res.ok())
         localFail(arfuseUnsupported, strprintf("device %d (sm_%d): the arfuse kernels cannot run on it; was the "
                                                "library built for this architecture? see `arfuse version`",
@@ -240,10 +237,7 @@ GroupFacts factsFromHellos(const std::vector<Hello>& h, const ResolvedConfig& rc
     rf.uuid = topo::formatGpuUuid(h[s].uuid);
     rf.arch = h[s].arch;
     rf.sms = h[s].smCount;
-    rf.lowLatency = h[s].resLowLatency;
-    rf.narrow = h[s].resNarrow;
-    rf.wide = h[s].resWide;
-    for (int c = 0; c <= kMaxChunks; ++c) rf.clusters[c] = h[s].resClusters[c];
+    rf.res = h[s].res;
   }
   return facts;
 }

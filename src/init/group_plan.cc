@@ -86,10 +86,7 @@ GroupPlan planGroup(const GroupFacts& facts) {
     dr.sms = r.sms;
     dr.ranks = static_cast<int>(
         std::count_if(facts.ranks.begin(), facts.ranks.end(), [&](const RankFacts& o) { return o.uuid == r.uuid; }));
-    dr.lowLatency = r.lowLatency;
-    dr.narrow = r.narrow;
-    dr.wide = r.wide;
-    for (int c = 2; c <= kMaxChunks; c *= 2) dr.clusters[c] = r.clusters[c];
+    dr.res = r.res;
     residency.push_back(dr);
   }
   f.virtualRanks = static_cast<int>(seen.size()) < nranks;

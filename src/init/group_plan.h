@@ -23,8 +23,7 @@ struct RankFacts {
   std::string uuid;  // "GPU-..." of the rank's GPU (ranks sharing a GPU repeat it)
   int arch = 0;      // 90 for sm_90
   int sms = 0;
-  int lowLatency = 0, narrow = 0, wide = 0;  // CTAs per SM of each kernel class (algos/launch.h Residency)
-  int clusters[kMaxChunks + 1] = {};         // clusters of c CTAs resident at once (c = 2, 4, 8)
+  KernelResidency res;  // what its GPU keeps resident of each kernel class (algos/launch.h measureResidency)
 };
 
 struct GroupFacts {

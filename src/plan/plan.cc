@@ -82,19 +82,26 @@ long long llRegionUse(const Geometry& g, int tokens) {
 
 Status setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, Fabric* f) {
   int narrow = kMaxCtas, ll = kLlMaxCtas, wide = kMaxCtas;
-  int clusters[9] = {0, 0, kMaxCtas, 0, kMaxCtas, 0, 0, 0, kMaxCtas};
+  int clusters[kMaxChunks + 1] = {0, 0, kMaxCtas, 0, kMaxCtas, 0, 0, 0, kMaxCtas};
+  int llClusters[kMaxChunks + 1] = {0, 0, kMaxCtas, 0, kMaxCtas, 0, 0, 0, kMaxCtas};
   for (const DeviceResidency& d : devices) {
     const int r = std::max(1, d.ranks);
-    narrow = std::min(narrow, d.sms * d.narrow / r);
-    ll = std::min(ll, d.sms * d.lowLatency / r);
-    wide = std::min(wide, d.sms * d.wide / r);
-    for (int c = 2; c <= kMaxChunks; c *= 2) clusters[c] = std::min(clusters[c], d.clusters[c] / r * c);
+    narrow = std::min(narrow, d.sms * d.res.narrow / r);
+    ll = std::min(ll, d.sms * d.res.lowLatency / r);
+    wide = std::min(wide, d.sms * d.res.wide / r);
+    for (int c = 2; c <= kMaxChunks; c *= 2) {
+      clusters[c] = std::min(clusters[c], d.res.clusters[c] / r * c);
+      llClusters[c] = std::min(llClusters[c], d.res.llClusters[c] / r * c);
+    }
   }
   if (configCap > 0) {
     narrow = std::min(narrow, configCap);
     ll = std::min(ll, configCap);
     wide = std::min(wide, configCap);
-    for (int c = 2; c <= kMaxChunks; c *= 2) clusters[c] = std::min(clusters[c], configCap);
+    for (int c = 2; c <= kMaxChunks; c *= 2) {
+      clusters[c] = std::min(clusters[c], configCap);
+      llClusters[c] = std::min(llClusters[c], configCap);
+    }
   }
   if (narrow < 1 || ll < 1 || wide < 1)
     return ARFUSE_FAIL(arfuseUnsupported,
@@ -104,7 +111,10 @@ Status setBlockCaps(const std::vector<DeviceResidency>& devices, int configCap, 
   f->maxBlocks = narrow;
   f->maxBlocksLowLatency = ll;
   f->maxBlocksWide = wide;
-  for (int c = 2; c <= kMaxChunks; c *= 2) f->clusterCtas[c] = clusters[c];
+  for (int c = 2; c <= kMaxChunks; c *= 2) {
+    f->clusterCtas[c] = clusters[c];
+    f->llClusterCtas[c] = llClusters[c];
+  }
   return Status();
 }
 
@@ -121,6 +131,7 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules,
                   Geometry* geo, const SplitRule& split) {
   const int nvec = r.hidden / dtypeVecElems(r.dtype);
   const int maxCtas = std::max(1, rules.maxCtas);
+  const auto clusterCap = [&](int c) { return rules.clusterCtas ? rules.clusterCtas[c] : -1; };  // -1: none
   // Split a row over a cluster while its chunk is large (> split.maxChunkVecs vectors: 256 = 4 KiB),
   // the chunks stay whole groups of the canonical row reduction, every row still gets its own CTAs,
   // and that many CTAs in clusters fit the GPU at once. Wide tiles (> 512 vectors) are never split.
@@ -130,7 +141,7 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules,
     int c = 1;
     while (f.clusters && !r.extended && c < std::min(kMaxChunks, split.maxChunks) && nvec / c > split.maxChunkVecs &&
            nvec % (kGroupVecs * 2 * c) == 0 &&
-           rowsOwningCtas * 2 * c <= std::min(maxCtas, f.clusterCtas[2 * c] < 0 ? maxCtas : f.clusterCtas[2 * c]))
+           rowsOwningCtas * 2 * c <= std::min(maxCtas, clusterCap(2 * c) < 0 ? maxCtas : clusterCap(2 * c)))
       c *= 2;
     return nvec / c > 512 ? 1 : c;
   };
@@ -140,7 +151,7 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules,
   const int wideCtas = f.maxBlocksWide < 0 ? maxCtas : std::max(1, std::min(maxCtas, f.maxBlocksWide));
   const auto ctasFor = [&](int chunks) {  // CTAs the call may use with rows cut into `chunks`
     int n = rules.wideTiles && nvec / chunks > 512 ? wideCtas : maxCtas;
-    if (chunks > 1 && f.clusterCtas[chunks] >= 0) n = std::min(n, f.clusterCtas[chunks]);
+    if (chunks > 1 && clusterCap(chunks) >= 0) n = std::min(n, clusterCap(chunks));
     return n;
   };
   const auto perCta = [&](int chunks) {  // vectors one CTA carries (its region holds these)

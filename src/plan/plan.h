@@ -13,8 +13,23 @@
 #include "arfuse/arfuse.h"
 #include "common/defaults.h"
 #include "core/status.h"
+#include "device/args.h"
 
 namespace arfuse {
+
+// What one GPU keeps resident at once of each kernel class (algos/launch.h measureResidency fills it,
+// the ranks exchange it at init): CTAs per SM of the low-latency, narrow and wide classes, each at its
+// largest block, the fewest over the class's instantiations; and clusters of c CTAs (c = 2, 4, 8) the
+// whole GPU keeps resident, per class of the kernels that split rows: the low-latency ones and the
+// barrier paths' ones (one-shot, two-shot, host-staged). Each path's rows split as far as its own
+// kernels fit: the low-latency kernels hold one CTA per SM, the barrier paths' narrow ones two, so
+// one class's figure would cap the other's splits for nothing. A plain struct of ints: it crosses
+// processes as is (transport/mp_protocol.h).
+struct KernelResidency {
+  int lowLatency = 0, narrow = 0, wide = 0;
+  int llClusters[kMaxChunks + 1] = {};
+  int clusters[kMaxChunks + 1] = {};
+};
 
 struct Fabric {
   int nranks = 1;
@@ -28,7 +43,9 @@ struct Fabric {
   // of c (index c = 2, 4, 8); -1: as maxBlocks. See setBlockCaps.
   int maxBlocksLowLatency = -1;
   int maxBlocksWide = -1;
-  int clusterCtas[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+  // Per class of kernels that split rows (KernelResidency): the barrier paths' and the low-latency one's.
+  int clusterCtas[kMaxChunks + 1] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+  int llClusterCtas[kMaxChunks + 1] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   int smCount = 1;                   // smallest SM count in the group (local kernel grid)
   long long lowLatencyMaxBytes = 0;  // largest message the low-latency buffer carries (0: no such buffer)
   bool hostStaged = false;           // the group has a host-memory exchange area every rank can map
@@ -137,8 +154,7 @@ struct Plan {
 // What one GPU of a group keeps resident (algos/launch.h Residency) and how many ranks it hosts.
 struct DeviceResidency {
   int sms = 0, ranks = 1;
-  int lowLatency = 0, narrow = 0, wide = 0;  // CTAs per SM of each kernel class
-  int clusters[9] = {};                      // clusters of c CTAs resident at once on the GPU (c = 2, 4, 8)
+  KernelResidency res;
 };
 // The group's per-rank CTA caps: every rank's CTAs of one call must be resident at once when ranks
 // share a GPU (they wait for each other), so each class gets SMs x residency / ranks on that GPU, the
@@ -174,6 +190,7 @@ struct TileRules {
   int maxCtas;
   bool wideTiles;
   const VecSets* vecs;
+  const int* clusterCtas;  // the path's class's caps on CTAs in clusters of c (Fabric; -1: none)
 };
 // How tileGeometry splits rows over clusters (PlanPolicy's maxChunks, splitVecs, splitShared, rowPush).
 struct SplitRule {

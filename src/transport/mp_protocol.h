@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/status.h"
@@ -45,7 +46,7 @@ struct Hello {
   char groupName[kShmNameBytes];  // rank 0: the segments it created (shmRandomName, with its creator tag)
   char hostName[kShmNameBytes];
   int32_t arch, smCount, canMapHost;
-  int32_t resLowLatency, resNarrow, resWide, resClusters[kMaxChunks + 1];  // algos/launch.h Residency
+  KernelResidency res;  // plan/plan.h: ints only, the same build on every rank
   int32_t maxTokens, maxHidden, forcedAlgo, timeoutMs, maxBlocks;
   uint32_t dtypeMask;
   int64_t oneShotMax, hostOneShotMax, hostStagedMax;
@@ -72,6 +73,7 @@ struct Wire {
   int64_t oneShotMax, hostOneShotMax, hostStagedMax, lowLatencyMax, ncclAbove, llTwoPhaseMax;
 };
 static_assert(sizeof(Wire) <= kSlotBytes, "Wire must fit a slot");
+static_assert(std::is_trivially_copyable<KernelResidency>::value, "KernelResidency crosses processes as bytes");
 
 struct Report {  // a rank's posted outcome of a phase
   int32_t status;

@@ -23,10 +23,10 @@ DeviceResidency h200Virtual(int ranks, int clusterSlots) {
   DeviceResidency d;
   d.sms = 132;
   d.ranks = ranks;
-  d.lowLatency = 1;
-  d.narrow = 2;
-  d.wide = 1;
-  for (int c = 2; c <= 8; c *= 2) d.clusters[c] = clusterSlots / c;
+  d.res.lowLatency = 1;
+  d.res.narrow = 2;
+  d.res.wide = 1;
+  for (int c = 2; c <= 8; c *= 2) d.res.clusters[c] = d.res.llClusters[c] = clusterSlots / c;
   return d;
 }
 
@@ -485,12 +485,13 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
   DeviceResidency d;
   d.sms = 132;
   d.ranks = 16;
-  d.lowLatency = 1;
-  d.narrow = 2;
-  d.wide = 1;
-  d.clusters[2] = 60;
-  d.clusters[4] = 30;
-  d.clusters[8] = 16;
+  d.res.lowLatency = 1;
+  d.res.narrow = 2;
+  d.res.wide = 1;
+  d.res.llClusters[2] = 60;
+  d.res.llClusters[4] = 30;
+  d.res.llClusters[8] = 16;
+  for (int c = 2; c <= 8; c *= 2) d.res.clusters[c] = d.res.llClusters[c];
   Fabric f = nvlink8();
   f.nranks = 16;
   f.clusters = true;
@@ -506,7 +507,8 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
     for (arfuseDataType_t dt : {arfuseBfloat16, arfuseFloat32}) {
       Plan p = makePlan(f, Limits{}, PlanPolicy{}, req(tokens, 7168, dt));
       ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
-      if (p.geo.chunks > 1) EXPECT_LE(tokens * p.geo.chunks, f.clusterCtas[p.geo.chunks]) << p.reason;
+      const int* caps = p.algo == arfuseAlgoLowLatency ? f.llClusterCtas : f.clusterCtas;
+      if (p.geo.chunks > 1) EXPECT_LE(tokens * p.geo.chunks, caps[p.geo.chunks]) << p.reason;
       EXPECT_LE(p.blocks, p.algo == arfuseAlgoLowLatency ? f.maxBlocksLowLatency : f.maxBlocks);
     }
   d.ranks = 300;
@@ -519,6 +521,43 @@ TEST(Plan, BlockCapsFollowResidencyAndClusters) {
   EXPECT_EQ(f.maxBlocksLowLatency, 32);
   ASSERT_TRUE(setBlockCaps({d}, 20, &f).into(&why) == arfuseSuccess);
   EXPECT_EQ(f.maxBlocks, 20);
+}
+
+// Each class of split-row kernels is capped by its own clusters: on a GPU whose low-latency kernels fit one
+// CTA per SM (66 clusters of 2) and whose barrier-path kernels two (132 clusters of 2), a one-shot call of 16 tokens on
+// 8 virtual ranks splits its rows in two (32 clustered CTAs per rank fit), which the low-latency class's
+// figure alone (16 per rank) would forbid; the low-latency path still splits only as its clusters fit.
+TEST(Plan, EachPathSplitsAsItsOwnKernelsFit) {
+  DeviceResidency d = h200Virtual(8, 0);
+  for (int c = 2; c <= 8; c *= 2) {
+    d.res.llClusters[c] = 132 / c;
+    d.res.clusters[c] = 2 * 132 / c;
+  }
+  Fabric f = nvlink8();
+  f.clusters = true;
+  f.virtualRanks = true;
+  std::string why;
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
+  EXPECT_EQ(f.clusterCtas[2], 32);
+  EXPECT_EQ(f.llClusterCtas[2], 16);
+  PlanPolicy one;
+  one.forcedAlgo = arfuseAlgoOneShot;
+  const Plan p = makePlan(f, Limits{}, one, req(16));
+  ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
+  EXPECT_EQ(p.geo.chunks, 2);
+  EXPECT_EQ(p.blocks, 32);
+  EXPECT_LE(p.blocks, f.clusterCtas[2]);
+  PlanPolicy ll;
+  ll.forcedAlgo = arfuseAlgoLowLatency;
+  for (int tokens : {1, 4, 16}) {
+    const Plan q = makePlan(f, Limits{}, ll, req(tokens));
+    ASSERT_EQ(q.status, arfuseSuccess) << q.reason;
+    if (q.geo.chunks > 1) EXPECT_LE(q.blocks, f.llClusterCtas[q.geo.chunks]) << tokens;
+  }
+  // With both classes at the low-latency figure the one-shot rows stay whole, as before.
+  for (int c = 2; c <= 8; c *= 2) d.res.clusters[c] = d.res.llClusters[c];
+  ASSERT_TRUE(setBlockCaps({d}, -1, &f).into(&why) == arfuseSuccess) << why;
+  EXPECT_EQ(makePlan(f, Limits{}, one, req(16)).geo.chunks, 1);
 }
 
 namespace {

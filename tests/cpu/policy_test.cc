@@ -35,10 +35,10 @@ GroupFacts factsFor(const topo::Topology& t, const std::vector<int>& devices, bo
     r.uuid = t.gpus[d].uuid;
     r.arch = t.gpus[d].ccMajor * 10 + t.gpus[d].ccMinor;
     r.sms = t.gpus[d].smCount > 0 ? t.gpus[d].smCount : 132;
-    r.lowLatency = 8;
-    r.narrow = 8;
-    r.wide = 4;
-    for (int c = 2; c <= kMaxChunks; c *= 2) r.clusters[c] = r.sms / c * 2;
+    r.res.lowLatency = 8;
+    r.res.narrow = 8;
+    r.res.wide = 4;
+    for (int c = 2; c <= kMaxChunks; c *= 2) r.res.clusters[c] = r.res.llClusters[c] = r.sms / c * 2;
     f.ranks.push_back(r);
   }
   f.topology = &t;
@@ -52,7 +52,10 @@ void expectSameFabric(const Fabric& a, const Fabric& b) {
   EXPECT_EQ(a.maxBlocks, b.maxBlocks);
   EXPECT_EQ(a.maxBlocksLowLatency, b.maxBlocksLowLatency);
   EXPECT_EQ(a.maxBlocksWide, b.maxBlocksWide);
-  for (int c = 0; c <= kMaxChunks; ++c) EXPECT_EQ(a.clusterCtas[c], b.clusterCtas[c]) << c;
+  for (int c = 0; c <= kMaxChunks; ++c) {
+    EXPECT_EQ(a.clusterCtas[c], b.clusterCtas[c]) << c;
+    EXPECT_EQ(a.llClusterCtas[c], b.llClusterCtas[c]) << c;
+  }
   EXPECT_EQ(a.smCount, b.smCount);
   EXPECT_EQ(a.lowLatencyMaxBytes, b.lowLatencyMaxBytes);
   EXPECT_EQ(a.clusters, b.clusters);

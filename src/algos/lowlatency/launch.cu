@@ -72,13 +72,16 @@ void resident(Residency* r) {
                               lowLatencyKernel<T, true, 1, false, true, true>,
                               lowLatencyKernel<T, true, 2, false, true, true>};
   r->lowLatency = minResident(r->lowLatency, kernels, kLlMaxThreads);
-  // Split rows run the 1-vector kernels (chunks of at most 256 vectors), fused ones with the row push.
+  // Split rows (chunks of at most 512 vectors on at most 256 threads) run the 1- and 2-vector kernels,
+  // one- and two-phase, fused ones with the row push or without: every one counts for this class's clusters.
   for (int c = 2; c <= kMaxChunks; c *= 2)
     for (KernelFn k :
          {lowLatencyKernel<T, true, 1>, lowLatencyKernel<T, false, 1>, lowLatencyKernel<T, true, 1, false, true>,
           lowLatencyKernel<T, false, 1, false, true>, lowLatencyKernel<T, true, 1, false, false, true>,
-          lowLatencyKernel<T, true, 1, false, true, true>})
-      r->clusters[c] = std::min(r->clusters[c], activeClusters(k, c, kLlMaxThreads));
+          lowLatencyKernel<T, true, 1, false, true, true>, lowLatencyKernel<T, true, 2>, lowLatencyKernel<T, false, 2>,
+          lowLatencyKernel<T, true, 2, false, true>, lowLatencyKernel<T, false, 2, false, true>,
+          lowLatencyKernel<T, true, 2, false, false, true>, lowLatencyKernel<T, true, 2, false, true, true>})
+      r->llClusters[c] = std::min(r->llClusters[c], activeClusters(k, c, kLlMaxThreads));
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ const VecSets kLlVecs = {{{1, 2, 4, 0}, {1, 2, 4, 0}, {2, 4, 0, 0}}};
 // At most kLlMaxCtas CTAs (the buffer's regions), the group's low-latency cap; no wide tiles.
 TileRules llTiles(const Fabric& f) {
   const int cap = f.maxBlocksLowLatency < 0 ? f.maxBlocks : f.maxBlocksLowLatency;
-  return TileRules{std::min(kLlMaxCtas, cap), false, &kLlVecs};
+  return TileRules{std::min(kLlMaxCtas, cap), false, &kLlVecs, f.llClusterCtas};
 }
 
 // Flagged bytes: a narrow tile takes whole 1 KiB groups (device/args.h llTileBytes).
