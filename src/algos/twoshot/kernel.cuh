@@ -183,4 +183,10 @@ __global__ void __launch_bounds__(
   PhaseClock::report("twoshot", a.nranks, a.rank, cs.epoch, 7);
 }
 
+// The kernel's instantiation over exchange X, as BarrierKernels (algos/barrier_launch.cuh) names it.
+template <class X, typename T, bool kFused, int kVecs, bool kExt, bool kPush>
+struct TwoShotKernel {
+  static void (*fn())(KernelArgs) { return twoShotKernel<X, T, kFused, kVecs, kExt, kPush>; }
+};
+
 }  // namespace arfuse
