@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <string_view>
 
 namespace arfuse {
 namespace topo {
@@ -37,6 +38,13 @@ const char* kindName(Value::Kind k) {
 namespace {
 
 constexpr int kMaxDepth = 64;
+
+// JSON's two-character escapes: the letter after the backslash (kEscapeLetters[k]) and the character
+// it stands for (kEscapedChars[k]). The reader takes all of them; the writer all but "\/" (a '/'
+// needs none), \u00XX for the other control characters: one spelling per character.
+constexpr std::string_view kEscapeLetters = "\"\\/bfnrt";
+constexpr std::string_view kEscapedChars = "\"\\/\b\f\n\r\t";
+static_assert(kEscapeLetters.size() == kEscapedChars.size());
 
 // A key as an error message quotes it: at most 64 bytes of it (a key may be megabytes long).
 std::string quoted(const std::string& k) {
@@ -210,46 +218,24 @@ class Parser {
       ++i_;
       if (atEnd()) return fail("unterminated string");
       char e = s_[i_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out->push_back(e);
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            uint32_t lo = 0;
-            if (s_.substr(i_, 2) != "\\u") return fail("unpaired UTF-16 surrogate in \\u escape");
-            i_ += 2;
-            if (!hex4(&lo)) return false;
-            if (lo < 0xDC00 || lo > 0xDFFF) return fail("unpaired UTF-16 surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return fail("unpaired UTF-16 surrogate in \\u escape");
-          }
-          appendUtf8(out, cp);
-          break;
-        }
-        default:
-          return fail(std::string("invalid escape '\\") + e + "'");
+      if (const size_t k = kEscapeLetters.find(e); k != std::string_view::npos) {
+        out->push_back(kEscapedChars[k]);
+        continue;
       }
+      if (e != 'u') return fail(std::string("invalid escape '\\") + e + "'");
+      uint32_t cp = 0;
+      if (!hex4(&cp)) return false;
+      if (cp >= 0xD800 && cp <= 0xDBFF) {
+        uint32_t lo = 0;
+        if (s_.substr(i_, 2) != "\\u") return fail("unpaired UTF-16 surrogate in \\u escape");
+        i_ += 2;
+        if (!hex4(&lo)) return false;
+        if (lo < 0xDC00 || lo > 0xDFFF) return fail("unpaired UTF-16 surrogate in \\u escape");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        return fail("unpaired UTF-16 surrogate in \\u escape");
+      }
+      appendUtf8(out, cp);
     }
   }
 
@@ -385,30 +371,16 @@ bool readFile(const std::string& path, std::string* text, std::string* error, si
 void appendString(std::string* out, std::string_view s) {
   out->push_back('"');
   for (char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          *out += buf;
-        } else {
-          out->push_back(c);
-        }
+    const size_t k = c == '/' ? std::string_view::npos : kEscapedChars.find(c);
+    if (k != std::string_view::npos) {
+      out->push_back('\\');
+      out->push_back(kEscapeLetters[k]);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      *out += buf;
+    } else {
+      out->push_back(c);
     }
   }
   out->push_back('"');
