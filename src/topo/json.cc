@@ -239,46 +239,48 @@ class Parser {
     }
   }
 
-  bool array(Value* v, int depth) {
-    v->kind = Value::Kind::kArray;
+  // The elements of an array or object after its opening bracket: element() for each, separated by
+  // ',' and ended by `close` (at once when it is empty).
+  template <typename F>
+  bool sequence(char close, const char* what, F element) {
     ++i_;
     skipSpace();
-    if (peek() == ']') {
+    if (peek() == close) {
       ++i_;
       return true;
     }
     while (true) {
       skipSpace();
-      v->items.emplace_back();
-      if (!value(&v->items.back(), depth + 1)) return false;
+      if (!element()) return false;
       skipSpace();
       if (peek() == ',') {
         ++i_;
         continue;
       }
-      if (peek() == ']') {
+      if (peek() == close) {
         ++i_;
         return true;
       }
-      return fail("expected ',' or ']' in an array");
+      return fail(std::string("expected ',' or '") + close + "' in " + what);
     }
+  }
+
+  bool array(Value* v, int depth) {
+    v->kind = Value::Kind::kArray;
+    return sequence(']', "an array", [&] {
+      v->items.emplace_back();
+      return value(&v->items.back(), depth + 1);
+    });
   }
 
   bool object(Value* v, int depth) {
     v->kind = Value::Kind::kObject;
-    ++i_;
-    skipSpace();
-    if (peek() == '}') {
-      ++i_;
-      return true;
-    }
     // An ordered set: O(log n) comparisons per key whatever the keys are. Not a scan of the members
     // so far (quadratic: 100k keys took 44 s on a loaded 2-core box), and not an unseeded hash set
     // either: keys built to share one std::hash value made it quadratic again (160k keys, 4.4 MB:
     // ~80 s through `arfuse plan --topology` and ARFUSE_CALIBRATION_FILE, read at communicator init).
     std::set<std::string> seen;
-    while (true) {
-      skipSpace();
+    return sequence('}', "an object", [&] {
       if (peek() != '"') return fail("expected a key (a string) in an object");
       Member m;
       m.keyPos = pos();
@@ -290,17 +292,8 @@ class Parser {
       skipSpace();
       if (!value(&m.value, depth + 1)) return false;
       v->members.push_back(std::move(m));
-      skipSpace();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      if (peek() == '}') {
-        ++i_;
-        return true;
-      }
-      return fail("expected ',' or '}' in an object");
-    }
+      return true;
+    });
   }
 
   std::string_view s_;
