@@ -1,7 +1,8 @@
 // The instantiations of a barrier path's kernels (one-shot, two-shot, over the peer or the host
 // exchange), their launch and residency, shared by the one-shot, two-shot and host-staged launch.cu
-// files. `Kernels` names the kernel: its `fn<T, kFused, kVecs, kExt, kPush>()` is that instantiation (each
-// launch.cu defines it over the kernel of its folder, so that this file includes none).
+// files. `Kernel` names the kernel: `Kernel<X, T, kFused, kVecs, kExt, kPush>::fn()` is that
+// instantiation (each kernel.cuh names its own, OneShotKernel and TwoShotKernel, so that this file
+// includes none).
 #pragma once
 
 #include "algos/launch_impl.cuh"
@@ -11,11 +12,11 @@ namespace arfuse {
 
 using BarrierKernelFn = void (*)(KernelArgs);
 
-template <class Kernels>
+template <template <class, typename, bool, int, bool, bool> class Kernel, class X>
 struct BarrierKernels {
   template <typename T, bool kFused, int kVecs, bool kExt = false, bool kPush = false>
   static BarrierKernelFn fn() {
-    return Kernels::template fn<T, kFused, kVecs, kExt, kPush>();
+    return Kernel<X, T, kFused, kVecs, kExt, kPush>::fn();
   }
   template <typename T>
   struct Pick {

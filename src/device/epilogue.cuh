@@ -19,54 +19,13 @@
 #pragma once
 
 #include "device/args.h"
+#include "device/caches.cuh"
 #include "device/protocol.cuh"
 #include "device/quant.cuh"
 #include "device/rowsum.cuh"
 #include "device/vec.cuh"
 
 namespace arfuse {
-
-// Small register caches keep the weight of the thread's vectors from before the wait (every tile of a
-// CTA is the same chunk of a row, so the same weight); the 8-vector variant reads it in pass 2
-// through the read-only cache instead (keeping it would spill at 512 threads x 8 vectors).
-template <int kVecs>
-struct WeightCache {
-  static constexpr bool kCached = kVecs <= 2;
-  uint4 w[kCached ? kVecs : 1];
-  const uint4* base;  // weight + chunk * chunkVecs
-  __device__ void load(const uint4* weight, int chunkBase, int chunkVecs) {
-    base = weight + chunkBase;
-    if constexpr (kCached) {
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i) {
-        const int u = threadIdx.x + i * blockDim.x;
-        // Every element is defined (a conditionally uninitialised register array goes to the stack).
-        w[i] = u < chunkVecs ? __ldg(base + u) : make_uint4(0, 0, 0, 0);
-      }
-    }
-  }
-  __device__ uint4 get(int i, int u) const {
-    if constexpr (kCached) {
-      (void)u;
-      return w[i];
-    } else {
-      return __ldg(base + u);
-    }
-  }
-};
-
-// The tile's residual_in vectors of this thread, loaded early where the path allows.
-template <int kVecs>
-struct ResidualCache {
-  uint4 r[kVecs];
-  __device__ void load(const uint4* residualIn /* tile base */, int chunkVecs) {
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int u = threadIdx.x + i * blockDim.x;
-      r[i] = u < chunkVecs ? residualIn[u] : make_uint4(0, 0, 0, 0);
-    }
-  }
-};
 
 // acc (fp32 sum of vector u_i) [+ residual] -> packed (rounded); NaN when failed.
 template <typename T>

@@ -322,6 +322,15 @@ __device__ __forceinline__ void exitCallAs(const KernelArgs& a, const CallState&
   else
     exitCall(a, cs, failed);
 }
+// The end of a barrier path's call: phase points 5 (tiles finished) and 6 (exited) around
+// exitCallAs, then the phase clock's report of the path's 7 points (empty in a normal build).
+template <bool kShared>
+__device__ __forceinline__ void finishCallAs(const KernelArgs& a, const CallState& cs, bool failed, const char* path) {
+  PhaseClock::mark<5>();
+  exitCallAs<kShared>(a, cs, failed);
+  PhaseClock::mark<6>();
+  PhaseClock::report(path, a.nranks, a.rank, cs.epoch, 7);
+}
 
 // ---- tiles ---------------------------------------------------------------------------------------
 // This CTA's place in the call's tiling (device/args.h Tiling).

@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace arfuse {
 
 template <typename T>
@@ -50,29 +52,23 @@ struct HalfVec {
     }
     return make_uint4(w[0], w[1], w[2], w[3]);
   }
-  __device__ static float toF(H h);
-  __device__ static H fromF(float f);
+  // The element conversions, round to nearest even (fp16 or bf16 by H).
+  __device__ static float toF(H h) {
+    if constexpr (std::is_same_v<H, __half>)
+      return __half2float(h);
+    else
+      return __bfloat162float(h);
+  }
+  __device__ static H fromF(float f) {
+    if constexpr (std::is_same_v<H, __half>)
+      return __float2half_rn(f);
+    else
+      return __float2bfloat16_rn(f);
+  }
 };
 
 using Bf16Vec = HalfVec<__nv_bfloat16, __nv_bfloat162, 0x7FC07FC0u>;
 using Fp16Vec = HalfVec<__half, __half2, 0x7E007E00u>;
-
-template <>
-__device__ inline float Bf16Vec::toF(__nv_bfloat16 h) {
-  return __bfloat162float(h);
-}
-template <>
-__device__ inline __nv_bfloat16 Bf16Vec::fromF(float f) {
-  return __float2bfloat16_rn(f);
-}
-template <>
-__device__ inline float Fp16Vec::toF(__half h) {
-  return __half2float(h);
-}
-template <>
-__device__ inline __half Fp16Vec::fromF(float f) {
-  return __float2half_rn(f);
-}
 
 template <>
 struct Vec<__nv_bfloat16> : Bf16Vec {};

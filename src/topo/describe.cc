@@ -1,7 +1,10 @@
 // describe(): the topology as a person reads it. The link matrix uses `nvidia-smi topo -m` labels
 // because that is the vocabulary users already paste into bug reports; the P2P matrix adds what
 // nvidia-smi cannot know, whether a measured peer load or store actually worked.
+#include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <string>
 
 #include "topology.h"
 
@@ -96,28 +99,23 @@ std::string describe(const Topology& t) {
   if (t.size() > 1) {
     s += "\n" + matrix(t, "Link", true, linkLabel);
     s += "\n" + matrix(t, "P2P", false, p2pCell);
-    bool anyRead = false, anyWrite = false, anyLat = false, anySolo = false;
-    for (const Link& l : t.links) {
-      anySolo |= l.measured.soloReadGBps.has_value();
-      anyRead |= l.measured.readGBps.has_value();
-      anyWrite |= l.measured.writeGBps.has_value();
-      anyLat |= l.measured.flagLatencyUs.has_value();
-    }
-    if (anyRead) {
-      s += "\nPeer read GB/s, all pairs at once (row pulls from column)\n";
-      s += matrix(t, "Read", false, [](const Link& l) { return gbpsCell(l.measured.readGBps); });
-    }
-    if (anyWrite) {
-      s += "\nPeer write GB/s, all pairs at once (row pushes into column)\n";
-      s += matrix(t, "Write", false, [](const Link& l) { return gbpsCell(l.measured.writeGBps); });
-    }
-    if (anySolo) {
-      s += "\nPeer read GB/s, one pair at a time (row pulls from column)\n";
-      s += matrix(t, "Solo", false, [](const Link& l) { return gbpsCell(l.measured.soloReadGBps); });
-    }
-    if (anyLat) {
-      s += "\nOne-way flag latency, us (row signals column)\n";
-      s += matrix(t, "Flag", false, [](const Link& l) { return gbpsCell(l.measured.flagLatencyUs); });
+    // The measured matrices, in this order, each where some pair has that measurement.
+    struct Measurement {
+      std::optional<double> Measured::*value;
+      const char* caption;
+      const char* title;
+    };
+    static constexpr Measurement kMeasured[] = {
+        {&Measured::readGBps, "Peer read GB/s, all pairs at once (row pulls from column)", "Read"},
+        {&Measured::writeGBps, "Peer write GB/s, all pairs at once (row pushes into column)", "Write"},
+        {&Measured::soloReadGBps, "Peer read GB/s, one pair at a time (row pulls from column)", "Solo"},
+        {&Measured::flagLatencyUs, "One-way flag latency, us (row signals column)", "Flag"},
+    };
+    for (const Measurement& m : kMeasured) {
+      const auto value = [&m](const Link& l) { return l.measured.*m.value; };
+      if (std::none_of(t.links.begin(), t.links.end(), [&](const Link& l) { return value(l).has_value(); })) continue;
+      s += std::string("\n") + m.caption + "\n";
+      s += matrix(t, m.title, false, [&](const Link& l) { return gbpsCell(value(l)); });
     }
   }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <string_view>
 
 namespace arfuse {
 namespace topo {
@@ -37,6 +38,13 @@ const char* kindName(Value::Kind k) {
 namespace {
 
 constexpr int kMaxDepth = 64;
+
+// JSON's two-character escapes: the letter after the backslash (kEscapeLetters[k]) and the character
+// it stands for (kEscapedChars[k]). The reader takes all of them; the writer all but "\/" (a '/'
+// needs none), \u00XX for the other control characters: one spelling per character.
+constexpr std::string_view kEscapeLetters = "\"\\/bfnrt";
+constexpr std::string_view kEscapedChars = "\"\\/\b\f\n\r\t";
+static_assert(kEscapeLetters.size() == kEscapedChars.size());
 
 // A key as an error message quotes it: at most 64 bytes of it (a key may be megabytes long).
 std::string quoted(const std::string& k) {
@@ -210,89 +218,69 @@ class Parser {
       ++i_;
       if (atEnd()) return fail("unterminated string");
       char e = s_[i_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out->push_back(e);
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            uint32_t lo = 0;
-            if (s_.substr(i_, 2) != "\\u") return fail("unpaired UTF-16 surrogate in \\u escape");
-            i_ += 2;
-            if (!hex4(&lo)) return false;
-            if (lo < 0xDC00 || lo > 0xDFFF) return fail("unpaired UTF-16 surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return fail("unpaired UTF-16 surrogate in \\u escape");
-          }
-          appendUtf8(out, cp);
-          break;
-        }
-        default:
-          return fail(std::string("invalid escape '\\") + e + "'");
+      if (const size_t k = kEscapeLetters.find(e); k != std::string_view::npos) {
+        out->push_back(kEscapedChars[k]);
+        continue;
       }
+      if (e != 'u') return fail(std::string("invalid escape '\\") + e + "'");
+      uint32_t cp = 0;
+      if (!hex4(&cp)) return false;
+      if (cp >= 0xD800 && cp <= 0xDBFF) {
+        uint32_t lo = 0;
+        if (s_.substr(i_, 2) != "\\u") return fail("unpaired UTF-16 surrogate in \\u escape");
+        i_ += 2;
+        if (!hex4(&lo)) return false;
+        if (lo < 0xDC00 || lo > 0xDFFF) return fail("unpaired UTF-16 surrogate in \\u escape");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        return fail("unpaired UTF-16 surrogate in \\u escape");
+      }
+      appendUtf8(out, cp);
     }
   }
 
-  bool array(Value* v, int depth) {
-    v->kind = Value::Kind::kArray;
+  // The elements of an array or object after its opening bracket: element() for each, separated by
+  // ',' and ended by `close` (at once when it is empty).
+  template <typename F>
+  bool sequence(char close, const char* what, F element) {
     ++i_;
     skipSpace();
-    if (peek() == ']') {
+    if (peek() == close) {
       ++i_;
       return true;
     }
     while (true) {
       skipSpace();
-      v->items.emplace_back();
-      if (!value(&v->items.back(), depth + 1)) return false;
+      if (!element()) return false;
       skipSpace();
       if (peek() == ',') {
         ++i_;
         continue;
       }
-      if (peek() == ']') {
+      if (peek() == close) {
         ++i_;
         return true;
       }
-      return fail("expected ',' or ']' in an array");
+      return fail(std::string("expected ',' or '") + close + "' in " + what);
     }
+  }
+
+  bool array(Value* v, int depth) {
+    v->kind = Value::Kind::kArray;
+    return sequence(']', "an array", [&] {
+      v->items.emplace_back();
+      return value(&v->items.back(), depth + 1);
+    });
   }
 
   bool object(Value* v, int depth) {
     v->kind = Value::Kind::kObject;
-    ++i_;
-    skipSpace();
-    if (peek() == '}') {
-      ++i_;
-      return true;
-    }
     // An ordered set: O(log n) comparisons per key whatever the keys are. Not a scan of the members
     // so far (quadratic: 100k keys took 44 s on a loaded 2-core box), and not an unseeded hash set
     // either: keys built to share one std::hash value made it quadratic again (160k keys, 4.4 MB:
     // ~80 s through `arfuse plan --topology` and ARFUSE_CALIBRATION_FILE, read at communicator init).
     std::set<std::string> seen;
-    while (true) {
-      skipSpace();
+    return sequence('}', "an object", [&] {
       if (peek() != '"') return fail("expected a key (a string) in an object");
       Member m;
       m.keyPos = pos();
@@ -304,17 +292,8 @@ class Parser {
       skipSpace();
       if (!value(&m.value, depth + 1)) return false;
       v->members.push_back(std::move(m));
-      skipSpace();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      if (peek() == '}') {
-        ++i_;
-        return true;
-      }
-      return fail("expected ',' or '}' in an object");
-    }
+      return true;
+    });
   }
 
   std::string_view s_;
@@ -385,30 +364,16 @@ bool readFile(const std::string& path, std::string* text, std::string* error, si
 void appendString(std::string* out, std::string_view s) {
   out->push_back('"');
   for (char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          *out += buf;
-        } else {
-          out->push_back(c);
-        }
+    const size_t k = c == '/' ? std::string_view::npos : kEscapedChars.find(c);
+    if (k != std::string_view::npos) {
+      out->push_back('\\');
+      out->push_back(kEscapeLetters[k]);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      *out += buf;
+    } else {
+      out->push_back(c);
     }
   }
   out->push_back('"');

@@ -8,45 +8,45 @@
 namespace arfuse {
 namespace topo {
 
-PcieLink pcieFromNvmlLevel(int level) {
-  switch (level) {
-    case 0:
-      return PcieLink::kSameBoard;
-    case 10:
-      return PcieLink::kSameSwitch;
-    case 20:
-      return PcieLink::kMultiSwitch;
-    case 30:
-      return PcieLink::kHostBridge;
-    case 40:
-      return PcieLink::kSameSocket;
-    case 50:
-      return PcieLink::kCrossSocket;
-    default:
-      return PcieLink::kUnknown;
-  }
+namespace {
+
+// An NVML code and what it means here.
+template <typename E>
+struct FromNvml {
+  int code;
+  E value;
+};
+
+// The value of `code` in `table`; a code it does not list (a later NVML's) is `unknown`.
+template <typename E, size_t N>
+E fromNvml(const FromNvml<E> (&table)[N], int code, E unknown) {
+  for (const FromNvml<E>& t : table)
+    if (t.code == code) return t.value;
+  return unknown;
 }
+
+// nvmlGpuTopologyLevel_t: INTERNAL, SINGLE, MULTIPLE, HOSTBRIDGE, NODE, SYSTEM.
+constexpr FromNvml<PcieLink> kTopologyLevels[] = {{0, PcieLink::kSameBoard},    {10, PcieLink::kSameSwitch},
+                                                  {20, PcieLink::kMultiSwitch}, {30, PcieLink::kHostBridge},
+                                                  {40, PcieLink::kSameSocket},  {50, PcieLink::kCrossSocket}};
+// nvmlGpuP2PStatus_t: OK, CHIPSET_NOT_SUPPORTED, GPU_NOT_SUPPORTED, IOH_TOPOLOGY_NOT_SUPPORTED,
+// DISABLED_BY_REGKEY, NOT_SUPPORTED.
+constexpr FromNvml<P2pStatus> kP2pStatuses[] = {{0, P2pStatus::kOk},
+                                                {1, P2pStatus::kChipsetNotSupported},
+                                                {2, P2pStatus::kGpuNotSupported},
+                                                {3, P2pStatus::kTopologyNotSupported},
+                                                {4, P2pStatus::kDisabledByRegkey},
+                                                {5, P2pStatus::kNotSupported}};
+
+}  // namespace
+
+PcieLink pcieFromNvmlLevel(int level) { return fromNvml(kTopologyLevels, level, PcieLink::kUnknown); }
 
 P2pStatus p2pFromNvml(int rc, int status) {
   constexpr int kNvmlSuccess = 0, kNvmlNotSupported = 3;
   if (rc == kNvmlNotSupported) return P2pStatus::kNotSupported;
   if (rc != kNvmlSuccess) return P2pStatus::kUnknown;
-  switch (status) {
-    case 0:
-      return P2pStatus::kOk;
-    case 1:
-      return P2pStatus::kChipsetNotSupported;
-    case 2:
-      return P2pStatus::kGpuNotSupported;
-    case 3:
-      return P2pStatus::kTopologyNotSupported;
-    case 4:
-      return P2pStatus::kDisabledByRegkey;
-    case 5:
-      return P2pStatus::kNotSupported;
-    default:
-      return P2pStatus::kUnknown;
-  }
+  return fromNvml(kP2pStatuses, status, P2pStatus::kUnknown);
 }
 
 std::string normalizeBusId(const std::string& s) {

@@ -285,6 +285,15 @@ class Prober {
   // Launches bandwidthKernel on d over `peers` (indices into a.src / a.dst already filled).
   bool launchBandwidth(int d, BwArgs a, int npeers, int bpp);
   bool windowsOf(int d, int npeers, int bpp, std::vector<double>* seconds);
+  // What a finished ping-pong kernel left on g: its timed rounds' nanoseconds and whether it timed out.
+  bool pingPongResult(const Resources::PerGpu& g, unsigned long long* ns, bool* timedOut) {
+    uint32_t to = 0;
+    if (!check(cudaMemcpy(ns, g.elapsed, sizeof *ns, cudaMemcpyDeviceToHost), "cudaMemcpy") ||
+        !check(cudaMemcpy(&to, g.timedOut, sizeof to, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+      return false;
+    *timedOut = to != 0;
+    return true;
+  }
 
   Topology& t_;
   const ProbeOptions& opt_;
@@ -551,10 +560,8 @@ bool Prober::latencies() {
           !wait(j, "ping-pong " + pair))
         return false;
       unsigned long long ns = 0;
-      uint32_t to = 0;
-      if (!check(cudaMemcpy(&ns, gi.elapsed, sizeof ns, cudaMemcpyDeviceToHost), "cudaMemcpy") ||
-          !check(cudaMemcpy(&to, gi.timedOut, sizeof to, cudaMemcpyDeviceToHost), "cudaMemcpy"))
-        return false;
+      bool to = false;
+      if (!pingPongResult(gi, &ns, &to)) return false;
       if (to) {
         notes_.push_back("flag ping-pong " + pair + " timed out: flags written into a peer's memory were not seen");
         continue;
@@ -593,10 +600,8 @@ bool Prober::hostProbes() {
     hostPingPongKernel<<<2, 32, 0, g.stream>>>(res_.hostFlagsDev, rounds, warm, timeoutNs(), g.elapsed, g.timedOut);
     if (!check(cudaGetLastError(), "host ping-pong launch") || !wait(d, "host flag ping-pong")) return false;
     unsigned long long ns = 0;
-    uint32_t to = 0;
-    if (!check(cudaMemcpy(&ns, g.elapsed, sizeof ns, cudaMemcpyDeviceToHost), "cudaMemcpy") ||
-        !check(cudaMemcpy(&to, g.timedOut, sizeof to, cudaMemcpyDeviceToHost), "cudaMemcpy"))
-      return false;
+    bool to = false;
+    if (!pingPongResult(g, &ns, &to)) return false;
     if (to) {
       notes_.push_back("host flag ping-pong on GPU " + std::to_string(d) + " timed out");
     } else {

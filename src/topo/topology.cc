@@ -474,40 +474,39 @@ std::string fabricFingerprint(const Topology& t) {
   return buf;
 }
 
-Topology subTopology(const Topology& t, const std::vector<int>& devices) {
+namespace {
+// The in-range devices of `devices`, each once, in their order.
+std::vector<int> distinctDevices(const Topology& t, const std::vector<int>& devices) {
   std::vector<int> pick;
   for (int d : devices) {
     if (d >= 0 && d < t.size() && std::find(pick.begin(), pick.end(), d) == pick.end()) pick.push_back(d);
   }
-  Topology s = makeTopology(static_cast<int>(pick.size()));
-  s.source = t.source;
-  s.hostname = t.hostname;
-  s.driverVersion = t.driverVersion;
-  s.cudaRuntimeVersion = t.cudaRuntimeVersion;
-  s.ncclVersion = t.ncclVersion;
-  s.nvmlVersion = t.nvmlVersion;
-  s.notes = t.notes;
+  return pick;
+}
+}  // namespace
+
+Topology subTopology(const Topology& t, const std::vector<int>& devices) {
+  const std::vector<int> pick = distinctDevices(t, devices);
+  // The machine's facts (source, versions, notes) are the whole topology's, so it is copied whole: a
+  // field added to Topology comes along. Then the picked GPUs and their links, renumbered.
+  Topology s = t;
+  s.gpus.clear();
   for (size_t i = 0; i < pick.size(); ++i) {
-    s.gpus[i] = t.gpus[pick[i]];
-    s.gpus[i].index = static_cast<int>(i);
+    s.gpus.push_back(t.gpus[pick[i]]);
+    s.gpus.back().index = static_cast<int>(i);
   }
-  for (size_t i = 0; i < pick.size(); ++i) {
-    for (size_t j = 0; j < pick.size(); ++j) {
-      if (i == j) continue;
-      Link l = t.link(pick[i], pick[j]);
-      l.from = static_cast<int>(i);
-      l.to = static_cast<int>(j);
-      s.link(static_cast<int>(i), static_cast<int>(j)) = l;
-    }
+  s.links = makeTopology(s.size()).links;
+  for (Link& l : s.links) {
+    const int from = l.from, to = l.to;
+    l = t.link(pick[from], pick[to]);
+    l.from = from;
+    l.to = to;
   }
   return s;
 }
 
 std::string calibrationFingerprint(const Topology& t, const std::vector<int>& devices) {
-  std::vector<int> pick;
-  for (int d : devices) {
-    if (d >= 0 && d < t.size() && std::find(pick.begin(), pick.end(), d) == pick.end()) pick.push_back(d);
-  }
+  std::vector<int> pick = distinctDevices(t, devices);
   std::sort(pick.begin(), pick.end(), [&](int x, int y) { return t.gpus[x].uuid < t.gpus[y].uuid; });
   Topology s = subTopology(t, pick);
   for (Link& l : s.links) l.measured = Measured{};

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "json.h"
 #include "topology.h"
@@ -39,53 +40,48 @@ void field(std::string* o, bool* first, const char* k) {
   key(o, k);
 }
 
+// A field's value, spelled once for each type the schema uses.
+void appendValue(std::string* o, bool v) { *o += v ? "true" : "false"; }
+void appendValue(std::string* o, double v) { *o += json::formatDouble(v); }
+void appendValue(std::string* o, const std::string& v) { json::appendString(o, v); }
+void appendValue(std::string* o, const char* v) { json::appendString(o, v); }
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+void appendValue(std::string* o, I v) {
+  *o += std::to_string(v);
+}
+
+template <typename T>
+void field(std::string* o, bool* first, const char* k, const T& v) {
+  field(o, first, k);
+  appendValue(o, v);
+}
+// An absent optional is left out (never written as null).
+template <typename T>
+void field(std::string* o, bool* first, const char* k, const std::optional<T>& v) {
+  if (v) field(o, first, k, *v);
+}
+
 void writeGpu(std::string* o, const Gpu& g) {
   bool first = true;
   *o += "{";
-  field(o, &first, "index");
-  *o += std::to_string(g.index);
-  field(o, &first, "name");
-  json::appendString(o, g.name);
-  field(o, &first, "uuid");
-  json::appendString(o, g.uuid);
-  field(o, &first, "pci_bus_id");
-  json::appendString(o, g.pciBusId);
-  field(o, &first, "cc_major");
-  *o += std::to_string(g.ccMajor);
-  field(o, &first, "cc_minor");
-  *o += std::to_string(g.ccMinor);
-  field(o, &first, "sm_count");
-  *o += std::to_string(g.smCount);
-  if (g.numaNode) {
-    field(o, &first, "numa_node");
-    *o += std::to_string(*g.numaNode);
-  }
-  field(o, &first, "memory_bytes");
-  *o += std::to_string(g.memoryBytes);
-  if (g.pcieGen) {
-    field(o, &first, "pcie_gen");
-    *o += std::to_string(*g.pcieGen);
-  }
-  if (g.pcieWidth) {
-    field(o, &first, "pcie_width");
-    *o += std::to_string(*g.pcieWidth);
-  }
+  field(o, &first, "index", g.index);
+  field(o, &first, "name", g.name);
+  field(o, &first, "uuid", g.uuid);
+  field(o, &first, "pci_bus_id", g.pciBusId);
+  field(o, &first, "cc_major", g.ccMajor);
+  field(o, &first, "cc_minor", g.ccMinor);
+  field(o, &first, "sm_count", g.smCount);
+  field(o, &first, "numa_node", g.numaNode);
+  field(o, &first, "memory_bytes", g.memoryBytes);
+  field(o, &first, "pcie_gen", g.pcieGen);
+  field(o, &first, "pcie_width", g.pcieWidth);
   if (g.host.any()) {
     field(o, &first, "measured");
     bool f2 = true;
     *o += "{";
-    if (g.host.readGBps) {
-      field(o, &f2, "host_read_gbps");
-      *o += json::formatDouble(*g.host.readGBps);
-    }
-    if (g.host.writeGBps) {
-      field(o, &f2, "host_write_gbps");
-      *o += json::formatDouble(*g.host.writeGBps);
-    }
-    if (g.host.flagRoundTripUs) {
-      field(o, &f2, "host_flag_rtt_us");
-      *o += json::formatDouble(*g.host.flagRoundTripUs);
-    }
+    field(o, &f2, "host_read_gbps", g.host.readGBps);
+    field(o, &f2, "host_write_gbps", g.host.writeGBps);
+    field(o, &f2, "host_flag_rtt_us", g.host.flagRoundTripUs);
     *o += "}";
   }
   *o += "}";
@@ -94,54 +90,26 @@ void writeGpu(std::string* o, const Gpu& g) {
 void writeMeasured(std::string* o, const Measured& m) {
   bool first = true;
   *o += "{";
-  if (m.peerLoad) {
-    field(o, &first, "peer_load");
-    *o += *m.peerLoad ? "true" : "false";
-  }
-  if (m.peerStore) {
-    field(o, &first, "peer_store");
-    *o += *m.peerStore ? "true" : "false";
-  }
-  if (m.readGBps) {
-    field(o, &first, "read_gbps");
-    *o += json::formatDouble(*m.readGBps);
-  }
-  if (m.writeGBps) {
-    field(o, &first, "write_gbps");
-    *o += json::formatDouble(*m.writeGBps);
-  }
-  if (m.flagLatencyUs) {
-    field(o, &first, "flag_latency_us");
-    *o += json::formatDouble(*m.flagLatencyUs);
-  }
-  if (m.soloReadGBps) {
-    field(o, &first, "solo_read_gbps");
-    *o += json::formatDouble(*m.soloReadGBps);
-  }
+  field(o, &first, "peer_load", m.peerLoad);
+  field(o, &first, "peer_store", m.peerStore);
+  field(o, &first, "read_gbps", m.readGBps);
+  field(o, &first, "write_gbps", m.writeGBps);
+  field(o, &first, "flag_latency_us", m.flagLatencyUs);
+  field(o, &first, "solo_read_gbps", m.soloReadGBps);
   *o += "}";
 }
 
 void writeLink(std::string* o, const Link& l) {
   bool first = true;
   *o += "{";
-  field(o, &first, "from");
-  *o += std::to_string(l.from);
-  field(o, &first, "to");
-  *o += std::to_string(l.to);
-  field(o, &first, "can_access_peer");
-  *o += l.canAccessPeer ? "true" : "false";
-  field(o, &first, "p2p_read");
-  json::appendString(o, p2pStatusName(l.p2pRead));
-  field(o, &first, "p2p_write");
-  json::appendString(o, p2pStatusName(l.p2pWrite));
-  field(o, &first, "p2p_atomics");
-  json::appendString(o, p2pStatusName(l.p2pAtomics));
-  if (l.nvlinks) {
-    field(o, &first, "nvlinks");
-    *o += std::to_string(*l.nvlinks);
-  }
-  field(o, &first, "pcie");
-  json::appendString(o, pcieLinkName(l.pcie));
+  field(o, &first, "from", l.from);
+  field(o, &first, "to", l.to);
+  field(o, &first, "can_access_peer", l.canAccessPeer);
+  field(o, &first, "p2p_read", p2pStatusName(l.p2pRead));
+  field(o, &first, "p2p_write", p2pStatusName(l.p2pWrite));
+  field(o, &first, "p2p_atomics", p2pStatusName(l.p2pAtomics));
+  field(o, &first, "nvlinks", l.nvlinks);
+  field(o, &first, "pcie", pcieLinkName(l.pcie));
   if (l.measured.any()) {
     field(o, &first, "measured");
     writeMeasured(o, l.measured);

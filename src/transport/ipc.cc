@@ -46,6 +46,18 @@ namespace {
 
 using namespace mp;  // NOLINT: this file is the protocol's other half
 
+// The plan limits a rank posts in its Wire, and the PlanPolicy member each stands for: one list for
+// both directions (connect posts them, agreeOnPolicy reads every rank's back).
+struct WireLimit {
+  int64_t Wire::*wire;
+  long long PlanPolicy::*policy;
+};
+constexpr WireLimit kWireLimits[] = {
+    {&Wire::oneShotMax, &PlanPolicy::oneShotMaxBytes},       {&Wire::hostOneShotMax, &PlanPolicy::hostOneShotMaxBytes},
+    {&Wire::hostStagedMax, &PlanPolicy::hostStagedMaxBytes}, {&Wire::lowLatencyMax, &PlanPolicy::lowLatencyMaxBytes},
+    {&Wire::ncclAbove, &PlanPolicy::ncclAboveBytes},         {&Wire::llTwoPhaseMax, &PlanPolicy::llTwoPhaseMaxBytes},
+};
+
 // Every rank resolved the plan limits itself (its ARFUSE_CALIBRATION_FILE, the GPUs it sees): they
 // must be equal on every rank, since each rank plans its calls alone. If any rank differs, every
 // rank falls back to the configured limits (config > environment > built-in, already checked equal
@@ -54,12 +66,7 @@ void agreeOnPolicy(const std::vector<Wire>& ws, const PlanPolicy& configured, co
                    PlanPolicy* policy) {
   auto limitsOf = [&](const Wire& w) {
     PlanPolicy p = configured;
-    p.oneShotMaxBytes = w.oneShotMax;
-    p.hostOneShotMaxBytes = w.hostOneShotMax;
-    p.hostStagedMaxBytes = w.hostStagedMax;
-    p.lowLatencyMaxBytes = w.lowLatencyMax;
-    p.ncclAboveBytes = w.ncclAbove;
-    p.llTwoPhaseMaxBytes = w.llTwoPhaseMax;
+    for (const WireLimit& l : kWireLimits) p.*l.policy = w.*l.wire;
     return p;
   };
   const PlanPolicy first = limitsOf(ws[0]);
@@ -104,12 +111,7 @@ class IpcTransport : public Transport {
       const ncclResult_t nr = ncclGetUniqueId(&mine_.ncclId);
       if (nr != ncclSuccess) localB_ = ARFUSE_FAIL(arfuseNcclError, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
     }
-    mine_.oneShotMax = g->policy.oneShotMaxBytes;
-    mine_.hostOneShotMax = g->policy.hostOneShotMaxBytes;
-    mine_.hostStagedMax = g->policy.hostStagedMaxBytes;
-    mine_.lowLatencyMax = g->policy.lowLatencyMaxBytes;
-    mine_.ncclAbove = g->policy.ncclAboveBytes;
-    mine_.llTwoPhaseMax = g->policy.llTwoPhaseMaxBytes;
+    for (const WireLimit& l : kWireLimits) mine_.*l.wire = g->policy.*l.policy;
     mine_.status = localB_.code();
     setText(mine_.text, localB_.message());
     std::vector<uint8_t> all;

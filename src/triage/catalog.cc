@@ -14,15 +14,41 @@
 namespace arfuse {
 namespace triage {
 
-const char* sigClassName(SigClass c) {
-  switch (c) {
-    case SigClass::kOrigin:
-      return "origin";
-    case SigClass::kEcho:
-      return "echo";
-    case SigClass::kContext:
-      return "context";
+namespace {
+
+// The catalogue's spelling of an enum's values: one table serves the parser and the name.
+template <typename E>
+struct Named {
+  E value;
+  const char* name;
+};
+constexpr Named<SigClass> kClassNames[] = {
+    {SigClass::kOrigin, "origin"}, {SigClass::kEcho, "echo"}, {SigClass::kContext, "context"}};
+constexpr Named<SigWhen> kWhenNames[] = {{SigWhen::kLine, "line"},
+                                         {SigWhen::kTracebackEnd, "traceback-end"},
+                                         {SigWhen::kFrame, "frame"},
+                                         {SigWhen::kDerived, "derived"},
+                                         {SigWhen::kKnowledge, "knowledge"}};
+
+// *out = the value `val` names; else "`key` must be a, b or c".
+template <typename E, size_t N>
+std::string parseNamed(const Named<E> (&names)[N], const std::string& key, std::string_view val, E* out) {
+  for (const Named<E>& n : names) {
+    if (val == n.name) {
+      *out = n.value;
+      return std::string();
+    }
   }
+  std::string msg = key + " must be ";
+  for (size_t i = 0; i < N; ++i) msg += std::string(i == 0 ? "" : i + 1 == N ? " or " : ", ") + names[i].name;
+  return msg;
+}
+
+}  // namespace
+
+const char* sigClassName(SigClass c) {
+  for (const Named<SigClass>& n : kClassNames)
+    if (n.value == c) return n.name;
   return "?";
 }
 
@@ -152,27 +178,9 @@ int Catalog::lookup(std::string_view kind, std::string_view subject, std::string
 // One `key = value` field of a signature block; returns an error message, or empty when it parsed.
 std::string setField(Signature* s, const std::string& key, std::string_view val) {
   if (key == "class") {
-    if (val == "origin")
-      s->cls = SigClass::kOrigin;
-    else if (val == "echo")
-      s->cls = SigClass::kEcho;
-    else if (val == "context")
-      s->cls = SigClass::kContext;
-    else
-      return std::string("class must be origin, echo or context");
+    return parseNamed(kClassNames, key, val, &s->cls);
   } else if (key == "when") {
-    if (val == "line")
-      s->when = SigWhen::kLine;
-    else if (val == "traceback-end")
-      s->when = SigWhen::kTracebackEnd;
-    else if (val == "frame")
-      s->when = SigWhen::kFrame;
-    else if (val == "derived")
-      s->when = SigWhen::kDerived;
-    else if (val == "knowledge")
-      s->when = SigWhen::kKnowledge;
-    else
-      return std::string("when must be line, traceback-end, frame, derived or knowledge");
+    return parseNamed(kWhenNames, key, val, &s->when);
   } else if (key == "weight") {
     s->weight = std::atoi(std::string(val).c_str());
     if (s->weight < 0 || s->weight > 100) return std::string("weight must be 0..100");

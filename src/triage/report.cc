@@ -155,43 +155,44 @@ void jsonOcc(const Analyzer& a, const Occurrence& o, std::ostream& out) {
   out << "}";
 }
 
+// A JSON array of `items`, each written by put(item, out).
+template <class Items, class Put>
+void jsonArray(const Items& items, std::ostream& out, Put put) {
+  out << "[";
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out << ",";
+    put(item, out);
+    first = false;
+  }
+  out << "]";
+}
+
+template <class Strings>
+void jsonStrings(const Strings& items, std::ostream& out) {
+  jsonArray(items, out, [](const std::string& v, std::ostream& o) { o << jstr(v); });
+}
+
 void jsonEvent(const Analyzer& a, const EventGroup& g, int nranks, bool full, std::ostream& out) {
   const Signature& s = a.catalog().sig(g.sig);
   out << "{\"id\":" << jstr(s.id) << ",\"class\":" << jstr(sigClassName(g.cls)) << ",\"weight\":" << s.weight
       << ",\"title\":" << jstr(s.title) << ",\"meaning\":" << jstr(s.meaning) << ",\"text\":" << jstr(g.text)
-      << ",\"count\":" << g.count << ",\"ranks\":[";
-  bool first = true;
-  for (int r : g.ranks) {
-    out << (first ? "" : ",") << r;
-    first = false;
-  }
-  out << "],\"processes\":[";
-  first = true;
-  for (const auto& p : g.procs) {
-    out << (first ? "" : ",") << jstr(p);
-    first = false;
-  }
-  out << "],\"ranks_text\":" << jstr(a.ranksText(g, nranks)) << ",\"first\":";
+      << ",\"count\":" << g.count << ",\"ranks\":";
+  jsonArray(g.ranks, out, [](int r, std::ostream& o) { o << r; });
+  out << ",\"processes\":";
+  jsonStrings(g.procs, out);
+  out << ",\"ranks_text\":" << jstr(a.ranksText(g, nranks)) << ",\"first\":";
   jsonOcc(a, g.first, out);
   out << ",\"details\":{";
-  first = true;
+  bool first = true;
   for (const auto& [k, v] : g.details) {
     out << (first ? "" : ",") << jstr(k) << ":" << jstr(v);
     first = false;
   }
-  out << "},\"notes\":[";
-  first = true;
-  for (const auto& n : g.notes) {
-    out << (first ? "" : ",") << jstr(n);
-    first = false;
-  }
-  out << "],\"nccl_chain\":[";
-  first = true;
-  for (const auto& n : g.chain) {
-    out << (first ? "" : ",") << jstr(n);
-    first = false;
-  }
-  out << "]";
+  out << "},\"notes\":";
+  jsonStrings(g.notes, out);
+  out << ",\"nccl_chain\":";
+  jsonStrings(g.chain, out);
   if (full) {
     out << ",\"remedy\":" << jstr(s.remedy) << ",\"next_capture\":" << jstr(s.next) << ",\"source\":" << jstr(s.source)
         << ",\"knowledge\":";
@@ -203,13 +204,10 @@ void jsonEvent(const Analyzer& a, const EventGroup& g, int nranks, bool full, st
     } else {
       out << "null";
     }
-    out << ",\"context\":[";
-    first = true;
-    for (const auto& [ln, t] : g.context) {
-      out << (first ? "" : ",") << "{\"line\":" << ln << ",\"text\":" << jstr(t) << "}";
-      first = false;
-    }
-    out << "]";
+    out << ",\"context\":";
+    jsonArray(g.context, out, [](const auto& c, std::ostream& o) {
+      o << "{\"line\":" << c.first << ",\"text\":" << jstr(c.second) << "}";
+    });
   }
   out << "}";
 }

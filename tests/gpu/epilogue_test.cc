@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "gpu_fixture.h"
 #include "harness/numeric.h"
 #include "quant/formats.h"
 #include "quant/reference.h"
@@ -60,17 +61,9 @@ std::string name(const Case& c) {
 std::vector<uint8_t> runCase(const Case& c) {
   SCOPED_TRACE(name(c));
   const int n = c.ranks;
-  std::vector<arfuseComm_t> comms(n);
   std::vector<int> devs(n, 0);
   if (c.distinct)
     for (int r = 0; r < n; ++r) devs[r] = r;
-  arfuseConfig_t cfg = ARFUSE_CONFIG_INITIALIZER;
-  cfg.maxTokens = c.tokens;
-  cfg.maxHidden = c.hidden;
-  cfg.algo = c.algo == arfuseAlgoLocal ? -1 : c.algo;
-  cfg.timeoutMs = 20000;
-  EXPECT_EQ(arfuseCommInitAll(comms.data(), n, devs.data(), &cfg), arfuseSuccess) << arfuseGetLastError();
-  if (::testing::Test::HasFailure()) return {};
   const size_t count = static_cast<size_t>(c.tokens) * c.hidden, es = numeric::elemSize(c.dtype);
   std::mt19937_64 rng(1234 + c.quant * 7 + c.tokens);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -92,7 +85,6 @@ std::vector<uint8_t> runCase(const Case& c) {
   const size_t sBytes = c.quant == arfuseQuantFp8PerToken ? c.tokens * sizeof(float)
                         : c.quant == arfuseQuantNvfp4     ? quant::sfBytes(c.layout, c.tokens, c.hidden / 16)
                                                           : 16;
-  std::vector<cudaStream_t> streams(n);
   for (int r = 0; r < n; ++r) {
     const int d = devs[r];
     x.emplace_back(new Dev(count * es, 0xFF, d));
@@ -107,9 +99,16 @@ std::vector<uint8_t> runCase(const Case& c) {
     cudaMemcpy(x[r]->p, xs[r].data(), count * es, cudaMemcpyHostToDevice);
     cudaMemcpy(rin[r]->p, res.data(), count * es, cudaMemcpyHostToDevice);
     cudaMemcpy(wt[r]->p, w.data(), c.hidden * es, cudaMemcpyHostToDevice);
-    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
     cudaDeviceSynchronize();
   }
+  // Declared after the buffers, so that it waits for its streams and goes before they are freed.
+  gpufixture::RankGroup g(devs);
+  EXPECT_EQ(g.create(gpufixture::testConfig(c.tokens, c.hidden, c.algo == arfuseAlgoLocal ? -1 : c.algo, 20000)),
+            arfuseSuccess)
+      << arfuseGetLastError();
+  if (::testing::Test::HasFailure()) return {};
+  const std::vector<arfuseComm_t>& comms = g.comms;
+  const std::vector<cudaStream_t>& streams = g.streams;
   // One thread drives every rank: on the NCCL path the calls must form one group (arfuse.h).
   arfuseGroupStart();
   for (int r = 0; r < n; ++r) {
@@ -132,16 +131,6 @@ std::vector<uint8_t> runCase(const Case& c) {
   arfuseResult_t async = arfuseSuccess;
   arfuseCommGetAsyncError(comms[0], &async);
   EXPECT_EQ(async, arfuseSuccess) << arfuseCommGetLastError(comms[0]);
-  struct Cleanup {
-    std::vector<arfuseComm_t>& comms;
-    std::vector<cudaStream_t>& streams;
-    ~Cleanup() {
-      for (size_t r = 0; r < comms.size(); ++r) {
-        cudaStreamDestroy(streams[r]);
-        arfuseCommDestroy(comms[r]);
-      }
-    }
-  } cleanup{comms, streams};
   if (::testing::Test::HasFailure()) return {};
 
   // residual r = round(fp32 rank-order sum [+ residual_in]): exact.

@@ -1,7 +1,7 @@
 // What the GPU tests that build their own groups share: the GPU of each rank (virtual ranks on GPU
 // 0 in gpu_test, rank r on GPU r % count in multigpu_test: ARFUSE_TEST_MIN_GPUS), a group created
-// on those GPUs with one stream per rank (RankGroup) from a test config (testConfig), and a
-// wall-clock helper for the timing checks.
+// on those GPUs (CommGroup), with one stream per rank (RankGroup), from a test config (testConfig),
+// and a wall-clock helper for the timing checks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,42 +50,55 @@ inline arfuseConfig_t testConfig(int maxTokens, int maxHidden, int algo = -1, in
   return cfg;
 }
 
-// n ranks of one arfuseCommInitAll group on `devices` (create; again after destroy), and one
-// non-blocking stream per rank on its device, made once and kept across create/destroy. destroy()
-// waits for every stream, then destroys the communicators: a test that owns buffers its calls use
-// calls it before freeing them. The destructor destroys what is left, then the streams.
-struct RankGroup {
+// n communicators of one arfuseCommInitAll group on `devices` (create; again after destroyComms),
+// without streams of their own: for the tests whose streams are shared by several groups
+// (multigpu_test's chains) or are what the test varies (streams_test). The caller waits for its
+// streams before the communicators go (destroyComms, or the destructor).
+struct CommGroup {
   int n;
   std::vector<int> devices;
   std::vector<arfuseComm_t> comms;
-  std::vector<cudaStream_t> streams;
   arfuseResult_t init = arfuseInternalError;  // create's result; arfuseInternalError before it and after destroy
 
-  RankGroup(int nranks, std::vector<int> devs) : n(nranks), devices(std::move(devs)), comms(nranks), streams(nranks) {
+  explicit CommGroup(std::vector<int> devs) : n(static_cast<int>(devs.size())), devices(std::move(devs)), comms(n) {}
+  CommGroup(const CommGroup&) = delete;
+  CommGroup& operator=(const CommGroup&) = delete;
+  ~CommGroup() { destroyComms(); }
+
+  arfuseResult_t create(const arfuseConfig_t& cfg) {
+    init = arfuseCommInitAll(comms.data(), n, devices.data(), &cfg);
+    return init;
+  }
+  void destroyComms() {
+    if (init == arfuseSuccess)
+      for (arfuseComm_t c : comms) arfuseCommDestroy(c);
+    init = arfuseInternalError;
+  }
+};
+
+// A CommGroup with one non-blocking stream per rank on its device, made once and kept across
+// create/destroy. destroy() waits for every stream, then destroys the communicators: a test that
+// owns buffers its calls use calls it before freeing them (or declares the group after them). The
+// destructor destroys what is left, then the streams.
+struct RankGroup : CommGroup {
+  std::vector<cudaStream_t> streams;
+
+  explicit RankGroup(std::vector<int> devs) : CommGroup(std::move(devs)), streams(n) {
     for (int r = 0; r < n; ++r) {
       cudaSetDevice(devices[r]);
       cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
     }
     cudaSetDevice(devices[0]);
   }
-  explicit RankGroup(int nranks) : RankGroup(nranks, rankDevices(nranks)) {}
-  RankGroup(const RankGroup&) = delete;
-  RankGroup& operator=(const RankGroup&) = delete;
+  explicit RankGroup(int nranks) : RankGroup(rankDevices(nranks)) {}
   ~RankGroup() {
     destroy();
-    for (int r = 0; r < n; ++r) cudaStreamDestroy(streams[r]);
+    for (cudaStream_t s : streams) cudaStreamDestroy(s);
   }
 
-  arfuseResult_t create(const arfuseConfig_t& cfg) {
-    init = arfuseCommInitAll(comms.data(), n, devices.data(), &cfg);
-    return init;
-  }
   void destroy() {
-    for (int r = 0; r < n; ++r) {
-      cudaStreamSynchronize(streams[r]);
-      if (init == arfuseSuccess) arfuseCommDestroy(comms[r]);
-    }
-    init = arfuseInternalError;
+    for (cudaStream_t s : streams) cudaStreamSynchronize(s);
+    destroyComms();
   }
 };
 

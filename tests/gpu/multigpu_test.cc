@@ -120,18 +120,10 @@ constexpr int kGroupTokens = 4, kGroupHidden = 4096;  // 32 KiB bf16: fits the l
 constexpr size_t kGroupElems = static_cast<size_t>(kGroupTokens) * kGroupHidden;
 constexpr float kGroupEps = 1e-6f;
 
-struct Comms {
-  arfuseComm_t c[2] = {nullptr, nullptr};
-  arfuseResult_t init;
-  explicit Comms(int algo) {
-    int devs[2] = {0, 1};
-    const arfuseConfig_t cfg =
-        gpufixture::testConfig(kGroupTokens, kGroupHidden, algo, 20000, ARFUSE_DTYPE_BIT(arfuseBfloat16));
-    init = arfuseCommInitAll(c, 2, devs, &cfg);
-  }
-  ~Comms() {
-    if (init == arfuseSuccess)
-      for (arfuseComm_t x : c) arfuseCommDestroy(x);
+// The group of GPUs 0 and 1 forced onto `algo`; the chain's streams serve every such group.
+struct Comms : gpufixture::CommGroup {
+  explicit Comms(int algo) : CommGroup({0, 1}) {
+    create(gpufixture::testConfig(kGroupTokens, kGroupHidden, algo, 20000, ARFUSE_DTYPE_BIT(arfuseBfloat16)));
   }
 };
 
@@ -159,7 +151,7 @@ struct Chain {
     for (int r = 0; r < 2; ++r) cudaStreamDestroy(stream[r]);
   }
   arfuseResult_t call(const Step& s, int r) {
-    const arfuseComm_t c = s.comms->c[r];
+    const arfuseComm_t c = s.comms->comms[r];
     if (!s.fused)
       return arfuseAllReduce(t[r][s.x]->d, t[r][s.rout]->d, kGroupTokens, kGroupHidden, arfuseBfloat16, c, stream[r]);
     return arfuseAllReduceAddRmsNorm(t[r][s.x]->d, t[r][s.res]->d, t[r][0]->d, kGroupEps, t[r][s.norm]->d,
@@ -276,11 +268,11 @@ TEST(Gpu2_Groups, AnotherStreamAfterADeferredCallIsRefused) {
   ASSERT_EQ(arfuseGroupStart(), arfuseSuccess);
   ASSERT_EQ(ch.call(step, 0), arfuseSuccess) << arfuseGetLastError();
   ASSERT_EQ(ch.call(step, 1), arfuseSuccess) << arfuseGetLastError();
-  EXPECT_EQ(arfuseAllReduce(ch.t[0][3]->d, out.d, kGroupTokens, kGroupHidden, arfuseBfloat16, nccl.c[0], other),
+  EXPECT_EQ(arfuseAllReduce(ch.t[0][3]->d, out.d, kGroupTokens, kGroupHidden, arfuseBfloat16, nccl.comms[0], other),
             arfuseInvalidUsage);
-  EXPECT_NE(std::string(arfuseCommGetLastError(nccl.c[0])).find("make every call of a communicator on one stream"),
+  EXPECT_NE(std::string(arfuseCommGetLastError(nccl.comms[0])).find("make every call of a communicator on one stream"),
             std::string::npos)
-      << arfuseCommGetLastError(nccl.c[0]);
+      << arfuseCommGetLastError(nccl.comms[0]);
   ASSERT_EQ(arfuseGroupEnd(), arfuseSuccess) << arfuseGetLastError();
   for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaStreamSynchronize(ch.stream[r]), cudaSuccess);
   checkChain(ch, {step}, "after a refused call");

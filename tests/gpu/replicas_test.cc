@@ -29,7 +29,7 @@ constexpr float kEps = 1e-6f;
 struct Ranks : gpufixture::RankGroup {
   int tokens;
   std::vector<std::unique_ptr<Tensor>> x, res, w, norm, rout;
-  Ranks(int nranks, int algo, int tok) : RankGroup(nranks, std::vector<int>(nranks, 0)), tokens(tok) {
+  Ranks(int nranks, int algo, int tok) : RankGroup(std::vector<int>(nranks, 0)), tokens(tok) {
     create(gpufixture::testConfig(tokens, kHidden, algo, 2000, ARFUSE_DTYPE_BIT(arfuseBfloat16)));
     const size_t e = static_cast<size_t>(tokens) * kHidden;
     for (int r = 0; r < n; ++r) {

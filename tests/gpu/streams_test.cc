@@ -24,18 +24,10 @@ using fusedcheck::Tensor;
 constexpr int kTokens = 2, kHidden = 1024;
 constexpr size_t kElems = static_cast<size_t>(kTokens) * kHidden;
 
-struct TwoVirtualRanks {
-  arfuseComm_t comms[2] = {nullptr, nullptr};
-  arfuseResult_t init;
-  explicit TwoVirtualRanks(int timeoutMs) {
-    int devs[2] = {0, 0};
-    const arfuseConfig_t cfg =
-        gpufixture::testConfig(kTokens, kHidden, -1, timeoutMs, ARFUSE_DTYPE_BIT(arfuseBfloat16));
-    init = arfuseCommInitAll(comms, 2, devs, &cfg);
-  }
-  ~TwoVirtualRanks() {
-    for (arfuseComm_t c : comms)
-      if (c) arfuseCommDestroy(c);
+// Two virtual ranks on GPU 0 (the streams they are called on are what each test varies).
+struct TwoVirtualRanks : gpufixture::CommGroup {
+  explicit TwoVirtualRanks(int timeoutMs) : CommGroup({0, 0}) {
+    create(gpufixture::testConfig(kTokens, kHidden, -1, timeoutMs, ARFUSE_DTYPE_BIT(arfuseBfloat16)));
   }
 };
 

@@ -73,6 +73,24 @@ std::string jsonKey(const std::string& k) {
 // 60000 keys of one std::hash value (1.9 MB): an unseeded hash set of the keys seen so far walks
 // one chain of every key before each insert (1.8e9 steps, tens of seconds); the reader must stay
 // near-linear whatever the keys are.
+// One escape table serves the reader and the writer: every two-character escape reads back as its
+// character, the writer spells each character one way (no "\/", \u00XX for the controls without a
+// letter), and what it writes reads back as the original string.
+TEST(JsonHostile, EscapesReadAndWriteOneWay) {
+  json::Value v;
+  std::string err;
+  ASSERT_TRUE(json::parse(R"("q\"b\\s\/x\by\fz\nr\rt\tu\u0001")", &v, &err)) << err;
+  const std::string raw = "q\"b\\s/x\by\fz\nr\rt\tu\x01";
+  EXPECT_EQ(v.text, raw);
+  std::string written;
+  json::appendString(&written, raw);
+  EXPECT_EQ(written, R"("q\"b\\s/x\by\fz\nr\rt\tu\u0001")");
+  ASSERT_TRUE(json::parse(written, &v, &err)) << err;
+  EXPECT_EQ(v.text, raw);
+  EXPECT_FALSE(json::parse(R"("\q")", &v, &err));
+  EXPECT_NE(err.find("invalid escape '\\q'"), std::string::npos) << err;
+}
+
 TEST(JsonHostile, KeysOfOneHashValueStayFast) {
   const uint64_t target = 0x0123456789abcdefull;
   if (std::hash<std::string>{}(collidingKey(1, target)) != target ||

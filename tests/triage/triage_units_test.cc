@@ -62,6 +62,11 @@ TEST(TriageCatalog, ParseErrorsNameTheLine) {
               "source = s\n",
               &err));
   EXPECT_NE(err.find("title"), std::string::npos) << err;
+  // A value an enum key does not know is refused with the values it does know (the table that names them).
+  EXPECT_FALSE(c.parse("[a]\nclass = cause\n", &err));
+  EXPECT_NE(err.find("class must be origin, echo or context"), std::string::npos) << err;
+  EXPECT_FALSE(c.parse("[a]\nclass = echo\nwhen = always\n", &err));
+  EXPECT_NE(err.find("when must be line, traceback-end, frame, derived or knowledge"), std::string::npos) << err;
   EXPECT_TRUE(
       c.parse("# ok\n[x.y]\nclass = echo\nweight = 60\nliteral = Foo | bar\npattern = (?i)foo+\nmeaning = m\n  more\n"
               "remedy = r\nnext = n\nsource = s\nexplained_by = nccl. cuda.\n",

@@ -1,13 +1,14 @@
 // The host-staged path: the one-shot and two-shot kernels over the group's pinned host exchange
 // (device/exchange.cuh HostExchange), for ranks without peer access; their launch and residency.
+#include "algos/barrier_launch.cuh"
 #include "algos/hoststaged/launch.h"
-#include "algos/oneshot/kernels.cuh"
-#include "algos/twoshot/kernels.cuh"
+#include "algos/oneshot/kernel.cuh"
+#include "algos/twoshot/kernel.cuh"
 
 namespace arfuse {
 
-using OneShotHost = BarrierKernels<OneShotKernels<HostExchange>>;
-using TwoShotHost = BarrierKernels<TwoShotKernels<HostExchange>>;
+using OneShotHost = BarrierKernels<OneShotKernel, HostExchange>;
+using TwoShotHost = BarrierKernels<TwoShotKernel, HostExchange>;
 
 int launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream) {
   return twoShot ? TwoShotHost::launch(l, args, stream) : OneShotHost::launch(l, args, stream);

@@ -110,10 +110,13 @@ __global__ void __launch_bounds__(
     }
     finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, w, &sm);
   }
-  PhaseClock::mark<5>();
-  exitCallAs<kShared>(a, cs, !ok);
-  PhaseClock::mark<6>();
-  PhaseClock::report("oneshot", a.nranks, a.rank, cs.epoch, 7);
+  finishCallAs<kShared>(a, cs, !ok, "oneshot");
 }
+
+// The kernel's instantiation over exchange X, as BarrierKernels (algos/barrier_launch.cuh) names it.
+template <class X, typename T, bool kFused, int kVecs, bool kExt, bool kPush>
+struct OneShotKernel {
+  static void (*fn())(KernelArgs) { return oneShotKernel<X, T, kFused, kVecs, kExt, kPush>; }
+};
 
 }  // namespace arfuse

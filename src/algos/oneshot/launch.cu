@@ -1,10 +1,11 @@
 // Instantiations of the one-shot kernels over peer access, their launch and residency.
-#include "algos/oneshot/kernels.cuh"
+#include "algos/barrier_launch.cuh"
+#include "algos/oneshot/kernel.cuh"
 #include "algos/oneshot/launch.h"
 
 namespace arfuse {
 
-using OneShotPeer = BarrierKernels<OneShotKernels<PeerExchange>>;
+using OneShotPeer = BarrierKernels<OneShotKernel, PeerExchange>;
 
 int launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
   return OneShotPeer::launch(l, args, stream);

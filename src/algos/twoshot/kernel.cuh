@@ -177,10 +177,13 @@ __global__ void __launch_bounds__(
     });
     finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, wc, &sm);
   }
-  PhaseClock::mark<5>();
-  exitCallAs<kShared>(a, cs, !ok);
-  PhaseClock::mark<6>();
-  PhaseClock::report("twoshot", a.nranks, a.rank, cs.epoch, 7);
+  finishCallAs<kShared>(a, cs, !ok, "twoshot");
 }
+
+// The kernel's instantiation over exchange X, as BarrierKernels (algos/barrier_launch.cuh) names it.
+template <class X, typename T, bool kFused, int kVecs, bool kExt, bool kPush>
+struct TwoShotKernel {
+  static void (*fn())(KernelArgs) { return twoShotKernel<X, T, kFused, kVecs, kExt, kPush>; }
+};
 
 }  // namespace arfuse

@@ -1,10 +1,11 @@
 // Instantiations of the two-shot kernels over peer access, their launch and residency.
-#include "algos/twoshot/kernels.cuh"
+#include "algos/barrier_launch.cuh"
+#include "algos/twoshot/kernel.cuh"
 #include "algos/twoshot/launch.h"
 
 namespace arfuse {
 
-using TwoShotPeer = BarrierKernels<TwoShotKernels<PeerExchange>>;
+using TwoShotPeer = BarrierKernels<TwoShotKernel, PeerExchange>;
 
 int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
   return TwoShotPeer::launch(l, args, stream);
