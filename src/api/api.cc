@@ -134,19 +134,12 @@ StreamIdentity identityOf(cudaStream_t stream, int device) {
 Status checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, const char* func) {
   if (!groupChecksStreams(g)) return Status();  // (never a one-rank group: its rank shares its GPU with none)
   const StreamIdentity mine = identityOf(stream, comm->device);
-  std::string why;
   StreamCheck* check = groupApiState<StreamCheck>(g, &Group::streamCheck, [&g] {
     std::vector<int> devices(groupRanks(g));
     for (int q = 0; q < groupRanks(g); ++q) devices[q] = groupRankDevice(g, q);
     return std::make_shared<StreamCheck>(devices);
   });
-  const int q = check->record(comm->rank, mine, &why);
-  if (q >= 0)
-    return ARFUSE_FAIL(arfuseInvalidUsage,
-                       "%s: rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
-                       "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
-                       "rank its own stream, created with cudaStreamNonBlocking",
-                       func, comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
+  ARFUSE_CHECK_PREFIXED(std::string(func) + ": ", check->record(comm->rank, mine));
   return Status();
 }
 
