@@ -20,7 +20,7 @@
 
 #include "algos/launch.h"
 #include "arfuse/arfuse.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "plan/plan.h"
 
 namespace arfuse {

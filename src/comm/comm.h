@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "base/status.h"
 #include "common/log.h"
-#include "core/status.h"
 #include "init/group.h"
 
 namespace arfuse {

@@ -24,8 +24,8 @@
 #include <thread>
 
 #include "algos/registry.h"
+#include "base/status.h"
 #include "common/params.h"
-#include "core/status.h"
 #include "diag/records.h"
 #include "init/cuda_check.h"
 #include "policy/config.h"

@@ -41,11 +41,11 @@
 #include <thread>
 
 #include "algos/launch.h"
+#include "base/status.h"
 #include "comm/comm.h"
 #include "comm/multihost.h"
 #include "common/no_device.h"
 #include "common/params.h"
-#include "core/status.h"
 #include "init/group_builder.h"
 #include "init/host_layout.h"
 #include "init/replica_area.h"

@@ -11,24 +11,10 @@
 #include <string>
 
 #include "base/printable.h"
+#include "base/status.h"
 #include "common/params.h"
 
 namespace arfuse {
-
-std::string strprintf(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char buf[1024];
-  const int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (n < static_cast<int>(sizeof buf)) return std::string(buf, n < 0 ? 0 : n);
-  std::string s(n + 1, '\0');
-  va_start(ap, fmt);
-  vsnprintf(&s[0], s.size(), fmt, ap);
-  va_end(ap);
-  s.resize(n);
-  return s;
-}
 
 std::string formatLogLine(LogLevel level, const LogContext& ctx, const std::string& fields, const char* file, int line,
                           const std::string& message) {
@@ -52,6 +38,23 @@ bool logEnabled(LogLevel level) {
   const int min = paramLogLevel();
   return min >= 0 ? static_cast<int>(level) >= min : level >= kLogWarn;
 }
+
+namespace {
+
+// Each frame a failure passes through (base/status.h, which cannot log: it sits below this layer):
+// `file:line -> code` at DEBUG, NCCLCHECK's free backtrace.
+void statusTrailLine(const char* file, int line, arfuseResult_t code) {
+  if (logEnabled(kLogDebug))
+    logLine(kLogDebug, LogContext{}, "", file, line, strprintf("-> %s", arfuseGetErrorName(code)));
+}
+
+// Installed when the library (or a program linking this layer) loads: every logLine user links
+// this file, and so does everything that raises a Status above base.
+[[maybe_unused]] const bool kStatusTrailInstalled = (setStatusTrailSink(statusTrailLine), true);
+
+}  // namespace
+
+StatusTrailSink commonStatusTrailSink() { return statusTrailLine; }
 
 std::string expandDebugPath(const std::string& pattern, long pid, const std::string& host) {
   std::string out;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "base/status.h"
 #include "common/params.h"
-#include "core/status.h"
 #include "plan/calibration.h"
 #include "plan/from_topology.h"
 
