@@ -91,19 +91,6 @@ Status checkPointers(const char* func, const std::vector<BufferArg>& bufs, int d
   return Status();
 }
 
-arfuseResult_t fromBootstrap(bootstrap::Result r) {
-  switch (r) {
-    case bootstrap::Result::kInvalidArgument:
-      return arfuseInvalidArgument;
-    case bootstrap::Result::kMismatch:
-      return arfuseMismatch;
-    case bootstrap::Result::kTimeout:
-      return arfusePeerTimeout;
-    default:
-      return arfuseSystemError;
-  }
-}
-
 // Init waits are bounded by the config's timeout, and never less than 30 s (processes start at
 // different speeds).
 int initTimeoutMs(const arfuseConfig_t* config) {
@@ -392,12 +379,11 @@ arfuseResult_t arfuseGetUniqueId(arfuseUniqueId* uniqueId) {
   // The listener lives at most one init timeout unless rank 0 takes it.
   const bootstrap::Options options = bootstrapOptions(initTimeoutMs(nullptr));
   bootstrap::UniqueId id;
-  std::string err;
-  const bootstrap::Result r = bootstrap::makeUniqueId(options, &id, &err);
-  if (r != bootstrap::Result::kOk)
-    return fail(nullptr, ARFUSE_FAIL(fromBootstrap(r),
-                                     "arfuseGetUniqueId: %s (ARFUSE_BOOTSTRAP_ADDR=%s ARFUSE_BOOTSTRAP_IFNAME=%s)",
-                                     err.c_str(), options.address.c_str(), options.ifname.c_str()));
+  const Status made = bootstrap::makeUniqueId(options, &id);
+  if (!made.ok())
+    return fail(nullptr,
+                ARFUSE_FAIL(made.code(), "arfuseGetUniqueId: %s (ARFUSE_BOOTSTRAP_ADDR=%s ARFUSE_BOOTSTRAP_IFNAME=%s)",
+                            made.message().c_str(), options.address.c_str(), options.ifname.c_str()));
   std::memcpy(uniqueId->internal, id.bytes, sizeof id.bytes);
   return arfuseSuccess;
 }
@@ -411,10 +397,9 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
     return fail(nullptr, bad.prefixed("arfuseCommInitRank: ").through(__FILE__, __LINE__));
   }
   const int timeoutMs = initTimeoutMs(config);
-  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
+  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all) {
     const bootstrap::Options options = bootstrapOptions(timeoutMs);
-    const bootstrap::Result r = bootstrap::allGather(id, rank, nranks, mine, bytes, all, options, message);
-    return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
+    return bootstrap::allGather(id, rank, nranks, mine, bytes, all, options);
   };
   const Status st = createRankMultiProcess(nranks, rank, device, config, exchange, comm);
   if (!st.ok())
@@ -431,10 +416,8 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
                                      "the framework's all-gather callback"));
   if (Status bad = checkRankArgs(nranks, rank); !bad.ok())
     return fail(nullptr, bad.prefixed("arfuseCommInitRankWithAllGather: ").through(__FILE__, __LINE__));
-  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
-    const bootstrap::Result r =
-        bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
-    return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
+  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all) {
+    return bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all);
   };
   MultiProcessOptions reusable;
   reusable.reusable = true;  // a framework's all-gather may be called again (groups that span hosts)

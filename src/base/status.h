@@ -88,6 +88,9 @@ class Status {
 // A failure raised here: the code and a printf-style message, the trail started at this line.
 #define ARFUSE_FAIL(code, ...) (::arfuse::Status((code), ::arfuse::strprintf(__VA_ARGS__)).through(__FILE__, __LINE__))
 
+// The same for a message already built as a std::string (the rendezvous builds its sentences so).
+#define ARFUSE_FAIL_TEXT(code, text) (::arfuse::Status((code), (text)).through(__FILE__, __LINE__))
+
 // Passes a failed Status on with `prefix` (the entry point's "arfuseFoo: ") before its message, for
 // the checks that do not know which entry point they serve (api/validate.h); the line is this one.
 #define ARFUSE_CHECK_PREFIXED(prefix, expr)                                                     \

@@ -145,7 +145,7 @@ inline std::vector<uint8_t> helloFrame(int rank, int nranks, uint64_t nonce, uin
 inline IdInfo infoOf(const UniqueId& id) {
   IdInfo info;
   std::string err;
-  decodeUniqueId(id, &info, &err);
+  decodeUniqueId(id, &info).into(&err);
   return info;
 }
 
@@ -238,20 +238,20 @@ inline Options tcpOptions(int ms) {
 inline uint64_t nonceOf(const UniqueId& id) {
   IdInfo info;
   std::string err;
-  decodeUniqueId(id, &info, &err);
+  decodeUniqueId(id, &info).into(&err);
   return info.nonce;
 }
 
 inline uint16_t portOf(const UniqueId& id) {
   IdInfo info;
   std::string err;
-  decodeUniqueId(id, &info, &err);
+  decodeUniqueId(id, &info).into(&err);
   return info.port;
 }
 
 // What one rank's allGather returned.
 struct RankOutcome {
-  Result result = Result::kOk;
+  arfuseResult_t result = arfuseSuccess;
   std::string error;
   std::vector<uint8_t> all;
 };
@@ -269,7 +269,7 @@ inline std::future<RankOutcome> launch(const UniqueId& id, int rank, int nranks,
     if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
     RankOutcome out;
     auto mine = blobFor(rank, bytes);
-    out.result = allGather(id, rank, nranks, mine.data(), bytes, &out.all, o, &out.error);
+    out.result = allGather(id, rank, nranks, mine.data(), bytes, &out.all, o).into(&out.error);
     return out;
   });
 }
