@@ -72,13 +72,6 @@ const std::map<std::string, Allowance>& allowances() {
   return m;
 }
 
-std::string readFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Line comments out (a comment may describe the old convention); block comments are not used in src/.
 std::string withoutComments(const std::string& text) { return std::regex_replace(text, std::regex("//[^\n]*"), ""); }
 
@@ -98,7 +91,9 @@ std::map<std::string, int> countTree(const fs::path& root) {
   for (const auto& e : fs::recursive_directory_iterator(root / "src")) {
     const std::string ext = e.path().extension().string();
     if (!e.is_regular_file() || (ext != ".h" && ext != ".cc" && ext != ".cu" && ext != ".cuh")) continue;
-    const int n = textOutParams(withoutComments(readFile(e.path())));
+    std::ostringstream text;
+    text << std::ifstream(e.path()).rdbuf();
+    const int n = textOutParams(withoutComments(text.str()));
     if (n > 0) out[fs::relative(e.path(), root).string()] = n;
   }
   return out;
