@@ -62,13 +62,12 @@ void sendAllBytes(int fd, const std::vector<uint8_t>& v) {
 
 void tagInto(const char* domain, const IdInfo& info, const uint8_t* challenge, const uint8_t* header,
              const void* payload, size_t n, uint8_t* out) {
-  std::string err;
   detail::hmacSha256(info.secret,
                      {{domain, std::strlen(domain)},
                       {challenge, detail::kChallengeBytes},
                       {header, detail::kFrameHeaderBytes},
                       {payload, n}},
-                     out, &err);
+                     out);
 }
 
 // Makes `f` (header + payload) an authentic frame of `kind` for this session and challenge.
@@ -96,8 +95,7 @@ void authenticate(std::vector<uint8_t>* f, const IdInfo& info, const uint8_t* ch
     f->insert(f->end(), tag, tag + sizeof tag);
   } else {
     uint8_t digest[detail::kTagBytes];
-    std::string err;
-    detail::sha256(f->data() + detail::kFrameHeaderBytes, payload, digest, &err);
+    detail::sha256(f->data() + detail::kFrameHeaderBytes, payload, digest);
     tagInto(detail::kTagResult, info, challenge, f->data(), digest, sizeof digest, tag);
     f->insert(f->end(), tag, tag + sizeof tag);
   }
@@ -108,16 +106,16 @@ void answerToRank(const uint8_t* data, size_t size) {
   IdInfo info;
   info.family = AF_UNIX;
   std::string err;
-  if (!detail::randomBytes(info.address, sizeof info.address, &err) ||
-      !detail::randomBytes(info.secret, sizeof info.secret, &err))
+  if (!detail::randomBytes(info.address, sizeof info.address).ok() ||
+      !detail::randomBytes(info.secret, sizeof info.secret).ok())
     return;
   info.nonce = 0x1234;
   info.scopeId = static_cast<uint32_t>(geteuid());
   UniqueId id;
   if (encodeUniqueId(info, &id).into(&err) != arfuseSuccess) return;
   detail::SockAddr bound;
-  const int lfd = detail::openListener(detail::unixAbstractAddress(info.address), &bound, &err);
-  if (lfd < 0) return;
+  int lfd = -1;
+  if (!detail::openListener(detail::unixAbstractAddress(info.address), &bound, &lfd).ok()) return;
   const bool authentic = size > 0 && (data[0] & 1);
   const uint16_t kind = size > 0 && (data[0] & 2) ? detail::kError : detail::kResult;
   std::vector<uint8_t> answer(data + (size > 0), data + size);

@@ -111,13 +111,11 @@ class Client {
   }
 
   bool tag(const char* domain, const uint8_t* header, const void* payload, size_t n, uint8_t* out, Status* st) const {
-    std::string err;
-    if (detail::hmacSha256(
-            info_.secret,
-            {{domain, std::strlen(domain)}, {challenge_, kChallengeBytes}, {header, kFrameHeaderBytes}, {payload, n}},
-            out, &err))
-      return true;
-    *st = ARFUSE_FAIL_TEXT(arfuseSystemError, me_ + ": " + err);
+    const Status made = detail::hmacSha256(
+        info_.secret,
+        {{domain, std::strlen(domain)}, {challenge_, kChallengeBytes}, {header, kFrameHeaderBytes}, {payload, n}}, out);
+    if (made.ok()) return true;
+    *st = ARFUSE_FAIL_TEXT(made.code(), me_ + ": " + made.message());
     return false;
   }
 
@@ -244,9 +242,9 @@ class Client {
     }
     // A result's tag covers the SHA-256 of the blobs (hashed once by rank 0, see crypto.h).
     uint8_t want[kTagBytes], digest[kTagBytes];
-    std::string why;
-    if (isResult && !detail::sha256(body->data(), h.payloadBytes, digest, &why)) {
-      *st = ARFUSE_FAIL_TEXT(arfuseSystemError, me_ + ": " + why);
+    const Status hashed = isResult ? detail::sha256(body->data(), h.payloadBytes, digest) : Status();
+    if (!hashed.ok()) {
+      *st = ARFUSE_FAIL_TEXT(hashed.code(), me_ + ": " + hashed.message());
       body->clear();
       return Step::kDone;
     }

@@ -148,13 +148,12 @@ class Server {
   }
 
   bool tag(const char* domain, const Conn& c, const uint8_t* header, const void* payload, size_t n, uint8_t* out) {
-    std::string err;
-    if (hmacSha256(
-            info_.secret,
-            {{domain, std::strlen(domain)}, {c.challenge, kChallengeBytes}, {header, kFrameHeaderBytes}, {payload, n}},
-            out, &err))
-      return true;
-    fail(arfuseSystemError, "rank 0 at " + where_ + ": " + err);
+    const Status made = hmacSha256(
+        info_.secret,
+        {{domain, std::strlen(domain)}, {c.challenge, kChallengeBytes}, {header, kFrameHeaderBytes}, {payload, n}},
+        out);
+    if (made.ok()) return true;
+    fail(made.code(), "rank 0 at " + where_ + ": " + made.message());
     return false;
   }
 
@@ -267,10 +266,9 @@ class Server {
       Conn c;
       c.fd = fd;
       c.since = Clock::now();
-      std::string err;
-      if (!randomBytes(c.challenge, kChallengeBytes, &err)) {
+      if (const Status drawn = randomBytes(c.challenge, kChallengeBytes); !drawn.ok()) {
         closeFd(fd);
-        fail(arfuseSystemError, "rank 0 at " + where_ + ": " + err);
+        fail(drawn.code(), "rank 0 at " + where_ + ": " + drawn.message());
         return;
       }
       queueChallenge(c);
@@ -503,8 +501,8 @@ class Server {
     uint8_t header[kFrameHeaderBytes];
     encodeFrame(h, header);
     uint8_t digest[kTagBytes];
-    std::string err;
-    if (!sha256(all_->data(), all_->size(), digest, &err)) fail(arfuseSystemError, "rank 0 at " + where_ + ": " + err);
+    if (const Status hashed = sha256(all_->data(), all_->size(), digest); !hashed.ok())
+      fail(hashed.code(), "rank 0 at " + where_ + ": " + hashed.message());
     for (Conn& c : conns_) {
       if (!fatal_.ok()) break;
       if (!c.complete) {

@@ -284,18 +284,17 @@ Status makeUniqueId(const Options& options, UniqueId* id) {
     ARFUSE_CHECK(tooManyPendingLocked(r));  // before a socket is opened
   }
   IdInfo info;
-  std::string err;  // the socket and crypto helpers' text (bootstrap/socket.h, crypto.h)
-  if (!detail::randomBytes(info.secret, detail::kSecretBytes, &err)) return ARFUSE_FAIL_TEXT(arfuseSystemError, err);
+  ARFUSE_CHECK(detail::randomBytes(info.secret, detail::kSecretBytes));
   detail::SockAddr want, bound;
   const bool local = detail::usesUnixSocket(options.address, options.ifname);
   if (local) {
-    if (!detail::randomBytes(info.address, sizeof info.address, &err)) return ARFUSE_FAIL_TEXT(arfuseSystemError, err);
+    ARFUSE_CHECK(detail::randomBytes(info.address, sizeof info.address));
     want = detail::unixAbstractAddress(info.address);
-  } else if (!detail::resolveListenAddress(options.address, options.ifname, options.port, &want, &err)) {
-    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, err);
+  } else {
+    ARFUSE_CHECK(detail::resolveListenAddress(options.address, options.ifname, options.port, &want));
   }
-  int fd = detail::openListener(want, &bound, &err);
-  if (fd < 0) return ARFUSE_FAIL_TEXT(arfuseSystemError, err);
+  int fd = -1;
+  ARFUSE_CHECK(detail::openListener(want, &bound, &fd));
 
   info.family = want.family();
   if (info.family == AF_UNIX) {
@@ -318,9 +317,9 @@ Status makeUniqueId(const Options& options, UniqueId* id) {
     return full.through(__FILE__, __LINE__);
   }
   do {
-    if (!detail::randomBytes(&info.nonce, sizeof info.nonce, &err)) {
+    if (Status drawn = detail::randomBytes(&info.nonce, sizeof info.nonce); !drawn.ok()) {
       detail::closeFd(fd);
-      return ARFUSE_FAIL_TEXT(arfuseSystemError, err);
+      return drawn.through(__FILE__, __LINE__);
     }
   } while (info.nonce == 0 || r.listeners.count(info.nonce) != 0);
   if (Status bad = encodeUniqueId(info, id); !bad.ok()) {

@@ -178,9 +178,7 @@ inline bool readChallenge(int fd, uint8_t challenge[16], uint64_t* nonce = nullp
 inline std::vector<uint8_t> tagOf(const char* domain, const uint8_t* secret, const uint8_t* challenge,
                                   const uint8_t* header, const void* payload, size_t n) {
   std::vector<uint8_t> t(detail::kTagBytes);
-  std::string err;
-  detail::hmacSha256(secret, {{domain, std::strlen(domain)}, {challenge, 16}, {header, 32}, {payload, n}}, t.data(),
-                     &err);
+  detail::hmacSha256(secret, {{domain, std::strlen(domain)}, {challenge, 16}, {header, 32}, {payload, n}}, t.data());
   return t;
 }
 
@@ -209,8 +207,7 @@ inline std::vector<uint8_t> resultFrame(const IdInfo& info, const uint8_t* chall
                                         const std::vector<uint8_t>& all) {
   std::vector<uint8_t> f = helloFrame(0, nranks, info.nonce, all.size(), detail::kResult);
   uint8_t digest[32];
-  std::string err;
-  detail::sha256(all.data(), all.size(), digest, &err);
+  detail::sha256(all.data(), all.size(), digest);
   auto t = tagOf(detail::kTagResult, info.secret, challenge, f.data(), digest, sizeof digest);
   f.insert(f.end(), all.begin(), all.end());
   f.insert(f.end(), t.begin(), t.end());
