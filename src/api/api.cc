@@ -481,9 +481,8 @@ arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path) {
   std::string text = formatDump(in);
   for (const std::string& line : multiHostWatchLines(g))  // a group that spans hosts: its NCCL operations
     text += strprintf("arfuse-dump-note rank=%d nccl_watch: %s\n", c->logContext().rank, line.c_str());
-  std::string err;
-  if (!writeDump(text, path, &err))
-    return fail(c, ARFUSE_FAIL(arfuseSystemError, "arfuseCommDumpState: %s", err.c_str()));
+  if (Status written = writeDump(text, path); !written.ok())
+    return fail(c, written.prefixed("arfuseCommDumpState: ").through(__FILE__, __LINE__));
   return arfuseSuccess;
 }
 

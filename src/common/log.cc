@@ -69,20 +69,22 @@ std::string expandDebugPath(const std::string& pattern, long pid, const std::str
   return out;
 }
 
-FILE* openPrivateAppend(const std::string& path, std::string* error) {
+Status openPrivateAppend(const std::string& path, FILE** out) {
+  *out = nullptr;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
   if (fd < 0) {
     const int e = errno;
-    *error = "cannot open " + path + ": " + std::strerror(e) +
-             (e == ELOOP ? " (it is a symbolic link; arfuse does not write through links: give the real path)" : "");
-    return nullptr;
+    return ARFUSE_FAIL(
+        arfuseSystemError, "cannot open %s: %s%s", path.c_str(), std::strerror(e),
+        e == ELOOP ? " (it is a symbolic link; arfuse does not write through links: give the real path)" : "");
   }
-  FILE* f = ::fdopen(fd, "a");
-  if (!f) {
-    *error = "cannot open " + path + ": " + std::strerror(errno);
+  *out = ::fdopen(fd, "a");
+  if (!*out) {
+    const int e = errno;
     ::close(fd);
+    return ARFUSE_FAIL(arfuseSystemError, "cannot open %s: %s", path.c_str(), std::strerror(e));
   }
-  return f;
+  return Status();
 }
 
 namespace {
@@ -96,13 +98,13 @@ FILE* debugFile() {
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
     const std::string path = expandDebugPath(pattern, static_cast<long>(getpid()), host);
-    std::string err;
-    FILE* out = openPrivateAppend(path, &err);
-    if (!out)
-      std::fprintf(
-          stderr, "%s\n",
-          formatLogLine(kLogWarn, LogContext{}, "", __FILE__, __LINE__, "ARFUSE_DEBUG_FILE=" + pattern + ": " + err)
-              .c_str());
+    FILE* out = nullptr;
+    const Status opened = openPrivateAppend(path, &out);
+    if (!opened.ok())
+      std::fprintf(stderr, "%s\n",
+                   formatLogLine(kLogWarn, LogContext{}, "", __FILE__, __LINE__,
+                                 "ARFUSE_DEBUG_FILE=" + pattern + ": " + opened.message())
+                       .c_str());
     return out;
   }();
   return f;

@@ -34,8 +34,8 @@ std::string expandDebugPath(const std::string& pattern, long pid, const std::str
 // Opens a log or dump file for appending as arfuse always does: created with mode 0600 (flight-recorder
 // dumps and logs name hosts, pids and buffer addresses), close-on-exec, and never through a symbolic
 // link (O_NOFOLLOW: a link planted at a predictable /tmp path cannot redirect arfuse's writes into
-// another file of this user). nullptr with *error ("cannot open PATH: why") on failure.
-FILE* openPrivateAppend(const std::string& path, std::string* error);
+// another file of this user). *out is nullptr on failure ("cannot open PATH: why").
+Status openPrivateAppend(const std::string& path, FILE** out);
 
 }  // namespace arfuse
 

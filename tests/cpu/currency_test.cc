@@ -47,15 +47,11 @@ const std::map<std::string, Allowance>& allowances() {
         "decodes the (code, text) records ranks post; postedFailure is its "
         "Status form"}},
       {"src/base/status.h", {1, "Status::into, the one conversion at the C ABI"}},
-      {"src/common/log.h", {1, "openPrivateAppend: a FILE* or why (log files, dumps); not yet converted"}},
-      {"src/common/log.cc", {1, "as log.h"}},
       // Not yet converted (issue 34 item 4's remaining steps).
       {"src/topo/json.h", {2, "not yet converted: the JSON parser's line:column error"}},
       {"src/topo/json.cc", {4, "not yet converted: as json.h"}},
       {"src/topo/topology.h", {2, "not yet converted: topology JSON's field error"}},
       {"src/topo/topology_json.cc", {2, "not yet converted: as topology.h"}},
-      {"src/diag/dump.h", {1, "not yet converted: the flight-recorder dump's file error"}},
-      {"src/diag/dump.cc", {1, "not yet converted: as dump.h"}},
       {"src/triage/catalog.h", {1, "not yet converted: the signature catalogue's parse error"}},
       {"src/triage/catalog.cc", {1, "not yet converted: as catalog.h"}},
       {"src/triage/input.h", {2, "not yet converted: triage's input errors"}},
