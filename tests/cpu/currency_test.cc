@@ -42,10 +42,6 @@ const std::map<std::string, Allowance>& allowances() {
         "data: the replicas' comparison verdict (\"\" when all equal), made on CUDA's "
         "callback threads"}},
       {"src/api/replicas.cc", {2, "data: as replicas.h"}},
-      {"src/transport/mp_protocol.h",
-       {1,
-        "decodes the (code, text) records ranks post; postedFailure is its "
-        "Status form"}},
       {"src/base/status.h", {1, "Status::into, the one conversion at the C ABI"}},
       // Not yet converted (issue 34 item 4's remaining steps).
       {"src/topo/json.h", {2, "not yet converted: the JSON parser's line:column error"}},
