@@ -285,24 +285,32 @@ class Client {
   uint8_t challenge_[kChallengeBytes] = {};
 };
 
-std::string checkArgs(int rank, int nranks, const void* mine, size_t bytes, const std::vector<uint8_t>* all,
-                      const Options& options) {
-  if (all == nullptr || (mine == nullptr && bytes > 0)) return "allGather: the blob or the output pointer is null";
+Status checkArgs(int rank, int nranks, const void* mine, size_t bytes, const std::vector<uint8_t>* all,
+                 const Options& options) {
+  if (all == nullptr || (mine == nullptr && bytes > 0))
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "allGather: the blob or the output pointer is null");
   if (nranks < 1 || nranks > detail::kMaxRanks)
-    return "nranks=" + std::to_string(nranks) + " is out of range (1-" + std::to_string(detail::kMaxRanks) + ")";
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "nranks=" + std::to_string(nranks) + " is out of range (1-" +
+                                                       std::to_string(detail::kMaxRanks) + ")");
   if (rank < 0 || rank >= nranks)
-    return "rank " + std::to_string(rank) + " is out of range for nranks=" + std::to_string(nranks) +
-           " (valid ranks are 0-" + std::to_string(nranks - 1) + ")";
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "rank " + std::to_string(rank) +
+                                                       " is out of range for nranks=" + std::to_string(nranks) +
+                                                       " (valid ranks are 0-" + std::to_string(nranks - 1) + ")");
   if (bytes > options.maxBlobBytes)
-    return "rank " + std::to_string(rank) + "'s blob is " + std::to_string(bytes) + " bytes, over the limit of " +
-           std::to_string(options.maxBlobBytes) + " (Options::maxBlobBytes)";
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "rank " + std::to_string(rank) + "'s blob is " +
+                                                       std::to_string(bytes) + " bytes, over the limit of " +
+                                                       std::to_string(options.maxBlobBytes) +
+                                                       " (Options::maxBlobBytes)");
   if (options.timeoutMs <= 0)
-    return "bootstrap timeout must be positive, got " + std::to_string(options.timeoutMs) + " ms";
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                            "bootstrap timeout must be positive, got " + std::to_string(options.timeoutMs) + " ms");
   if (options.helloTimeoutMs <= 0)
-    return "bootstrap hello timeout must be positive, got " + std::to_string(options.helloTimeoutMs) + " ms";
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "bootstrap hello timeout must be positive, got " +
+                                                       std::to_string(options.helloTimeoutMs) + " ms");
   if (options.errorGraceMs < 0)
-    return "bootstrap error grace must not be negative, got " + std::to_string(options.errorGraceMs) + " ms";
-  return "";
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "bootstrap error grace must not be negative, got " +
+                                                       std::to_string(options.errorGraceMs) + " ms");
+  return Status();
 }
 
 }  // namespace
@@ -314,10 +322,9 @@ Status allGather(const UniqueId& id, int rank, int nranks, const void* mine, siz
   // Rank 0 owns the listener from here on, so that every early return below closes it.
   int listenFd = -1;
   const Status taken = rank == 0 ? detail::takeListener(info.nonce, &listenFd) : Status();
-  const std::string bad = checkArgs(rank, nranks, mine, bytes, all, options);
-  if (!bad.empty()) {
+  if (Status bad = checkArgs(rank, nranks, mine, bytes, all, options); !bad.ok()) {
     detail::closeFd(listenFd);
-    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, bad);
+    return bad.through(__FILE__, __LINE__);
   }
   if (rank != 0) return Client(info, rank, nranks, mine, bytes, all, options).run();
   if (!taken.ok())
