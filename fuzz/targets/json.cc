@@ -27,9 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!arfuse::topo::fromJson(arfuse::topo::toJson(t), &back, &err) || !(back == t)) std::abort();
   }
   arfuse::Calibration c;
-  if (arfuse::calibrationFromJson(text, &c, &err)) {
+  if (arfuse::calibrationFromJson(text, &c).ok()) {
     arfuse::Calibration back;
-    if (!arfuse::calibrationFromJson(arfuse::calibrationToJson(c), &back, &err)) std::abort();
+    if (!arfuse::calibrationFromJson(arfuse::calibrationToJson(c), &back).ok()) std::abort();
   }
   return 0;
 }

@@ -34,8 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   arfuse::bootstrap::detail::interfaceSelected(value, name);
   arfuse::bootstrap::detail::usesUnixSocket(value, name);
   arfuse::bootstrap::detail::SockAddr addr;
-  std::string err;
-  if (value.size() < 256) arfuse::bootstrap::detail::resolveListenAddress(value, "", 0, &addr, &err);
+  if (value.size() < 256) arfuse::bootstrap::detail::resolveListenAddress(value, "", 0, &addr);
   arfuse::expandDebugPath(value, 1234, name);
   return 0;
 }

@@ -62,13 +62,12 @@ void sendAllBytes(int fd, const std::vector<uint8_t>& v) {
 
 void tagInto(const char* domain, const IdInfo& info, const uint8_t* challenge, const uint8_t* header,
              const void* payload, size_t n, uint8_t* out) {
-  std::string err;
   detail::hmacSha256(info.secret,
                      {{domain, std::strlen(domain)},
                       {challenge, detail::kChallengeBytes},
                       {header, detail::kFrameHeaderBytes},
                       {payload, n}},
-                     out, &err);
+                     out);
 }
 
 // Makes `f` (header + payload) an authentic frame of `kind` for this session and challenge.
@@ -96,8 +95,7 @@ void authenticate(std::vector<uint8_t>* f, const IdInfo& info, const uint8_t* ch
     f->insert(f->end(), tag, tag + sizeof tag);
   } else {
     uint8_t digest[detail::kTagBytes];
-    std::string err;
-    detail::sha256(f->data() + detail::kFrameHeaderBytes, payload, digest, &err);
+    detail::sha256(f->data() + detail::kFrameHeaderBytes, payload, digest);
     tagInto(detail::kTagResult, info, challenge, f->data(), digest, sizeof digest, tag);
     f->insert(f->end(), tag, tag + sizeof tag);
   }
@@ -108,16 +106,16 @@ void answerToRank(const uint8_t* data, size_t size) {
   IdInfo info;
   info.family = AF_UNIX;
   std::string err;
-  if (!detail::randomBytes(info.address, sizeof info.address, &err) ||
-      !detail::randomBytes(info.secret, sizeof info.secret, &err))
+  if (!detail::randomBytes(info.address, sizeof info.address).ok() ||
+      !detail::randomBytes(info.secret, sizeof info.secret).ok())
     return;
   info.nonce = 0x1234;
   info.scopeId = static_cast<uint32_t>(geteuid());
   UniqueId id;
-  if (encodeUniqueId(info, &id, &err) != Result::kOk) return;
+  if (encodeUniqueId(info, &id).into(&err) != arfuseSuccess) return;
   detail::SockAddr bound;
-  const int lfd = detail::openListener(detail::unixAbstractAddress(info.address), &bound, &err);
-  if (lfd < 0) return;
+  int lfd = -1;
+  if (!detail::openListener(detail::unixAbstractAddress(info.address), &bound, &lfd).ok()) return;
   const bool authentic = size > 0 && (data[0] & 1);
   const uint16_t kind = size > 0 && (data[0] & 2) ? detail::kError : detail::kResult;
   std::vector<uint8_t> answer(data + (size > 0), data + size);
@@ -127,7 +125,7 @@ void answerToRank(const uint8_t* data, size_t size) {
   const uint8_t mine[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   std::atomic<bool> done{false};
   std::thread rank([&] {
-    allGather(id, 1, 2, mine, sizeof mine, &all, o, &err);
+    allGather(id, 1, 2, mine, sizeof mine, &all, o).into(&err);
     done = true;
   });
   for (int served = 0; served < 3 && !done;) {  // retries of a rank told nothing, at most 3
@@ -167,14 +165,14 @@ void peerToRankZero(const uint8_t* data, size_t size) {
   o.errorGraceMs = 0;
   UniqueId id;
   std::string err;
-  if (makeUniqueId(o, &id, &err) != Result::kOk) return;
+  if (makeUniqueId(o, &id).into(&err) != arfuseSuccess) return;
   IdInfo info;
-  decodeUniqueId(id, &info, &err);
+  decodeUniqueId(id, &info).into(&err);
   const uint8_t mine[8] = {9, 9, 9, 9, 9, 9, 9, 9};
   std::vector<uint8_t> all;
   std::atomic<bool> done{false};
   std::thread rank0([&] {
-    allGather(id, 0, 2, mine, sizeof mine, &all, o, &err);
+    allGather(id, 0, 2, mine, sizeof mine, &all, o).into(&err);
     done = true;
   });
   const detail::SockAddr a = detail::sockAddrOf(info);
@@ -199,7 +197,7 @@ void peerToRankZero(const uint8_t* data, size_t size) {
     o1.timeoutMs = 300;
     std::vector<uint8_t> all1;
     std::string err1;
-    allGather(id, 1, 2, mine, sizeof mine, &all1, o1, &err1);
+    allGather(id, 1, 2, mine, sizeof mine, &all1, o1).into(&err1);
   }
   rank0.join();
 }
@@ -215,17 +213,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (mode == 0) {
     UniqueId id;
     IdInfo info;
-    if (uniqueIdFromBytes(data, size, &id, &err) == Result::kOk && decodeUniqueId(id, &info, &err) == Result::kOk)
+    if (uniqueIdFromBytes(data, size, &id).into(&err) == arfuseSuccess &&
+        decodeUniqueId(id, &info).into(&err) == arfuseSuccess)
       idAddress(info);
-    if (uniqueIdFromHex(std::string(reinterpret_cast<const char*>(data), size), &id, &err) == Result::kOk)
-      decodeUniqueId(id, &info, &err);
+    if (uniqueIdFromHex(std::string(reinterpret_cast<const char*>(data), size), &id).into(&err) == arfuseSuccess)
+      decodeUniqueId(id, &info).into(&err);
   } else if (mode == 1) {
     if (size < 3) return 0;
     const int nranks = 1 + data[0] % 8, rank = data[1] % nranks;
     const size_t bytes = data[2] % 64;
     std::vector<uint8_t> in(data + 3, data + size), mine(bytes, 0x42), all;
-    allGatherViaCallback(gatherFromInput, &in, rank, nranks, mine.data(), bytes, &all, &err);
-    validateGathered(in.data(), rank, nranks, mine.data(), std::min(bytes, in.size() / std::max(nranks, 1)), &err);
+    allGatherViaCallback(gatherFromInput, &in, rank, nranks, mine.data(), bytes, &all).into(&err);
+    validateGathered(in.data(), rank, nranks, mine.data(), std::min(bytes, in.size() / std::max(nranks, 1))).into(&err);
   } else if (mode == 2) {
     answerToRank(data, size);
   } else {

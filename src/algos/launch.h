@@ -3,6 +3,7 @@
 #pragma once
 
 #include "arfuse/arfuse.h"
+#include "base/status.h"
 #include "device/args.h"
 #include "plan/plan.h"  // KernelResidency
 
@@ -27,7 +28,8 @@ struct Launch {
 
 // Each path declares its kernels' launch in its own folder (algos/<path>/launch.h) and binds it to its
 // registry entry (issue.cc); the instantiations it has are listed there, and its plan.cc picks among
-// them. A launch asking for another count fails with cudaErrorInvalidDeviceFunction.
+// them. A launch returns Status: arfuseCudaError with the geometry and CUDA's text (a launch asking
+// for another count fails with cudaErrorInvalidDeviceFunction's).
 
 // How many CTAs of each kernel class the current device keeps resident at once (plan/plan.h
 // KernelResidency): the low-latency kernels (256 threads), the narrow one-shot / two-shot / host-staged

@@ -13,6 +13,21 @@
 
 namespace arfuse {
 
+// A multi-rank kernel's launch (e: what cudaLaunchKernelEx returned).
+inline Status kernelLaunchStatus(cudaError_t e, const Launch& l) {
+  if (e == cudaSuccess) return Status();
+  return ARFUSE_FAIL(arfuseCudaError, "kernel launch (%d x %d threads, %d chunks, %d vectors per thread) failed: %s",
+                     l.blocks, l.threads, l.chunks, l.vecs, cudaGetErrorString(e));
+}
+
+// The single-GPU add+RMSNorm kernel's launch (the local path, the NCCL path's epilogue).
+inline Status localLaunchStatus(cudaError_t e, const Launch& l) {
+  if (e == cudaSuccess) return Status();
+  return ARFUSE_FAIL(arfuseCudaError, "launch of add+rmsnorm (%d x %d threads, %d vectors per thread) failed: %s",
+                     l.blocks, l.threads, l.vecs, cudaGetErrorString(e));
+}
+
+// CUDA's answer; the path's entry point (launch.cu) makes it a Status with the message of its kind.
 template <typename Args>
 int launchKernel(void (*kernel)(Args), const Launch& l, const Args& args, cudaStream_t stream) {
   if (!kernel) return static_cast<int>(cudaErrorInvalidDeviceFunction);

@@ -128,11 +128,9 @@ Workspace workspaceFor(const Limits& limits, int nranks, int maxBlocks, long lon
 namespace {
 
 // The call's geometry on entry e: the one its canImplement computed, else its geometry function's
-// (on a fresh plan; false with *why if nothing covers the call).
-bool geometryOf(const AlgoEntry& e, const PlanContext& c, const Verdict& v, Plan* p, std::string* why) {
-  if (!v.hasGeometry) return e.geometry(c, p, why);
-  *p = v.geometry;
-  return true;
+// (a no with the reason if nothing covers the call).
+Verdict geometryOf(const AlgoEntry& e, const PlanContext& c, const Verdict& v) {
+  return v.hasGeometry ? Verdict::fitted(v.geometry) : e.geometry(c);
 }
 
 // "2 hosts x 4 ranks": the shape of a group that spans hosts, as its reasons name it.
@@ -152,11 +150,11 @@ Plan planForced(const AlgoEntry* e, const PlanContext& c) {
                                 c.forcedBy, c.f.nranks, algoNamesText().c_str()));
   const Verdict v = e->canImplement(c);
   if (!v.ok) return failedPlan(v.code, v.reason);
-  Plan p;
-  std::string why;
-  if (!geometryOf(*e, c, v, &p, &why))
+  const Verdict g = geometryOf(*e, c, v);
+  if (!g.ok)
     return failedPlan(arfuseUnsupported,
-                      strprintf("algo=%s (forced by %s): %s; use auto", e->name, c.forcedBy, why.c_str()));
+                      strprintf("algo=%s (forced by %s): %s; use auto", e->name, c.forcedBy, g.reason.c_str()));
+  Plan p = g.geometry;
   p.algo = e->algo;
   p.reason = v.reason;
   return p;
@@ -176,19 +174,20 @@ Plan planAuto(const PlanContext& c) {
       declined = v.reason;
       continue;
     }
-    Plan p;
-    std::string why;
-    const bool cut = geometryOf(e, c, v, &p, &why);
-    p.algo = e.algo;
-    p.reason = v.reason;
-    if (cut) return p;
+    const Verdict g = geometryOf(e, c, v);
+    if (g.ok) {
+      Plan p = g.geometry;
+      p.algo = e.algo;
+      p.reason = v.reason;
+      return p;
+    }
     // A path's regions hold any call the communicator accepts; reaching this is a bug, which
     // NCCL, the always-correct fallback, serves when it exists.
     const AlgoEntry* nccl = findAlgo(arfuseAlgoNccl);
-    if (!f.nccl || !nccl) return failedPlan(arfuseInternalError, why);
+    if (!f.nccl || !nccl) return failedPlan(arfuseInternalError, g.reason);
+    Plan p = nccl->geometry(c).geometry;  // the single-GPU epilogue's geometry always fits
     p.algo = arfuseAlgoNccl;
-    p.reason = "nccl: " + why;
-    nccl->geometry(c, &p, &why);
+    p.reason = "nccl: " + g.reason;
     return p;
   }
   return failedPlan(arfuseUnsupported, strprintf("no path: peer access is missing (%s), NCCL is unavailable (%s) "

@@ -20,7 +20,7 @@
 
 #include "algos/launch.h"
 #include "arfuse/arfuse.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "plan/plan.h"
 
 namespace arfuse {
@@ -61,6 +61,8 @@ struct Verdict {
   static Verdict no(std::string why, arfuseResult_t code = arfuseUnsupported) {
     return Verdict{false, std::move(why), code};
   }
+  // A geometry function's yes: the geometry, no reason of its own.
+  static Verdict fitted(const Plan& geometry) { return yes(std::string(), geometry); }
 };
 
 // What sizes a group's workspace (workspaceFor), with the common row sizes already in `w`.
@@ -156,9 +158,11 @@ struct AlgoEntry {
   const char* name = "";
   const char* enumName = "";
   Verdict (*canImplement)(const PlanContext& c) = nullptr;
-  // Sets p's blocks, threads, geometry and PDL (and variant); false with *why if no instantiation
-  // or region covers the call.
-  bool (*geometry)(const PlanContext& c, Plan* p, std::string* why) = nullptr;
+  // The call's geometry on this path: Verdict::fitted with a plan whose blocks, threads, geometry and
+  // PDL (and variant) are set, or a no saying why no instantiation or region covers the call. The
+  // reason is data, not an error (no Status): the plan decides what it means, a forced path's
+  // refusal, a decline inside canImplement, or a bug the auto plan reports.
+  Verdict (*geometry)(const PlanContext& c) = nullptr;
   // Adds the path's buffers to the per-rank workspace (nullptr: none).
   void (*workspace)(const WorkspaceInputs& in, Workspace* w) = nullptr;
   // How the library issues the path's calls (bound by issue.cc of the path; empty in pure builds).

@@ -45,22 +45,18 @@ TileRules barrierTiles(const Fabric& f) {
   return TileRules{std::min(kMaxCtas, f.maxBlocks), true, &kBarrierVecs, f.clusterCtas};
 }
 
-// On failure *why says why (the caller decides whether that is an error or a fallback).
-bool tiledGeometry(const PlanContext& c, const char* name, const TileRules& rules, RegionOf region, Plan* p,
-                   std::string* why) {
+// A no is a reason (the caller decides whether it is a refusal, a decline or a fallback).
+Verdict tiledGeometry(const PlanContext& c, const char* name, const TileRules& rules, RegionOf region) {
   const Fabric& f = c.f;
-  if (!tileGeometry(f, c.req, rules, &p->blocks, &p->threads, &p->geo, splitRuleOf(c.policy))) {
-    *why = strprintf("no %s kernel covers %d vectors per CTA", name, p->geo.chunkVecs);
-    return false;
-  }
-  const Region r = region(c, p->geo);
-  if (r.cap > 0 && r.use > r.cap) {
-    *why = strprintf("%s: a CTA would carry %lld B (%d tiles of %d vectors), more than its %lld B region", name, r.use,
-                     (c.req.tokens + p->geo.slots - 1) / p->geo.slots, p->geo.chunkVecs, r.cap);
-    return false;
-  }
-  p->pdl = f.pdl;
-  return true;
+  Plan p;
+  if (!tileGeometry(f, c.req, rules, &p.blocks, &p.threads, &p.geo, splitRuleOf(c.policy)))
+    return Verdict::no(strprintf("no %s kernel covers %d vectors per CTA", name, p.geo.chunkVecs));
+  const Region r = region(c, p.geo);
+  if (r.cap > 0 && r.use > r.cap)
+    return Verdict::no(strprintf("%s: a CTA would carry %lld B (%d tiles of %d vectors), more than its %lld B region",
+                                 name, r.use, (c.req.tokens + p.geo.slots - 1) / p.geo.slots, p.geo.chunkVecs, r.cap));
+  p.pdl = f.pdl;
+  return Verdict::fitted(p);
 }
 
 void stagingWorkspace(const WorkspaceInputs& in, Workspace* w) {

@@ -17,10 +17,9 @@ struct Region {
   long long use, cap;
 };
 using RegionOf = Region (*)(const PlanContext& c, const Geometry& g);
-// A multi-rank path's geometry under its tile rules, and whether the call's tiles fit its per-CTA
-// regions; false with *why naming the path (`name`) otherwise.
-bool tiledGeometry(const PlanContext& c, const char* name, const TileRules& rules, RegionOf region, Plan* p,
-                   std::string* why);
+// A multi-rank path's geometry under its tile rules (Verdict::fitted) if the call's tiles fit its
+// per-CTA regions; otherwise a no whose reason names the path (`name`).
+Verdict tiledGeometry(const PlanContext& c, const char* name, const TileRules& rules, RegionOf region);
 // The tile rules of the barrier kernels (one-shot, two-shot, host-staged: algos/barrier_launch.cuh's
 // instantiations): the group's narrow CTA cap, wide tiles on the wide cap.
 TileRules barrierTiles(const Fabric& f);

@@ -91,19 +91,6 @@ Status checkPointers(const char* func, const std::vector<BufferArg>& bufs, int d
   return Status();
 }
 
-arfuseResult_t fromBootstrap(bootstrap::Result r) {
-  switch (r) {
-    case bootstrap::Result::kInvalidArgument:
-      return arfuseInvalidArgument;
-    case bootstrap::Result::kMismatch:
-      return arfuseMismatch;
-    case bootstrap::Result::kTimeout:
-      return arfusePeerTimeout;
-    default:
-      return arfuseSystemError;
-  }
-}
-
 // Init waits are bounded by the config's timeout, and never less than 30 s (processes start at
 // different speeds).
 int initTimeoutMs(const arfuseConfig_t* config) {
@@ -134,19 +121,12 @@ StreamIdentity identityOf(cudaStream_t stream, int device) {
 Status checkSharedStream(Group& g, const arfuseComm* comm, cudaStream_t stream, const char* func) {
   if (!groupChecksStreams(g)) return Status();  // (never a one-rank group: its rank shares its GPU with none)
   const StreamIdentity mine = identityOf(stream, comm->device);
-  std::string why;
   StreamCheck* check = groupApiState<StreamCheck>(g, &Group::streamCheck, [&g] {
     std::vector<int> devices(groupRanks(g));
     for (int q = 0; q < groupRanks(g); ++q) devices[q] = groupRankDevice(g, q);
     return std::make_shared<StreamCheck>(devices);
   });
-  const int q = check->record(comm->rank, mine, &why);
-  if (q >= 0)
-    return ARFUSE_FAIL(arfuseInvalidUsage,
-                       "%s: rank %d and rank %d of this group share device %d and stream %p, in effect (%s): a call "
-                       "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
-                       "rank its own stream, created with cudaStreamNonBlocking",
-                       func, comm->rank, q, comm->device, static_cast<void*>(stream), why.c_str());
+  ARFUSE_CHECK_PREFIXED(std::string(func) + ": ", check->record(comm->rank, mine));
   return Status();
 }
 
@@ -399,12 +379,11 @@ arfuseResult_t arfuseGetUniqueId(arfuseUniqueId* uniqueId) {
   // The listener lives at most one init timeout unless rank 0 takes it.
   const bootstrap::Options options = bootstrapOptions(initTimeoutMs(nullptr));
   bootstrap::UniqueId id;
-  std::string err;
-  const bootstrap::Result r = bootstrap::makeUniqueId(options, &id, &err);
-  if (r != bootstrap::Result::kOk)
-    return fail(nullptr, ARFUSE_FAIL(fromBootstrap(r),
-                                     "arfuseGetUniqueId: %s (ARFUSE_BOOTSTRAP_ADDR=%s ARFUSE_BOOTSTRAP_IFNAME=%s)",
-                                     err.c_str(), options.address.c_str(), options.ifname.c_str()));
+  const Status made = bootstrap::makeUniqueId(options, &id);
+  if (!made.ok())
+    return fail(nullptr,
+                ARFUSE_FAIL(made.code(), "arfuseGetUniqueId: %s (ARFUSE_BOOTSTRAP_ADDR=%s ARFUSE_BOOTSTRAP_IFNAME=%s)",
+                            made.message().c_str(), options.address.c_str(), options.ifname.c_str()));
   std::memcpy(uniqueId->internal, id.bytes, sizeof id.bytes);
   return arfuseSuccess;
 }
@@ -418,10 +397,9 @@ arfuseResult_t arfuseCommInitRank(arfuseComm_t* comm, int nranks, arfuseUniqueId
     return fail(nullptr, bad.prefixed("arfuseCommInitRank: ").through(__FILE__, __LINE__));
   }
   const int timeoutMs = initTimeoutMs(config);
-  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
+  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all) {
     const bootstrap::Options options = bootstrapOptions(timeoutMs);
-    const bootstrap::Result r = bootstrap::allGather(id, rank, nranks, mine, bytes, all, options, message);
-    return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
+    return bootstrap::allGather(id, rank, nranks, mine, bytes, all, options);
   };
   const Status st = createRankMultiProcess(nranks, rank, device, config, exchange, comm);
   if (!st.ok())
@@ -438,10 +416,8 @@ arfuseResult_t arfuseCommInitRankWithAllGather(arfuseComm_t* comm, int nranks, i
                                      "the framework's all-gather callback"));
   if (Status bad = checkRankArgs(nranks, rank); !bad.ok())
     return fail(nullptr, bad.prefixed("arfuseCommInitRankWithAllGather: ").through(__FILE__, __LINE__));
-  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message) {
-    const bootstrap::Result r =
-        bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all, message);
-    return r == bootstrap::Result::kOk ? arfuseSuccess : fromBootstrap(r);
+  Exchange exchange = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all) {
+    return bootstrap::allGatherViaCallback(allGather, ctx, rank, nranks, mine, bytes, all);
   };
   MultiProcessOptions reusable;
   reusable.reusable = true;  // a framework's all-gather may be called again (groups that span hosts)
@@ -505,9 +481,8 @@ arfuseResult_t arfuseCommDumpState(arfuseComm_t comm, const char* path) {
   std::string text = formatDump(in);
   for (const std::string& line : multiHostWatchLines(g))  // a group that spans hosts: its NCCL operations
     text += strprintf("arfuse-dump-note rank=%d nccl_watch: %s\n", c->logContext().rank, line.c_str());
-  std::string err;
-  if (!writeDump(text, path, &err))
-    return fail(c, ARFUSE_FAIL(arfuseSystemError, "arfuseCommDumpState: %s", err.c_str()));
+  if (Status written = writeDump(text, path); !written.ok())
+    return fail(c, written.prefixed("arfuseCommDumpState: ").through(__FILE__, __LINE__));
   return arfuseSuccess;
 }
 

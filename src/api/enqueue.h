@@ -10,8 +10,8 @@
 #include "algos/registry.h"
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
+#include "base/status.h"
 #include "comm/comm.h"
-#include "core/status.h"
 #include "device/args.h"
 #include "init/cuda_check.h"
 
@@ -21,7 +21,7 @@ namespace arfuse {
 // thread's) last-error text and prints one canonical ERROR line.
 arfuseResult_t fail(arfuseComm* comm, arfuseResult_t code, const char* file, int line, const std::string& msg,
                     const std::string& fields = "");
-// The same for a failed Status (core/status.h), the line placed where it was raised.
+// The same for a failed Status (base/status.h), the line placed where it was raised.
 arfuseResult_t fail(arfuseComm* comm, const Status& st, const std::string& fields = "");
 
 // Everything needed to issue one checked and planned call, by value (a deferred call outlives the

@@ -7,7 +7,7 @@
 
 #include "api/replicas.h"
 #include "arfuse/arfuse.h"
-#include "core/status.h"
+#include "base/status.h"
 
 struct arfuseComm;
 

@@ -69,15 +69,20 @@ std::string describeStream(const StreamIdentity& s) {
   }
 }
 
-int StreamCheck::record(int r, const StreamIdentity& mine, std::string* why) {
+Status StreamCheck::record(int r, const StreamIdentity& mine) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t q = 0; q < devices_.size(); ++q) {
     if (static_cast<int>(q) == r || devices_[q] != devices_[r]) continue;
-    *why = streamConflict(mine, last_[q]);
-    if (!why->empty()) return static_cast<int>(q);
+    const std::string why = streamConflict(mine, last_[q]);
+    if (!why.empty())
+      return ARFUSE_FAIL(arfuseInvalidUsage,
+                         "rank %d and rank %zu of this group share device %d and stream %p, in effect (%s): a call "
+                         "waits for its peers' calls, which would queue behind it on that stream forever. Give every "
+                         "rank its own stream, created with cudaStreamNonBlocking",
+                         r, q, devices_[r], reinterpret_cast<void*>(mine.handle), why.c_str());
   }
   last_[r] = mine;
-  return -1;
+  return Status();
 }
 
 }  // namespace arfuse

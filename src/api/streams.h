@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+
 namespace arfuse {
 
 enum class StreamKind : uint8_t { kNone = 0, kCreated, kLegacy, kPerThread };
@@ -58,8 +60,10 @@ class StreamCheck {
   // devices[r]: the CUDA device of rank r.
   explicit StreamCheck(std::vector<int> devices) : devices_(std::move(devices)), last_(devices_.size()) {}
   // Records the stream rank r's call runs on, unless it conflicts (streamConflict) with the last
-  // stream of another rank on r's device: then returns that rank, with *why, and records nothing.
-  int record(int r, const StreamIdentity& mine, std::string* why);
+  // stream of another rank on r's device: then fails with arfuseInvalidUsage naming both ranks, the
+  // device, the stream and why they meet (the caller puts its entry point's name before it), and
+  // records nothing.
+  Status record(int r, const StreamIdentity& mine);
 
  private:
   std::mutex mu_;

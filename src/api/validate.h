@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "base/status.h"
 #include "common/enum_arg.h"
-#include "core/status.h"
 #include "device/args.h"
 
 namespace arfuse {

@@ -21,15 +21,23 @@
 // strangers out: every hello carries an HMAC-SHA256 over rank 0's per-connection challenge, and
 // rank 0's answers carry one too. docs/bootstrap.md has the trust model.
 //
-// Every wait is bounded by Options::timeoutMs; every failure is one line that names the address, the
-// rank(s) involved and what to check. Nothing here throws, logs or reads the environment: the caller
-// (the C ABI) owns configuration and logging. The wire format and the errors are in docs/bootstrap.md.
+// Every wait is bounded by Options::timeoutMs; every failure is a Status (base/status.h) whose code is
+// its class (arfuseInvalidArgument: this rank's own arguments are wrong, a null pointer, a rank out of
+// range, a corrupt id; arfuseMismatch: the ranks disagree, nranks, sizes, a duplicate rank, a wrong
+// session; arfusePeerTimeout: someone did not show up, or stopped talking, before the deadline;
+// arfuseSystemError: the OS refused, a socket, bind, listen, a peer reset) and whose message is one
+// line that names the address, the rank(s) involved and what to check. Nothing here throws, prints
+// or reads the environment: the caller (the C ABI) owns configuration and logging (a failure's
+// frames reach the DEBUG trail only where the caller's log installed its sink). The wire format and
+// the errors are in docs/bootstrap.md.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "base/status.h"
 
 namespace arfuse {
 namespace bootstrap {
@@ -41,17 +49,6 @@ constexpr size_t kUniqueIdBytes = 128;
 struct UniqueId {
   uint8_t bytes[kUniqueIdBytes];
 };
-
-// Outcome classes, chosen so the C ABI can map each onto one arfuseResult_t without parsing text.
-enum class Result {
-  kOk = 0,
-  kInvalidArgument,  // this rank's own arguments are wrong (null pointer, rank out of range, corrupt id)
-  kMismatch,         // the ranks disagree with each other (nranks, sizes, duplicate rank, wrong session)
-  kTimeout,          // someone did not show up, or stopped talking, before the deadline
-  kSystemError,      // the OS refused (socket, bind, listen, a peer reset the connection)
-};
-
-const char* resultName(Result r);
 
 struct Options {
   // Where rank 0 listens. Empty (or "unix") means an abstract AF_UNIX socket: one host, peers
@@ -89,20 +86,20 @@ struct IdInfo {
 // Options::timeoutMs has passed without rank 0 taking it (checked whenever the registry is used). A
 // process created by fork() after this call inherits the listener, so the forked child may be the one
 // that acts as rank 0.
-Result makeUniqueId(const Options& options, UniqueId* id, std::string* error);
+Status makeUniqueId(const Options& options, UniqueId* id);
 
 // Encodes an id by hand (no listener is started). For tests, and for callers that run rank 0's
 // listener elsewhere.
-Result encodeUniqueId(const IdInfo& info, UniqueId* id, std::string* error);
+Status encodeUniqueId(const IdInfo& info, UniqueId* id);
 
 // Checks magic, version, checksum and fields; a corrupted or truncated id gets an error that says so.
-Result decodeUniqueId(const UniqueId& id, IdInfo* info, std::string* error);
+Status decodeUniqueId(const UniqueId& id, IdInfo* info);
 
 // Serialised forms. The raw form is the 128 bytes themselves (size checked); the hex form is 256
 // lower-case hex digits, convenient for environment variables and command lines.
-Result uniqueIdFromBytes(const void* data, size_t size, UniqueId* id, std::string* error);
+Status uniqueIdFromBytes(const void* data, size_t size, UniqueId* id);
 std::string uniqueIdToHex(const UniqueId& id);
-Result uniqueIdFromHex(const std::string& hex, UniqueId* id, std::string* error);
+Status uniqueIdFromHex(const std::string& hex, UniqueId* id);
 
 // "127.0.0.1:41234", "[::1]:41234" or "unix:@arfuse-<32 hex digits>", as it appears in error messages.
 std::string idAddress(const IdInfo& info);
@@ -110,8 +107,8 @@ std::string idAddress(const IdInfo& info);
 // Every rank, rank 0 included, calls this once with the same id and nranks, its own rank and a blob of
 // `bytes` bytes (the same size on every rank; 0 is allowed). On success *all holds nranks * bytes
 // bytes, rank r's blob at offset r * bytes, identical on every rank.
-Result allGather(const UniqueId& id, int rank, int nranks, const void* mine, size_t bytes, std::vector<uint8_t>* all,
-                 const Options& options, std::string* error);
+Status allGather(const UniqueId& id, int rank, int nranks, const void* mine, size_t bytes, std::vector<uint8_t>* all,
+                 const Options& options);
 
 // Closes this process's listener for id, if any (rank 0 gave up before calling allGather).
 void closeListener(const UniqueId& id);
@@ -133,11 +130,11 @@ constexpr size_t kSlotHeaderBytes = 24;
 // rank must agree on nranks and size, and our slot must hold exactly our bytes. The header is what
 // lets a swapped rank order or a short copy in the framework's glue be reported instead of silently
 // producing a communicator wired to the wrong peers. On success *all is as for allGather.
-Result allGatherViaCallback(AllGatherFn fn, void* ctx, int rank, int nranks, const void* mine, size_t bytes,
-                            std::vector<uint8_t>* all, std::string* error);
+Status allGatherViaCallback(AllGatherFn fn, void* ctx, int rank, int nranks, const void* mine, size_t bytes,
+                            std::vector<uint8_t>* all);
 
 // The minimal check for unframed results: sizes are sane and slot `rank` of `all` equals `mine`.
-Result validateGathered(const void* all, int rank, int nranks, const void* mine, size_t bytes, std::string* error);
+Status validateGathered(const void* all, int rank, int nranks, const void* mine, size_t bytes);
 
 }  // namespace bootstrap
 }  // namespace arfuse

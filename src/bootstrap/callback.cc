@@ -18,49 +18,46 @@ namespace {
 constexpr uint32_t kSlotMagic = 0x53465241u;  // "ARFS"
 constexpr uint16_t kSlotVersion = 1;
 
-bool checkShape(int rank, int nranks, size_t bytes, std::string* error) {
-  if (nranks < 1 || nranks > detail::kMaxRanks) {
-    *error = "nranks=" + std::to_string(nranks) + " is out of range (1-" + std::to_string(detail::kMaxRanks) + ")";
-    return false;
-  }
-  if (rank < 0 || rank >= nranks) {
-    *error = "rank " + std::to_string(rank) + " is out of range for nranks=" + std::to_string(nranks);
-    return false;
-  }
+Status checkShape(int rank, int nranks, size_t bytes) {
+  if (nranks < 1 || nranks > detail::kMaxRanks)
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "nranks=" + std::to_string(nranks) + " is out of range (1-" +
+                                                       std::to_string(detail::kMaxRanks) + ")");
+  if (rank < 0 || rank >= nranks)
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                            "rank " + std::to_string(rank) + " is out of range for nranks=" + std::to_string(nranks));
   // nranks * (bytes + header) must fit a size_t; kMaxRanks keeps the multiplier small.
-  if (bytes > (SIZE_MAX / static_cast<size_t>(nranks)) - kSlotHeaderBytes) {
-    *error = std::to_string(bytes) + "-byte blobs times nranks=" + std::to_string(nranks) + " overflow memory";
-    return false;
-  }
-  return true;
+  if (bytes > (SIZE_MAX / static_cast<size_t>(nranks)) - kSlotHeaderBytes)
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, std::to_string(bytes) + "-byte blobs times nranks=" +
+                                                       std::to_string(nranks) + " overflow memory");
+  return Status();
 }
 
 }  // namespace
 
-Result validateGathered(const void* all, int rank, int nranks, const void* mine, size_t bytes, std::string* error) {
-  if (!checkShape(rank, nranks, bytes, error)) return Result::kInvalidArgument;
-  if (bytes == 0) return Result::kOk;
+Status validateGathered(const void* all, int rank, int nranks, const void* mine, size_t bytes) {
+  ARFUSE_CHECK(checkShape(rank, nranks, bytes));
+  if (bytes == 0) return Status();
   if (all == nullptr || mine == nullptr) {
-    *error = "validateGathered: a buffer pointer is null";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "validateGathered: a buffer pointer is null");
   }
   const auto* slot = static_cast<const uint8_t*>(all) + static_cast<size_t>(rank) * bytes;
   if (std::memcmp(slot, mine, bytes) != 0) {
-    *error = "the all-gather callback's slot " + std::to_string(rank) +
-             " does not hold this rank's bytes: it must place rank r's contribution at offset r*bytes, with "
-             "ranks numbered as in arfuse (is the process group's rank order the same?)";
-    return Result::kMismatch;
+    return ARFUSE_FAIL_TEXT(
+        arfuseMismatch,
+        "the all-gather callback's slot " + std::to_string(rank) +
+            " does not hold this rank's bytes: it must place rank r's contribution at offset r*bytes, with "
+            "ranks numbered as in arfuse (is the process group's rank order the same?)");
   }
-  return Result::kOk;
+  return Status();
 }
 
-Result allGatherViaCallback(AllGatherFn fn, void* ctx, int rank, int nranks, const void* mine, size_t bytes,
-                            std::vector<uint8_t>* all, std::string* error) {
+Status allGatherViaCallback(AllGatherFn fn, void* ctx, int rank, int nranks, const void* mine, size_t bytes,
+                            std::vector<uint8_t>* all) {
   if (fn == nullptr || all == nullptr || (mine == nullptr && bytes > 0)) {
-    *error = "allGatherViaCallback: the callback, the blob or the output pointer is null";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                            "allGatherViaCallback: the callback, the blob or the output pointer is null");
   }
-  if (!checkShape(rank, nranks, bytes, error)) return Result::kInvalidArgument;
+  ARFUSE_CHECK(checkShape(rank, nranks, bytes));
 
   const size_t slot = kSlotHeaderBytes + bytes;
   std::vector<uint8_t> framed(slot);
@@ -76,46 +73,46 @@ Result allGatherViaCallback(AllGatherFn fn, void* ctx, int rank, int nranks, con
   std::vector<uint8_t> gathered(static_cast<size_t>(nranks) * slot, 0);
   int rc = fn(ctx, framed.data(), gathered.data(), slot);
   if (rc != 0) {
-    *error = "rank " + std::to_string(rank) + ": the all-gather callback failed (returned " + std::to_string(rc) +
-             "); see the framework's own error for why";
-    return Result::kSystemError;
+    return ARFUSE_FAIL_TEXT(arfuseSystemError, "rank " + std::to_string(rank) +
+                                                   ": the all-gather callback failed (returned " + std::to_string(rc) +
+                                                   "); see the framework's own error for why");
   }
   for (int r = 0; r < nranks; ++r) {
     const uint8_t* s = gathered.data() + static_cast<size_t>(r) * slot;
     const std::string where = "the all-gather callback's slot " + std::to_string(r);
     if (detail::getU32(s) != kSlotMagic || detail::getU16(s + 4) != kSlotVersion) {
-      *error = where + " holds no arfuse blob: the callback must write nranks*bytes bytes (" +
-               std::to_string(static_cast<size_t>(nranks) * slot) + " here) into `all`";
-      return Result::kMismatch;
+      return ARFUSE_FAIL_TEXT(arfuseMismatch,
+                              where + " holds no arfuse blob: the callback must write nranks*bytes bytes (" +
+                                  std::to_string(static_cast<size_t>(nranks) * slot) + " here) into `all`");
     }
     int sr = static_cast<int>(detail::getU32(s + 8));
     int sn = static_cast<int>(detail::getU32(s + 12));
     uint64_t sb = detail::getU64(s + 16);
     if (sn != nranks) {
-      *error = "rank " + std::to_string(sr) + " said nranks=" + std::to_string(sn) + " but rank " +
-               std::to_string(rank) + " expects " + std::to_string(nranks) + "; every rank must pass the same nranks";
-      return Result::kMismatch;
+      return ARFUSE_FAIL_TEXT(arfuseMismatch, "rank " + std::to_string(sr) + " said nranks=" + std::to_string(sn) +
+                                                  " but rank " + std::to_string(rank) + " expects " +
+                                                  std::to_string(nranks) + "; every rank must pass the same nranks");
     }
     if (sr != r) {
-      *error = where + " holds rank " + std::to_string(sr) +
-               "'s bytes: the callback must place rank r's contribution at offset r*bytes, with ranks numbered as "
-               "in arfuse (is the process group's rank order the same?)";
-      return Result::kMismatch;
+      return ARFUSE_FAIL_TEXT(
+          arfuseMismatch,
+          where + " holds rank " + std::to_string(sr) +
+              "'s bytes: the callback must place rank r's contribution at offset r*bytes, with ranks numbered as "
+              "in arfuse (is the process group's rank order the same?)");
     }
     if (sb != bytes) {
-      *error = "rank " + std::to_string(r) + " sent a " + std::to_string(sb) + "-byte blob but rank " +
-               std::to_string(rank) + "'s is " + std::to_string(bytes) + " bytes; every rank must pass the same size";
-      return Result::kMismatch;
+      return ARFUSE_FAIL_TEXT(arfuseMismatch, "rank " + std::to_string(r) + " sent a " + std::to_string(sb) +
+                                                  "-byte blob but rank " + std::to_string(rank) + "'s is " +
+                                                  std::to_string(bytes) + " bytes; every rank must pass the same size");
     }
   }
-  Result res = validateGathered(gathered.data(), rank, nranks, framed.data(), slot, error);
-  if (res != Result::kOk) return res;
+  ARFUSE_CHECK(validateGathered(gathered.data(), rank, nranks, framed.data(), slot));
   all->resize(static_cast<size_t>(nranks) * bytes);
   for (int r = 0; r < nranks && bytes > 0; ++r) {
     std::memcpy(all->data() + static_cast<size_t>(r) * bytes,
                 gathered.data() + static_cast<size_t>(r) * slot + kSlotHeaderBytes, bytes);
   }
-  return Result::kOk;
+  return Status();
 }
 
 }  // namespace bootstrap

@@ -69,12 +69,9 @@ const Libcrypto& libcrypto() {
 
 }  // namespace
 
-bool hmacSha256(const uint8_t* key, std::initializer_list<Span> parts, uint8_t out[kTagBytes], std::string* error) {
+Status hmacSha256(const uint8_t* key, std::initializer_list<Span> parts, uint8_t out[kTagBytes]) {
   const Libcrypto& c = libcrypto();
-  if (!c.sha256) {
-    *error = c.error;
-    return false;
-  }
+  if (!c.sha256) return ARFUSE_FAIL_TEXT(arfuseSystemError, c.error);
   unsigned int len = 0;
   if (c.incremental()) {
     void* ctx = c.ctxNew();
@@ -83,8 +80,8 @@ bool hmacSha256(const uint8_t* key, std::initializer_list<Span> parts, uint8_t o
       ok = ok && (p.size == 0 || c.ctxUpdate(ctx, static_cast<const unsigned char*>(p.data), p.size) == 1);
     ok = ok && c.ctxFinal(ctx, out, &len) == 1 && len == kTagBytes;
     if (ctx) c.ctxFree(ctx);
-    if (!ok) *error = "libcrypto's HMAC-SHA256 failed";
-    return ok;
+    if (!ok) return ARFUSE_FAIL(arfuseSystemError, "libcrypto's HMAC-SHA256 failed");
+    return Status();
   }
   size_t total = 0;
   for (const Span& p : parts) total += p.size;
@@ -94,24 +91,17 @@ bool hmacSha256(const uint8_t* key, std::initializer_list<Span> parts, uint8_t o
     if (p.size)
       data.insert(data.end(), static_cast<const unsigned char*>(p.data),
                   static_cast<const unsigned char*>(p.data) + p.size);
-  if (!c.hmac(c.sha256(), key, static_cast<int>(kSecretBytes), data.data(), data.size(), out, &len) ||
-      len != kTagBytes) {
-    *error = "libcrypto's HMAC-SHA256 failed";
-    return false;
-  }
-  return true;
+  if (!c.hmac(c.sha256(), key, static_cast<int>(kSecretBytes), data.data(), data.size(), out, &len) || len != kTagBytes)
+    return ARFUSE_FAIL(arfuseSystemError, "libcrypto's HMAC-SHA256 failed");
+  return Status();
 }
 
-bool sha256(const void* data, size_t n, uint8_t out[kTagBytes], std::string* error) {
+Status sha256(const void* data, size_t n, uint8_t out[kTagBytes]) {
   const Libcrypto& c = libcrypto();
-  if (!c.sha256) {
-    *error = c.error;
-    return false;
-  }
+  if (!c.sha256) return ARFUSE_FAIL_TEXT(arfuseSystemError, c.error);
   unsigned int len = 0;
-  if (c.digest(data, n, out, &len, c.sha256(), nullptr) == 1 && len == kTagBytes) return true;
-  *error = "libcrypto's SHA-256 failed";
-  return false;
+  if (c.digest(data, n, out, &len, c.sha256(), nullptr) == 1 && len == kTagBytes) return Status();
+  return ARFUSE_FAIL(arfuseSystemError, "libcrypto's SHA-256 failed");
 }
 
 bool tagsEqual(const uint8_t* a, const uint8_t* b) {
@@ -120,19 +110,16 @@ bool tagsEqual(const uint8_t* a, const uint8_t* b) {
   return false;  // no libcrypto: no tag was computed either, so nothing can verify
 }
 
-bool randomBytes(void* out, size_t n, std::string* error) {
+Status randomBytes(void* out, size_t n) {
   auto* p = static_cast<unsigned char*>(out);
   size_t got = 0;
   while (got < n) {
     const ssize_t k = getrandom(p + got, n - got, 0);
     if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      *error = std::string("getrandom: ") + std::strerror(errno);
-      return false;
-    }
+    if (k <= 0) return ARFUSE_FAIL(arfuseSystemError, "getrandom: %s", std::strerror(errno));
     got += static_cast<size_t>(k);
   }
-  return true;
+  return Status();
 }
 
 }  // namespace detail

@@ -13,6 +13,8 @@
 #include <initializer_list>
 #include <string>
 
+#include "base/status.h"
+
 namespace arfuse {
 namespace bootstrap {
 namespace detail {
@@ -26,19 +28,19 @@ struct Span {
   size_t size;
 };
 
-// HMAC-SHA256 of the concatenation of `parts` under `key` (kSecretBytes). False when libcrypto cannot
-// be loaded or fails (then *error says which library was looked for and what to install).
-bool hmacSha256(const uint8_t* key, std::initializer_list<Span> parts, uint8_t out[kTagBytes], std::string* error);
+// HMAC-SHA256 of the concatenation of `parts` under `key` (kSecretBytes). Fails (arfuseSystemError)
+// when libcrypto cannot be loaded or fails, saying which library was looked for and what to install.
+Status hmacSha256(const uint8_t* key, std::initializer_list<Span> parts, uint8_t out[kTagBytes]);
 
 // SHA-256 of data (libcrypto's EVP_Digest). The gathered result is hashed once and each connection's
 // tag covers the digest, so rank 0 does not hash nranks * bytes once per peer.
-bool sha256(const void* data, size_t n, uint8_t out[kTagBytes], std::string* error);
+Status sha256(const void* data, size_t n, uint8_t out[kTagBytes]);
 
 // Constant-time equality of two tags (libcrypto's CRYPTO_memcmp).
 bool tagsEqual(const uint8_t* a, const uint8_t* b);
 
-// Cryptographically random bytes (getrandom). False when the kernel refuses.
-bool randomBytes(void* out, size_t n, std::string* error);
+// Cryptographically random bytes (getrandom). Fails when the kernel refuses.
+Status randomBytes(void* out, size_t n);
 
 }  // namespace detail
 }  // namespace bootstrap

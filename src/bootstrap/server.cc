@@ -97,31 +97,30 @@ class Server {
     closeFd(listenFd_);
   }
 
-  Result run(std::string* error) {
+  Status run() {
     const auto t0 = Clock::now();
     joinedFrom_[0] = "this process";
     joined_ = 1;
-    while (joined_ < nranks_ && fatal_ == Result::kOk) {
+    while (joined_ < nranks_ && fatal_.ok()) {
       if (deadline_.passed()) {
-        fail(Result::kTimeout, timeoutText(secondsSince(t0)));
+        fail(arfusePeerTimeout, timeoutText(secondsSince(t0)));
         break;
       }
       turn(std::min(deadline_.remainingMs(), kMaxTurnMs));
     }
-    if (fatal_ != Result::kOk) {
+    if (!fatal_.ok()) {
       spreadVerdict();
-      *error = fatalText_;
       return fatal_;
     }
-    return sendResults(error);
+    return sendResults();
   }
 
  private:
   // ---- bookkeeping ----
-  void fail(Result code, const std::string& text) {
-    if (fatal_ != Result::kOk) return;
-    fatal_ = code;
-    fatalText_ = text;
+  // The group's failure: the first one wins, and every member is told it (spreadVerdict).
+  void fail(arfuseResult_t code, const std::string& text) {
+    if (!fatal_.ok()) return;
+    fatal_ = ARFUSE_FAIL(code, "%s", text.c_str());
   }
   void note(const std::string& text) {
     if (notes_.size() < 4) notes_.push_back(text);
@@ -149,13 +148,12 @@ class Server {
   }
 
   bool tag(const char* domain, const Conn& c, const uint8_t* header, const void* payload, size_t n, uint8_t* out) {
-    std::string err;
-    if (hmacSha256(
-            info_.secret,
-            {{domain, std::strlen(domain)}, {c.challenge, kChallengeBytes}, {header, kFrameHeaderBytes}, {payload, n}},
-            out, &err))
-      return true;
-    fail(Result::kSystemError, "rank 0 at " + where_ + ": " + err);
+    const Status made = hmacSha256(
+        info_.secret,
+        {{domain, std::strlen(domain)}, {c.challenge, kChallengeBytes}, {header, kFrameHeaderBytes}, {payload, n}},
+        out);
+    if (made.ok()) return true;
+    fail(made.code(), "rank 0 at " + where_ + ": " + made.message());
     return false;
   }
 
@@ -179,7 +177,7 @@ class Server {
   }
 
   // The verdict, authenticated for this connection; the connection then closes.
-  void tell(Conn& c, Result code, const std::string& text) {
+  void tell(Conn& c, arfuseResult_t code, const std::string& text) {
     const std::string t = text.substr(0, kMaxErrorText - 4);
     FrameHeader h;
     h.kind = kError;
@@ -188,7 +186,7 @@ class Server {
     h.payloadBytes = 4 + t.size();
     std::vector<uint8_t> f(kFrameHeaderBytes + h.payloadBytes + kTagBytes);
     encodeFrame(h, f.data());
-    putU32(f.data() + kFrameHeaderBytes, static_cast<uint32_t>(code));
+    putU32(f.data() + kFrameHeaderBytes, wireCode(code));
     std::memcpy(f.data() + kFrameHeaderBytes + 4, t.data(), t.size());
     if (!tag(kTagError, c, f.data(), f.data() + kFrameHeaderBytes, h.payloadBytes,
              f.data() + kFrameHeaderBytes + h.payloadBytes))
@@ -229,7 +227,7 @@ class Server {
     for (const Conn& c : conns_) fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
     int n = ::poll(fds.data(), fds.size(), std::max(timeoutMs, 0));
     if (n < 0) {
-      if (errno != EINTR) fail(Result::kSystemError, "rank 0 at " + where_ + ": poll failed: " + errnoText(errno));
+      if (errno != EINTR) fail(arfuseSystemError, "rank 0 at " + where_ + ": poll failed: " + errnoText(errno));
       return;
     }
     for (size_t i = 1; i < fds.size(); ++i) {
@@ -257,7 +255,7 @@ class Server {
       if (fd < 0) {
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EMFILE && errno != ENFILE)
-          fail(Result::kSystemError, "rank 0 at " + where_ + ": accept failed: " + errnoText(errno));
+          fail(arfuseSystemError, "rank 0 at " + where_ + ": accept failed: " + errnoText(errno));
         if (errno == EMFILE || errno == ENFILE) note("accept: " + errnoText(errno) + " (too many open files)");
         return;
       }
@@ -268,10 +266,9 @@ class Server {
       Conn c;
       c.fd = fd;
       c.since = Clock::now();
-      std::string err;
-      if (!randomBytes(c.challenge, kChallengeBytes, &err)) {
+      if (const Status drawn = randomBytes(c.challenge, kChallengeBytes); !drawn.ok()) {
         closeFd(fd);
-        fail(Result::kSystemError, "rank 0 at " + where_ + ": " + err);
+        fail(drawn.code(), "rank 0 at " + where_ + ": " + drawn.message());
         return;
       }
       queueChallenge(c);
@@ -285,7 +282,7 @@ class Server {
                                   "ARFUSE_BOOTSTRAP_UIDS on rank 0 to admit them)";
           note("refused " + c.from + ": not this user");
           ++dropped_;
-          tell(c, Result::kMismatch, why);
+          tell(c, arfuseMismatch, why);
         }
       } else {
         c.from = peerNameOf(fd);
@@ -347,7 +344,7 @@ class Server {
   // ---- frames in ----
   void service(Conn& c) {
     // After a failure, connections keep being read until they authenticate (then hear the verdict).
-    while (!c.dead && !c.closing && (fatal_ == Result::kOk || !c.identified)) {
+    while (!c.dead && !c.closing && (fatal_.ok() || !c.identified)) {
       uint8_t* dst;
       size_t want;
       uint8_t extra;
@@ -380,8 +377,8 @@ class Server {
         c.tailGot += got;
         if (c.tailGot == kTagBytes) finish(c);
       } else {
-        fail(Result::kMismatch, "rank " + std::to_string(c.rank) + " (from " + c.from +
-                                    ") sent bytes after its blob; is it running the same arfuse release?");
+        fail(arfuseMismatch, "rank " + std::to_string(c.rank) + " (from " + c.from +
+                                 ") sent bytes after its blob; is it running the same arfuse release?");
       }
     }
   }
@@ -416,28 +413,28 @@ class Server {
       return false;
     }
     c.identified = true;
-    if (fatal_ != Result::kOk) {  // a member that arrived after the failure (the grace period)
-      tell(c, fatal_, fatalText_);
+    if (!fatal_.ok()) {  // a member that arrived after the failure (the grace period)
+      tell(c, fatal_.code(), fatal_.message());
       return false;
     }
     const FrameHeader& h = c.hdr;
     if (h.nranks != nranks_) {
-      fail(Result::kMismatch, "rank " + std::to_string(h.rank) + " said nranks=" + std::to_string(h.nranks) +
-                                  " but rank 0 expects " + std::to_string(nranks_) +
-                                  "; every rank must pass the same nranks");
+      fail(arfuseMismatch, "rank " + std::to_string(h.rank) + " said nranks=" + std::to_string(h.nranks) +
+                               " but rank 0 expects " + std::to_string(nranks_) +
+                               "; every rank must pass the same nranks");
     } else if (h.rank < 0 || h.rank >= nranks_) {
-      fail(Result::kMismatch, "a process (from " + c.from + ") joined as rank " + std::to_string(h.rank) +
-                                  " but valid ranks are 0-" + std::to_string(nranks_ - 1));
+      fail(arfuseMismatch, "a process (from " + c.from + ") joined as rank " + std::to_string(h.rank) +
+                               " but valid ranks are 0-" + std::to_string(nranks_ - 1));
     } else if (!joinedFrom_[h.rank].empty()) {
-      fail(Result::kMismatch, "ranks " + std::to_string(h.rank) + " and " + std::to_string(h.rank) +
-                                  " both joined (from " + joinedFrom_[h.rank] + " and " + c.from +
-                                  "); every process must pass a distinct rank");
+      fail(arfuseMismatch, "ranks " + std::to_string(h.rank) + " and " + std::to_string(h.rank) +
+                               " both joined (from " + joinedFrom_[h.rank] + " and " + c.from +
+                               "); every process must pass a distinct rank");
     } else if (h.payloadBytes != bytes_) {
-      fail(Result::kMismatch, "rank " + std::to_string(h.rank) + " (from " + c.from + ") sent a " +
-                                  std::to_string(h.payloadBytes) + "-byte blob but rank 0's is " +
-                                  std::to_string(bytes_) + " bytes; every rank must pass the same size");
+      fail(arfuseMismatch, "rank " + std::to_string(h.rank) + " (from " + c.from + ") sent a " +
+                               std::to_string(h.payloadBytes) + "-byte blob but rank 0's is " + std::to_string(bytes_) +
+                               " bytes; every rank must pass the same size");
     }
-    if (fatal_ != Result::kOk) return false;
+    if (!fatal_.ok()) return false;
     c.rank = h.rank;
     joinedFrom_[h.rank] = c.from;
     return true;
@@ -448,8 +445,8 @@ class Server {
     const uint8_t* blob = all_->data() + static_cast<size_t>(c.rank) * bytes_;
     if (!tag(kTagBlob, c, c.head, blob, bytes_, want)) return;
     if (!tagsEqual(want, c.tail)) {
-      fail(Result::kMismatch, "rank " + std::to_string(c.rank) + " (from " + c.from +
-                                  ")'s blob failed its authentication check: it was altered on the way");
+      fail(arfuseMismatch, "rank " + std::to_string(c.rank) + " (from " + c.from +
+                               ")'s blob failed its authentication check: it was altered on the way");
       return;
     }
     c.complete = true;
@@ -468,10 +465,10 @@ class Server {
     c.dead = true;
     const std::string r = "rank " + std::to_string(c.rank) + " (from " + c.from + ")";
     if (!c.complete) {
-      fail(Result::kSystemError, r + " disconnected after " + std::to_string(c.blobGot) + " of " +
-                                     std::to_string(bytes_) + " bytes of its blob; did that process crash?");
+      fail(arfuseSystemError, r + " disconnected after " + std::to_string(c.blobGot) + " of " + std::to_string(bytes_) +
+                                  " bytes of its blob; did that process crash?");
     } else {
-      fail(Result::kSystemError,
+      fail(arfuseSystemError,
            r + " " + why + " before the rendezvous completed; did that process exit or give up early?");
     }
   }
@@ -481,7 +478,7 @@ class Server {
   // connects late hears the cause instead of "connection refused"), then closes.
   void spreadVerdict() {
     for (Conn& c : conns_)
-      if (!c.dead && !c.closing && c.identified) tell(c, fatal_, fatalText_);
+      if (!c.dead && !c.closing && c.identified) tell(c, fatal_.code(), fatal_.message());
     for (Conn& c : conns_)
       if (!c.dead && !flush(c)) c.dead = true;
     const Deadline grace = Deadline::afterMs(options_.errorGraceMs);
@@ -493,7 +490,7 @@ class Server {
     }
   }
 
-  Result sendResults(std::string* error) {
+  Status sendResults() {
     closeFd(listenFd_);
     listenFd_ = -1;
     FrameHeader h;
@@ -504,11 +501,10 @@ class Server {
     uint8_t header[kFrameHeaderBytes];
     encodeFrame(h, header);
     uint8_t digest[kTagBytes];
-    std::string err;
-    if (!sha256(all_->data(), all_->size(), digest, &err))
-      fail(Result::kSystemError, "rank 0 at " + where_ + ": " + err);
+    if (const Status hashed = sha256(all_->data(), all_->size(), digest); !hashed.ok())
+      fail(hashed.code(), "rank 0 at " + where_ + ": " + hashed.message());
     for (Conn& c : conns_) {
-      if (fatal_ != Result::kOk) break;
+      if (!fatal_.ok()) break;
       if (!c.complete) {
         c.dead = true;  // strangers still connected: no business here any more
         continue;
@@ -524,33 +520,25 @@ class Server {
       c.out.push_back(std::move(tk));
       c.closing = true;
     }
-    while (fatal_ == Result::kOk) {
+    while (fatal_.ok()) {
       Conn* pending = nullptr;
       for (Conn& c : conns_)
         if (!c.dead && !c.out.empty()) pending = &c;
       if (!pending) break;
-      if (deadline_.passed()) {
-        *error = "rank 0 at " + where_ + " could not send the gathered blobs to rank " + std::to_string(pending->rank) +
-                 " (" + pending->from +
-                 "): it stopped reading before the deadline; other ranks may have completed, "
-                 "so tear the group down";
-        return Result::kTimeout;
-      }
+      if (deadline_.passed())
+        return ARFUSE_FAIL(arfusePeerTimeout,
+                           "rank 0 at %s could not send the gathered blobs to rank %d (%s): it stopped reading before "
+                           "the deadline; other ranks may have completed, so tear the group down",
+                           where_.c_str(), pending->rank, pending->from.c_str());
       turn(std::min(deadline_.remainingMs(), kMaxTurnMs));
       for (Conn& c : conns_)
-        if (c.complete && c.dead && !c.out.empty()) {
-          *error = "rank 0 at " + where_ + " could not send the gathered blobs to rank " + std::to_string(c.rank) +
-                   " (" + c.from +
-                   "): it closed the connection; other ranks may have completed, so tear the "
-                   "group down";
-          return Result::kSystemError;
-        }
+        if (c.complete && c.dead && !c.out.empty())
+          return ARFUSE_FAIL(arfuseSystemError,
+                             "rank 0 at %s could not send the gathered blobs to rank %d (%s): it closed the "
+                             "connection; other ranks may have completed, so tear the group down",
+                             where_.c_str(), c.rank, c.from.c_str());
     }
-    if (fatal_ != Result::kOk) {
-      *error = fatalText_;
-      return fatal_;
-    }
-    return Result::kOk;
+    return fatal_;
   }
 
   int listenFd_;
@@ -567,16 +555,15 @@ class Server {
   std::vector<Conn> conns_;
   std::vector<std::string> notes_;
   int dropped_ = 0, evicted_ = 0, slow_ = 0;
-  Result fatal_ = Result::kOk;
-  std::string fatalText_;
+  Status fatal_;  // the group's failure, told to every member
 };
 
 }  // namespace
 
-Result serveRendezvous(int listenFd, const IdInfo& info, int nranks, size_t bytes, std::vector<uint8_t>* all,
-                       const Options& options, std::string* error) {
+Status serveRendezvous(int listenFd, const IdInfo& info, int nranks, size_t bytes, std::vector<uint8_t>* all,
+                       const Options& options) {
   Server server(listenFd, info, nranks, bytes, all, options);
-  return server.run(error);
+  return server.run();
 }
 
 std::string sanitizeText(const std::string& text) { return printable(text); }

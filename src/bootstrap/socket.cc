@@ -146,15 +146,13 @@ bool setPort(SockAddr* a, int port) {
 // First IPv4 address of the first interface `pick` accepts, else its first IPv6 one: IPv4 first
 // because that is what mixed clusters most reliably route between hosts. Interfaces are tried in the
 // order the kernel lists them.
-// Returns 1 when found, 0 when not, -1 when the interfaces cannot be listed (*error says why).
+// *found says whether one was; fails when the interfaces cannot be listed.
 template <typename Pick>
-int firstInterfaceAddress(Pick pick, int port, SockAddr* out, std::string* chosen, bool* anyNamed, std::string* error) {
+Status firstInterfaceAddress(Pick pick, int port, SockAddr* out, std::string* chosen, bool* anyNamed, bool* found) {
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) {
-    *error = "could not list network interfaces: " + errnoText(errno);
-    return -1;
-  }
-  bool found = false;
+  *found = false;
+  if (getifaddrs(&list) != 0)
+    return ARFUSE_FAIL_TEXT(arfuseSystemError, "could not list network interfaces: " + errnoText(errno));
   *anyNamed = false;
   std::vector<std::string> order;
   for (ifaddrs* it = list; it != nullptr; it = it->ifa_next)
@@ -164,7 +162,7 @@ int firstInterfaceAddress(Pick pick, int port, SockAddr* out, std::string* chose
     if (!pick(name)) continue;
     *anyNamed = true;
     for (int want : {AF_INET, AF_INET6}) {
-      for (ifaddrs* it = list; it != nullptr && !found; it = it->ifa_next) {
+      for (ifaddrs* it = list; it != nullptr && !*found; it = it->ifa_next) {
         if (it->ifa_name == nullptr || name != it->ifa_name || it->ifa_addr == nullptr) continue;
         if (it->ifa_addr->sa_family != want || !(it->ifa_flags & IFF_UP)) continue;
         size_t len = want == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
@@ -172,24 +170,24 @@ int firstInterfaceAddress(Pick pick, int port, SockAddr* out, std::string* chose
         out->length = static_cast<socklen_t>(len);
         setPort(out, port);
         *chosen = name;
-        found = true;
+        *found = true;
       }
     }
-    if (found) break;
+    if (*found) break;
   }
   freeifaddrs(list);
-  return found ? 1 : 0;
+  return Status();
 }
 
-bool interfaceAddress(const std::string& name, int port, SockAddr* out, std::string* error) {
+Status interfaceAddress(const std::string& name, int port, SockAddr* out) {
   std::string chosen;
-  bool exists = false;
-  const int found =
-      firstInterfaceAddress([&](const std::string& n) { return n == name; }, port, out, &chosen, &exists, error);
-  if (found != 0) return found > 0;
-  *error = exists ? "interface '" + name + "' has no IPv4 or IPv6 address (or is down)"
-                  : "'" + name + "' is neither an IP address nor a network interface of this host";
-  return false;
+  bool exists = false, found = false;
+  ARFUSE_CHECK(
+      firstInterfaceAddress([&](const std::string& n) { return n == name; }, port, out, &chosen, &exists, &found));
+  if (found) return Status();
+  return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                          exists ? "interface '" + name + "' has no IPv4 or IPv6 address (or is down)"
+                                 : "'" + name + "' is neither an IP address nor a network interface of this host");
 }
 
 std::vector<std::string> splitList(const std::string& s) {
@@ -221,32 +219,29 @@ bool usesUnixSocket(const std::string& address, const std::string& ifname) {
   return address == "unix" || (address.empty() && ifname.empty());
 }
 
-bool resolveListenAddress(const std::string& spec, const std::string& ifname, int port, SockAddr* out,
-                          std::string* error) {
-  if (port < 0 || port > 65535) {
-    *error = "bootstrap port " + std::to_string(port) + " is out of range (0 for an ephemeral port, or 1-65535)";
-    return false;
-  }
+Status resolveListenAddress(const std::string& spec, const std::string& ifname, int port, SockAddr* out) {
+  if (port < 0 || port > 65535)
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "bootstrap port " + std::to_string(port) +
+                                                       " is out of range (0 for an ephemeral port, or 1-65535)");
   if (spec.empty()) {
     // Loopback only when the list names it: a list such as "^docker" means "a real interface".
     const bool namesLoopback = ifname[0] != '^' && interfaceSelected(ifname, "lo");
     std::string chosen;
-    bool any = false;
+    bool any = false, found = false;
     auto pick = [&](const std::string& n) { return interfaceSelected(ifname, n) && (n != "lo" || namesLoopback); };
-    const int found = firstInterfaceAddress(pick, port, out, &chosen, &any, error);
-    if (found != 0) return found > 0;
-    *error = any ? "no interface selected by ifname '" + ifname + "' has an address (or they are down)"
-                 : "ifname '" + ifname + "' selects none of this host's interfaces (see `ip -brief address`)";
-    return false;
+    ARFUSE_CHECK(firstInterfaceAddress(pick, port, out, &chosen, &any, &found));
+    if (found) return Status();
+    return ARFUSE_FAIL_TEXT(
+        arfuseInvalidArgument,
+        any ? "no interface selected by ifname '" + ifname + "' has an address (or they are down)"
+            : "ifname '" + ifname + "' selects none of this host's interfaces (see `ip -brief address`)");
   }
-  if (!parseLiteral(spec, port, out) && !interfaceAddress(spec, port, out, error)) return false;
-  if (isWildcard(*out)) {
-    *error = "bootstrap address '" + spec +
-             "' is a wildcard; give the address (or interface) the other ranks will dial, since it is "
-             "written into the unique id";
-    return false;
-  }
-  return true;
+  if (!parseLiteral(spec, port, out)) ARFUSE_CHECK(interfaceAddress(spec, port, out));
+  if (isWildcard(*out))
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "bootstrap address '" + spec +
+                                                       "' is a wildcard; give the address (or interface) the other "
+                                                       "ranks will dial, since it is written into the unique id");
+  return Status();
 }
 
 bool setNonBlocking(int fd) {
@@ -258,37 +253,38 @@ void closeFd(int fd) {
   if (fd >= 0) ::close(fd);
 }
 
-int openListener(const SockAddr& addr, SockAddr* bound, std::string* error) {
+Status openListener(const SockAddr& addr, SockAddr* bound, int* listenFd) {
+  *listenFd = -1;
   int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    *error = "could not create a socket for " + formatAddress(addr) + ": " + errnoText(errno);
-    return -1;
-  }
+  if (fd < 0)
+    return ARFUSE_FAIL_TEXT(arfuseSystemError,
+                            "could not create a socket for " + formatAddress(addr) + ": " + errnoText(errno));
   int one = 1;
   // SO_REUSEADDR so a fixed port freed by a crashed run (TIME_WAIT) can be bound again at once.
   if (addr.family() != AF_UNIX) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(fd, addr.get(), addr.length) != 0) {
     int e = errno;
     closeFd(fd);
-    *error = "rank 0 could not listen on " + formatAddress(addr) + ": " + errnoText(e) +
-             (e == EADDRINUSE ? "; pick another port or 0 for an ephemeral one"
-                              : "; check that the address belongs to this host");
-    return -1;
+    return ARFUSE_FAIL_TEXT(arfuseSystemError, "rank 0 could not listen on " + formatAddress(addr) + ": " +
+                                                   errnoText(e) +
+                                                   (e == EADDRINUSE ? "; pick another port or 0 for an ephemeral one"
+                                                                    : "; check that the address belongs to this host"));
   }
   if (::listen(fd, SOMAXCONN) != 0) {
     int e = errno;
     closeFd(fd);
-    *error = "rank 0 could not listen on " + formatAddress(addr) + ": " + errnoText(e);
-    return -1;
+    return ARFUSE_FAIL_TEXT(arfuseSystemError,
+                            "rank 0 could not listen on " + formatAddress(addr) + ": " + errnoText(e));
   }
   bound->length = sizeof(bound->storage);
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound->storage), &bound->length) != 0) {
     int e = errno;
     closeFd(fd);
-    *error = "could not read the bound address of " + formatAddress(addr) + ": " + errnoText(e);
-    return -1;
+    return ARFUSE_FAIL_TEXT(arfuseSystemError,
+                            "could not read the bound address of " + formatAddress(addr) + ": " + errnoText(e));
   }
-  return fd;
+  *listenFd = fd;
+  return Status();
 }
 
 int connectOnce(const SockAddr& addr, const Deadline& deadline, int* err) {

@@ -46,8 +46,7 @@ std::string formatSeconds(double seconds);
 // Turns Options::address / Options::ifname into a TCP address: a literal, an interface name, or the
 // first interface the NCCL_SOCKET_IFNAME-style list selects. Callers handle the AF_UNIX default
 // (both empty, or address "unix") themselves: see usesUnixSocket.
-bool resolveListenAddress(const std::string& spec, const std::string& ifname, int port, SockAddr* out,
-                          std::string* error);
+Status resolveListenAddress(const std::string& spec, const std::string& ifname, int port, SockAddr* out);
 bool usesUnixSocket(const std::string& address, const std::string& ifname);
 
 // Whether interface `name` is selected by an NCCL_SOCKET_IFNAME-style list (see Options::ifname).
@@ -64,8 +63,9 @@ struct PeerCred {
 };
 bool peerCredentials(int fd, PeerCred* out);
 
-// Binds and listens; *bound receives the actual address (with the ephemeral port filled in).
-int openListener(const SockAddr& addr, SockAddr* bound, std::string* error);
+// Binds and listens into *fd (-1 on failure); *bound receives the actual address (with the ephemeral
+// port filled in).
+Status openListener(const SockAddr& addr, SockAddr* bound, int* fd);
 
 // One connection attempt bounded by the deadline. Returns the fd, or -1 with *err set (ETIMEDOUT when
 // the deadline passed first).

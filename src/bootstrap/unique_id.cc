@@ -25,22 +25,6 @@ using detail::putU16;
 using detail::putU32;
 using detail::putU64;
 
-const char* resultName(Result r) {
-  switch (r) {
-    case Result::kOk:
-      return "ok";
-    case Result::kInvalidArgument:
-      return "invalid argument";
-    case Result::kMismatch:
-      return "ranks disagree";
-    case Result::kTimeout:
-      return "timeout";
-    case Result::kSystemError:
-      return "system error";
-  }
-  return "unknown";
-}
-
 namespace {
 
 // Listeners opened by makeUniqueId, by nonce. A registry rather than a handle in UniqueId because the
@@ -91,15 +75,16 @@ void expireLocked(Registry& r) {
   }
 }
 
-// True, with *error, when the process holds as many pending ids as it may. Caller holds r.mu.
-bool tooManyPendingLocked(const Registry& r, std::string* error) {
+// A failure when the process holds as many pending ids as it may. Caller holds r.mu.
+Status tooManyPendingLocked(const Registry& r) {
   const size_t cap = maxPendingIds();
-  if (r.listeners.size() < cap) return false;
-  *error = "this process already holds " + std::to_string(r.listeners.size()) +
-           " unique ids that no rank 0 has used yet (the limit is " + std::to_string(cap) +
-           ", from 64 and the descriptor limit): each keeps a listening socket until rank 0's "
-           "arfuseCommInitRank takes it or its timeout passes; use the ids made, or let them expire";
-  return true;
+  if (r.listeners.size() < cap) return Status();
+  return ARFUSE_FAIL_TEXT(arfuseSystemError,
+                          "this process already holds " + std::to_string(r.listeners.size()) +
+                              " unique ids that no rank 0 has used yet (the limit is " + std::to_string(cap) +
+                              ", from 64 and the descriptor limit): each keeps a listening socket until rank 0's "
+                              "arfuseCommInitRank takes it or its timeout passes; use the ids made, or let them "
+                              "expire");
 }
 
 std::string hexOf(const uint8_t* p, size_t n) {
@@ -114,25 +99,25 @@ std::string hexOf(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-int detail::takeListener(uint64_t nonce, std::string* why) {
+Status detail::takeListener(uint64_t nonce, int* fd) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   expireLocked(r);
+  *fd = -1;
   auto it = r.listeners.find(nonce);
   if (it == r.listeners.end()) {
     auto ex = r.expired.find(nonce);
-    if (why)
-      *why = ex != r.expired.end()
-                 ? "its listener expired " + detail::formatSeconds(ex->second / 1000.0) +
-                       " after arfuseGetUniqueId (the init timeout): call arfuseCommInitRank on rank 0 sooner, or "
-                       "raise ARFUSE_TIMEOUT_MS"
-                 : "rank 0 must run in the process that called arfuseGetUniqueId (or a child forked after it), "
-                   "once per id";
-    return -1;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                            ex != r.expired.end()
+                                ? "its listener expired " + detail::formatSeconds(ex->second / 1000.0) +
+                                      " after arfuseGetUniqueId (the init timeout): call arfuseCommInitRank on rank 0 "
+                                      "sooner, or raise ARFUSE_TIMEOUT_MS"
+                                : std::string("rank 0 must run in the process that called arfuseGetUniqueId (or a "
+                                              "child forked after it), once per id"));
   }
-  int fd = it->second.fd;
+  *fd = it->second.fd;
   r.listeners.erase(it);
-  return fd;
+  return Status();
 }
 
 namespace detail {
@@ -161,18 +146,17 @@ SockAddr sockAddrOf(const IdInfo& info) {
 
 std::string idAddress(const IdInfo& info) { return detail::formatAddress(detail::sockAddrOf(info)); }
 
-Result encodeUniqueId(const IdInfo& info, UniqueId* id, std::string* error) {
+Status encodeUniqueId(const IdInfo& info, UniqueId* id) {
   if (id == nullptr) {
-    *error = "unique id pointer is null";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "unique id pointer is null");
   }
   if (info.family != AF_INET && info.family != AF_INET6 && info.family != AF_UNIX) {
-    *error = "unique id address family must be AF_UNIX, AF_INET or AF_INET6, got " + std::to_string(info.family);
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(
+        arfuseInvalidArgument,
+        "unique id address family must be AF_UNIX, AF_INET or AF_INET6, got " + std::to_string(info.family));
   }
   if ((info.family != AF_UNIX && info.port == 0) || info.nonce == 0) {
-    *error = "unique id needs a non-zero port (TCP) and a non-zero nonce";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "unique id needs a non-zero port (TCP) and a non-zero nonce");
   }
   uint8_t* b = id->bytes;
   std::memset(b, 0, kUniqueIdBytes);
@@ -187,30 +171,33 @@ Result encodeUniqueId(const IdInfo& info, UniqueId* id, std::string* error) {
   putU64(b + detail::kIdOffNonce, info.nonce);
   std::memcpy(b + detail::kIdOffSecret, info.secret, detail::kSecretBytes);
   putU32(b + detail::kIdOffChecksum, detail::checksum32(b, detail::kIdOffChecksum));
-  return Result::kOk;
+  return Status();
 }
 
-Result decodeUniqueId(const UniqueId& id, IdInfo* info, std::string* error) {
+Status decodeUniqueId(const UniqueId& id, IdInfo* info) {
   const uint8_t* b = id.bytes;
   uint32_t magic = getU32(b + detail::kIdOffMagic);
   if (magic != detail::kIdMagic) {
     bool allZero = true;
     for (size_t i = 0; i < kUniqueIdBytes; ++i) allZero = allZero && b[i] == 0;
-    *error = allZero ? "unique id is all zeros: it was never filled in (call arfuseGetUniqueId on rank 0 and "
-                       "pass its bytes to every rank)"
-                     : "unique id is corrupt (bad magic): pass the 128 bytes rank 0's arfuseGetUniqueId produced, "
-                       "unchanged";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(
+        arfuseInvalidArgument,
+        allZero ? "unique id is all zeros: it was never filled in (call arfuseGetUniqueId on rank 0 and "
+                  "pass its bytes to every rank)"
+                : "unique id is corrupt (bad magic): pass the 128 bytes rank 0's arfuseGetUniqueId produced, "
+                  "unchanged");
   }
   uint16_t version = getU16(b + detail::kIdOffVersion);
   if (version != detail::kIdVersion) {
-    *error = "unique id has format version " + std::to_string(version) + " but this arfuse reads version " +
-             std::to_string(detail::kIdVersion) + ": every process must run the same arfuse release";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "unique id has format version " + std::to_string(version) +
+                                                       " but this arfuse reads version " +
+                                                       std::to_string(detail::kIdVersion) +
+                                                       ": every process must run the same arfuse release");
   }
   if (getU32(b + detail::kIdOffChecksum) != detail::checksum32(b, detail::kIdOffChecksum)) {
-    *error = "unique id is corrupt (checksum mismatch): it was altered or truncated on its way to this process";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(
+        arfuseInvalidArgument,
+        "unique id is corrupt (checksum mismatch): it was altered or truncated on its way to this process");
   }
   IdInfo out;
   uint16_t fam = getU16(b + detail::kIdOffFamily);
@@ -227,37 +214,36 @@ Result decodeUniqueId(const UniqueId& id, IdInfo* info, std::string* error) {
   for (size_t i = detail::kIdOffZeros; i < detail::kIdOffChecksum; ++i) zerosOk = zerosOk && b[i] == 0;
   const bool portOk = out.family == AF_UNIX ? out.port == 0 : out.port != 0;
   if (out.family == 0 || !portOk || out.nonce == 0 || !zerosOk) {
-    *error = "unique id is corrupt (invalid fields under a valid checksum): it was not made by arfuse";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                            "unique id is corrupt (invalid fields under a valid checksum): it was not made by arfuse");
   }
   if (info) *info = out;
-  return Result::kOk;
+  return Status();
 }
 
-Result uniqueIdFromBytes(const void* data, size_t size, UniqueId* id, std::string* error) {
+Status uniqueIdFromBytes(const void* data, size_t size, UniqueId* id) {
   if (data == nullptr || id == nullptr) {
-    *error = "unique id bytes or output pointer is null";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "unique id bytes or output pointer is null");
   }
   if (size != kUniqueIdBytes) {
-    *error = "unique id must be exactly " + std::to_string(kUniqueIdBytes) + " bytes, got " + std::to_string(size) +
-             " (truncated or padded on its way here?)";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "unique id must be exactly " + std::to_string(kUniqueIdBytes) +
+                                                       " bytes, got " + std::to_string(size) +
+                                                       " (truncated or padded on its way here?)");
   }
   UniqueId tmp;
   std::memcpy(tmp.bytes, data, kUniqueIdBytes);
-  Result r = decodeUniqueId(tmp, nullptr, error);
-  if (r == Result::kOk) *id = tmp;
-  return r;
+  ARFUSE_CHECK(decodeUniqueId(tmp, nullptr));
+  *id = tmp;
+  return Status();
 }
 
 std::string uniqueIdToHex(const UniqueId& id) { return hexOf(id.bytes, kUniqueIdBytes); }
 
-Result uniqueIdFromHex(const std::string& hex, UniqueId* id, std::string* error) {
+Status uniqueIdFromHex(const std::string& hex, UniqueId* id) {
   if (hex.size() != 2 * kUniqueIdBytes) {
-    *error = "unique id text must be " + std::to_string(2 * kUniqueIdBytes) + " hex digits, got " +
-             std::to_string(hex.size()) + " characters";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "unique id text must be " + std::to_string(2 * kUniqueIdBytes) +
+                                                       " hex digits, got " + std::to_string(hex.size()) +
+                                                       " characters");
   }
   uint8_t raw[kUniqueIdBytes];
   for (size_t i = 0; i < kUniqueIdBytes; ++i) {
@@ -269,48 +255,46 @@ Result uniqueIdFromHex(const std::string& hex, UniqueId* id, std::string* error)
               : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                      : -1;
       if (d < 0) {
-        *error = "unique id text has a non-hex character at position " + std::to_string(2 * i + k);
-        return Result::kInvalidArgument;
+        return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                                "unique id text has a non-hex character at position " + std::to_string(2 * i + k));
       }
       v = v * 16 + d;
     }
     raw[i] = static_cast<uint8_t>(v);
   }
-  return uniqueIdFromBytes(raw, kUniqueIdBytes, id, error);
+  return uniqueIdFromBytes(raw, kUniqueIdBytes, id);
 }
 
-Result makeUniqueId(const Options& options, UniqueId* id, std::string* error) {
+Status makeUniqueId(const Options& options, UniqueId* id) {
   if (id == nullptr) {
-    *error = "unique id pointer is null";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "unique id pointer is null");
   }
   if (options.timeoutMs <= 0) {
-    *error = "bootstrap timeout must be positive, got " + std::to_string(options.timeoutMs) + " ms";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                            "bootstrap timeout must be positive, got " + std::to_string(options.timeoutMs) + " ms");
   }
   if (!options.address.empty() && !options.ifname.empty() && options.address != "unix") {
-    *error = "give the bootstrap either an address ('" + options.address + "') or an interface list ('" +
-             options.ifname + "'), not both";
-    return Result::kInvalidArgument;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "give the bootstrap either an address ('" + options.address +
+                                                       "') or an interface list ('" + options.ifname + "'), not both");
   }
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     expireLocked(r);
-    if (tooManyPendingLocked(r, error)) return Result::kSystemError;  // before a socket is opened
+    ARFUSE_CHECK(tooManyPendingLocked(r));  // before a socket is opened
   }
   IdInfo info;
-  if (!detail::randomBytes(info.secret, detail::kSecretBytes, error)) return Result::kSystemError;
+  ARFUSE_CHECK(detail::randomBytes(info.secret, detail::kSecretBytes));
   detail::SockAddr want, bound;
   const bool local = detail::usesUnixSocket(options.address, options.ifname);
   if (local) {
-    if (!detail::randomBytes(info.address, sizeof info.address, error)) return Result::kSystemError;
+    ARFUSE_CHECK(detail::randomBytes(info.address, sizeof info.address));
     want = detail::unixAbstractAddress(info.address);
-  } else if (!detail::resolveListenAddress(options.address, options.ifname, options.port, &want, error)) {
-    return Result::kInvalidArgument;
+  } else {
+    ARFUSE_CHECK(detail::resolveListenAddress(options.address, options.ifname, options.port, &want));
   }
-  int fd = detail::openListener(want, &bound, error);
-  if (fd < 0) return Result::kSystemError;
+  int fd = -1;
+  ARFUSE_CHECK(detail::openListener(want, &bound, &fd));
 
   info.family = want.family();
   if (info.family == AF_UNIX) {
@@ -328,33 +312,32 @@ Result makeUniqueId(const Options& options, UniqueId* id, std::string* error) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   expireLocked(r);
-  if (tooManyPendingLocked(r, error)) {  // another thread made ids meanwhile
+  if (Status full = tooManyPendingLocked(r); !full.ok()) {  // another thread made ids meanwhile
     detail::closeFd(fd);
-    return Result::kSystemError;
+    return full.through(__FILE__, __LINE__);
   }
   do {
-    if (!detail::randomBytes(&info.nonce, sizeof info.nonce, error)) {
+    if (Status drawn = detail::randomBytes(&info.nonce, sizeof info.nonce); !drawn.ok()) {
       detail::closeFd(fd);
-      return Result::kSystemError;
+      return drawn.through(__FILE__, __LINE__);
     }
   } while (info.nonce == 0 || r.listeners.count(info.nonce) != 0);
-  Result res = encodeUniqueId(info, id, error);
-  if (res != Result::kOk) {
+  if (Status bad = encodeUniqueId(info, id); !bad.ok()) {
     detail::closeFd(fd);
-    return res;
+    return bad.through(__FILE__, __LINE__);
   }
   Listener l;
   l.fd = fd;
   l.timeoutMs = options.timeoutMs;
   l.expires = detail::Clock::now() + std::chrono::milliseconds(options.timeoutMs);
   r.listeners[info.nonce] = l;
-  return Result::kOk;
+  return Status();
 }
 
 void closeListener(const UniqueId& id) {
   IdInfo info;
-  std::string ignored;
-  if (decodeUniqueId(id, &info, &ignored) == Result::kOk) detail::closeFd(detail::takeListener(info.nonce, nullptr));
+  int fd = -1;
+  if (decodeUniqueId(id, &info).ok() && detail::takeListener(info.nonce, &fd).ok()) detail::closeFd(fd);
 }
 
 void shutdown() {

@@ -58,6 +58,26 @@ constexpr uint32_t kFrameMagic = 0x57465241u;  // "ARFW"
 constexpr uint16_t kFrameVersion = 2;          // 2: challenge + HMAC tags
 constexpr size_t kFrameHeaderBytes = 32;
 enum FrameKind : uint16_t { kHello = 1, kResult = 2, kError = 3, kChallenge = 4 };
+
+// The class of failure an error frame carries (4 bytes): the wire keeps the values of the first
+// release (1 invalid argument, 2 mismatch, 3 timeout, 4 system error) whatever the library's codes.
+inline uint32_t wireCode(arfuseResult_t code) {
+  switch (code) {
+    case arfuseInvalidArgument:
+      return 1;
+    case arfuseMismatch:
+      return 2;
+    case arfusePeerTimeout:
+      return 3;
+    default:
+      return 4;
+  }
+}
+inline arfuseResult_t fromWireCode(uint32_t code) {
+  static const arfuseResult_t kCodes[] = {arfuseSystemError, arfuseInvalidArgument, arfuseMismatch, arfusePeerTimeout,
+                                          arfuseSystemError};
+  return code < 5 ? kCodes[code] : arfuseSystemError;
+}
 // An error frame's text is a single line; longer is a garbled length, not a message.
 constexpr uint64_t kMaxErrorText = 4096;
 
@@ -103,14 +123,14 @@ inline FrameHeader decodeFrame(const uint8_t* in) {
 // nranks * maxBlobBytes arithmetic cannot overflow 64 bits.
 constexpr int kMaxRanks = 1 << 16;
 
-// The listener makeUniqueId registered under this nonce, removed from the registry: the caller (rank 0's
-// allGather) now owns and closes it. -1 when this process holds none; *why then says whether it
-// expired (Options::timeoutMs of makeUniqueId) or was never here.
-int takeListener(uint64_t nonce, std::string* why);
+// The listener makeUniqueId registered under this nonce, removed from the registry into *fd: the
+// caller (rank 0's allGather) now owns and closes it. When this process holds none, *fd is -1 and
+// the failure says whether it expired (Options::timeoutMs of makeUniqueId) or was never here.
+Status takeListener(uint64_t nonce, int* fd);
 
 // Rank 0's side of allGather (server.cc): serves the rendezvous on listenFd (closed on return).
-Result serveRendezvous(int listenFd, const IdInfo& info, int nranks, size_t bytes, std::vector<uint8_t>* all,
-                       const Options& options, std::string* error);
+Status serveRendezvous(int listenFd, const IdInfo& info, int nranks, size_t bytes, std::vector<uint8_t>* all,
+                       const Options& options);
 
 // The error text rank 0 sent, as this rank returns it to its caller (who prints it): escaped by the
 // project's one helper (base/printable.h), so that it cannot forge log lines or terminal escapes.

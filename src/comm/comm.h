@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "base/status.h"
 #include "common/log.h"
-#include "core/status.h"
 #include "init/group.h"
 
 namespace arfuse {
@@ -51,8 +51,7 @@ arfuseComm* publishRank(Group* g, int rank, int device, int arch);
 // Multi-process creation (multiprocess.cc): one rank of this process. `exchangeA` all-gathers a
 // fixed-size blob across the ranks (arfuse's rendezvous or the caller's callback); later phases use
 // the group's shared-memory segment.
-using Exchange =
-    std::function<arfuseResult_t(const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* message)>;
+using Exchange = std::function<Status(const void* mine, size_t bytes, std::vector<uint8_t>* all)>;
 // `intraHost`: the intra-host part of a group that spans hosts (comm/multihost.h): no forced algorithm
 // and no NCCL of its own (NCCL runs on the host-spanning communicators). `reusable`: exchangeA may be
 // called again (a framework's all-gather), which a group that spans hosts uses after phase A.

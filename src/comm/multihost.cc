@@ -24,8 +24,8 @@
 #include <thread>
 
 #include "algos/registry.h"
+#include "base/status.h"
 #include "common/params.h"
-#include "core/status.h"
 #include "diag/records.h"
 #include "init/cuda_check.h"
 #include "policy/config.h"
@@ -203,9 +203,7 @@ Status worldId(const MultiHostInit& in, const std::vector<Hello>& h, ncclUniqueI
   } mine{};
   if (in.rank == 0) mine.status = ncclGetUniqueId(&mine.id) == ncclSuccess ? 0 : 1;
   std::vector<uint8_t> all;
-  std::string msg;
-  const arfuseResult_t st = (*in.reusable)(&mine, sizeof mine, &all, &msg);
-  if (st != arfuseSuccess) return Status(st, "init: the all-gather of the NCCL id: " + msg);
+  ARFUSE_CHECK_PREFIXED("init: the all-gather of the NCCL id: ", (*in.reusable)(&mine, sizeof mine, &all));
   if (all.size() != sizeof mine * static_cast<size_t>(in.nranks))
     return ARFUSE_FAIL(arfuseInternalError, "init: the all-gather returned the wrong number of bytes");
   IdPost zero;
@@ -289,14 +287,13 @@ Status createRankMultiHost(const MultiHostInit& in, arfuseComm_t* comm) {
 
   // Step 3: the intra-host group, its phase A over the world communicator.
   const int myHost = mh->hostIndex;
-  Exchange sub = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all, std::string* msg) {
+  Exchange sub = [&](const void* mine, size_t bytes, std::vector<uint8_t>* all) {
     std::vector<uint8_t> every;
-    const arfuseResult_t r = worldAllGather(mh.get(), mine, bytes, &every, timeoutMs).into(msg);
-    if (r != arfuseSuccess) return r;
+    ARFUSE_CHECK(worldAllGather(mh.get(), mine, bytes, &every, timeoutMs));
     all->resize(bytes * static_cast<size_t>(L));
     for (int q = 0; q < L; ++q)
       std::memcpy(all->data() + q * bytes, every.data() + static_cast<size_t>(l.ranksOf[myHost][q]) * bytes, bytes);
-    return arfuseSuccess;
+    return Status();
   };
   arfuseComm_t inner = nullptr;
   MultiProcessOptions opt;

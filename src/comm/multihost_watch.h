@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "diag/device_records.h"
 #include "diag/nccl_watch.h"
 #include "diag/watchdog.h"

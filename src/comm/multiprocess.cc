@@ -41,11 +41,11 @@
 #include <thread>
 
 #include "algos/launch.h"
+#include "base/status.h"
 #include "comm/comm.h"
 #include "comm/multihost.h"
 #include "common/no_device.h"
 #include "common/params.h"
-#include "core/status.h"
 #include "init/group_builder.h"
 #include "init/host_layout.h"
 #include "init/replica_area.h"
@@ -287,11 +287,7 @@ Status createRankMultiProcess(int nranks, int rank, int device, const arfuseConf
 
   // ---- phase A ------------------------------------------------------------------------------------
   std::vector<uint8_t> all;
-  {
-    std::string msg;
-    const arfuseResult_t st = exchangeA(&me, sizeof me, &all, &msg);
-    if (st != arfuseSuccess) return ARFUSE_FAIL(st, "%s", msg.c_str());
-  }
+  ARFUSE_CHECK(exchangeA(&me, sizeof me, &all));
   if (all.size() != static_cast<size_t>(nranks) * sizeof(Hello))
     return ARFUSE_FAIL(arfuseInternalError, "init: the all-gather returned the wrong number of bytes");
   std::vector<Hello> h(nranks);

@@ -11,24 +11,10 @@
 #include <string>
 
 #include "base/printable.h"
+#include "base/status.h"
 #include "common/params.h"
 
 namespace arfuse {
-
-std::string strprintf(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char buf[1024];
-  const int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (n < static_cast<int>(sizeof buf)) return std::string(buf, n < 0 ? 0 : n);
-  std::string s(n + 1, '\0');
-  va_start(ap, fmt);
-  vsnprintf(&s[0], s.size(), fmt, ap);
-  va_end(ap);
-  s.resize(n);
-  return s;
-}
 
 std::string formatLogLine(LogLevel level, const LogContext& ctx, const std::string& fields, const char* file, int line,
                           const std::string& message) {
@@ -53,6 +39,23 @@ bool logEnabled(LogLevel level) {
   return min >= 0 ? static_cast<int>(level) >= min : level >= kLogWarn;
 }
 
+namespace {
+
+// Each frame a failure passes through (base/status.h, which cannot log: it sits below this layer):
+// `file:line -> code` at DEBUG, NCCLCHECK's free backtrace.
+void statusTrailLine(const char* file, int line, arfuseResult_t code) {
+  if (logEnabled(kLogDebug))
+    logLine(kLogDebug, LogContext{}, "", file, line, strprintf("-> %s", arfuseGetErrorName(code)));
+}
+
+// Installed when the library (or a program linking this layer) loads: every logLine user links
+// this file, and so does everything that raises a Status above base.
+[[maybe_unused]] const bool kStatusTrailInstalled = (setStatusTrailSink(statusTrailLine), true);
+
+}  // namespace
+
+StatusTrailSink commonStatusTrailSink() { return statusTrailLine; }
+
 std::string expandDebugPath(const std::string& pattern, long pid, const std::string& host) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
@@ -66,20 +69,22 @@ std::string expandDebugPath(const std::string& pattern, long pid, const std::str
   return out;
 }
 
-FILE* openPrivateAppend(const std::string& path, std::string* error) {
+Status openPrivateAppend(const std::string& path, FILE** out) {
+  *out = nullptr;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
   if (fd < 0) {
     const int e = errno;
-    *error = "cannot open " + path + ": " + std::strerror(e) +
-             (e == ELOOP ? " (it is a symbolic link; arfuse does not write through links: give the real path)" : "");
-    return nullptr;
+    return ARFUSE_FAIL(
+        arfuseSystemError, "cannot open %s: %s%s", path.c_str(), std::strerror(e),
+        e == ELOOP ? " (it is a symbolic link; arfuse does not write through links: give the real path)" : "");
   }
-  FILE* f = ::fdopen(fd, "a");
-  if (!f) {
-    *error = "cannot open " + path + ": " + std::strerror(errno);
+  *out = ::fdopen(fd, "a");
+  if (!*out) {
+    const int e = errno;
     ::close(fd);
+    return ARFUSE_FAIL(arfuseSystemError, "cannot open %s: %s", path.c_str(), std::strerror(e));
   }
-  return f;
+  return Status();
 }
 
 namespace {
@@ -93,13 +98,13 @@ FILE* debugFile() {
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
     const std::string path = expandDebugPath(pattern, static_cast<long>(getpid()), host);
-    std::string err;
-    FILE* out = openPrivateAppend(path, &err);
-    if (!out)
-      std::fprintf(
-          stderr, "%s\n",
-          formatLogLine(kLogWarn, LogContext{}, "", __FILE__, __LINE__, "ARFUSE_DEBUG_FILE=" + pattern + ": " + err)
-              .c_str());
+    FILE* out = nullptr;
+    const Status opened = openPrivateAppend(path, &out);
+    if (!opened.ok())
+      std::fprintf(stderr, "%s\n",
+                   formatLogLine(kLogWarn, LogContext{}, "", __FILE__, __LINE__,
+                                 "ARFUSE_DEBUG_FILE=" + pattern + ": " + opened.message())
+                       .c_str());
     return out;
   }();
   return f;

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <string>
 
+#include "base/status.h"     // StatusTrailSink
+#include "base/strprintf.h"  // strprintf, for every layer above
+
 namespace arfuse {
 
 enum LogLevel { kLogDebug = 0, kLogInfo = 1, kLogWarn = 2, kLogError = 3 };
@@ -23,16 +26,16 @@ std::string formatLogLine(LogLevel level, const LogContext& ctx, const std::stri
 void logLine(LogLevel level, const LogContext& ctx, const std::string& fields, const char* file, int line,
              const std::string& message);
 bool logEnabled(LogLevel level);
+// The sink of Status's trail (base/status.h) this file installs at load: logLine at DEBUG.
+StatusTrailSink commonStatusTrailSink();
 // ARFUSE_DEBUG_FILE's pattern with %p -> pid and %h -> host name.
 std::string expandDebugPath(const std::string& pattern, long pid, const std::string& host);
 
 // Opens a log or dump file for appending as arfuse always does: created with mode 0600 (flight-recorder
 // dumps and logs name hosts, pids and buffer addresses), close-on-exec, and never through a symbolic
 // link (O_NOFOLLOW: a link planted at a predictable /tmp path cannot redirect arfuse's writes into
-// another file of this user). nullptr with *error ("cannot open PATH: why") on failure.
-FILE* openPrivateAppend(const std::string& path, std::string* error);
-
-std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// another file of this user). *out is nullptr on failure ("cannot open PATH: why").
+Status openPrivateAppend(const std::string& path, FILE** out);
 
 }  // namespace arfuse
 

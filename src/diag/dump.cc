@@ -88,7 +88,7 @@ std::string formatDump(const DumpInput& in) {
   return out;
 }
 
-bool writeDump(const std::string& text, const char* path, std::string* err) {
+Status writeDump(const std::string& text, const char* path) {
   const bool toStderr = path == nullptr || std::strcmp(path, "-") == 0;
   std::string expanded;
   FILE* f = stderr;
@@ -97,18 +97,17 @@ bool writeDump(const std::string& text, const char* path, std::string* err) {
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = '\0';
     expanded = expandDebugPath(path, static_cast<long>(getpid()), host);
-    std::string why;
-    f = openPrivateAppend(expanded, &why);  // 0600, O_NOFOLLOW, O_CLOEXEC
-    if (!f) {
-      if (err) *err = why;
-      return false;
-    }
+    ARFUSE_CHECK(openPrivateAppend(expanded, &f));  // 0600, O_NOFOLLOW, O_CLOEXEC
   }
   bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   ok = std::fflush(f) == 0 && ok;
-  if (!ok && err) *err = "cannot write " + (toStderr ? std::string("stderr") : expanded) + ": " + std::strerror(errno);
-  if (!toStderr) ok = std::fclose(f) == 0 && ok;
-  return ok;
+  const int e = errno;
+  const bool closed = toStderr || std::fclose(f) == 0;
+  if (!ok)
+    return ARFUSE_FAIL(arfuseSystemError, "cannot write %s: %s", toStderr ? "stderr" : expanded.c_str(),
+                       std::strerror(e));
+  if (!closed) return ARFUSE_FAIL(arfuseSystemError, "cannot close %s: %s", expanded.c_str(), std::strerror(errno));
+  return Status();
 }
 
 }  // namespace arfuse

@@ -22,6 +22,7 @@
 
 #include <string>
 
+#include "base/status.h"
 #include "diag/device_records.h"
 
 namespace arfuse {
@@ -44,7 +45,7 @@ std::string formatDump(const DumpInput& in);
 
 // Writes `text` to `path`: NULL or "-" is stderr; otherwise the file is opened for appending
 // (several ranks may dump into one file), after expanding %p (process id) and %h (host name) as
-// ARFUSE_DEBUG_FILE does. Returns false with *err set ("cannot open /x/y: Permission denied").
-bool writeDump(const std::string& text, const char* path, std::string* err);
+// ARFUSE_DEBUG_FILE does. Fails with arfuseSystemError ("cannot open /x/y: Permission denied").
+Status writeDump(const std::string& text, const char* path);
 
 }  // namespace arfuse

@@ -357,11 +357,11 @@ void WatchdogSink::log(LogLevel level, const LogContext& ctx, const std::string&
 }
 
 void WatchdogSink::dump(const std::string& text) {
-  std::string err;
-  writeDump(text, nullptr, &err);
+  writeDump(text, nullptr);  // stderr: nowhere to report its own failure
   const std::string file = paramDebugFile();
-  if (!file.empty() && !writeDump(text, file.c_str(), &err))
-    ARFUSE_LOG(kLogWarn, LogContext(), "", "ARFUSE_DUMP_ON_SIGNAL: %s", err.c_str());
+  if (file.empty()) return;
+  if (const Status written = writeDump(text, file.c_str()); !written.ok())
+    ARFUSE_LOG(kLogWarn, LogContext(), "", "ARFUSE_DUMP_ON_SIGNAL: %s", written.message().c_str());
 }
 
 void watchdogSetSink(WatchdogSink* s) { gSink.store(s); }

@@ -1,11 +1,11 @@
 // ARFUSE_CUDA_CHECK for init code: a failed CUDA call returns arfuseCudaError from the enclosing
 // function (which returns a Status) with the call and CUDA's error as the message, and starts the
-// failure's file:line trail (core/status.h). DeviceScope: the caller's current device, restored.
+// failure's file:line trail (base/status.h). DeviceScope: the caller's current device, restored.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "core/status.h"
+#include "base/status.h"
 
 #define ARFUSE_CUDA_CHECK(call)                                                                              \
   do {                                                                                                       \

@@ -14,8 +14,8 @@ namespace arfuse {
 namespace {
 
 // Reported facts (CUDA + NVML, no kernels, a few ms), probed once per process: they do not change
-// while it runs. nullptr with *why when the probe failed.
-const topo::Topology* reportedTopology(std::string* why) {
+// while it runs. A failed probe fails with its error (the caller decides whether the group needs it).
+Status reportedTopology(const topo::Topology** out) {
   static std::mutex mu;
   static std::unique_ptr<topo::ProbeResult> probed;
   std::lock_guard<std::mutex> lock(mu);
@@ -24,11 +24,9 @@ const topo::Topology* reportedTopology(std::string* why) {
     opt.measure = false;
     probed.reset(new topo::ProbeResult(topo::probeTopology(opt)));
   }
-  if (!probed->ok) {
-    *why = probed->error;
-    return nullptr;
-  }
-  return &probed->topology;
+  if (!probed->ok) return ARFUSE_FAIL(arfuseSystemError, "%s", probed->error.c_str());
+  *out = &probed->topology;
+  return Status();
 }
 
 }  // namespace
@@ -37,7 +35,11 @@ Status makeGroup(GroupFacts* facts, const LogContext& ctx, Group** out) {
   facts->pdl = paramPdl();
   facts->explicitEnv = explicitLimitsFromEnv();
   facts->calibrationFile = paramCalibrationFile();
-  if (groupNeedsTopology(*facts)) facts->topology = reportedTopology(&facts->topologyError);
+  if (groupNeedsTopology(*facts)) {
+    // Without a topology the group still forms on its defaults; planGroup reads the error as a fact.
+    const Status probed = reportedTopology(&facts->topology);
+    if (!probed.ok()) facts->topologyError = probed.message();
+  }
   GroupPlan p = planGroup(*facts);
   if (p.status != arfuseSuccess) return ARFUSE_FAIL(p.status, "%s", p.error.c_str());
   for (const PolicyNote& n : p.notes) ARFUSE_LOG(n.level, ctx, "", "%s", n.text.c_str());

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "device/args.h"
 #include "plan/plan.h"
 #include "policy/config.h"

@@ -306,21 +306,15 @@ std::string calibrationToJson(const Calibration& c) {
   return o;
 }
 
-bool calibrationFromJson(std::string_view text, Calibration* out, std::string* error) {
+Status calibrationFromJson(std::string_view text, Calibration* out) {
   json::Value root;
   std::string perr;
-  if (!json::parse(text, &root, &perr)) {
-    if (error) *error = "JSON syntax error at " + perr;
-    return false;
-  }
+  if (!json::parse(text, &root, &perr)) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "JSON syntax error at " + perr);
   Reader r;
   Calibration c;
-  if (!r.file(root, &c)) {
-    if (error) *error = r.error();
-    return false;
-  }
+  if (!r.file(root, &c)) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, r.error());
   *out = std::move(c);
-  return true;
+  return Status();
 }
 
 bool policyFromCalibration(const Calibration& c, const std::vector<std::string>& uuids, const std::string& fingerprint,
@@ -452,8 +446,8 @@ bool loadCalibrationPolicy(const std::string& path, const std::vector<std::strin
     return false;
   }
   Calibration c;
-  if (!calibrationFromJson(text, &c, &err)) {
-    *why = label + " does not apply: " + err;
+  if (const Status read = calibrationFromJson(text, &c); !read.ok()) {
+    *why = label + " does not apply: " + read.message();
     return false;
   }
   return policyFromCalibration(c, uuids, fingerprint, nranks, label, policy, why);

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "plan/plan.h"
 
 namespace arfuse {
@@ -62,10 +63,13 @@ std::vector<std::pair<std::string, long long>> calibrationCrossovers(const std::
 // Deterministic JSON (fixed key order, one point per line).
 std::string calibrationToJson(const Calibration& c);
 // Strict: unknown keys, wrong types, a wrong schema, unknown path names and a best_up_to_bytes that
-// disagrees with the points are errors; *error names the field and line:column.
-bool calibrationFromJson(std::string_view text, Calibration* out, std::string* error);
+// disagrees with the points are errors (arfuseInvalidArgument) whose message names the field and
+// line:column.
+Status calibrationFromJson(std::string_view text, Calibration* out);
 
-// Sets the limits of *policy from the group of `nranks` ranks, if the file matches: `uuids` are the
+// Sets the limits of *policy from the group of `nranks` ranks, if the file matches (*why is data, not
+// an error: the one line that says why a calibration applies or why not, which the policy reports as
+// an INFO or WARN note and doctor prints; a calibration that does not apply is a normal outcome): `uuids` are the
 // group's GPUs, one per rank (repeats are virtual ranks), `fingerprint` is
 // topo::calibrationFingerprint of their topology. `label` (e.g. "calibration /etc/arfuse/cal.json")
 // goes into policy->calibratedFrom and so into the plan's reasons. Only limits of paths that were

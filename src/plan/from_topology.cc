@@ -7,20 +7,15 @@
 
 namespace arfuse {
 
-bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices, bool ncclAvailable, Fabric* out,
-                        std::string* error) {
-  if (devices.empty() || static_cast<int>(devices.size()) > kMaxRanks) {
-    *error = strprintf("devices: %zu ranks; must be 1..%d", devices.size(), kMaxRanks);
-    return false;
-  }
+Status fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices, bool ncclAvailable, Fabric* out) {
+  if (devices.empty() || static_cast<int>(devices.size()) > kMaxRanks)
+    return ARFUSE_FAIL(arfuseInvalidArgument, "devices: %zu ranks; must be 1..%d", devices.size(), kMaxRanks);
   Fabric f;
   f.nranks = static_cast<int>(devices.size());
   int ranksPerDevice = 1, smCount = 1 << 30, minCc = 1 << 20;
   for (int d : devices) {
-    if (d < 0 || d >= t.size()) {
-      *error = strprintf("device %d is not in the topology (%d GPUs)", d, t.size());
-      return false;
-    }
+    if (d < 0 || d >= t.size())
+      return ARFUSE_FAIL(arfuseInvalidArgument, "device %d is not in the topology (%d GPUs)", d, t.size());
     ranksPerDevice = std::max<int>(ranksPerDevice, std::count(devices.begin(), devices.end(), d));
     smCount = std::min(smCount, std::max(1, t.gpus[d].smCount));
     minCc = std::min(minCc, t.gpus[d].ccMajor * 10 + t.gpus[d].ccMinor);
@@ -56,7 +51,7 @@ bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices
     f.ncclDetail = ncclAvailable ? "" : "NCCL is not available";
   }
   *out = f;
-  return true;
+  return Status();
 }
 
 bool allPairsNvlink(const topo::Topology& t, const std::vector<int>& devices) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "plan/plan.h"
 #include "topo/topology.h"
 
@@ -13,9 +14,8 @@ namespace arfuse {
 
 // Fabric for ranks placed on `devices` (CUDA ordinals of `t`; a repeated ordinal is a virtual rank).
 // `ncclAvailable`: whether an NCCL communicator could exist (false for virtual ranks regardless).
-// Returns false with *error when a device is not in the topology.
-bool fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices, bool ncclAvailable, Fabric* out,
-                        std::string* error);
+// Fails (arfuseInvalidArgument) when a device is not in the topology.
+Status fabricFromTopology(const topo::Topology& t, const std::vector<int>& devices, bool ncclAvailable, Fabric* out);
 
 // One-shot's built-in limit (peer bytes, message x (n - 1)) when every pair of the group's distinct
 // GPUs is joined by NVLink. Two-shot pays a second barrier (~3.2 µs more than one-shot at one token

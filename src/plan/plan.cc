@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <climits>
 
+#include "base/status.h"
 #include "common/enum_arg.h"
 #include "common/log.h"
-#include "core/status.h"
 #include "device/args.h"
 
 namespace arfuse {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "arfuse/arfuse.h"
+#include "base/status.h"
 #include "common/defaults.h"
-#include "core/status.h"
 #include "device/args.h"
 
 namespace arfuse {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "arfuse/arfuse.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "plan/plan.h"
 
 namespace arfuse {

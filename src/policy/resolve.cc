@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "base/status.h"
 #include "common/params.h"
 #include "plan/calibration.h"
 #include "plan/from_topology.h"
@@ -38,20 +39,18 @@ int distinctGpus(const std::vector<std::string>& uuids) {
   return static_cast<int>(std::set<std::string>(uuids.begin(), uuids.end()).size());
 }
 
-// The topology indices of every rank's GPU, or false with *why naming the first one `t` lacks.
-bool groupIndices(const PolicyInputs& in, std::vector<int>* indices, std::string* why) {
-  if (!in.topology) {
-    *why = in.topologyError.empty() ? "no topology" : in.topologyError;
-    return false;
-  }
+// The topology indices of every rank's GPU; a failure without a topology, or naming the first GPU
+// `t` lacks. Neither stops the group: the policy keeps its defaults and says why in a note.
+Status groupIndices(const PolicyInputs& in, std::vector<int>* indices) {
+  if (!in.topology)
+    return ARFUSE_FAIL(arfuseUnsupported, "%s", in.topologyError.empty() ? "no topology" : in.topologyError.c_str());
   *indices = topologyIndices(*in.topology, in.uuids);
   for (size_t r = 0; r < indices->size(); ++r)
-    if ((*indices)[r] < 0) {
-      *why = strprintf("rank %zu's GPU %s is not among the %d GPUs this process sees (CUDA_VISIBLE_DEVICES?)", r,
-                       in.uuids[r].c_str(), in.topology->size());
-      return false;
-    }
-  return true;
+    if ((*indices)[r] < 0)
+      return ARFUSE_FAIL(arfuseUnsupported,
+                         "rank %zu's GPU %s is not among the %d GPUs this process sees (CUDA_VISIBLE_DEVICES?)", r,
+                         in.uuids[r].c_str(), in.topology->size());
+  return Status();
 }
 
 // Step 2: a matching calibration replaces the built-in limits.
@@ -63,12 +62,13 @@ void applyCalibrationFile(const PolicyInputs& in, ResolvedPolicy* out) {
     return;
   }
   std::vector<int> indices;
-  std::string why;
-  if (!groupIndices(in, &indices, &why)) {
-    out->calibrationWhy = why;
-    out->notes.push_back({kLogWarn, "ARFUSE_CALIBRATION_FILE=" + in.calibrationFile + " not used: " + why});
+  const Status found = groupIndices(in, &indices);
+  if (!found.ok()) {
+    out->calibrationWhy = found.message();
+    out->notes.push_back({kLogWarn, "ARFUSE_CALIBRATION_FILE=" + in.calibrationFile + " not used: " + found.message()});
     return;
   }
+  std::string why;
   const std::string fingerprint = topo::calibrationFingerprint(*in.topology, indices);
   out->calibrationApplies =
       loadCalibrationPolicy(in.calibrationFile, in.uuids, fingerprint, nranks, &out->policy, &why);
@@ -91,8 +91,7 @@ void applyFabricDefaultsTo(const PolicyInputs& in, ResolvedPolicy* out) {
     return;
   }
   std::vector<int> indices;
-  std::string why;
-  if (!groupIndices(in, &indices, &why)) return;  // the general defaults stay
+  if (!groupIndices(in, &indices).ok()) return;  // the general defaults stay
   if (applyFabricDefaults(*in.topology, indices, &out->policy))
     out->notes.push_back({kLogInfo, strprintf("every pair of the group's GPUs is joined by NVLink: one-shot limit "
                                               "%lld B (%s)",

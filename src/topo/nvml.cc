@@ -100,24 +100,23 @@ std::string Library::nvmlVersion() {
   return buf;
 }
 
-Device Library::handle(const std::string& busId, std::string* why) {
-  Device d = nullptr;
-  if (!init_) {
-    *why = error_;
-    return nullptr;
-  }
-  const int rc = byBusId_(busId.c_str(), &d);
-  if (rc != kSuccess) {
-    *why = "nvmlDeviceGetHandleByPciBusId(" + busId + "): " + errorText(rc);
-    return nullptr;
-  }
-  return d;
+Status Library::handle(const std::string& busId, Device* out) {
+  *out = nullptr;
+  if (!init_) return ARFUSE_FAIL(arfuseSystemError, "%s", error_.c_str());
+  const int rc = byBusId_(busId.c_str(), out);
+  if (rc != kSuccess)
+    return ARFUSE_FAIL(arfuseSystemError, "nvmlDeviceGetHandleByPciBusId(%s): %s", busId.c_str(),
+                       errorText(rc).c_str());
+  return Status();
 }
 
 GpuFacts Library::gpu(const std::string& busId) {
   GpuFacts f;
-  Device d = handle(busId, &f.error);
-  if (!d) return f;
+  Device d = nullptr;
+  if (const Status found = handle(busId, &d); !found.ok()) {
+    f.error = found.message();  // a fact: what NVML could not say about this GPU
+    return f;
+  }
   f.found = true;
   char buf[128] = {};
   if (name_ && name_(d, buf, sizeof buf) == kSuccess) f.name = buf;
@@ -163,9 +162,8 @@ GpuFacts Library::gpu(const std::string& busId) {
 
 PairFacts Library::pair(const std::string& busA, const std::string& busB) {
   PairFacts p;
-  std::string why;
-  Device a = handle(busA, &why), b = a ? handle(busB, &why) : nullptr;
-  if (!a || !b) return p;
+  Device a = nullptr, b = nullptr;
+  if (!handle(busA, &a).ok() || !handle(busB, &b).ok()) return p;  // unknown facts, as NVML's absence leaves them
   if (p2pStatus_) {
     int st = 0;
     int rc = p2pStatus_(a, b, kP2pRead, &st);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "probe_map.h"
 #include "topology.h"
 
@@ -75,7 +76,8 @@ class Library {
   PairFacts pair(const std::string& busA, const std::string& busB);
 
  private:
-  Device handle(const std::string& busId, std::string* why);
+  // The device at `busId`, or NVML's failure (which the facts record as their error).
+  Status handle(const std::string& busId, Device* out);
   std::string errorText(int rc);
 
   void* lib_ = nullptr;

@@ -46,13 +46,6 @@ struct ProbeResult {
 // except after a probe kernel timed out (then the device may be unusable and a note says so).
 ProbeResult probeTopology(const ProbeOptions& opt = {});
 
-// For the library at communicator creation: the calibration key of a group placed on `devices`
-// (CUDA ordinals; repeats are virtual ranks), from reported facts only (CUDA + NVML, no kernels, a few
-// ms). Fills uuids (one per rank, in rank order) and fingerprint (topo::calibrationFingerprint);
-// false with *why when the devices cannot be described.
-bool groupIdentity(const std::vector<int>& devices, std::vector<std::string>* uuids, std::string* fingerprint,
-                   std::string* why);
-
 // This machine's host name ("" when unknown), and the NVIDIA kernel module's version from
 // /proc/driver/nvidia/version ("580.159.04"; "" when Linux does not expose it).
 std::string hostName();

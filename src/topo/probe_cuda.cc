@@ -179,26 +179,5 @@ ProbeResult probeTopology(const ProbeOptions& opt) {
   return r;
 }
 
-bool groupIdentity(const std::vector<int>& devices, std::vector<std::string>* uuids, std::string* fingerprint,
-                   std::string* why) {
-  ProbeOptions opt;
-  opt.measure = false;
-  ProbeResult r = probeTopology(opt);
-  if (!r.ok) {
-    *why = r.error;
-    return false;
-  }
-  uuids->clear();
-  for (int d : devices) {
-    if (d < 0 || d >= r.topology.size()) {
-      *why = "device " + std::to_string(d) + " is not visible (" + std::to_string(r.topology.size()) + " GPUs)";
-      return false;
-    }
-    uuids->push_back(r.topology.gpus[d].uuid);
-  }
-  *fingerprint = calibrationFingerprint(r.topology, devices);
-  return true;
-}
-
 }  // namespace topo
 }  // namespace arfuse

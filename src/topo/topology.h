@@ -189,6 +189,9 @@ std::vector<std::vector<int>> islands(const Topology& t, const IslandOptions& op
 std::vector<std::vector<int>> islands(const Topology& t, const std::vector<int>& devices,
                                       const IslandOptions& opt = {});
 
+// A fact about the machine, not an error channel: "no peer access" is a valid answer that the plan
+// reads (Fabric::p2p, p2pDetail: a path declined, host staging chosen) and doctor prints, with its
+// reason either way; nothing fails because of it, so it stays a record rather than a Status.
 struct P2pVerdict {
   bool ok = false;      // every pair can do direct peer access, as far as we know
   bool proven = false;  // ...and every ordered pair had a successful measured peer load and store

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "init/group.h"
 #include "transport/mp_protocol.h"
 #include "transport/shm.h"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "policy/resolve.h"
 #include "transport/hostmem.h"
 #include "transport/nccl.h"

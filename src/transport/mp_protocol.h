@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "device/args.h"
 #include "plan/plan.h"
 
@@ -99,26 +99,15 @@ inline void setText(char* dst, const std::string& s) { std::snprintf(dst, kTextB
 Status segmentExchange(InitArea* ia, int phase, int rank, int nranks, const void* mine, size_t bytes, int timeoutMs,
                        std::vector<uint8_t>* all);
 
-// The first failure among the ranks' posted statuses, as every rank will report it.
-template <typename T>
-bool firstFailure(const std::vector<uint8_t>& all, int nranks, arfuseResult_t* code, std::string* message) {
-  for (int s = 0; s < nranks; ++s) {
-    const T* t = reinterpret_cast<const T*>(all.data() + s * sizeof(T));
-    if (t->status != arfuseSuccess) {
-      *code = arfuseResult_t(t->status);
-      *message = strprintf("rank %d: %.*s", s, kTextBytes, t->text);
-      return true;
-    }
-  }
-  return false;
-}
-
-// The same as a Status: every rank fails with the first failing rank's code and text.
+// The first failure among the ranks' posted statuses, as every rank will report it ("rank 2: why",
+// with that rank's code): every rank fails alike, or decides a fallback alike from the same bytes.
 template <typename T>
 Status postedFailure(const std::vector<uint8_t>& all, int nranks) {
-  arfuseResult_t code;
-  std::string text;
-  if (firstFailure<T>(all, nranks, &code, &text)) return ARFUSE_FAIL(code, "%s", text.c_str());
+  for (int s = 0; s < nranks; ++s) {
+    const T* t = reinterpret_cast<const T*>(all.data() + s * sizeof(T));
+    if (t->status != arfuseSuccess)
+      return ARFUSE_FAIL(arfuseResult_t(t->status), "rank %d: %.*s", s, kTextBytes, t->text);
+  }
   return Status();
 }
 

@@ -41,9 +41,9 @@ Status initNccl(Group* g, InitArea* ia, int rank, const ncclUniqueId& id, int ti
     if (nc) ncclCommAbort(nc);
     return st.through(__FILE__, __LINE__);
   }
-  arfuseResult_t ncclCode;
-  std::string ncclWhy;
-  if (firstFailure<Report>(all, g->nranks, &ncclCode, &ncclWhy)) {
+  // A rank whose NCCL init failed turns the nccl path off on every rank (a fact the plan reads).
+  if (const Status posted = postedFailure<Report>(all, g->nranks); !posted.ok()) {
+    const std::string& ncclWhy = posted.message();
     if (nc) ncclCommAbort(nc);
     g->fabric.nccl = false;
     g->fabric.ncclDetail = ncclWhy;

@@ -3,7 +3,7 @@
 
 #include <nccl.h>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "init/group.h"
 #include "transport/mp_protocol.h"
 

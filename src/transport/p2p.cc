@@ -229,10 +229,9 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
   setText(mine.text, why);
   std::vector<uint8_t> all;
   ARFUSE_CHECK(segmentExchange(ia, 3, rank, n, &mine, sizeof mine, timeoutMs, &all));
-  arfuseResult_t code;
-  std::string first;
   bool wrongData = false;  // this rank's verdict of phase E: wrong words (a fallback), not a CUDA error
-  if (!firstFailure<Report>(all, n, &code, &first)) {
+  const Status stored = postedFailure<Report>(all, n);
+  if (stored.ok()) {
     // Every store has landed (each writer synchronised before posting): check them.
     unsigned* wrong = nullptr;
     int e = cudaMalloc(&wrong, 2 * sizeof(unsigned));
@@ -259,21 +258,22 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
     if (wrong) cudaFree(wrong);
     cudaGetLastError();
   } else {
-    why = first;  // a rank's store failed (arfuseCudaError): every rank posts it on
+    why = stored.message();  // a rank's store failed (arfuseCudaError): every rank posts it on
   }
   // Phase E's verdict: arfuseUnsupported for data that did not land (the peer paths are off),
   // arfuseCudaError for a CUDA error (the group fails); every rank decides from the same bytes.
   mine.status = why.empty() ? arfuseSuccess : wrongData ? arfuseUnsupported : arfuseCudaError;
   setText(mine.text, why);
   ARFUSE_CHECK(segmentExchange(ia, 4, rank, n, &mine, sizeof mine, timeoutMs, &all));
-  if (!firstFailure<Report>(all, n, &code, &first)) return Status();
+  const Status checked = postedFailure<Report>(all, n);
+  if (checked.ok()) return Status();
   // The first CUDA error among the ranks decides; else the first wrong-data verdict.
   for (int s = 0; s < n; ++s) {
     const Report* r = reinterpret_cast<const Report*>(all.data() + s * sizeof(Report));
     if (r->status == arfuseCudaError)
       return proofVerdict(kProofCudaError, strprintf("rank %d: %.*s", s, kTextBytes, r->text), &g->fabric);
   }
-  return proofVerdict(kProofWrongData, first, &g->fabric);  // init/group_builder.cc buildGroup says so
+  return proofVerdict(kProofWrongData, checked.message(), &g->fabric);  // init/group_builder.cc buildGroup says so
 }
 
 }  // namespace arfuse

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "init/group.h"
 #include "init/group_plan.h"  // proofVerdict
 #include "transport/mp_protocol.h"

@@ -25,7 +25,7 @@ TEST_P(BootstrapAllGather, EveryRankGetsEveryBlobInRankOrder) {
   const bool tcp = std::get<2>(GetParam());
   UniqueId id;
   std::string err;
-  ASSERT_EQ(makeUniqueId(tcp ? tcpOptions(10000) : Options{}, &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(tcp ? tcpOptions(10000) : Options{}, &id).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(infoOf(id).family, tcp ? AF_INET : AF_UNIX);
   size_t listeners = listenerCount();
   Stopwatch sw;
@@ -34,7 +34,7 @@ TEST_P(BootstrapAllGather, EveryRankGetsEveryBlobInRankOrder) {
   const auto expected = expectedAll(nranks, bytes);
   for (auto& fu : f) {
     RankOutcome o = fu.get();
-    ASSERT_EQ(o.result, Result::kOk) << o.error;
+    ASSERT_EQ(o.result, arfuseSuccess) << o.error;
     ASSERT_EQ(o.all.size(), static_cast<size_t>(nranks) * bytes);
     EXPECT_TRUE(o.all == expected);
   }
@@ -50,13 +50,13 @@ INSTANTIATE_TEST_SUITE_P(RanksAndSizes, BootstrapAllGather,
 TEST(BootstrapRendezvous, SingleRankNeedsNoPeers) {
   UniqueId id;
   std::string err;
-  ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(Options{}, &id).into(&err), arfuseSuccess) << err;
   auto mine = blobFor(0, 100);
   std::vector<uint8_t> all;
-  ASSERT_EQ(allGather(id, 0, 1, mine.data(), mine.size(), &all, shortOptions(1000), &err), Result::kOk) << err;
+  ASSERT_EQ(allGather(id, 0, 1, mine.data(), mine.size(), &all, shortOptions(1000)).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(all, mine);
   // Once per id: the listener is gone, and a second rank-0 call says so.
-  EXPECT_EQ(allGather(id, 0, 1, mine.data(), mine.size(), &all, shortOptions(1000), &err), Result::kInvalidArgument);
+  EXPECT_EQ(allGather(id, 0, 1, mine.data(), mine.size(), &all, shortOptions(1000)).into(&err), arfuseInvalidArgument);
   EXPECT_NE(err.find("rank 0 holds no listener for this id"), std::string::npos) << err;
 }
 
@@ -65,11 +65,11 @@ TEST(BootstrapRendezvous, Ipv6Loopback) {
   std::string err;
   Options o = shortOptions(5000);
   o.address = "::1";
-  if (makeUniqueId(o, &id, &err) != Result::kOk) GTEST_SKIP() << "no IPv6 loopback here: " << err;
+  if (makeUniqueId(o, &id).into(&err) != arfuseSuccess) GTEST_SKIP() << "no IPv6 loopback here: " << err;
   auto a = launch(id, 0, 3, 64, o), b = launch(id, 1, 3, 64, o), c = launch(id, 2, 3, 64, o);
   for (auto* fu : {&a, &b, &c}) {
     RankOutcome out = fu->get();
-    ASSERT_EQ(out.result, Result::kOk) << out.error;
+    ASSERT_EQ(out.result, arfuseSuccess) << out.error;
     EXPECT_EQ(out.all, expectedAll(3, 64));
   }
 }
@@ -80,7 +80,7 @@ TEST(BootstrapRendezvous, PeersStartedBeforeRankZeroRetryUntilItListens) {
   uint16_t port = deadLoopbackPort();
   UniqueId id;
   std::string err;
-  ASSERT_EQ(encodeUniqueId(loopbackInfo(port, 99), &id, &err), Result::kOk) << err;
+  ASSERT_EQ(encodeUniqueId(loopbackInfo(port, 99), &id).into(&err), arfuseSuccess) << err;
   Stopwatch sw;
   auto peer = launch(id, 1, 2, 8, shortOptions(4000));
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -107,7 +107,7 @@ TEST(BootstrapRendezvous, PeersStartedBeforeRankZeroRetryUntilItListens) {
   RankOutcome out = peer.get();
   ::close(fd);
   ::close(lfd);
-  ASSERT_EQ(out.result, Result::kOk) << out.error;
+  ASSERT_EQ(out.result, arfuseSuccess) << out.error;
   EXPECT_EQ(out.all, all);
   EXPECT_GE(sw.seconds(), 0.4);
   EXPECT_LT(sw.seconds(), 3.0);
@@ -120,7 +120,7 @@ TEST(BootstrapRendezvous, ForkedProcessesIncludingRankZero) {
   const size_t bytes = 4096;
   UniqueId id;
   std::string err;
-  ASSERT_EQ(makeUniqueId(Options{}, &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(Options{}, &id).into(&err), arfuseSuccess) << err;
   int pipes[nranks][2];
   std::vector<pid_t> pids;
   for (int r = 0; r < nranks; ++r) {
@@ -131,12 +131,12 @@ TEST(BootstrapRendezvous, ForkedProcessesIncludingRankZero) {
       auto mine = blobFor(r, bytes);
       std::vector<uint8_t> all;
       std::string e;
-      Result res = allGather(id, r, nranks, mine.data(), bytes, &all, shortOptions(8000), &e);
+      arfuseResult_t res = allGather(id, r, nranks, mine.data(), bytes, &all, shortOptions(8000)).into(&e);
       uint32_t h = 2166136261u;
       for (uint8_t x : all) h = (h ^ x) * 16777619u;
       uint32_t msg[2] = {static_cast<uint32_t>(res), h};
       if (::write(pipes[r][1], msg, sizeof(msg)) != sizeof(msg)) _exit(3);
-      _exit(res == Result::kOk && all == expectedAll(nranks, bytes) ? 0 : 1);
+      _exit(res == arfuseSuccess && all == expectedAll(nranks, bytes) ? 0 : 1);
     }
     ::close(pipes[r][1]);
     pids.push_back(pid);

@@ -46,22 +46,23 @@ struct FakeGroup {
   }
 };
 
-std::vector<std::pair<Result, std::string>> runGroup(FakeGroup* g, size_t bytes,
-                                                     std::vector<std::vector<uint8_t>>* alls) {
+std::vector<std::pair<arfuseResult_t, std::string>> runGroup(FakeGroup* g, size_t bytes,
+                                                             std::vector<std::vector<uint8_t>>* alls) {
   std::vector<FakeGroup::Member> members;
   for (int r = 0; r < g->nranks; ++r) members.push_back({g, r});
-  std::vector<std::future<std::pair<Result, std::string>>> f;
+  std::vector<std::future<std::pair<arfuseResult_t, std::string>>> f;
   alls->assign(g->nranks, {});
   for (int r = 0; r < g->nranks; ++r) {
     f.push_back(std::async(std::launch::async, [&, r] {
       auto mine = blobFor(r, bytes);
       std::string err;
-      Result res =
-          allGatherViaCallback(&FakeGroup::gather, &members[r], r, g->nranks, mine.data(), bytes, &(*alls)[r], &err);
+      arfuseResult_t res =
+          allGatherViaCallback(&FakeGroup::gather, &members[r], r, g->nranks, mine.data(), bytes, &(*alls)[r])
+              .into(&err);
       return std::make_pair(res, err);
     }));
   }
-  std::vector<std::pair<Result, std::string>> out;
+  std::vector<std::pair<arfuseResult_t, std::string>> out;
   for (auto& fu : f) out.push_back(fu.get());
   return out;
 }
@@ -73,7 +74,7 @@ TEST(BootstrapCallback, CorrectGroupGivesEveryBlobInRankOrder) {
     auto res = runGroup(&g, bytes, &alls);
     EXPECT_EQ(g.buffer.size(), 4 * (bytes + kSlotHeaderBytes));  // the callback saw framed slots
     for (int r = 0; r < 4; ++r) {
-      ASSERT_EQ(res[r].first, Result::kOk) << res[r].second;
+      ASSERT_EQ(res[r].first, arfuseSuccess) << res[r].second;
       EXPECT_EQ(alls[r], expectedAll(4, bytes)) << "rank " << r << " bytes " << bytes;
     }
   }
@@ -84,7 +85,7 @@ TEST(BootstrapCallback, PermutedRankOrderIsCaught) {
   std::vector<std::vector<uint8_t>> alls;
   auto res = runGroup(&g, 64, &alls);
   for (int r = 0; r < 4; ++r) {
-    EXPECT_EQ(res[r].first, Result::kMismatch);
+    EXPECT_EQ(res[r].first, arfuseMismatch);
     EXPECT_EQ(res[r].second.rfind("the all-gather callback's slot 0 holds rank 1's bytes", 0), 0u) << res[r].second;
   }
 }
@@ -117,32 +118,32 @@ TEST(BootstrapCallback, FailuresAndDisagreementsAreNamed) {
   auto mine = blobFor(0, 32);
   std::vector<uint8_t> all;
   std::string err;
-  EXPECT_EQ(allGatherViaCallback(&failingCallback, nullptr, 0, 2, mine.data(), 32, &all, &err), Result::kSystemError);
+  EXPECT_EQ(allGatherViaCallback(&failingCallback, nullptr, 0, 2, mine.data(), 32, &all).into(&err), arfuseSystemError);
   EXPECT_EQ(err, "rank 0: the all-gather callback failed (returned 5); see the framework's own error for why");
 
-  EXPECT_EQ(allGatherViaCallback(&silentCallback, nullptr, 0, 2, mine.data(), 32, &all, &err), Result::kMismatch);
+  EXPECT_EQ(allGatherViaCallback(&silentCallback, nullptr, 0, 2, mine.data(), 32, &all).into(&err), arfuseMismatch);
   EXPECT_EQ(err,
             "the all-gather callback's slot 0 holds no arfuse blob: the callback must write nranks*bytes bytes "
             "(112 here) into `all`");
 
   Forge ok;
-  ASSERT_EQ(allGatherViaCallback(&Forge::gather, &ok, 0, 2, mine.data(), 32, &all, &err), Result::kOk) << err;
+  ASSERT_EQ(allGatherViaCallback(&Forge::gather, &ok, 0, 2, mine.data(), 32, &all).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(all.size(), 64u);
 
   Forge nranks;
   nranks.nranks1 = 3;
-  EXPECT_EQ(allGatherViaCallback(&Forge::gather, &nranks, 0, 2, mine.data(), 32, &all, &err), Result::kMismatch);
+  EXPECT_EQ(allGatherViaCallback(&Forge::gather, &nranks, 0, 2, mine.data(), 32, &all).into(&err), arfuseMismatch);
   EXPECT_EQ(err, "rank 1 said nranks=3 but rank 0 expects 2; every rank must pass the same nranks");
 
   Forge size;
   size.sizeSet = true;
   size.size1 = 31;
-  EXPECT_EQ(allGatherViaCallback(&Forge::gather, &size, 0, 2, mine.data(), 32, &all, &err), Result::kMismatch);
+  EXPECT_EQ(allGatherViaCallback(&Forge::gather, &size, 0, 2, mine.data(), 32, &all).into(&err), arfuseMismatch);
   EXPECT_EQ(err, "rank 1 sent a 31-byte blob but rank 0's is 32 bytes; every rank must pass the same size");
 
-  EXPECT_EQ(allGatherViaCallback(nullptr, nullptr, 0, 2, mine.data(), 32, &all, &err), Result::kInvalidArgument);
-  EXPECT_EQ(allGatherViaCallback(&silentCallback, nullptr, 2, 2, mine.data(), 32, &all, &err),
-            Result::kInvalidArgument);
+  EXPECT_EQ(allGatherViaCallback(nullptr, nullptr, 0, 2, mine.data(), 32, &all).into(&err), arfuseInvalidArgument);
+  EXPECT_EQ(allGatherViaCallback(&silentCallback, nullptr, 2, 2, mine.data(), 32, &all).into(&err),
+            arfuseInvalidArgument);
   EXPECT_EQ(err, "rank 2 is out of range for nranks=2");
 }
 
@@ -150,12 +151,12 @@ TEST(BootstrapCallback, ValidateGathered) {
   auto all = expectedAll(3, 16);
   auto mine = blobFor(1, 16);
   std::string err;
-  EXPECT_EQ(validateGathered(all.data(), 1, 3, mine.data(), 16, &err), Result::kOk) << err;
-  EXPECT_EQ(validateGathered(all.data(), 2, 3, mine.data(), 16, &err), Result::kMismatch);
+  EXPECT_EQ(validateGathered(all.data(), 1, 3, mine.data(), 16).into(&err), arfuseSuccess) << err;
+  EXPECT_EQ(validateGathered(all.data(), 2, 3, mine.data(), 16).into(&err), arfuseMismatch);
   EXPECT_EQ(err.rfind("the all-gather callback's slot 2 does not hold this rank's bytes", 0), 0u) << err;
-  EXPECT_EQ(validateGathered(all.data(), 3, 3, mine.data(), 16, &err), Result::kInvalidArgument);
-  EXPECT_EQ(validateGathered(nullptr, 0, 3, nullptr, 0, &err), Result::kOk);  // nothing to compare
-  EXPECT_EQ(validateGathered(all.data(), 0, 3, mine.data(), SIZE_MAX / 2, &err), Result::kInvalidArgument);
+  EXPECT_EQ(validateGathered(all.data(), 3, 3, mine.data(), 16).into(&err), arfuseInvalidArgument);
+  EXPECT_EQ(validateGathered(nullptr, 0, 3, nullptr, 0).into(&err), arfuseSuccess);  // nothing to compare
+  EXPECT_EQ(validateGathered(all.data(), 0, 3, mine.data(), SIZE_MAX / 2).into(&err), arfuseInvalidArgument);
   EXPECT_TRUE(err.find("overflow") != std::string::npos) << err;
 }
 

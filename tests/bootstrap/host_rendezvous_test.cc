@@ -26,7 +26,7 @@ std::vector<HostLayout> layoutsThroughRendezvous(const std::vector<std::string>&
   const int n = static_cast<int>(fakeIds.size());
   UniqueId id;
   std::string err;
-  EXPECT_EQ(makeUniqueId(testing::tcpOptions(10000), &id, &err), Result::kOk) << err;
+  EXPECT_EQ(makeUniqueId(testing::tcpOptions(10000), &id).into(&err), arfuseSuccess) << err;
   std::vector<std::future<HostLayout>> f;
   for (int r = 0; r < n; ++r)
     f.push_back(std::async(std::launch::async, [&, r] {
@@ -37,7 +37,7 @@ std::vector<HostLayout> layoutsThroughRendezvous(const std::vector<std::string>&
       std::vector<uint8_t> all;
       std::string e;
       HostLayout l;
-      if (allGather(id, r, n, &blob, sizeof blob, &all, testing::shortOptions(10000), &e) != Result::kOk) {
+      if (allGather(id, r, n, &blob, sizeof blob, &all, testing::shortOptions(10000)).into(&e) != arfuseSuccess) {
         l.error = "rendezvous: " + e;
         return l;
       }

@@ -62,7 +62,7 @@ class BootstrapHostile : public ::testing::TestWithParam<bool> {
 TEST_P(BootstrapHostile, GroupOfFourFormsUnderAttack) {
   UniqueId id;
   std::string err;
-  ASSERT_EQ(makeUniqueId(options(20000), &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(options(20000), &id).into(&err), arfuseSuccess) << err;
   const IdInfo info = infoOf(id);
   Sockets held;
   Stopwatch sw;
@@ -103,11 +103,11 @@ TEST_P(BootstrapHostile, GroupOfFourFormsUnderAttack) {
   for (int r = 1; r < 4; ++r) ranks.push_back(launch(id, r, 4, 256, options(20000)));
   const auto expected = expectedAll(4, 256);
   RankOutcome o0 = r0.get();
-  ASSERT_EQ(o0.result, Result::kOk) << o0.error;
+  ASSERT_EQ(o0.result, arfuseSuccess) << o0.error;
   EXPECT_EQ(o0.all, expected);
   for (auto& f : ranks) {
     RankOutcome o = f.get();
-    ASSERT_EQ(o.result, Result::kOk) << o.error;
+    ASSERT_EQ(o.result, arfuseSuccess) << o.error;
     EXPECT_EQ(o.all, expected);
   }
   std::printf("group of 4 formed under attack (%s) in %.2f s\n", GetParam() ? "tcp" : "unix", sw.seconds());
@@ -118,7 +118,7 @@ TEST_P(BootstrapHostile, GroupOfFourFormsUnderAttack) {
 TEST_P(BootstrapHostile, SquatAndReplayAreDroppedAndNamed) {
   UniqueId id;
   std::string err;
-  ASSERT_EQ(makeUniqueId(options(1500), &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(options(1500), &id).into(&err), arfuseSuccess) << err;
   const IdInfo info = infoOf(id);
   auto r0 = launch(id, 0, 2, 64, options(1500));
   // A hello made for one connection's challenge, replayed on another connection.
@@ -131,7 +131,7 @@ TEST_P(BootstrapHostile, SquatAndReplayAreDroppedAndNamed) {
   auto hello = authHello(info, ca, 1, 2, blobFor(1, 64));
   ASSERT_EQ(::send(b, hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
   RankOutcome o0 = r0.get();
-  EXPECT_EQ(o0.result, Result::kTimeout);
+  EXPECT_EQ(o0.result, arfusePeerTimeout);
   EXPECT_TRUE(has(o0.error, "only 1 of 2 ranks joined (missing rank 1)")) << o0.error;
   EXPECT_TRUE(has(o0.error, "that failed authentication (it does not hold this id's secret)")) << o0.error;
   EXPECT_TRUE(has(o0.error, "connection(s) were dropped without authenticating")) << o0.error;
@@ -147,7 +147,7 @@ TEST_P(BootstrapHostile, SilentConnectionsAreClosedAfterTheHelloDeadline) {
   std::string err;
   Options o = options(5000);
   o.helloTimeoutMs = 200;
-  ASSERT_EQ(makeUniqueId(o, &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(o, &id).into(&err), arfuseSuccess) << err;
   auto r0 = launch(id, 0, 2, 8, o);
   std::vector<int> fds;
   for (int i = 0; i < 10; ++i) fds.push_back(rawConnectId(id));
@@ -164,8 +164,8 @@ TEST_P(BootstrapHostile, SilentConnectionsAreClosedAfterTheHelloDeadline) {
   EXPECT_LT(sw.seconds(), 2.0);
   RankOutcome o1 = launch(id, 1, 2, 8, o).get();
   RankOutcome out0 = r0.get();
-  ASSERT_EQ(out0.result, Result::kOk) << out0.error;
-  ASSERT_EQ(o1.result, Result::kOk) << o1.error;
+  ASSERT_EQ(out0.result, arfuseSuccess) << out0.error;
+  ASSERT_EQ(o1.result, arfuseSuccess) << o1.error;
 }
 
 // Rank 0's error sentence names ranks and their addresses: only members hear it (issue 37 item 7).
@@ -176,7 +176,7 @@ TEST_P(BootstrapHostile, OnlyAuthenticatedMembersHearRankZerosError) {
   std::string err;
   Options o = options(600);
   o.errorGraceMs = 1500;  // rank 0 gives up at 600 ms and hands out its verdict until 2100 ms
-  ASSERT_EQ(makeUniqueId(o, &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(o, &id).into(&err), arfuseSuccess) << err;
   const IdInfo info = infoOf(id);
   auto r0 = launch(id, 0, 3, 8, o);
   const int stranger = rawConnectId(id), late = rawConnectId(id);
@@ -196,7 +196,7 @@ TEST_P(BootstrapHostile, OnlyAuthenticatedMembersHearRankZerosError) {
   ::close(stranger);
   ::close(late);
   const RankOutcome out0 = r0.get();
-  EXPECT_EQ(out0.result, Result::kTimeout) << out0.error;
+  EXPECT_EQ(out0.result, arfusePeerTimeout) << out0.error;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, BootstrapHostile, ::testing::Bool(),
@@ -223,13 +223,13 @@ class Stranger {
     auto mine = blobFor(1, 64);
     std::vector<uint8_t> all;
     std::string e;
-    Result r = allGather(id, 1, 2, mine.data(), 64, &all, shortOptions(3000), &e);
+    arfuseResult_t r = allGather(id, 1, 2, mine.data(), 64, &all, shortOptions(3000)).into(&e);
     uint32_t code = static_cast<uint32_t>(r);
     if (::write(out_[1], &code, 4) != 4 || ::write(out_[1], e.data(), e.size()) < 0) _exit(4);
     _exit(0);
   }
   // Lets it run and returns what it said.
-  std::string join(Result* result) {
+  std::string join(arfuseResult_t* result) {
     uint32_t code = 99;
     std::string text;
     if (::write(go_[1], "g", 1) == 1 && ::read(out_[0], &code, 4) == 4) {
@@ -241,7 +241,7 @@ class Stranger {
     ::close(out_[0]);
     int status = 0;
     ::waitpid(pid_, &status, 0);
-    *result = static_cast<Result>(code);
+    *result = static_cast<arfuseResult_t>(code);
     return text;
   }
 
@@ -254,12 +254,12 @@ TEST(BootstrapHostileUid, StrangerWithAnotherUidIsRefusedWithAClearLine) {
   if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: playing a second user needs root (setuid); run as root to test it";
   UniqueId id;
   std::string err;
-  ASSERT_EQ(makeUniqueId(shortOptions(5000), &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(shortOptions(5000), &id).into(&err), arfuseSuccess) << err;
   Stranger stranger(id);
   auto r0 = launch(id, 0, 2, 64, shortOptions(5000));
-  Result sr = Result::kOk;
+  arfuseResult_t sr = arfuseSuccess;
   const std::string said = stranger.join(&sr);
-  EXPECT_EQ(sr, Result::kMismatch);
+  EXPECT_EQ(sr, arfuseMismatch);
   EXPECT_TRUE(has(said, "refuses a connection from pid ")) << said;
   EXPECT_TRUE(has(said,
                   " uid 65534: the ranks of a group must run as one user (list other uids in "
@@ -268,18 +268,18 @@ TEST(BootstrapHostileUid, StrangerWithAnotherUidIsRefusedWithAClearLine) {
   // The real rank 1 still joins.
   RankOutcome o1 = launch(id, 1, 2, 64, shortOptions(5000)).get();
   RankOutcome o0 = r0.get();
-  ASSERT_EQ(o0.result, Result::kOk) << o0.error;
-  ASSERT_EQ(o1.result, Result::kOk) << o1.error;
+  ASSERT_EQ(o0.result, arfuseSuccess) << o0.error;
+  ASSERT_EQ(o1.result, arfuseSuccess) << o1.error;
 
   // An allow-list admits that uid.
   Options allow = shortOptions(5000);
   allow.allowedUids = {65534};
-  ASSERT_EQ(makeUniqueId(allow, &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(allow, &id).into(&err), arfuseSuccess) << err;
   Stranger admitted(id);
   r0 = launch(id, 0, 2, 64, allow);
   const std::string said2 = admitted.join(&sr);
-  EXPECT_EQ(sr, Result::kOk) << said2;
-  EXPECT_EQ(r0.get().result, Result::kOk);
+  EXPECT_EQ(sr, arfuseSuccess) << said2;
+  EXPECT_EQ(r0.get().result, arfuseSuccess);
 }
 
 TEST(BootstrapHostileIds, ListenersOfUnusedIdsExpire) {
@@ -287,7 +287,7 @@ TEST(BootstrapHostileIds, ListenersOfUnusedIdsExpire) {
   std::vector<UniqueId> ids(60);
   std::string err;
   const size_t before = listenerCount();
-  for (auto& id : ids) ASSERT_EQ(makeUniqueId(shortOptions(400), &id, &err), Result::kOk) << err;
+  for (auto& id : ids) ASSERT_EQ(makeUniqueId(shortOptions(400), &id).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(listenerCount(), before + 60);
   std::set<std::string> bound = boundUnixNames();
   int listening = 0;
@@ -302,7 +302,7 @@ TEST(BootstrapHostileIds, ListenersOfUnusedIdsExpire) {
   // A rank 0 that comes too late hears why.
   std::vector<uint8_t> all;
   uint8_t mine[4] = {1, 2, 3, 4};
-  EXPECT_EQ(allGather(ids[0], 0, 2, mine, 4, &all, shortOptions(500), &err), Result::kInvalidArgument);
+  EXPECT_EQ(allGather(ids[0], 0, 2, mine, 4, &all, shortOptions(500)).into(&err), arfuseInvalidArgument);
   EXPECT_TRUE(has(err, "its listener expired 0.4 s after arfuseGetUniqueId (the init timeout)")) << err;
 }
 
@@ -323,7 +323,7 @@ TEST(BootstrapHostileIds, PendingIdsAreBoundedBeforeDescriptorsRunOut) {
       int made = 0;
       for (int i = 0; i < 1100 && firstError.empty(); ++i) {
         UniqueId id;
-        if (makeUniqueId(shortOptions(30000), &id, &err) == Result::kOk)
+        if (makeUniqueId(shortOptions(30000), &id).into(&err) == arfuseSuccess)
           ++made;
         else
           firstError = err;
@@ -356,9 +356,9 @@ TEST(BootstrapHostileIds, EveryEarlyReturnOfRankZeroClosesTheListener) {
   uint8_t mine[4] = {1, 2, 3, 4};
   auto check = [&](int nranks, const void* blob, size_t bytes, std::vector<uint8_t>* out, Options o) {
     UniqueId id;
-    ASSERT_EQ(makeUniqueId(shortOptions(30000), &id, &err), Result::kOk) << err;
+    ASSERT_EQ(makeUniqueId(shortOptions(30000), &id).into(&err), arfuseSuccess) << err;
     const size_t before = listenerCount();
-    EXPECT_EQ(allGather(id, 0, nranks, blob, bytes, out, o, &err), Result::kInvalidArgument);
+    EXPECT_EQ(allGather(id, 0, nranks, blob, bytes, out, o).into(&err), arfuseInvalidArgument);
     EXPECT_EQ(listenerCount(), before - 1) << err;
     EXPECT_EQ(boundUnixNames().count(nameOf(id)), 0u) << err;
   };
@@ -379,7 +379,7 @@ RankOutcome fakeRankZeroAnswers(const std::function<std::vector<uint8_t>(const I
   for (int i = 0; i < 32; ++i) info.secret[i] = static_cast<uint8_t>(i * 7 + 1);
   UniqueId id;
   std::string err;
-  encodeUniqueId(info, &id, &err);
+  encodeUniqueId(info, &id).into(&err);
   auto peer = launch(id, 1, 2, 16, shortOptions(3000));
   int fd = rawAccept(lfd);
   const uint8_t challenge[16] = {5, 4, 3, 2, 1};
@@ -398,7 +398,7 @@ std::vector<uint8_t> errorFrame(const IdInfo& info, const uint8_t* challenge, ui
                                 bool goodTag) {
   std::vector<uint8_t> f = helloFrame(0, 2, nonce, 4 + text.size(), detail::kError);
   std::vector<uint8_t> payload(4, 0);
-  payload[0] = static_cast<uint8_t>(Result::kMismatch);
+  payload[0] = static_cast<uint8_t>(detail::wireCode(arfuseMismatch));  // the class as the wire carries it
   payload.insert(payload.end(), text.begin(), text.end());
   auto t = tagOf(detail::kTagError, info.secret, challenge, f.data(), payload.data(), payload.size());
   if (!goodTag) t[0] ^= 1;
@@ -411,19 +411,19 @@ TEST(BootstrapHostileAnswers, ErrorTextIsSanitisedBeforeItReachesALogLine) {
   RankOutcome o = fakeRankZeroAnswers([](const IdInfo& info, const uint8_t* c) {
     return errorFrame(info, c, info.nonce, "bad\x1b[31m\narfuse ERROR rank=9 forged\r\x7f", true);
   });
-  EXPECT_EQ(o.result, Result::kMismatch);
+  EXPECT_EQ(o.result, arfuseMismatch);
   EXPECT_EQ(o.error, "bad\\x1B[31m\\x0Aarfuse ERROR rank=9 forged\\x0D\\x7F");
 }
 
 TEST(BootstrapHostileAnswers, ForgedOrForeignAnswersAreNotBelieved) {
   RankOutcome o = fakeRankZeroAnswers(
       [](const IdInfo& info, const uint8_t* c) { return errorFrame(info, c, info.nonce, "give up", false); });
-  EXPECT_EQ(o.result, Result::kMismatch);
+  EXPECT_EQ(o.result, arfuseMismatch);
   EXPECT_TRUE(has(o.error, "sent an error report that fails authentication")) << o.error;
 
   o = fakeRankZeroAnswers(
       [](const IdInfo& info, const uint8_t* c) { return errorFrame(info, c, info.nonce ^ 1, "give up", true); });
-  EXPECT_EQ(o.result, Result::kMismatch);
+  EXPECT_EQ(o.result, arfuseMismatch);
   EXPECT_TRUE(has(o.error, "sent an unexpected answer")) << o.error;
 
   o = fakeRankZeroAnswers([](const IdInfo& info, const uint8_t* c) {
@@ -431,13 +431,13 @@ TEST(BootstrapHostileAnswers, ForgedOrForeignAnswersAreNotBelieved) {
     other.secret[5] ^= 1;
     return resultFrame(other, c, 2, expectedAll(2, 16));
   });
-  EXPECT_EQ(o.result, Result::kMismatch);
+  EXPECT_EQ(o.result, arfuseMismatch);
   EXPECT_TRUE(has(o.error, "sent an answer that fails authentication")) << o.error;
   EXPECT_TRUE(o.all.empty());
 
   o = fakeRankZeroAnswers(
       [](const IdInfo& info, const uint8_t* c) { return resultFrame(info, c, 2, expectedAll(2, 16)); });
-  ASSERT_EQ(o.result, Result::kOk) << o.error;
+  ASSERT_EQ(o.result, arfuseSuccess) << o.error;
   EXPECT_EQ(o.all, expectedAll(2, 16));
 }
 
@@ -457,18 +457,18 @@ TEST(BootstrapInterfaces, ListsSelectLikeNcclSocketIfname) {
   std::string err;
   Options o = shortOptions(3000);
   o.ifname = "lo";
-  ASSERT_EQ(makeUniqueId(o, &id, &err), Result::kOk) << err;
+  ASSERT_EQ(makeUniqueId(o, &id).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(whereOf(id).rfind("127.0.0.1:", 0), 0u) << whereOf(id);
   auto a = launch(id, 0, 2, 32, o), b = launch(id, 1, 2, 32, o);
-  EXPECT_EQ(a.get().result, Result::kOk);
-  EXPECT_EQ(b.get().result, Result::kOk);
+  EXPECT_EQ(a.get().result, arfuseSuccess);
+  EXPECT_EQ(b.get().result, arfuseSuccess);
 
   o.ifname = "nosuchif";
-  EXPECT_EQ(makeUniqueId(o, &id, &err), Result::kInvalidArgument);
+  EXPECT_EQ(makeUniqueId(o, &id).into(&err), arfuseInvalidArgument);
   EXPECT_TRUE(has(err, "ifname 'nosuchif' selects none of this host's interfaces")) << err;
   o.address = "127.0.0.1";
   o.ifname = "lo";
-  EXPECT_EQ(makeUniqueId(o, &id, &err), Result::kInvalidArgument);
+  EXPECT_EQ(makeUniqueId(o, &id).into(&err), arfuseInvalidArgument);
   EXPECT_TRUE(has(err, "either an address ('127.0.0.1') or an interface list ('lo'), not both")) << err;
 }
 

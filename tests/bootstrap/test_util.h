@@ -145,7 +145,7 @@ inline std::vector<uint8_t> helloFrame(int rank, int nranks, uint64_t nonce, uin
 inline IdInfo infoOf(const UniqueId& id) {
   IdInfo info;
   std::string err;
-  decodeUniqueId(id, &info, &err);
+  decodeUniqueId(id, &info).into(&err);
   return info;
 }
 
@@ -178,9 +178,7 @@ inline bool readChallenge(int fd, uint8_t challenge[16], uint64_t* nonce = nullp
 inline std::vector<uint8_t> tagOf(const char* domain, const uint8_t* secret, const uint8_t* challenge,
                                   const uint8_t* header, const void* payload, size_t n) {
   std::vector<uint8_t> t(detail::kTagBytes);
-  std::string err;
-  detail::hmacSha256(secret, {{domain, std::strlen(domain)}, {challenge, 16}, {header, 32}, {payload, n}}, t.data(),
-                     &err);
+  detail::hmacSha256(secret, {{domain, std::strlen(domain)}, {challenge, 16}, {header, 32}, {payload, n}}, t.data());
   return t;
 }
 
@@ -209,8 +207,7 @@ inline std::vector<uint8_t> resultFrame(const IdInfo& info, const uint8_t* chall
                                         const std::vector<uint8_t>& all) {
   std::vector<uint8_t> f = helloFrame(0, nranks, info.nonce, all.size(), detail::kResult);
   uint8_t digest[32];
-  std::string err;
-  detail::sha256(all.data(), all.size(), digest, &err);
+  detail::sha256(all.data(), all.size(), digest);
   auto t = tagOf(detail::kTagResult, info.secret, challenge, f.data(), digest, sizeof digest);
   f.insert(f.end(), all.begin(), all.end());
   f.insert(f.end(), t.begin(), t.end());
@@ -238,20 +235,20 @@ inline Options tcpOptions(int ms) {
 inline uint64_t nonceOf(const UniqueId& id) {
   IdInfo info;
   std::string err;
-  decodeUniqueId(id, &info, &err);
+  decodeUniqueId(id, &info).into(&err);
   return info.nonce;
 }
 
 inline uint16_t portOf(const UniqueId& id) {
   IdInfo info;
   std::string err;
-  decodeUniqueId(id, &info, &err);
+  decodeUniqueId(id, &info).into(&err);
   return info.port;
 }
 
 // What one rank's allGather returned.
 struct RankOutcome {
-  Result result = Result::kOk;
+  arfuseResult_t result = arfuseSuccess;
   std::string error;
   std::vector<uint8_t> all;
 };
@@ -269,7 +266,7 @@ inline std::future<RankOutcome> launch(const UniqueId& id, int rank, int nranks,
     if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
     RankOutcome out;
     auto mine = blobFor(rank, bytes);
-    out.result = allGather(id, rank, nranks, mine.data(), bytes, &out.all, o, &out.error);
+    out.result = allGather(id, rank, nranks, mine.data(), bytes, &out.all, o).into(&out.error);
     return out;
   });
 }

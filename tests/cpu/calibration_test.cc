@@ -93,7 +93,7 @@ TEST(Calibration, JsonRoundTripIsExactAndStable) {
   EXPECT_NE(js.find("{\"algo\": \"lowlatency\", \"tokens\": 1, \"bytes\": 14336, \"us\": 5}"), std::string::npos) << js;
   Calibration back;
   std::string err;
-  ASSERT_TRUE(calibrationFromJson(js, &back, &err)) << err;
+  ASSERT_EQ(calibrationFromJson(js, &back).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(back.gpus, c.gpus);
   EXPECT_EQ(back.fingerprint, c.fingerprint);
   ASSERT_EQ(back.groups.size(), 1u);
@@ -105,14 +105,14 @@ TEST(Calibration, JsonRoundTripIsExactAndStable) {
   // An empty group list and a group without notes or points still round-trip.
   Calibration e = c;
   e.groups.clear();
-  ASSERT_TRUE(calibrationFromJson(calibrationToJson(e), &back, &err)) << err;
+  ASSERT_EQ(calibrationFromJson(calibrationToJson(e), &back).into(&err), arfuseSuccess) << err;
   EXPECT_TRUE(back.groups.empty());
 }
 
 std::string readError(const std::string& text) {
   Calibration c;
   std::string err;
-  EXPECT_FALSE(calibrationFromJson(text, &c, &err)) << text;
+  EXPECT_NE(calibrationFromJson(text, &c).into(&err), arfuseSuccess) << text;
   return err;
 }
 
@@ -225,7 +225,7 @@ TEST(Calibration, PolicyFromMeasuredCrossovers) {
   // The plan under that policy, on the machine it was measured on.
   Fabric f;
   std::string err;
-  ASSERT_TRUE(fabricFromTopology(t, allDevices(t), true, &f, &err)) << err;
+  ASSERT_EQ(fabricFromTopology(t, allDevices(t), true, &f).into(&err), arfuseSuccess) << err;
   auto plan = [&](int tokens) { return planAt(f, p, tokens); };
   EXPECT_EQ(plan(4).algo, arfuseAlgoLowLatency);
   Plan p16 = plan(16);
@@ -264,7 +264,7 @@ TEST(Calibration, TwoPhaseLowLatencyWindowFromItsPoints) {
   EXPECT_NE(why.find("lowlatency two-phase <= 229376 B"), std::string::npos) << why;
   Fabric f;
   std::string err;
-  ASSERT_TRUE(fabricFromTopology(t, allDevices(t), true, &f, &err)) << err;
+  ASSERT_EQ(fabricFromTopology(t, allDevices(t), true, &f).into(&err), arfuseSuccess) << err;
   auto plan = [&](int tokens) { return planAt(f, p, tokens); };
   Plan p16 = plan(16);
   EXPECT_EQ(p16.algo, arfuseAlgoLowLatency) << p16.reason;
@@ -273,7 +273,7 @@ TEST(Calibration, TwoPhaseLowLatencyWindowFromItsPoints) {
   EXPECT_EQ(plan(32).algo, arfuseAlgoTwoShot) << plan(32).reason;
   // it round-trips through the file like every other path's points
   Calibration back;
-  ASSERT_TRUE(calibrationFromJson(calibrationToJson(c), &back, &err)) << err;
+  ASSERT_EQ(calibrationFromJson(calibrationToJson(c), &back).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(calibrationToJson(back), calibrationToJson(c));
   // never the fastest: the window is closed and the reason says so
   CalibrationGroup& h = c.groups[0];
@@ -312,7 +312,7 @@ TEST(Calibration, TwoRanksAndALowLatencyCap) {
   EXPECT_EQ(p.ncclAboveBytes, -1);
   Fabric f;
   std::string err;
-  ASSERT_TRUE(fabricFromTopology(t, {0, 0}, false, &f, &err)) << err;
+  ASSERT_EQ(fabricFromTopology(t, {0, 0}, false, &f).into(&err), arfuseSuccess) << err;
   PlanRequest r;
   r.hidden = 7168;
   r.tokens = 2;
@@ -350,7 +350,7 @@ TEST(Calibration, HostStagedAgainstNcclWithoutPeerAccess) {
   EXPECT_EQ(p.lowLatencyMaxBytes, -1);
   Fabric f;
   std::string err;
-  ASSERT_TRUE(fabricFromTopology(t, {0, 1}, true, &f, &err)) << err;
+  ASSERT_EQ(fabricFromTopology(t, {0, 1}, true, &f).into(&err), arfuseSuccess) << err;
   PlanRequest r;
   r.hidden = 7168;
   r.tokens = 64;

@@ -152,7 +152,8 @@ TEST(DiagDump, TriageCliReadsADumpFile) {
   const std::string path = ::testing::TempDir() + "arfuse_dump_cli_" + std::to_string(getpid()) + ".txt";
   std::remove(path.c_str());
   std::string err;
-  for (int r = 0; r < 4; ++r) ASSERT_TRUE(writeDump(formatDump(input(s.get(), r, 4)), path.c_str(), &err)) << err;
+  for (int r = 0; r < 4; ++r)
+    ASSERT_EQ(writeDump(formatDump(input(s.get(), r, 4)), path.c_str()).into(&err), arfuseSuccess) << err;
   std::ostringstream out, errs;
   EXPECT_EQ(triage::runCli({path}, out, errs), 0) << out.str() << errs.str();
   EXPECT_NE(out.str().find("rank 2 is the one the others wait for: error records of ranks 0,1,3 name it"),
@@ -209,8 +210,8 @@ TEST(DiagDump, WriteDumpExpandsThePatternAndAppends) {
   const std::string path = ::testing::TempDir() + "arfuse_dump_" + std::to_string(getpid()) + ".txt";
   std::remove(path.c_str());
   std::string err;
-  ASSERT_TRUE(writeDump("one\n", pattern.c_str(), &err)) << err;
-  ASSERT_TRUE(writeDump("two\n", pattern.c_str(), &err)) << err;
+  ASSERT_EQ(writeDump("one\n", pattern.c_str()).into(&err), arfuseSuccess) << err;
+  ASSERT_EQ(writeDump("two\n", pattern.c_str()).into(&err), arfuseSuccess) << err;
   std::ifstream f(path);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -218,11 +219,11 @@ TEST(DiagDump, WriteDumpExpandsThePatternAndAppends) {
   std::remove(path.c_str());
 
   ::testing::internal::CaptureStderr();
-  EXPECT_TRUE(writeDump("to stderr\n", nullptr, &err));
-  EXPECT_TRUE(writeDump("dash\n", "-", &err));
+  EXPECT_EQ(writeDump("to stderr\n", nullptr).into(&err), arfuseSuccess);
+  EXPECT_EQ(writeDump("dash\n", "-").into(&err), arfuseSuccess);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "to stderr\ndash\n");
 
-  EXPECT_FALSE(writeDump("x\n", "/nonexistent-dir/arfuse.%p", &err));
+  EXPECT_NE(writeDump("x\n", "/nonexistent-dir/arfuse.%p").into(&err), arfuseSuccess);
   EXPECT_EQ(err, "cannot open /nonexistent-dir/arfuse." + std::to_string(getpid()) + ": No such file or directory");
 }
 

@@ -117,14 +117,14 @@ TEST(Files, DumpFilesArePrivateAndNeverFollowALink) {
   const std::string out = dir + "/dump.log", target = dir + "/victim", link = dir + "/planted.log";
   const mode_t old = umask(022);
   std::string err;
-  ASSERT_TRUE(writeDump("arfuse-flight-recorder v1 rank=0\n", out.c_str(), &err)) << err;
+  ASSERT_EQ(writeDump("arfuse-flight-recorder v1 rank=0\n", out.c_str()).into(&err), arfuseSuccess) << err;
   struct stat st;
   ASSERT_EQ(stat(out.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "dumps name hosts, pids and addresses: not for other users";
 
   { std::ofstream(target) << "precious\n"; }
   ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
-  EXPECT_FALSE(writeDump("arfuse-flight-recorder v1 rank=0\n", link.c_str(), &err));
+  EXPECT_NE(writeDump("arfuse-flight-recorder v1 rank=0\n", link.c_str()).into(&err), arfuseSuccess);
   EXPECT_NE(err.find("it is a symbolic link; arfuse does not write through links"), std::string::npos) << err;
   std::ifstream f(target);
   std::stringstream ss;

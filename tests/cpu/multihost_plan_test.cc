@@ -187,9 +187,9 @@ TEST(MultiHostPlan, GatherGeometryCoversRowsWithAnInstantiation) {
                {4096, arfuseBfloat16, arfuseOpAllReduce, 8},            // 512, no 2-vector all-reduce
                {16384, arfuseFloat32, arfuseOpAllReduceAddRmsNorm, 8}};
   for (const auto& c : cases) {
-    Plan p;
-    std::string why;
-    ASSERT_TRUE(hierarchicalGatherGeometry(f, req(5, c.hidden, c.dt, c.op), &p, &why)) << why;
+    const Verdict v = hierarchicalGatherGeometry(f, req(5, c.hidden, c.dt, c.op));
+    ASSERT_TRUE(v.ok) << v.reason;
+    const Plan& p = v.geometry;
     const int nvec = c.hidden / dtypeVecElems(c.dt);
     EXPECT_EQ(p.geo.vecs, c.vecs) << c.hidden;
     EXPECT_GE(p.geo.vecs * p.threads, nvec);
@@ -200,10 +200,9 @@ TEST(MultiHostPlan, GatherGeometryCoversRowsWithAnInstantiation) {
     EXPECT_EQ(p.blocks, 5);  // tokens < the cap
     EXPECT_EQ(p.geo.slots, p.blocks);
   }
-  Plan p;
-  std::string why;
-  ASSERT_TRUE(hierarchicalGatherGeometry(f, req(2048, 16384, arfuseFloat32), &p, &why));
-  EXPECT_EQ(p.blocks, f.maxBlocksWide);
+  const Verdict wide = hierarchicalGatherGeometry(f, req(2048, 16384, arfuseFloat32));
+  ASSERT_TRUE(wide.ok) << wide.reason;
+  EXPECT_EQ(wide.geometry.blocks, f.maxBlocksWide);
   int blocks = 0, threads = 0;
   hierarchicalScatterGeometry(f, hierarchicalSliceElems(2048ll * 16384, 4), arfuseFloat32, &blocks, &threads);
   EXPECT_EQ(threads, 256);

@@ -61,7 +61,7 @@ TEST(PlanOnTopology, RecordedMachines) {
     const topo::Topology t = load(c.fixture);
     Fabric f;
     std::string err;
-    ASSERT_TRUE(fabricFromTopology(t, c.devices.empty() ? allDevices(t) : c.devices, true, &f, &err))
+    ASSERT_EQ(fabricFromTopology(t, c.devices.empty() ? allDevices(t) : c.devices, true, &f).into(&err), arfuseSuccess)
         << c.fixture << err;
     EXPECT_EQ(f.p2p, c.p2p) << c.fixture << ": " << f.p2pDetail;
     const Plan p1 = planFor(f, 1), p64 = planFor(f, 64), p1024 = planFor(f, 1024);
@@ -77,7 +77,7 @@ TEST(PlanOnTopology, VirtualRanksAndBadDevices) {
   const topo::Topology t = load("h200_2x_nvlink");
   Fabric f;
   std::string err;
-  ASSERT_TRUE(fabricFromTopology(t, {0, 0, 1, 1}, true, &f, &err)) << err;
+  ASSERT_EQ(fabricFromTopology(t, {0, 0, 1, 1}, true, &f).into(&err), arfuseSuccess) << err;
   EXPECT_TRUE(f.virtualRanks);
   EXPECT_FALSE(f.nccl);
   EXPECT_EQ(f.maxBlocks, t.gpus[0].smCount / 2);
@@ -89,7 +89,7 @@ TEST(PlanOnTopology, VirtualRanksAndBadDevices) {
   const Plan p = makePlan(f, Limits{}, forced, r);
   EXPECT_EQ(p.status, arfuseUnsupported);
   EXPECT_NE(p.reason.find("one device per rank"), std::string::npos) << p.reason;
-  EXPECT_FALSE(fabricFromTopology(t, {0, 2}, true, &f, &err));
+  EXPECT_NE(fabricFromTopology(t, {0, 2}, true, &f).into(&err), arfuseSuccess);
   EXPECT_NE(err.find("device 2 is not in the topology"), std::string::npos) << err;
 }
 
@@ -107,7 +107,7 @@ TEST(PlanOnTopology, NvlinkRaisesTheBuiltInOneShotLimit) {
   const topo::Topology t = load("h200_4x_recorded");
   Fabric f;
   std::string err;
-  ASSERT_TRUE(fabricFromTopology(t, allDevices(t), true, &f, &err)) << err;
+  ASSERT_EQ(fabricFromTopology(t, allDevices(t), true, &f).into(&err), arfuseSuccess) << err;
   PlanPolicy policy;
   ASSERT_TRUE(applyFabricDefaults(t, allDevices(t), &policy));
   EXPECT_EQ(policy.oneShotMaxBytes, kOneShotMaxBytesNvlink);

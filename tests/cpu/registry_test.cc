@@ -28,10 +28,11 @@ Verdict dummyCan(const PlanContext& c) {
   if (c.req.tokens != 3) return Verdict::no(strprintf("algo=dummy (forced by %s) takes 3 tokens only", c.forcedBy));
   return Verdict::yes(strprintf("dummy: %lld B in 3 tokens%s", c.bytes, c.forced ? " (forced)" : ""));
 }
-bool dummyGeometry(const PlanContext&, Plan* p, std::string*) {
-  p->blocks = 7;
-  p->threads = 96;
-  return true;
+Verdict dummyGeometry(const PlanContext&) {
+  Plan p;
+  p.blocks = 7;
+  p.threads = 96;
+  return Verdict::fitted(p);
 }
 void dummyWorkspace(const WorkspaceInputs&, Workspace* w) { w->llBytes += 4096; }
 

@@ -1,9 +1,13 @@
-// core/status.h: one error currency inside the library, with a file:line trail like NCCL's NCCLCHECK.
-#include "core/status.h"
+// base/status.h: one error currency inside the library, with a file:line trail like NCCL's NCCLCHECK.
+#include "base/status.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <vector>
+
+#include "common/log.h"
 
 namespace arfuse {
 namespace {
@@ -64,6 +68,30 @@ TEST(Status, SuccessHasNoTrailAndLeavesTheMessageAlone) {
   EXPECT_EQ(message, "untouched");
   EXPECT_EQ(outer(true).into(&message), arfuseUnsupported);
   EXPECT_EQ(message, "device 3 cannot map host memory");
+}
+
+std::vector<std::string> frames;
+void recordFrame(const char* file, int line, arfuseResult_t code) {
+  const char* slash = std::strrchr(file, '/');
+  frames.push_back(strprintf("%s:%d -> %s", slash ? slash + 1 : file, line, arfuseGetErrorName(code)));
+}
+
+// base/status.h cannot log (it is below common): each frame goes to the sink common/log.cc installs
+// at load, the DEBUG line `file:line -> code`; a layer that links no log (a rendezvous fuzz target)
+// keeps the trail without printing it.
+TEST(Status, EveryFrameReachesTheTrailSinkThatTheLogInstalled) {
+  EXPECT_EQ(statusTrailSink().load(), commonStatusTrailSink());
+  setStatusTrailSink(recordFrame);
+  frames.clear();
+  const Status s = outer(true);
+  setStatusTrailSink(commonStatusTrailSink());
+  const std::string f = "status_test.cc:";
+  EXPECT_EQ(frames, (std::vector<std::string>{f + std::to_string(raisedAt) + " -> arfuseUnsupported",
+                                              f + std::to_string(passedAt) + " -> arfuseUnsupported",
+                                              f + std::to_string(outerAt) + " -> arfuseUnsupported"}));
+  setStatusTrailSink(nullptr);
+  EXPECT_EQ(outer(true).trail(), s.trail());  // no sink: nothing printed, the trail kept
+  setStatusTrailSink(commonStatusTrailSink());
 }
 
 }  // namespace

@@ -84,8 +84,8 @@ int plan(const std::vector<std::string>& args) {
       for (int d = 0; d < t.size(); ++d) devices.push_back(d);
   }
   Fabric f;
-  if (!fabricFromTopology(t, devices, /*ncclAvailable=*/true, &f, &err)) {
-    return usageError("plan", "--devices: " + err);
+  if (const Status built = fabricFromTopology(t, devices, /*ncclAvailable=*/true, &f); !built.ok()) {
+    return usageError("plan", "--devices: " + built.message());
   }
   if (assumed && a.noP2p) f.p2pDetail = "--no-p2p given";
   const ExplicitLimits explicitEnv = explicitLimitsFromEnv();

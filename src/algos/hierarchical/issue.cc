@@ -42,7 +42,7 @@ Status prepare(const PrepareContext& p, AlgoLaunch* out) {
 
 Status launch(const AlgoLaunch& c) {
   const HierLaunch& h = c.args<HierLaunch>();
-  ARFUSE_CHECK(kernelLaunchStatus(launchHierScatter(h.scatter, h.args, c.stream), h.scatter));
+  ARFUSE_CHECK(launchHierScatter(h.scatter, h.args, c.stream));
   float* slice = h.args.slices[h.args.k.rank];
   const size_t elems = static_cast<size_t>(h.args.sliceElems);
   NcclIssue op;
@@ -67,7 +67,7 @@ Status launch(const AlgoLaunch& c) {
   // all-reduce's watch bound plus its own timeout, so that such a peer's NCCL watch reports first
   // and this rank's message names whom it waits for across hosts, not only the local peer.
   gather.k.timeoutNs = h.watch->boundNs(op.info) + h.args.k.timeoutNs;
-  ARFUSE_CHECK(kernelLaunchStatus(launchHierGather(c.l, gather, c.stream), c.l));
+  ARFUSE_CHECK(launchHierGather(c.l, gather, c.stream));
   return Status();
 }
 

@@ -27,12 +27,14 @@ struct PickGather {
 
 }  // namespace
 
-int launchHierScatter(const Launch& l, const HierArgs& args, cudaStream_t stream) {
-  return launchKernel(pickByDtype<PickScatter>(l.dtype), l, args, stream);
+Status launchHierScatter(const Launch& l, const HierArgs& args, cudaStream_t stream) {
+  return kernelLaunchStatus(cudaError_t(launchKernel(pickByDtype<PickScatter>(l.dtype), l, args, stream)), l);
 }
 
-int launchHierGather(const Launch& l, const HierArgs& args, cudaStream_t stream) {
-  return launchKernel(pickByDtype<PickGather>(l.dtype, l.kind != kKindAllReduce, l.vecs), l, args, stream);
+Status launchHierGather(const Launch& l, const HierArgs& args, cudaStream_t stream) {
+  return kernelLaunchStatus(
+      cudaError_t(launchKernel(pickByDtype<PickGather>(l.dtype, l.kind != kKindAllReduce, l.vecs), l, args, stream)),
+      l);
 }
 
 }  // namespace arfuse

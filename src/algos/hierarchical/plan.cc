@@ -17,7 +17,7 @@ void hierarchicalScatterGeometry(const Fabric& f, long long sliceElems, arfuseDa
       static_cast<int>(std::max<long long>(1, std::min<long long>(want, std::min<long long>(f.maxBlocks, kMaxCtas))));
 }
 
-bool hierarchicalGatherGeometry(const Fabric& f, const PlanRequest& req, Plan* p, std::string* why) {
+Verdict hierarchicalGatherGeometry(const Fabric& f, const PlanRequest& req) {
   const int nvec = req.hidden / dtypeVecElems(req.dtype);
   const bool fused = req.op == arfuseOpAllReduceAddRmsNorm;
   int vecs = 0, threads = 0;
@@ -31,18 +31,19 @@ bool hierarchicalGatherGeometry(const Fabric& f, const PlanRequest& req, Plan* p
     vecs = 8;
     threads = ((nvec + 7) / 8 + 31) / 32 * 32;
   } else {
-    *why = strprintf("hierarchical: a row of %d vectors is longer than the %d one CTA holds", nvec, kMaxVecsPerRow);
-    return false;
+    return Verdict::no(
+        strprintf("hierarchical: a row of %d vectors is longer than the %d one CTA holds", nvec, kMaxVecsPerRow));
   }
   const int cap = std::max(1, std::min(vecs == 8 ? f.maxBlocksWide : f.maxBlocks, kMaxCtas));
-  p->blocks = std::min(req.tokens, cap);
-  p->threads = threads;
-  p->geo.chunks = 1;
-  p->geo.chunkVecs = nvec;
-  p->geo.slots = p->blocks;
-  p->geo.vecs = vecs;
-  p->pdl = f.pdl;
-  return true;
+  Plan p;
+  p.blocks = std::min(req.tokens, cap);
+  p.threads = threads;
+  p.geo.chunks = 1;
+  p.geo.chunkVecs = nvec;
+  p.geo.slots = p.blocks;
+  p.geo.vecs = vecs;
+  p.pdl = f.pdl;
+  return Verdict::fitted(p);
 }
 
 namespace {
@@ -79,10 +80,9 @@ std::string declines(const PlanContext& c) {
 
 // A yes with the gather kernel's geometry, or why no instantiation covers the row.
 Verdict withGeometry(const PlanContext& c, std::string reason) {
-  Plan g;
-  std::string why;
-  if (!hierarchicalGatherGeometry(c.f, c.req, &g, &why)) return Verdict::no(why);
-  return Verdict::yes(std::move(reason), g);
+  Verdict v = hierarchicalGatherGeometry(c.f, c.req);
+  if (v.ok) v.reason = std::move(reason);
+  return v;
 }
 
 // Within one host the path is refused when forced and never chosen.
@@ -117,10 +117,9 @@ Verdict canImplement(const PlanContext& c) {
                    hostsShape(f).c_str(), c.bytes, kHierarchicalMinBytes, f.localRanks, sliceBytes(c), c.bytes));
 }
 
-bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  if (c.acrossHosts()) return hierarchicalGatherGeometry(c.f, c.req, p, why);
-  *why = "hierarchical: the group is on one host";
-  return false;
+Verdict geometry(const PlanContext& c) {
+  if (c.acrossHosts()) return hierarchicalGatherGeometry(c.f, c.req);
+  return Verdict::no("hierarchical: the group is on one host");
 }
 
 }  // namespace

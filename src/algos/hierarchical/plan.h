@@ -23,6 +23,7 @@
 
 #include <string>
 
+#include "algos/registry.h"  // Verdict
 #include "plan/plan.h"
 
 namespace arfuse {
@@ -34,8 +35,8 @@ constexpr long long kHierarchicalMinBytes = 256 * 1024;
 void hierarchicalScatterGeometry(const Fabric& f, long long sliceElems, arfuseDataType_t dtype, int* blocks,
                                  int* threads);
 
-// The gather + epilogue kernel's grid (phase 3: whole rows, never split) into p (blocks, threads,
-// geo); false with *why when no instantiation covers the row.
-bool hierarchicalGatherGeometry(const Fabric& f, const PlanRequest& req, Plan* p, std::string* why);
+// The gather + epilogue kernel's grid (phase 3: whole rows, never split): Verdict::fitted with its
+// blocks, threads and geo, or a no saying why no instantiation covers the row (a reason, not an error).
+Verdict hierarchicalGatherGeometry(const Fabric& f, const PlanRequest& req);
 
 }  // namespace arfuse

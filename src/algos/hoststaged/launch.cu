@@ -10,8 +10,9 @@ namespace arfuse {
 using OneShotHost = BarrierKernels<OneShotKernel, HostExchange>;
 using TwoShotHost = BarrierKernels<TwoShotKernel, HostExchange>;
 
-int launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream) {
-  return twoShot ? TwoShotHost::launch(l, args, stream) : OneShotHost::launch(l, args, stream);
+Status launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream) {
+  return kernelLaunchStatus(
+      cudaError_t(twoShot ? TwoShotHost::launch(l, args, stream) : OneShotHost::launch(l, args, stream)), l);
 }
 void residencyHostStaged(Residency* r) {
   OneShotHost::residentAll(r);

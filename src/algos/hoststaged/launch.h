@@ -1,5 +1,5 @@
 // Host entry points of the host-staged path: the one-shot or the two-shot kernels over the host exchange
-// (algos/hoststaged/launch.cu). Each returns a cudaError_t value (as int).
+// (algos/hoststaged/launch.cu). A launch's failure is arfuseCudaError with its geometry and CUDA's text.
 #pragma once
 
 #include "algos/launch.h"
@@ -7,7 +7,7 @@
 namespace arfuse {
 
 // twoShot: the two-shot kernels (Plan.variant). Instantiations as one-shot's and two-shot's.
-int launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream);
+Status launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream);
 // Mins their residency into *r (narrow and wide classes, clusters).
 void residencyHostStaged(Residency* r);
 

@@ -27,8 +27,8 @@ planning::Region region(const PlanContext& c, const Geometry& g) {
       use, f.stagingRegionBytes > 0 ? std::min(f.hostRegionBytes, f.stagingRegionBytes) : f.hostRegionBytes};
 }
 
-bool tiles(const PlanContext& c, Plan* p, std::string* why) {
-  return planning::tiledGeometry(c, "hoststaged", planning::barrierTiles(c.f), region, p, why);
+Verdict tiles(const PlanContext& c) {
+  return planning::tiledGeometry(c, "hoststaged", planning::barrierTiles(c.f), region);
 }
 
 Verdict canImplement(const PlanContext& c) {
@@ -50,9 +50,8 @@ Verdict canImplement(const PlanContext& c) {
   if (!f.hostStaged) return Verdict::no(why(f.hostStagedDetail, kNoHostWhy));
   if (c.bytes > f.hostStagedCapacity || (c.bytes > c.policy.hostStagedMaxBytes && f.nccl))
     return Verdict::no(strprintf("%lld B > host-staged limit", c.bytes));
-  Plan probe;
-  std::string geoWhy;
-  if (!tiles(c, &probe, &geoWhy)) return Verdict::no(geoWhy);
+  const Verdict fit = tiles(c);
+  if (!fit.ok) return fit;
   return Verdict::yes(strprintf("hoststaged (%s variant): no peer access between ranks (%s); %lld B %s", variant(c),
                                 why(f.p2pDetail, kNoP2pWhy).c_str(), c.bytes,
                                 c.bytes <= c.policy.hostStagedMaxBytes
@@ -60,10 +59,10 @@ Verdict canImplement(const PlanContext& c) {
                                     : "and NCCL is unavailable"));
 }
 
-bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  if (!tiles(c, p, why)) return false;
-  p->variant = planning::hostTwoShot(c.f, c.policy, c.bytes);
-  return true;
+Verdict geometry(const PlanContext& c) {
+  Verdict v = tiles(c);
+  if (v.ok) v.geometry.variant = planning::hostTwoShot(c.f, c.policy, c.bytes);
+  return v;
 }
 
 // Messages up to hostMessageBytes: a CTA holds at most ceil(tokens / ctas) whole rows, i.e. at most

@@ -35,7 +35,7 @@ Status prepare(const PrepareContext& p, AlgoLaunch* out) {
 
 Status launch(const AlgoLaunch& call) {
   const LocalPathArgs& a = call.args<LocalPathArgs>();
-  if (a.fused) return localLaunchStatus(launchLocal(call.l, a.la, call.stream), call.l);
+  if (a.fused) return launchLocal(call.l, a.la, call.stream);
   const cudaError_t e = cudaMemcpyAsync(a.copyDst, a.copySrc, a.copyBytes, cudaMemcpyDeviceToDevice, call.stream);
   if (e != cudaSuccess) return ARFUSE_FAIL(arfuseCudaError, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
   return Status();

@@ -32,8 +32,9 @@ struct PickLocal {
 
 }  // namespace
 
-int launchLocal(const Launch& l, const LocalArgs& args, cudaStream_t stream) {
-  return launchKernel(pickByDtype<PickLocal>(l.dtype, l.kind, l.vecs), l, args, stream);
+Status launchLocal(const Launch& l, const LocalArgs& args, cudaStream_t stream) {
+  return localLaunchStatus(cudaError_t(launchKernel(pickByDtype<PickLocal>(l.dtype, l.kind, l.vecs), l, args, stream)),
+                           l);
 }
 
 }  // namespace arfuse

@@ -47,11 +47,12 @@ void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, 
 
 namespace planning {
 
-bool localGeometry(const PlanContext& c, Plan* p, std::string*) {
-  ::arfuse::localGeometry(c.req.tokens, c.req.hidden, c.req.dtype, c.f.smCount, c.req.extended, &p->blocks, &p->threads,
-                          &p->geo);
-  p->pdl = c.f.pdl;
-  return true;
+Verdict localGeometry(const PlanContext& c) {
+  Plan p;
+  ::arfuse::localGeometry(c.req.tokens, c.req.hidden, c.req.dtype, c.f.smCount, c.req.extended, &p.blocks, &p.threads,
+                          &p.geo);
+  p.pdl = c.f.pdl;
+  return Verdict::fitted(p);
 }
 
 }  // namespace planning

@@ -15,7 +15,8 @@ void localGeometry(int tokens, int hidden, arfuseDataType_t dtype, int smCount, 
 
 namespace planning {
 // The single-GPU add+RMSNorm kernel's geometry (the local path, and the NCCL path's epilogue).
-bool localGeometry(const PlanContext& c, Plan* p, std::string* why);
+// Always fits (Verdict::fitted).
+Verdict localGeometry(const PlanContext& c);
 }  // namespace planning
 
 }  // namespace arfuse

@@ -86,8 +86,9 @@ void resident(Residency* r) {
 
 }  // namespace
 
-int launchLowLatency(const Launch& l, bool twoPhase, const KernelArgs& args, cudaStream_t stream) {
-  return launchKernel(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs, twoPhase, l.rowPush), l, args, stream);
+Status launchLowLatency(const Launch& l, bool twoPhase, const KernelArgs& args, cudaStream_t stream) {
+  return kernelLaunchStatus(
+      cudaError_t(launchKernel(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs, twoPhase, l.rowPush), l, args, stream)), l);
 }
 
 void residencyLowLatency(Residency* r) {

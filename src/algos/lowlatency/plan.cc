@@ -23,39 +23,33 @@ planning::Region region(const PlanContext& c, const Geometry& g) {
   return planning::Region{llRegionUse(g, c.req.tokens), static_cast<long long>(kLlRegionBytes)};
 }
 
-bool llGeometry(const PlanContext& c, Plan* p, std::string* why) {
-  return planning::tiledGeometry(c, "lowlatency", llTiles(c.f), region, p, why);
-}
+Verdict llGeometry(const PlanContext& c) { return planning::tiledGeometry(c, "lowlatency", llTiles(c.f), region); }
 
 // The call's tiles on this path (llGeometry), computed on first use and then reused:
 // canImplement asks for them up to three times (the limit, the two-phase window, the variant).
+// Whether they fit is a reason for canImplement's answer (data), not an error.
 class Tiles {
  public:
   explicit Tiles(const PlanContext& c) : c_(c) {}
-  // Whether they fit the per-CTA regions; if not, *why says why.
-  bool fit(std::string* why) {
-    if (!done_) ok_ = llGeometry(c_, &plan_, &why_);
+  // Fitted with the geometry if they fit the per-CTA regions; else a no saying why.
+  const Verdict& fit() {
+    if (!done_) fit_ = llGeometry(c_);
     done_ = true;
-    if (!ok_) *why = why_;
-    return ok_;
+    return fit_;
   }
-  // The geometry (after a fit() that returned true).
-  const Plan& plan() const { return plan_; }
+  // The geometry (after a fit() that was ok).
+  const Plan& plan() const { return fit_.geometry; }
 
  private:
   const PlanContext& c_;
-  bool done_ = false, ok_ = false;
-  Plan plan_;
-  std::string why_;
+  bool done_ = false;
+  Verdict fit_;
 };
 
-// Small enough, and the tiles fit the per-CTA regions.
-bool fits(const PlanContext& c, long long llMax, Tiles& tiles, std::string* why) {
-  if (c.bytes > llMax) {
-    *why = strprintf("%lld B > %lld B", c.bytes, llMax);
-    return false;
-  }
-  return tiles.fit(why);
+// Small enough, and the tiles fit the per-CTA regions; else a no saying why.
+Verdict fits(const PlanContext& c, long long llMax, Tiles& tiles) {
+  if (c.bytes > llMax) return Verdict::no(strprintf("%lld B > %lld B", c.bytes, llMax));
+  return tiles.fit();
 }
 
 // The one-phase limit of the auto plan: the buffer's, or a calibration's below it.
@@ -93,30 +87,30 @@ long long variantLimit(const PlanContext& c) {
   return c.forced ? c.f.lowLatencyMaxBytes : onePhaseMax(c, &capped);
 }
 
-// The two-phase variant for a call above the one-phase limit: its tiles fit, and are wide enough.
-bool twoPhaseFits(const PlanContext& c, long long onePhaseLimit, Tiles& tiles, std::string* why) {
+// The two-phase variant for a call above the one-phase limit: its tiles fit, and are wide enough
+// (a no outside its window has no reason: the caller's own limit says why).
+Verdict twoPhaseFits(const PlanContext& c, long long onePhaseLimit, Tiles& tiles) {
   const long long cap = twoPhaseCap(c);
-  if (c.bytes <= onePhaseLimit || c.bytes > cap) return false;
-  if (!tiles.fit(why)) return false;
-  if (tiles.plan().geo.chunkVecs < c.f.nranks) {
-    *why = strprintf("a tile of %d vectors is too narrow for the two-phase variant at %d ranks",
-                     tiles.plan().geo.chunkVecs, c.f.nranks);
-    return false;
-  }
-  return true;
+  if (c.bytes <= onePhaseLimit || c.bytes > cap) return Verdict::no("");
+  const Verdict& fit = tiles.fit();
+  if (!fit.ok) return fit;
+  if (tiles.plan().geo.chunkVecs < c.f.nranks)
+    return Verdict::no(strprintf("a tile of %d vectors is too narrow for the two-phase variant at %d ranks",
+                                 tiles.plan().geo.chunkVecs, c.f.nranks));
+  return fit;
 }
 
 // A forced call: within the buffer's limit (two-phase if ARFUSE_LL_TWO_PHASE=1), or above it the
 // two-phase variant up to its cap, else the refusal.
 Verdict forcedVerdict(const PlanContext& c, Tiles& tiles) {
   const Fabric& f = c.f;
-  std::string why;
   if (f.p2p && c.bytes > f.lowLatencyMaxBytes) {
     const long long cap = twoPhaseCap(c);
     if (c.bytes <= cap) {
-      if (!twoPhaseFits(c, f.lowLatencyMaxBytes, tiles, &why))
-        return Verdict::no(
-            strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy, why.c_str()));
+      const Verdict two = twoPhaseFits(c, f.lowLatencyMaxBytes, tiles);
+      if (!two.ok)
+        return Verdict::no(strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy,
+                                     two.reason.c_str()));
       return Verdict::yes(
           strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", c.forcedBy, c.bytes, f.nranks));
     }
@@ -126,11 +120,14 @@ Verdict forcedVerdict(const PlanContext& c, Tiles& tiles) {
         c.forcedBy, f.lowLatencyMaxBytes, cap > 0 ? strprintf(" (%lld B in its two-phase variant)", cap).c_str() : "",
         c.bytes, c.req.tokens, c.req.hidden));
   }
-  if (f.p2p && !fits(c, f.lowLatencyMaxBytes, tiles, &why))
-    return Verdict::no(
-        strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy, why.c_str()));
+  if (f.p2p) {
+    const Verdict fit = fits(c, f.lowLatencyMaxBytes, tiles);
+    if (!fit.ok)
+      return Verdict::no(strprintf("algo=lowlatency (forced by %s) cannot take this call (%s); use auto", c.forcedBy,
+                                   fit.reason.c_str()));
+  }
   Verdict v = planning::forcedPeerPath(c, "lowlatency");
-  if (v.ok && tiles.fit(&why) && twoPhase(c, tiles.plan(), f.lowLatencyMaxBytes))
+  if (v.ok && tiles.fit().ok && twoPhase(c, tiles.plan(), f.lowLatencyMaxBytes))
     v.reason =
         strprintf("lowlatency (two-phase variant): forced by %s (%lld B, %d ranks)", c.forcedBy, c.bytes, f.nranks);
   return v;
@@ -140,20 +137,19 @@ Verdict forcedVerdict(const PlanContext& c, Tiles& tiles) {
 // two-phase window above it.
 Verdict autoVerdict(const PlanContext& c, Tiles& tiles) {
   const Fabric& f = c.f;
-  std::string why;
   if (!f.p2p) return planning::noPeerAccess(c);
   bool capped = false;
   const long long llMax = onePhaseMax(c, &capped);
-  if (!fits(c, llMax, tiles, &why)) {
-    std::string twoWhy;
-    if (twoPhaseFits(c, llMax, tiles, &twoWhy))
+  const Verdict fit = fits(c, llMax, tiles);
+  if (!fit.ok) {
+    if (twoPhaseFits(c, llMax, tiles).ok)
       return Verdict::yes(strprintf(
           "lowlatency (two-phase variant): %lld B in (%lld, %lld] B at %d ranks: each slice pushed to its owner, "
           "the owner's sum pushed back, 2(n-1)/n of the message each way",
           c.bytes, llMax, twoPhaseCap(c), f.nranks));
-    return Verdict::no(why);
+    return Verdict::no(fit.reason);
   }
-  if (c.policy.llTwoPhase == 1 && tiles.fit(&why) && twoPhase(c, tiles.plan(), llMax))
+  if (c.policy.llTwoPhase == 1 && tiles.fit().ok && twoPhase(c, tiles.plan(), llMax))
     return Verdict::yes(
         strprintf("lowlatency (two-phase variant, ARFUSE_LL_TWO_PHASE=1): %lld B, %d ranks", c.bytes, f.nranks));
   return Verdict::yes(
@@ -167,17 +163,16 @@ Verdict autoVerdict(const PlanContext& c, Tiles& tiles) {
 Verdict canImplement(const PlanContext& c) {
   Tiles tiles(c);
   Verdict v = c.forced ? forcedVerdict(c, tiles) : autoVerdict(c, tiles);
-  std::string why;
-  if (!v.ok || !tiles.fit(&why)) return v;
+  if (!v.ok || !tiles.fit().ok) return v;
   Plan g = tiles.plan();
   g.variant = twoPhase(c, g, variantLimit(c));
   return Verdict::yes(std::move(v.reason), g);
 }
 
-bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  if (!llGeometry(c, p, why)) return false;
-  p->variant = twoPhase(c, *p, variantLimit(c));
-  return true;
+Verdict geometry(const PlanContext& c) {
+  Verdict v = llGeometry(c);
+  if (v.ok) v.geometry.variant = twoPhase(c, v.geometry, variantLimit(c));
+  return v;
 }
 
 // kLlMaxCtas x 2 parities x nranks sources x kLlRegionBytes per rank (none for one rank).

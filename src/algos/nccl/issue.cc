@@ -102,7 +102,7 @@ Status collective(const AlgoLaunch& call, bool grouped) {
   return Status();
 }
 
-Status launch(const AlgoLaunch& c) { return localLaunchStatus(launchLocal(c.l, c.args<NcclArgs>().la, c.stream), c.l); }
+Status launch(const AlgoLaunch& c) { return launchLocal(c.l, c.args<NcclArgs>().la, c.stream); }
 
 [[maybe_unused]] const bool kBound = bindAlgoIssue(arfuseAlgoNccl, AlgoIssue{prepare, collective, launch});
 

@@ -7,8 +7,8 @@ namespace arfuse {
 
 using OneShotPeer = BarrierKernels<OneShotKernel, PeerExchange>;
 
-int launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-  return OneShotPeer::launch(l, args, stream);
+Status launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
+  return kernelLaunchStatus(cudaError_t(OneShotPeer::launch(l, args, stream)), l);
 }
 void residencyOneShot(Residency* r) { OneShotPeer::residentAll(r); }
 

@@ -29,8 +29,8 @@ planning::Region region(const PlanContext& c, const Geometry& g) {
   return planning::Region{ctaRegionUse(g, c.req.tokens), c.f.stagingRegionBytes};
 }
 
-bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  return planning::tiledGeometry(c, "oneshot", planning::barrierTiles(c.f), region, p, why);
+Verdict geometry(const PlanContext& c) {
+  return planning::tiledGeometry(c, "oneshot", planning::barrierTiles(c.f), region);
 }
 
 }  // namespace

@@ -7,8 +7,8 @@ namespace arfuse {
 
 using TwoShotPeer = BarrierKernels<TwoShotKernel, PeerExchange>;
 
-int launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-  return TwoShotPeer::launch(l, args, stream);
+Status launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
+  return kernelLaunchStatus(cudaError_t(TwoShotPeer::launch(l, args, stream)), l);
 }
 void residencyTwoShot(Residency* r) { TwoShotPeer::residentAll(r); }
 

@@ -20,8 +20,8 @@ planning::Region region(const PlanContext& c, const Geometry& g) {
   return planning::Region{twoShotRegionUse(g, c.req.tokens, c.f.nranks), c.f.stagingRegionBytes};
 }
 
-bool geometry(const PlanContext& c, Plan* p, std::string* why) {
-  return planning::tiledGeometry(c, "twoshot", planning::barrierTiles(c.f), region, p, why);
+Verdict geometry(const PlanContext& c) {
+  return planning::tiledGeometry(c, "twoshot", planning::barrierTiles(c.f), region);
 }
 
 }  // namespace

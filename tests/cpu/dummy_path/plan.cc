@@ -15,11 +15,12 @@ Verdict canImplement(const PlanContext& c) {
   return Verdict::yes(strprintf("dummy: %lld B in 3 tokens%s", c.bytes, c.forced ? " (forced)" : ""));
 }
 
-bool geometry(const PlanContext& c, Plan* p, std::string*) {
-  p->blocks = 7;
-  p->threads = 96;
-  p->pdl = c.f.pdl;
-  return true;
+Verdict geometry(const PlanContext& c) {
+  Plan p;
+  p.blocks = 7;
+  p.threads = 96;
+  p.pdl = c.f.pdl;
+  return Verdict::fitted(p);
 }
 
 void workspace(const WorkspaceInputs&, Workspace* w) { w->llBytes += 4096; }
