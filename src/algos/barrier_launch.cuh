@@ -53,8 +53,8 @@ struct BarrierKernels {
                                 fn<T, true, 1, false, true>(), fn<T, true, 2, false, true>()})
         r->clusters[c] = std::min(r->clusters[c], activeClusters(k, c, barrierMaxThreads(1)));
   }
-  static int launch(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-    return launchKernel(pickByDtype<Pick>(l.dtype, l.kind, l.vecs, l.rowPush), l, args, stream);
+  static Status launch(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
+    return launchMultiRank(pickByDtype<Pick>(l.dtype, l.kind, l.vecs, l.rowPush), l, args, stream);
   }
   static void residentAll(Residency* r) {
     resident<__nv_bfloat16>(r);

@@ -27,10 +27,11 @@ inline Status localLaunchStatus(cudaError_t e, const Launch& l) {
                      l.blocks, l.threads, l.vecs, cudaGetErrorString(e));
 }
 
-// CUDA's answer; the path's entry point (launch.cu) makes it a Status with the message of its kind.
+// CUDA's answer; launchMultiRank below (or the local path's launch.cu) makes it a Status with the
+// message of its kind.
 template <typename Args>
-int launchKernel(void (*kernel)(Args), const Launch& l, const Args& args, cudaStream_t stream) {
-  if (!kernel) return static_cast<int>(cudaErrorInvalidDeviceFunction);
+cudaError_t launchKernel(void (*kernel)(Args), const Launch& l, const Args& args, cudaStream_t stream) {
+  if (!kernel) return cudaErrorInvalidDeviceFunction;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(l.blocks));
   cfg.blockDim = dim3(static_cast<unsigned>(l.threads));
@@ -52,7 +53,13 @@ int launchKernel(void (*kernel)(Args), const Launch& l, const Args& args, cudaSt
   }
   cfg.attrs = attrs;
   cfg.numAttrs = n;
-  return static_cast<int>(cudaLaunchKernelEx(&cfg, kernel, args));
+  return cudaLaunchKernelEx(&cfg, kernel, args);
+}
+
+// A multi-rank path's kernel launch, as its launch.cu returns it.
+template <typename Args>
+Status launchMultiRank(void (*kernel)(Args), const Launch& l, const Args& args, cudaStream_t stream) {
+  return kernelLaunchStatus(launchKernel(kernel, l, args, stream), l);
 }
 
 // Resident CTAs of `threads` (each kernel's largest block) per SM for a list of kernels, min'ed into

@@ -14,7 +14,7 @@ __global__ void hostAbortToDeviceKernel(const int* hostAbort, AbortTargets t) {
 
 }  // namespace
 
-int launchHostAbortToDevice(const int* hostAbort, const AbortTargets& targets, cudaStream_t stream) {
+cudaError_t launchHostAbortToDevice(const int* hostAbort, const AbortTargets& targets, cudaStream_t stream) {
   if (!hostAbort || targets.count <= 0) return cudaSuccess;
   hostAbortToDeviceKernel<<<1, 1, 0, stream>>>(hostAbort, targets);
   return cudaGetLastError();

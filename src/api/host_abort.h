@@ -23,7 +23,8 @@ struct AbortTargets {
   int count = 0;
 };
 
-// Returns a cudaError_t value (as int). `hostAbort`: the device view of GroupShared::abort.
-int launchHostAbortToDevice(const int* hostAbort, const AbortTargets& targets, cudaStream_t stream);
+// Returns CUDA's answer to the launch (a step of the caller's chain of runtime calls). `hostAbort`: the device view of
+// GroupShared::abort.
+cudaError_t launchHostAbortToDevice(const int* hostAbort, const AbortTargets& targets, cudaStream_t stream);
 
 }  // namespace arfuse

@@ -167,8 +167,7 @@ Status enqueueReplicaCheck(arfuseComm* comm, const ReplicaShape& shape, const vo
   // refused instead of computing from the replicas found different (api/host_abort.h).
   AbortTargets targets;
   targets.count = groupDeviceAbortWords(*g, comm->rank, targets.words, kMaxAbortTargets);
-  if (e == cudaSuccess)
-    e = static_cast<cudaError_t>(launchHostAbortToDevice(&groupSharedDevice(*g)->abort, targets, stream));
+  if (e == cudaSuccess) e = launchHostAbortToDevice(&groupSharedDevice(*g)->abort, targets, stream);
   if (e != cudaSuccess) {
     cudaGetLastError();
     return ARFUSE_FAIL(arfuseCudaError, "ARFUSE_CHECK_REPLICAS: enqueueing the copy of residual_in/weight failed: %s",

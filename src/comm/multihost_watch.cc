@@ -136,10 +136,9 @@ Status MultiHostWatch::issue(const NcclIssue& in, const std::function<ncclResult
   }
   unsigned long long* finished = counted ? counters_ + 1 : nullptr;
   if (counted) {
-    const int e = launchNcclStamp(counters_, static_cast<unsigned long long>(slot), in.stream);
+    const cudaError_t e = launchNcclStamp(counters_, static_cast<unsigned long long>(slot), in.stream);
     if (e != cudaSuccess)
-      return ARFUSE_FAIL(arfuseCudaError, "the stamp before %s across hosts: %s", info.op,
-                         cudaGetErrorString(static_cast<cudaError_t>(e)));
+      return ARFUSE_FAIL(arfuseCudaError, "the stamp before %s across hosts: %s", info.op, cudaGetErrorString(e));
   }
   cudaEvent_t before = watched ? takeEvent() : nullptr;
   cudaEvent_t after = watched && !in.grouped ? takeEvent() : nullptr;
@@ -170,10 +169,9 @@ Status MultiHostWatch::issue(const NcclIssue& in, const std::function<ncclResult
     noteGroupedNccl(this, info.seq, in.stream, in.output, in.outputBytes, finished != nullptr);
   } else {
     if (after) cudaEventRecord(after, in.stream);
-    const int e = launchNcclGuard(&g_->sharedDev->abort, in.output, in.outputBytes, in.stream, finished);
+    const cudaError_t e = launchNcclGuard(&g_->sharedDev->abort, in.output, in.outputBytes, in.stream, finished);
     if (e != cudaSuccess)
-      return ARFUSE_FAIL(arfuseCudaError, "the guard after %s across hosts: %s", info.op,
-                         cudaGetErrorString(static_cast<cudaError_t>(e)));
+      return ARFUSE_FAIL(arfuseCudaError, "the guard after %s across hosts: %s", info.op, cudaGetErrorString(e));
   }
   if (watched) {
     std::lock_guard<std::mutex> lock(listMu_);

@@ -35,14 +35,15 @@ __global__ void ncclStampKernel(unsigned long long* counters, unsigned long long
 
 }  // namespace
 
-int launchNcclGuard(const int* abortWord, void* buf, size_t bytes, cudaStream_t stream, unsigned long long* finished) {
+cudaError_t launchNcclGuard(const int* abortWord, void* buf, size_t bytes, cudaStream_t stream,
+                            unsigned long long* finished) {
   if (!buf) bytes = 0;
   if (!abortWord || (bytes == 0 && !finished)) return cudaSuccess;  // a counted operation is always counted
   ncclGuardKernel<<<1, 256, 0, stream>>>(abortWord, static_cast<char*>(buf), bytes, finished);
   return cudaGetLastError();
 }
 
-int launchNcclStamp(unsigned long long* counters, unsigned long long slot, cudaStream_t stream) {
+cudaError_t launchNcclStamp(unsigned long long* counters, unsigned long long slot, cudaStream_t stream) {
   ncclStampKernel<<<1, 1, 0, stream>>>(counters, slot);
   return cudaGetLastError();
 }

@@ -11,12 +11,13 @@
 
 namespace arfuse {
 
-// Returns a cudaError_t value (as int). `abortWord`: the device view of GroupShared::abort.
+// Returns CUDA's answer to the launch (one step of the caller's chain of runtime calls, whose
+// Status names the operation). `abortWord`: the device view of GroupShared::abort.
 // `finished` (operations captured into a CUDA graph): a device counter it adds 1 to at every run.
-int launchNcclGuard(const int* abortWord, void* buf, size_t bytes, cudaStream_t stream,
-                    unsigned long long* finished = nullptr);
+cudaError_t launchNcclGuard(const int* abortWord, void* buf, size_t bytes, cudaStream_t stream,
+                            unsigned long long* finished = nullptr);
 // The stamp before a captured operation (diag/nccl_watch.h CapturedNcclWatch): counters[0] += 1,
 // counters[2] = slot, in device memory, at every replay.
-int launchNcclStamp(unsigned long long* counters, unsigned long long slot, cudaStream_t stream);
+cudaError_t launchNcclStamp(unsigned long long* counters, unsigned long long slot, cudaStream_t stream);
 
 }  // namespace arfuse

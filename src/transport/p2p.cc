@@ -74,7 +74,7 @@ Status proveP2p(Group* g) {
       ARFUSE_CUDA_CHECK(cudaSetDevice(a));
       ARFUSE_CUDA_CHECK(cudaMalloc(&wrong, 2 * sizeof(unsigned)));
       ARFUSE_CUDA_CHECK(cudaMemset(wrong, 0, 2 * sizeof(unsigned)));
-      int e = launchProofStore(g->ranks[rb].staging, words, seed);
+      cudaError_t e = launchProofStore(g->ranks[rb].staging, words, seed);
       if (e == cudaSuccess) e = cudaDeviceSynchronize();
       if (e == cudaSuccess) {
         ARFUSE_CUDA_CHECK(cudaSetDevice(b));
@@ -93,7 +93,7 @@ Status proveP2p(Group* g) {
         cudaGetLastError();
         return proofVerdict(kProofCudaError,
                             strprintf("peer access from device %d to device %d is advertised but failed when used: %s",
-                                      a, b, cudaGetErrorString(cudaError_t(e))),
+                                      a, b, cudaGetErrorString(e)),
                             &f);
       }
       if (wrongStore || wrongLoad)
@@ -210,19 +210,18 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
   const size_t words = std::min<size_t>(4096, slice / 4);
   auto other = [&](int s) { return s != rank && std::memcmp(h[s].uuid, h[rank].uuid, 16) != 0; };
   auto seedOf = [](int writer, int owner) { return static_cast<uint32_t>(writer * 131 + owner + 7) | 0x80000000u; };
-  auto cudaText = [](int e) { return cudaGetErrorString(cudaError_t(e)); };
   Report mine{};
   std::string why;
   cudaSetDevice(g->ranks[rank].device);
   for (int s = 0; s < n && why.empty() && words > 0; ++s) {
     if (!other(s)) continue;
-    int e = launchProofStore(g->peers.staging[s] + rank * slice, words, seedOf(rank, s));
+    cudaError_t e = launchProofStore(g->peers.staging[s] + rank * slice, words, seedOf(rank, s));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
       why = strprintf(
           "peer access from rank %d to rank %d's GPU (IPC mapping) is advertised but a store through it "
           "failed: %s",
-          rank, s, cudaText(e));
+          rank, s, cudaGetErrorString(e));
   }
   cudaGetLastError();
   mine.status = why.empty() ? arfuseSuccess : arfuseCudaError;  // a store that failed: proofVerdict fails the group
@@ -234,7 +233,7 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
   if (stored.ok()) {
     // Every store has landed (each writer synchronised before posting): check them.
     unsigned* wrong = nullptr;
-    int e = cudaMalloc(&wrong, 2 * sizeof(unsigned));
+    cudaError_t e = cudaMalloc(&wrong, 2 * sizeof(unsigned));
     for (int s = 0; s < n && why.empty() && e == cudaSuccess && words > 0; ++s) {
       if (!other(s)) continue;
       unsigned count[2] = {0, 0};  // [0] rank s's store into my memory, [1] my store read back from s's
@@ -244,7 +243,7 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
       if (e == cudaSuccess) e = cudaMemcpy(count, wrong, sizeof count, cudaMemcpyDeviceToHost);
       if (e != cudaSuccess) {
         why = strprintf("peer access between ranks %d and %d (IPC mapping) is advertised but checking it failed: %s",
-                        rank, s, cudaText(e));
+                        rank, s, cudaGetErrorString(e));
       } else if (count[0] || count[1]) {
         wrongData = true;
         why = strprintf(
@@ -254,7 +253,8 @@ Status proveIpcPeers(Group* g, InitArea* ia, int rank, const std::vector<Hello>&
             count[0] ? "a peer store did not land" : "a peer load returned wrong data", count[0], count[1], words);
       }
     }
-    if (e != cudaSuccess && why.empty()) why = strprintf("rank %d could not check peer access: %s", rank, cudaText(e));
+    if (e != cudaSuccess && why.empty())
+      why = strprintf("rank %d could not check peer access: %s", rank, cudaGetErrorString(e));
     if (wrong) cudaFree(wrong);
     cudaGetLastError();
   } else {

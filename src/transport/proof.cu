@@ -23,13 +23,13 @@ __global__ void proofCheckKernel(const uint32_t* src, size_t words, uint32_t see
 
 }  // namespace
 
-int launchProofStore(void* dst, size_t words, uint32_t seed) {
+cudaError_t launchProofStore(void* dst, size_t words, uint32_t seed) {
   proofStoreKernel<<<8, 256>>>(static_cast<uint32_t*>(dst), words, seed);
-  return static_cast<int>(cudaGetLastError());
+  return cudaGetLastError();
 }
-int launchProofCheck(const void* src, size_t words, uint32_t seed, unsigned* wrong) {
+cudaError_t launchProofCheck(const void* src, size_t words, uint32_t seed, unsigned* wrong) {
   proofCheckKernel<<<8, 256>>>(static_cast<const uint32_t*>(src), words, seed, wrong);
-  return static_cast<int>(cudaGetLastError());
+  return cudaGetLastError();
 }
 
 }  // namespace arfuse

@@ -28,13 +28,11 @@ struct PickGather {
 }  // namespace
 
 Status launchHierScatter(const Launch& l, const HierArgs& args, cudaStream_t stream) {
-  return kernelLaunchStatus(cudaError_t(launchKernel(pickByDtype<PickScatter>(l.dtype), l, args, stream)), l);
+  return launchMultiRank(pickByDtype<PickScatter>(l.dtype), l, args, stream);
 }
 
 Status launchHierGather(const Launch& l, const HierArgs& args, cudaStream_t stream) {
-  return kernelLaunchStatus(
-      cudaError_t(launchKernel(pickByDtype<PickGather>(l.dtype, l.kind != kKindAllReduce, l.vecs), l, args, stream)),
-      l);
+  return launchMultiRank(pickByDtype<PickGather>(l.dtype, l.kind != kKindAllReduce, l.vecs), l, args, stream);
 }
 
 }  // namespace arfuse

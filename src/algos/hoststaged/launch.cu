@@ -11,8 +11,7 @@ using OneShotHost = BarrierKernels<OneShotKernel, HostExchange>;
 using TwoShotHost = BarrierKernels<TwoShotKernel, HostExchange>;
 
 Status launchHostStaged(const Launch& l, bool twoShot, const KernelArgs& args, cudaStream_t stream) {
-  return kernelLaunchStatus(
-      cudaError_t(twoShot ? TwoShotHost::launch(l, args, stream) : OneShotHost::launch(l, args, stream)), l);
+  return twoShot ? TwoShotHost::launch(l, args, stream) : OneShotHost::launch(l, args, stream);
 }
 void residencyHostStaged(Residency* r) {
   OneShotHost::residentAll(r);

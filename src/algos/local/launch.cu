@@ -33,8 +33,7 @@ struct PickLocal {
 }  // namespace
 
 Status launchLocal(const Launch& l, const LocalArgs& args, cudaStream_t stream) {
-  return localLaunchStatus(cudaError_t(launchKernel(pickByDtype<PickLocal>(l.dtype, l.kind, l.vecs), l, args, stream)),
-                           l);
+  return localLaunchStatus(launchKernel(pickByDtype<PickLocal>(l.dtype, l.kind, l.vecs), l, args, stream), l);
 }
 
 }  // namespace arfuse

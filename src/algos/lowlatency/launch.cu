@@ -87,8 +87,7 @@ void resident(Residency* r) {
 }  // namespace
 
 Status launchLowLatency(const Launch& l, bool twoPhase, const KernelArgs& args, cudaStream_t stream) {
-  return kernelLaunchStatus(
-      cudaError_t(launchKernel(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs, twoPhase, l.rowPush), l, args, stream)), l);
+  return launchMultiRank(pickByDtype<PickLl>(l.dtype, l.kind, l.vecs, twoPhase, l.rowPush), l, args, stream);
 }
 
 void residencyLowLatency(Residency* r) {

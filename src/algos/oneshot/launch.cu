@@ -8,7 +8,7 @@ namespace arfuse {
 using OneShotPeer = BarrierKernels<OneShotKernel, PeerExchange>;
 
 Status launchOneShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-  return kernelLaunchStatus(cudaError_t(OneShotPeer::launch(l, args, stream)), l);
+  return OneShotPeer::launch(l, args, stream);
 }
 void residencyOneShot(Residency* r) { OneShotPeer::residentAll(r); }
 

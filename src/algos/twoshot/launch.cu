@@ -8,7 +8,7 @@ namespace arfuse {
 using TwoShotPeer = BarrierKernels<TwoShotKernel, PeerExchange>;
 
 Status launchTwoShot(const Launch& l, const KernelArgs& args, cudaStream_t stream) {
-  return kernelLaunchStatus(cudaError_t(TwoShotPeer::launch(l, args, stream)), l);
+  return TwoShotPeer::launch(l, args, stream);
 }
 void residencyTwoShot(Residency* r) { TwoShotPeer::residentAll(r); }
 
