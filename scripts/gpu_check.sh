@@ -295,7 +295,10 @@ note "build: ok in $(( $(date +%s) - t0 )) s"
 {
   echo "== fatbin"; "$root/scripts/check_fatbin.sh" "$build/src/libarfuse.so" "$arch"
 } > "$OUT/tests.log" 2>&1
-note "fatbin: $(tail -1 "$OUT/tests.log")"
+fatbin_rc=$?
+# rc and every FAIL line: the last line alone hid a failing check (it prints its count line last on failure)
+note "fatbin: rc=$fatbin_rc $(grep -E '^sm_[0-9]+[a-z]*: [0-9]+ kernels' "$OUT/tests.log" | tr '\n' ' ')"
+grep -E '^FAIL' "$OUT/tests.log" | head -20 | sed 's/^/  /' >> "$summary"
 
 budget=${GPU_CHECK_BUDGET_S:-570}
 start_s=$t0
