@@ -308,8 +308,7 @@ std::string calibrationToJson(const Calibration& c) {
 
 Status calibrationFromJson(std::string_view text, Calibration* out) {
   json::Value root;
-  std::string perr;
-  if (!json::parse(text, &root, &perr)) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "JSON syntax error at " + perr);
+  ARFUSE_CHECK_PREFIXED("JSON syntax error at ", json::parse(text, &root));
   Reader r;
   Calibration c;
   if (!r.file(root, &c)) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, r.error());
@@ -440,9 +439,10 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
 bool loadCalibrationPolicy(const std::string& path, const std::vector<std::string>& uuids,
                            const std::string& fingerprint, int nranks, PlanPolicy* policy, std::string* why) {
   const std::string label = "calibration " + path;
-  std::string text, err;
-  if (!topo::json::readFile(path, &text, &err)) {  // regular files only, size-capped: never blocks on a FIFO
-    *why = label + " does not apply: " + err;
+  std::string text;
+  // Regular files only, size-capped: never blocks on a FIFO.
+  if (const Status read = topo::json::readFile(path, &text); !read.ok()) {
+    *why = label + " does not apply: " + read.message();
     return false;
   }
   Calibration c;

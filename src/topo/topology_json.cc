@@ -452,39 +452,23 @@ std::string toJson(const Topology& t) {
   return o;
 }
 
-bool fromJson(std::string_view text, Topology* out, std::string* error) {
+Status fromJson(std::string_view text, Topology* out) {
   Value root;
-  std::string perr;
-  if (!json::parse(text, &root, &perr)) {
-    if (error) *error = "JSON syntax error at " + perr;
-    return false;
-  }
+  ARFUSE_CHECK_PREFIXED("JSON syntax error at ", json::parse(text, &root));
   Reader r;
   Topology t;
-  if (!r.topology(root, &t)) {
-    if (error) *error = r.error();
-    return false;
-  }
+  if (!r.topology(root, &t)) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, r.error());
   std::string bad = validate(t);
-  if (!bad.empty()) {
-    if (error) *error = "invalid topology: " + bad;
-    return false;
-  }
+  if (!bad.empty()) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "invalid topology: " + bad);
   *out = std::move(t);
-  return true;
+  return Status();
 }
 
-bool readJsonFile(const std::string& path, Topology* out, std::string* error) {
-  std::string text, e;
-  if (!json::readFile(path, &text, &e)) {  // regular files only, size-capped
-    if (error) *error = e;
-    return false;
-  }
-  if (!fromJson(text, out, &e)) {
-    if (error) *error = path + ": " + e;
-    return false;
-  }
-  return true;
+Status readJsonFile(const std::string& path, Topology* out) {
+  std::string text;
+  ARFUSE_CHECK(json::readFile(path, &text));  // regular files only, size-capped
+  ARFUSE_CHECK_PREFIXED(path + ": ", fromJson(text, out));
+  return Status();
 }
 
 }  // namespace topo

@@ -197,8 +197,8 @@ int doctor(const std::vector<std::string>& args) {
   const topo::ProbeResult pr = topo::probeTopology(po);
   fillEnvironment(pr, &r.env);
   if (!a.topologyPath.empty()) {
-    if (!topo::readJsonFile(a.topologyPath, &r.topology, &err)) {
-      return usageError("doctor", "--topology: " + err);
+    if (const Status read = topo::readJsonFile(a.topologyPath, &r.topology); !read.ok()) {
+      return usageError("doctor", "--topology: " + read.message());
     }
     r.haveTopology = true;
     r.topologySource = "file " + a.topologyPath;
