@@ -18,21 +18,11 @@ namespace topo {
 namespace json {
 
 const char* kindName(Value::Kind k) {
-  switch (k) {
-    case Value::Kind::kNull:
-      return "null";
-    case Value::Kind::kBool:
-      return "a boolean";
-    case Value::Kind::kNumber:
-      return "a number";
-    case Value::Kind::kString:
-      return "a string";
-    case Value::Kind::kArray:
-      return "an array";
-    case Value::Kind::kObject:
-      return "an object";
-  }
-  return "?";
+  // Indexed by Value::Kind, in its order.
+  static constexpr const char* kNames[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+  static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(Value::Kind::kObject) + 1);
+  const auto i = static_cast<size_t>(k);
+  return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : "?";
 }
 
 namespace {
