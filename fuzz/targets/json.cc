@@ -18,13 +18,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > arfuse::topo::json::kMaxFileBytes) return 0;  // readFile refuses these before parsing
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   arfuse::topo::json::Value v;
-  std::string err;
-  arfuse::topo::json::parse(text, &v, &err);
+  (void)arfuse::topo::json::parse(text, &v);
 
   arfuse::topo::Topology t;
-  if (arfuse::topo::fromJson(text, &t, &err)) {
+  if (arfuse::topo::fromJson(text, &t).ok()) {
     arfuse::topo::Topology back;
-    if (!arfuse::topo::fromJson(arfuse::topo::toJson(t), &back, &err) || !(back == t)) std::abort();
+    if (!arfuse::topo::fromJson(arfuse::topo::toJson(t), &back).ok() || !(back == t)) std::abort();
   }
   arfuse::Calibration c;
   if (arfuse::calibrationFromJson(text, &c).ok()) {

@@ -308,8 +308,7 @@ std::string calibrationToJson(const Calibration& c) {
 
 Status calibrationFromJson(std::string_view text, Calibration* out) {
   json::Value root;
-  std::string perr;
-  if (!json::parse(text, &root, &perr)) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "JSON syntax error at " + perr);
+  ARFUSE_CHECK_PREFIXED("JSON syntax error at ", json::parse(text, &root));
   Reader r;
   Calibration c;
   if (!r.file(root, &c)) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, r.error());
@@ -317,8 +316,12 @@ Status calibrationFromJson(std::string_view text, Calibration* out) {
   return Status();
 }
 
-bool policyFromCalibration(const Calibration& c, const std::vector<std::string>& uuids, const std::string& fingerprint,
-                           int nranks, const std::string& label, PlanPolicy* policy, std::string* why) {
+Status policyFromCalibration(const Calibration& c, const std::vector<std::string>& uuids,
+                             const std::string& fingerprint, int nranks, const std::string& label, PlanPolicy* policy,
+                             std::string* summary) {
+  const auto doesNotApply = [&](const std::string& why) {
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, label + " does not apply: " + why);
+  };
   std::vector<std::string> mine = uuids;
   std::sort(mine.begin(), mine.end());
   mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
@@ -330,15 +333,13 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
     return "[" + s + "]";
   };
   if (mine != theirs) {
-    *why = label + " does not apply: it was measured on GPUs " + list(theirs) + ", this group runs on " + list(mine);
-    return false;
+    return doesNotApply("it was measured on GPUs " + list(theirs) + ", this group runs on " + list(mine));
   }
   if (fingerprint != c.fingerprint) {
-    *why = label + " does not apply: the fabric changed since it was measured (fingerprint " + c.fingerprint +
-           " then, " + fingerprint +
-           " now: a link or P2P status differs, or this process sees them differently, "
-           "e.g. without NVML); re-run `arfuse doctor --calibrate`";
-    return false;
+    return doesNotApply("the fabric changed since it was measured (fingerprint " + c.fingerprint + " then, " +
+                        fingerprint +
+                        " now: a link or P2P status differs, or this process sees them differently, "
+                        "e.g. without NVML); re-run `arfuse doctor --calibrate`");
   }
   const CalibrationGroup* g = nullptr;
   std::string have;
@@ -347,21 +348,18 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
     have += (have.empty() ? "" : ", ") + std::to_string(x.nranks);
   }
   if (!g) {
-    *why = label + " does not apply: it has no measurement for " + std::to_string(nranks) + " ranks (it has " +
-           (have.empty() ? std::string("none") : have) + "); run `arfuse doctor --calibrate --ranks " +
-           std::to_string(nranks) + "`";
-    return false;
+    return doesNotApply("it has no measurement for " + std::to_string(nranks) + " ranks (it has " +
+                        (have.empty() ? std::string("none") : have) + "); run `arfuse doctor --calibrate --ranks " +
+                        std::to_string(nranks) + "`");
   }
   const bool virtualRanks = static_cast<int>(mine.size()) < nranks;
   if (g->virtualRanks != virtualRanks) {
-    *why = label + " does not apply: its " + std::to_string(nranks) + "-rank measurement used " +
-           (g->virtualRanks ? "virtual ranks" : "one GPU per rank") + ", this group " +
-           (virtualRanks ? "has virtual ranks" : "has one GPU per rank");
-    return false;
+    return doesNotApply("its " + std::to_string(nranks) + "-rank measurement used " +
+                        (g->virtualRanks ? "virtual ranks" : "one GPU per rank") + ", this group " +
+                        (virtualRanks ? "has virtual ranks" : "has one GPU per rank"));
   }
   if (g->points.empty()) {
-    *why = label + " does not apply: its " + std::to_string(nranks) + "-rank group holds no successful measurement";
-    return false;
+    return doesNotApply("its " + std::to_string(nranks) + "-rank group holds no successful measurement");
   }
 
   // Per path: was it measured, up to which size was it the fastest, and its largest measured size.
@@ -423,34 +421,28 @@ bool policyFromCalibration(const Calibration& c, const std::vector<std::string>&
     }
   }
   if (said.empty()) {
-    *why = label + " does not apply: its " + std::to_string(nranks) +
-           "-rank group measured no path the plan has a "
-           "limit for";
-    return false;
+    return doesNotApply("its " + std::to_string(nranks) + "-rank group measured no path the plan has a limit for");
   }
   p.calibratedFrom = label;
   *policy = p;
   std::string s;
   for (size_t i = 0; i < said.size(); ++i) s += (i ? ", " : "") + said[i];
-  *why = label + " applies (" + std::to_string(nranks) + (virtualRanks ? " virtual" : "") + " ranks, " + c.fingerprint +
-         ", measured " + c.created + " at hidden " + std::to_string(c.hidden) + " " + c.dtype + "): " + s;
-  return true;
+  *summary = label + " applies (" + std::to_string(nranks) + (virtualRanks ? " virtual" : "") + " ranks, " +
+             c.fingerprint + ", measured " + c.created + " at hidden " + std::to_string(c.hidden) + " " + c.dtype +
+             "): " + s;
+  return Status();
 }
 
-bool loadCalibrationPolicy(const std::string& path, const std::vector<std::string>& uuids,
-                           const std::string& fingerprint, int nranks, PlanPolicy* policy, std::string* why) {
+Status loadCalibrationPolicy(const std::string& path, const std::vector<std::string>& uuids,
+                             const std::string& fingerprint, int nranks, PlanPolicy* policy, std::string* summary) {
   const std::string label = "calibration " + path;
-  std::string text, err;
-  if (!topo::json::readFile(path, &text, &err)) {  // regular files only, size-capped: never blocks on a FIFO
-    *why = label + " does not apply: " + err;
-    return false;
-  }
+  const std::string prefix = label + " does not apply: ";
+  std::string text;
+  // Regular files only, size-capped: never blocks on a FIFO.
+  ARFUSE_CHECK_PREFIXED(prefix, topo::json::readFile(path, &text));
   Calibration c;
-  if (const Status read = calibrationFromJson(text, &c); !read.ok()) {
-    *why = label + " does not apply: " + read.message();
-    return false;
-  }
-  return policyFromCalibration(c, uuids, fingerprint, nranks, label, policy, why);
+  ARFUSE_CHECK_PREFIXED(prefix, calibrationFromJson(text, &c));
+  return policyFromCalibration(c, uuids, fingerprint, nranks, label, policy, summary);
 }
 
 }  // namespace arfuse

@@ -67,20 +67,22 @@ std::string calibrationToJson(const Calibration& c);
 // line:column.
 Status calibrationFromJson(std::string_view text, Calibration* out);
 
-// Sets the limits of *policy from the group of `nranks` ranks, if the file matches (*why is data, not
-// an error: the one line that says why a calibration applies or why not, which the policy reports as
-// an INFO or WARN note and doctor prints; a calibration that does not apply is a normal outcome): `uuids` are the
+// Sets the limits of *policy from the group of `nranks` ranks, if the file matches: `uuids` are the
 // group's GPUs, one per rank (repeats are virtual ranks), `fingerprint` is
 // topo::calibrationFingerprint of their topology. `label` (e.g. "calibration /etc/arfuse/cal.json")
 // goes into policy->calibratedFrom and so into the plan's reasons. Only limits of paths that were
-// measured change. Returns true with *why summarising the limits, or false with *why saying in one
-// line why the file does not apply (policy untouched).
-bool policyFromCalibration(const Calibration& c, const std::vector<std::string>& uuids, const std::string& fingerprint,
-                           int nranks, const std::string& label, PlanPolicy* policy, std::string* why);
+// measured change. On success *summary is the one line that says which limits it set (data: the
+// policy reports it as an INFO note, doctor prints it); a file that does not apply is
+// arfuseInvalidArgument whose message is the one line that says why ("LABEL does not apply: ..."),
+// reported as a WARN note, the policy untouched.
+Status policyFromCalibration(const Calibration& c, const std::vector<std::string>& uuids,
+                             const std::string& fingerprint, int nranks, const std::string& label, PlanPolicy* policy,
+                             std::string* summary);
 
-// Reads `path` and applies it as above, with label "calibration <path>". Every failure (missing file,
-// bad JSON, no match) is false with a one-line *why; nothing throws.
-bool loadCalibrationPolicy(const std::string& path, const std::vector<std::string>& uuids,
-                           const std::string& fingerprint, int nranks, PlanPolicy* policy, std::string* why);
+// Reads `path` and applies it as above, with label "calibration <path>". Every failure has the same
+// one-line form: a file that cannot be opened or read is arfuseSystemError, bad JSON or no match
+// arfuseInvalidArgument; nothing throws.
+Status loadCalibrationPolicy(const std::string& path, const std::vector<std::string>& uuids,
+                             const std::string& fingerprint, int nranks, PlanPolicy* policy, std::string* summary);
 
 }  // namespace arfuse

@@ -68,12 +68,13 @@ void applyCalibrationFile(const PolicyInputs& in, ResolvedPolicy* out) {
     out->notes.push_back({kLogWarn, "ARFUSE_CALIBRATION_FILE=" + in.calibrationFile + " not used: " + found.message()});
     return;
   }
-  std::string why;
+  std::string summary;
   const std::string fingerprint = topo::calibrationFingerprint(*in.topology, indices);
-  out->calibrationApplies =
-      loadCalibrationPolicy(in.calibrationFile, in.uuids, fingerprint, nranks, &out->policy, &why);
-  out->calibrationWhy = why;
-  out->notes.push_back({out->calibrationApplies ? kLogInfo : kLogWarn, why});
+  const Status applied =
+      loadCalibrationPolicy(in.calibrationFile, in.uuids, fingerprint, nranks, &out->policy, &summary);
+  out->calibrationApplies = applied.ok();
+  out->calibrationWhy = applied.ok() ? summary : applied.message();
+  out->notes.push_back({applied.ok() ? kLogInfo : kLogWarn, out->calibrationWhy});
 }
 
 // Step 3: without a calibration and without an explicit ARFUSE_ONESHOT_MAX_BYTES, built-in limits

@@ -18,21 +18,11 @@ namespace topo {
 namespace json {
 
 const char* kindName(Value::Kind k) {
-  switch (k) {
-    case Value::Kind::kNull:
-      return "null";
-    case Value::Kind::kBool:
-      return "a boolean";
-    case Value::Kind::kNumber:
-      return "a number";
-    case Value::Kind::kString:
-      return "a string";
-    case Value::Kind::kArray:
-      return "an array";
-    case Value::Kind::kObject:
-      return "an object";
-  }
-  return "?";
+  // Indexed by Value::Kind, in its order.
+  static constexpr const char* kNames[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+  static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(Value::Kind::kObject) + 1);
+  const auto i = static_cast<size_t>(k);
+  return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : "?";
 }
 
 namespace {
@@ -58,19 +48,21 @@ class Parser {
  public:
   explicit Parser(std::string_view s) : s_(s) {}
 
-  bool document(Value* out, std::string* error) {
+  Status document(Value* out) {
     skipSpace();
-    if (!value(out, 0)) return finish(error);
+    if (!value(out, 0)) return finish();
     skipSpace();
     if (i_ != s_.size()) fail("unexpected text after the end of the document");
-    return finish(error);
+    return finish();
   }
 
  private:
-  bool finish(std::string* error) {
-    if (err_.empty()) return true;
-    if (error) *error = std::to_string(errPos_.line) + ":" + std::to_string(errPos_.col) + ": " + err_;
-    return false;
+  // The first failure recorded (fail/failAt keep the grammar's functions bool), as the one Status.
+  Status finish() const {
+    if (err_.empty()) return Status();
+    // Concatenated, not printf'd: a quoted key may hold a NUL (\u0000).
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                            std::to_string(errPos_.line) + ":" + std::to_string(errPos_.col) + ": " + err_);
   }
   bool fail(const std::string& msg) { return failAt(pos(), msg); }
   bool failAt(Pos p, const std::string& msg) {
@@ -307,18 +299,15 @@ class Parser {
 
 }  // namespace
 
-bool parse(std::string_view text, Value* out, std::string* error) {
+Status parse(std::string_view text, Value* out) {
   *out = Value();
   Parser p(text);
-  return p.document(out, error);
+  return p.document(out);
 }
 
-bool readFile(const std::string& path, std::string* text, std::string* error, size_t maxBytes) {
+Status readFile(const std::string& path, std::string* text, size_t maxBytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    *error = path + ": cannot open: " + std::strerror(errno);
-    return false;
-  }
+  if (fd < 0) return ARFUSE_FAIL_TEXT(arfuseSystemError, path + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const char* kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
@@ -327,15 +316,15 @@ bool readFile(const std::string& path, std::string* text, std::string* error, si
                        : S_ISDIR(st.st_mode)  ? "a directory"
                        : S_ISSOCK(st.st_mode) ? "a socket"
                                               : "not a regular file";
-    *error = path + ": is " + kind + ", not a regular file: give the path of a JSON file";
     ::close(fd);
-    return false;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                            path + ": is " + kind + ", not a regular file: give the path of a JSON file");
   }
   if (static_cast<unsigned long long>(st.st_size) > maxBytes) {
-    *error = path + ": " + std::to_string(st.st_size) + " bytes, over the limit of " + std::to_string(maxBytes) +
-             " bytes for a file arfuse reads: is it the right file?";
     ::close(fd);
-    return false;
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, path + ": " + std::to_string(st.st_size) +
+                                                       " bytes, over the limit of " + std::to_string(maxBytes) +
+                                                       " bytes for a file arfuse reads: is it the right file?");
   }
   std::string out;
   out.reserve(static_cast<size_t>(st.st_size));
@@ -344,21 +333,21 @@ bool readFile(const std::string& path, std::string* text, std::string* error, si
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      *error = path + ": read failed: " + std::strerror(errno);
+      const int e = errno;
       ::close(fd);
-      return false;
+      return ARFUSE_FAIL_TEXT(arfuseSystemError, path + ": read failed: " + std::strerror(e));
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (out.size() > maxBytes) {  // it grew while we read
-      *error = path + ": over the limit of " + std::to_string(maxBytes) + " bytes for a file arfuse reads";
       ::close(fd);
-      return false;
+      return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, path + ": over the limit of " + std::to_string(maxBytes) +
+                                                         " bytes for a file arfuse reads");
     }
   }
   ::close(fd);
   *text = std::move(out);
-  return true;
+  return Status();
 }
 
 void appendString(std::string* out, std::string_view s) {

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+
 namespace arfuse {
 namespace topo {
 namespace json {
@@ -46,14 +48,16 @@ const char* kindName(Value::Kind k);
 constexpr size_t kMaxFileBytes = size_t{16} << 20;
 constexpr size_t kMaxValues = size_t{1} << 20;
 
-// Parses one JSON document (RFC 8259; nesting limited to 64 levels, at most kMaxValues values). On
-// failure returns false and sets *error to "L:C: message".
-bool parse(std::string_view text, Value* out, std::string* error);
+// Parses one JSON document (RFC 8259; nesting limited to 64 levels, at most kMaxValues values). A
+// failure is arfuseInvalidArgument with the message "L:C: message".
+Status parse(std::string_view text, Value* out);
 
 // Reads a whole file for parse(): a regular file of at most maxBytes. A FIFO, a device (/dev/zero),
 // a directory or a socket is refused by name instead of blocking or reading forever (it is opened
-// non-blocking, so even a FIFO without a writer cannot hang the open). *error: "PATH: why".
-bool readFile(const std::string& path, std::string* text, std::string* error, size_t maxBytes = kMaxFileBytes);
+// non-blocking, so even a FIFO without a writer cannot hang the open). The message is "PATH: why":
+// arfuseSystemError when the file cannot be opened or read, arfuseInvalidArgument when the path
+// names something else than a JSON file arfuse reads (not a regular file, over maxBytes).
+Status readFile(const std::string& path, std::string* text, size_t maxBytes = kMaxFileBytes);
 
 // Appends s as a JSON string literal: quotes, backslash and control characters escaped; other bytes
 // (UTF-8) are written as they are.

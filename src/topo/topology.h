@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace arfuse {
 namespace topo {
 
@@ -148,11 +150,11 @@ std::string validate(const Topology& t);
 // number form, "\n" line ends), so recorded files diff cleanly and fingerprints of files are stable.
 std::string toJson(const Topology& t);
 // Strict: unknown keys, missing required fields, wrong types, duplicate keys, a wrong schema string
-// and anything after the closing brace are errors. On failure returns false and sets *error to one
-// line naming the field path and the line:column ("gpus[2].sm_count at 14:35: expected an integer").
-bool fromJson(std::string_view text, Topology* out, std::string* error);
-// Reads a file; errors are prefixed with the path.
-bool readJsonFile(const std::string& path, Topology* out, std::string* error);
+// and anything after the closing brace are errors: arfuseInvalidArgument with one line naming the
+// field path and the line:column ("gpus[2].sm_count at 14:35: expected an integer").
+Status fromJson(std::string_view text, Topology* out);
+// Reads a file (json::readFile's errors as they are); fromJson's errors are prefixed with the path.
+Status readJsonFile(const std::string& path, Topology* out);
 
 // ---- derived facts (pure) --------------------------------------------------------------------
 

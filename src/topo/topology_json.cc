@@ -27,6 +27,85 @@ using json::Value;
 
 std::string at(Pos p) { return std::to_string(p.line) + ":" + std::to_string(p.col); }
 
+// ---- the schema: each struct's fields, once ---------------------------------------------------
+//
+// One function per struct names its fields in the order they are written and read, with what the
+// reader accepts: an integer's range (a double must be finite and not negative, an enum one of its
+// JSON names, an optional may be absent). V is the Writer (appends each field; an absent optional
+// and an empty nested object are left out) or the Reader's Obj (reads and checks each; the first
+// problem ends the walk, so the && chains stop there). check() states a fact about the enclosing
+// array, tested by the reader right after the field it names; the writer's values were vouched for
+// by validate(), so it ignores them.
+
+struct Range {
+  int64_t lo, hi;
+};
+
+// An enum's JSON names, for the field() overloads that take an enum (none for other types).
+template <class E>
+struct EnumNames {};
+template <>
+struct EnumNames<P2pStatus> {
+  static const char* name(P2pStatus v) { return p2pStatusName(v); }
+  static std::optional<P2pStatus> parse(std::string_view s) { return parseP2pStatus(s); }
+};
+template <>
+struct EnumNames<PcieLink> {
+  static const char* name(PcieLink v) { return pcieLinkName(v); }
+  static std::optional<PcieLink> parse(std::string_view s) { return parsePcieLink(s); }
+};
+
+template <class V, class H>  // H: HostMeasured (const for the writer), and so on below
+bool hostFields(V& v, H& h) {
+  return v.field("host_read_gbps", h.readGBps) && v.field("host_write_gbps", h.writeGBps) &&
+         v.field("host_flag_rtt_us", h.flagRoundTripUs);
+}
+
+template <class V, class M>
+bool measuredFields(V& v, M& m) {
+  return v.field("peer_load", m.peerLoad) && v.field("peer_store", m.peerStore) && v.field("read_gbps", m.readGBps) &&
+         v.field("write_gbps", m.writeGBps) && v.field("flag_latency_us", m.flagLatencyUs) &&
+         v.field("solo_read_gbps", m.soloReadGBps);
+}
+
+// `entry`: the GPU's position in gpus, which its index must equal.
+template <class V, class G>
+bool gpuFields(V& v, G& g, int entry) {
+  const auto isEntry = [&] {
+    return g.index == entry ? std::string()
+                            : "is " + std::to_string(g.index) + " but this is entry " + std::to_string(entry) +
+                                  " (gpus are listed in index order, starting at 0)";
+  };
+  return v.field("index", g.index, Range{0, 1 << 20}) && v.check("index", isEntry) && v.field("name", g.name) &&
+         v.field("uuid", g.uuid) && v.field("pci_bus_id", g.pciBusId) && v.field("cc_major", g.ccMajor, Range{1, 99}) &&
+         v.field("cc_minor", g.ccMinor, Range{0, 99}) && v.field("sm_count", g.smCount, Range{1, 1 << 20}) &&
+         v.field("numa_node", g.numaNode, Range{0, 1 << 20}) &&
+         v.field("memory_bytes", g.memoryBytes, Range{0, INT64_MAX}) && v.field("pcie_gen", g.pcieGen, Range{1, 16}) &&
+         v.field("pcie_width", g.pcieWidth, Range{1, 64}) &&
+         v.object("measured", g.host, [](V& sub, auto& h) { return hostFields(sub, h); });
+}
+
+// `entry`: the link's position in links, which must hold the entry-th ordered pair of n GPUs.
+template <class V, class L>
+bool linkFields(V& v, L& l, int entry, int n) {
+  // This one check rules out gaps, duplicates, self-links and disorder, and the message says which
+  // pair was expected. Said of the whole object (nullptr), as it is about both fields.
+  const auto isEntry = [&] {
+    const int wantFrom = entry / (n - 1);
+    int wantTo = entry % (n - 1);
+    if (wantTo >= wantFrom) ++wantTo;
+    if (l.from == wantFrom && l.to == wantTo) return std::string();
+    return "expected the pair " + std::to_string(wantFrom) + "->" + std::to_string(wantTo) + ", found " +
+           std::to_string(l.from) + "->" + std::to_string(l.to) +
+           " (links list every ordered pair once, sorted by from, then to)";
+  };
+  return v.field("from", l.from, Range{0, n - 1}) && v.field("to", l.to, Range{0, n - 1}) &&
+         v.check(nullptr, isEntry) && v.field("can_access_peer", l.canAccessPeer) && v.field("p2p_read", l.p2pRead) &&
+         v.field("p2p_write", l.p2pWrite) && v.field("p2p_atomics", l.p2pAtomics) &&
+         v.field("nvlinks", l.nvlinks, Range{0, 64}) && v.field("pcie", l.pcie) &&
+         v.object("measured", l.measured, [](V& sub, auto& m) { return measuredFields(sub, m); });
+}
+
 // ---- writer ---------------------------------------------------------------------------------
 
 void key(std::string* o, const char* k) {
@@ -34,86 +113,76 @@ void key(std::string* o, const char* k) {
   *o += ": ";
 }
 
-void field(std::string* o, bool* first, const char* k) {
-  if (!*first) *o += ", ";
-  *first = false;
-  key(o, k);
-}
+// Appends an object's fields, `"key": value` separated by ", "; the caller writes the braces.
+class Writer {
+ public:
+  explicit Writer(std::string* o) : o_(o) {}
 
-// A field's value, spelled once for each type the schema uses.
-void appendValue(std::string* o, bool v) { *o += v ? "true" : "false"; }
-void appendValue(std::string* o, double v) { *o += json::formatDouble(v); }
-void appendValue(std::string* o, const std::string& v) { json::appendString(o, v); }
-void appendValue(std::string* o, const char* v) { json::appendString(o, v); }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
-void appendValue(std::string* o, I v) {
-  *o += std::to_string(v);
-}
+  bool field(const char* k, bool v) { return put(k, v ? "true" : "false"); }
+  bool field(const char* k, double v) { return put(k, json::formatDouble(v)); }
+  bool field(const char* k, const std::string& v) {
+    name(k);
+    json::appendString(o_, v);
+    return true;
+  }
+  template <class I, class = std::enable_if_t<std::is_integral_v<I>>>
+  bool field(const char* k, I v, Range) {
+    return put(k, std::to_string(v));
+  }
+  template <class E, class = decltype(EnumNames<E>::name)>
+  bool field(const char* k, E v) {
+    name(k);
+    json::appendString(o_, EnumNames<E>::name(v));
+    return true;
+  }
+  // An absent optional is left out (never written as null).
+  template <class T, class... R>
+  bool field(const char* k, const std::optional<T>& v, R... range) {
+    return !v || field(k, *v, range...);
+  }
+  // A nested object with nothing in it is left out.
+  template <class T, class F>
+  bool object(const char* k, const T& v, F fields) {
+    if (!v.any()) return true;
+    name(k);
+    *o_ += "{";
+    Writer sub(o_);
+    fields(sub, v);
+    *o_ += "}";
+    return true;
+  }
+  template <class F>
+  bool check(const char*, F) {
+    return true;
+  }
 
-template <typename T>
-void field(std::string* o, bool* first, const char* k, const T& v) {
-  field(o, first, k);
-  appendValue(o, v);
-}
-// An absent optional is left out (never written as null).
-template <typename T>
-void field(std::string* o, bool* first, const char* k, const std::optional<T>& v) {
-  if (v) field(o, first, k, *v);
-}
+ private:
+  void name(const char* k) {
+    if (!first_) *o_ += ", ";
+    first_ = false;
+    key(o_, k);
+  }
+  bool put(const char* k, const std::string& text) {
+    name(k);
+    *o_ += text;
+    return true;
+  }
+
+  std::string* o_;
+  bool first_ = true;
+};
 
 void writeGpu(std::string* o, const Gpu& g) {
-  bool first = true;
+  Writer w(o);
   *o += "{";
-  field(o, &first, "index", g.index);
-  field(o, &first, "name", g.name);
-  field(o, &first, "uuid", g.uuid);
-  field(o, &first, "pci_bus_id", g.pciBusId);
-  field(o, &first, "cc_major", g.ccMajor);
-  field(o, &first, "cc_minor", g.ccMinor);
-  field(o, &first, "sm_count", g.smCount);
-  field(o, &first, "numa_node", g.numaNode);
-  field(o, &first, "memory_bytes", g.memoryBytes);
-  field(o, &first, "pcie_gen", g.pcieGen);
-  field(o, &first, "pcie_width", g.pcieWidth);
-  if (g.host.any()) {
-    field(o, &first, "measured");
-    bool f2 = true;
-    *o += "{";
-    field(o, &f2, "host_read_gbps", g.host.readGBps);
-    field(o, &f2, "host_write_gbps", g.host.writeGBps);
-    field(o, &f2, "host_flag_rtt_us", g.host.flagRoundTripUs);
-    *o += "}";
-  }
+  gpuFields(w, g, g.index);
   *o += "}";
 }
 
-void writeMeasured(std::string* o, const Measured& m) {
-  bool first = true;
+void writeLink(std::string* o, const Link& l, int entry, int n) {
+  Writer w(o);
   *o += "{";
-  field(o, &first, "peer_load", m.peerLoad);
-  field(o, &first, "peer_store", m.peerStore);
-  field(o, &first, "read_gbps", m.readGBps);
-  field(o, &first, "write_gbps", m.writeGBps);
-  field(o, &first, "flag_latency_us", m.flagLatencyUs);
-  field(o, &first, "solo_read_gbps", m.soloReadGBps);
-  *o += "}";
-}
-
-void writeLink(std::string* o, const Link& l) {
-  bool first = true;
-  *o += "{";
-  field(o, &first, "from", l.from);
-  field(o, &first, "to", l.to);
-  field(o, &first, "can_access_peer", l.canAccessPeer);
-  field(o, &first, "p2p_read", p2pStatusName(l.p2pRead));
-  field(o, &first, "p2p_write", p2pStatusName(l.p2pWrite));
-  field(o, &first, "p2p_atomics", p2pStatusName(l.p2pAtomics));
-  field(o, &first, "nvlinks", l.nvlinks);
-  field(o, &first, "pcie", pcieLinkName(l.pcie));
-  if (l.measured.any()) {
-    field(o, &first, "measured");
-    writeMeasured(o, l.measured);
-  }
+  linkFields(w, l, entry, n);
   *o += "}";
 }
 
@@ -137,7 +206,9 @@ class Reader {
     return false;
   }
 
-  // An object being read: remembers which keys were consumed so leftovers can be reported.
+  // An object being read: remembers which keys were consumed so leftovers can be reported. Its
+  // field() overloads read what the schema functions above name; each returns false on a problem
+  // (recorded in the Reader), and an absent optional is fine.
   class Obj {
    public:
     Obj(Reader* r, const Value& v, std::string path) : r_(r), v_(v), path_(std::move(path)) {
@@ -164,53 +235,77 @@ class Reader {
       return true;
     }
 
-    bool str(const char* k, std::string* out) { return strImpl(k, true, out); }
-    bool optStr(const char* k, std::optional<std::string>* out) {
-      std::string s;
-      if (!strImpl(k, false, &s, out)) return false;
-      return true;
-    }
-    bool boolean(const char* k, bool* out) {
+    bool field(const char* k, std::string& out) { return str(k, true, &out); }
+    bool field(const char* k, std::optional<std::string>& out) { return str(k, false, nullptr, &out); }
+    bool field(const char* k, bool& out) {
       const Value* v = find(k, true);
-      if (!v) return false;
-      return r_->asBool(path(k), *v, out);
+      return v && r_->asBool(path(k), *v, &out);
     }
-    bool optBool(const char* k, std::optional<bool>* out) {
+    bool field(const char* k, std::optional<bool>& out) {
       const Value* v = find(k, false);
       if (!v) return !r_->failed();
       bool b = false;
       if (!r_->asBool(path(k), *v, &b)) return false;
-      *out = b;
+      out = b;
       return true;
     }
-    bool integer(const char* k, int64_t lo, int64_t hi, int64_t* out) {
+    template <class I, class = std::enable_if_t<std::is_integral_v<I>>>
+    bool field(const char* k, I& out, Range r) {
       const Value* v = find(k, true);
-      if (!v) return false;
-      return r_->asInt(path(k), *v, lo, hi, out);
+      int64_t x = 0;
+      if (!v || !r_->asInt(path(k), *v, r.lo, r.hi, &x)) return false;
+      out = static_cast<I>(x);
+      return true;
     }
-    bool optInt(const char* k, int64_t lo, int64_t hi, std::optional<int>* out) {
+    template <class I>
+    bool field(const char* k, std::optional<I>& out, Range r) {
       const Value* v = find(k, false);
       if (!v) return !r_->failed();
       int64_t x = 0;
-      if (!r_->asInt(path(k), *v, lo, hi, &x)) return false;
-      *out = static_cast<int>(x);
+      if (!r_->asInt(path(k), *v, r.lo, r.hi, &x)) return false;
+      out = static_cast<I>(x);
       return true;
     }
-    bool optDouble(const char* k, std::optional<double>* out) {
+    bool field(const char* k, std::optional<double>& out) {
       const Value* v = find(k, false);
       if (!v) return !r_->failed();
       double x = 0;
       if (!r_->asDouble(path(k), *v, &x)) return false;
-      *out = x;
+      out = x;
       return true;
+    }
+    template <class E, class = decltype(EnumNames<E>::parse)>
+    bool field(const char* k, E& out) {
+      std::string s;
+      if (!str(k, true, &s)) return false;
+      const std::optional<E> e = EnumNames<E>::parse(s);
+      if (!e) return r_->fail(path(k), find(k, true)->pos, "unknown value \"" + s + "\"");
+      out = *e;
+      return true;
+    }
+    // An optional nested object, read by `fields` and then checked for unknown keys.
+    template <class T, class F>
+    bool object(const char* k, T& out, F fields) {
+      const Value* m = find(k, false);
+      if (!m) return !r_->failed();
+      if (m->kind != Value::Kind::kObject) return r_->typeError(path(k), *m, "an object");
+      Obj sub(r_, *m, path(k));
+      return fields(sub, out) && sub.noUnknown();
+    }
+    // `problem()` is "" or what is wrong with the field k (nullptr: with this object as a whole).
+    template <class F>
+    bool check(const char* k, F problem) {
+      const std::string p = problem();
+      if (p.empty()) return true;
+      return k ? r_->fail(path(k), find(k, true)->pos, p) : r_->fail(path_, v_.pos, p);
     }
 
    private:
-    bool strImpl(const char* k, bool required, std::string* s, std::optional<std::string>* opt = nullptr) {
+    bool str(const char* k, bool required, std::string* s, std::optional<std::string>* opt = nullptr) {
       const Value* v = find(k, required);
       if (!v) return !r_->failed();
       if (v->kind != Value::Kind::kString) return r_->typeError(path(k), *v, "a string");
-      *s = v->text;
+      if (s) *s = v->text;
       if (opt) *opt = v->text;
       return true;
     }
@@ -254,92 +349,18 @@ class Reader {
     return true;
   }
 
-  template <typename E>
-  bool asEnum(Obj& o, const char* k, std::optional<E> (*parseFn)(std::string_view), E* out) {
-    std::string s;
-    if (!o.str(k, &s)) return false;
-    auto e = parseFn(s);
-    if (!e) {
-      const Value* v = o.find(k, true);
-      return fail(o.path(k), v->pos, "unknown value \"" + s + "\"");
-    }
-    *out = *e;
-    return true;
-  }
-
   bool gpu(const Value& v, int i, Gpu* g) {
     std::string p = "gpus[" + std::to_string(i) + "]";
     if (v.kind != Value::Kind::kObject) return typeError(p, v, "an object");
     Obj o(this, v, p);
-    int64_t x = 0;
-    if (!o.integer("index", 0, 1 << 20, &x)) return false;
-    if (x != i) {
-      return fail(o.path("index"), o.find("index", true)->pos,
-                  "is " + std::to_string(x) + " but this is entry " + std::to_string(i) +
-                      " (gpus are listed in index order, starting at 0)");
-    }
-    g->index = i;
-    if (!o.str("name", &g->name) || !o.str("uuid", &g->uuid) || !o.str("pci_bus_id", &g->pciBusId)) return false;
-    if (!o.integer("cc_major", 1, 99, &x)) return false;
-    g->ccMajor = static_cast<int>(x);
-    if (!o.integer("cc_minor", 0, 99, &x)) return false;
-    g->ccMinor = static_cast<int>(x);
-    if (!o.integer("sm_count", 1, 1 << 20, &x)) return false;
-    g->smCount = static_cast<int>(x);
-    if (!o.optInt("numa_node", 0, 1 << 20, &g->numaNode)) return false;
-    if (!o.integer("memory_bytes", 0, INT64_MAX, &g->memoryBytes)) return false;
-    if (!o.optInt("pcie_gen", 1, 16, &g->pcieGen) || !o.optInt("pcie_width", 1, 64, &g->pcieWidth)) return false;
-    if (const Value* m = o.find("measured", false)) {
-      if (m->kind != Value::Kind::kObject) return typeError(o.path("measured"), *m, "an object");
-      Obj h(this, *m, o.path("measured"));
-      if (!h.optDouble("host_read_gbps", &g->host.readGBps) || !h.optDouble("host_write_gbps", &g->host.writeGBps) ||
-          !h.optDouble("host_flag_rtt_us", &g->host.flagRoundTripUs) || !h.noUnknown()) {
-        return false;
-      }
-    }
-    return o.noUnknown();
-  }
-
-  bool measured(const Value& v, const std::string& p, Measured* m) {
-    if (v.kind != Value::Kind::kObject) return typeError(p, v, "an object");
-    Obj o(this, v, p);
-    if (!o.optBool("peer_load", &m->peerLoad) || !o.optBool("peer_store", &m->peerStore) ||
-        !o.optDouble("read_gbps", &m->readGBps) || !o.optDouble("write_gbps", &m->writeGBps) ||
-        !o.optDouble("flag_latency_us", &m->flagLatencyUs) || !o.optDouble("solo_read_gbps", &m->soloReadGBps)) {
-      return false;
-    }
-    return o.noUnknown();
+    return gpuFields(o, *g, i) && o.noUnknown();
   }
 
   bool link(const Value& v, int k, int n, Link* l) {
     std::string p = "links[" + std::to_string(k) + "]";
     if (v.kind != Value::Kind::kObject) return typeError(p, v, "an object");
     Obj o(this, v, p);
-    int64_t from = 0, to = 0;
-    if (!o.integer("from", 0, n - 1, &from) || !o.integer("to", 0, n - 1, &to)) return false;
-    // Position k must hold the k-th ordered pair: this one check rules out gaps, duplicates,
-    // self-links and disorder, and the message says which pair was expected.
-    int wantFrom = k / (n - 1), wantTo = k % (n - 1);
-    if (wantTo >= wantFrom) ++wantTo;
-    if (from != wantFrom || to != wantTo) {
-      return fail(p, v.pos,
-                  "expected the pair " + std::to_string(wantFrom) + "->" + std::to_string(wantTo) + ", found " +
-                      std::to_string(from) + "->" + std::to_string(to) +
-                      " (links list every ordered pair once, sorted by from, then to)");
-    }
-    l->from = static_cast<int>(from);
-    l->to = static_cast<int>(to);
-    if (!o.boolean("can_access_peer", &l->canAccessPeer)) return false;
-    if (!asEnum(o, "p2p_read", parseP2pStatus, &l->p2pRead) || !asEnum(o, "p2p_write", parseP2pStatus, &l->p2pWrite) ||
-        !asEnum(o, "p2p_atomics", parseP2pStatus, &l->p2pAtomics)) {
-      return false;
-    }
-    if (!o.optInt("nvlinks", 0, 64, &l->nvlinks)) return false;
-    if (!asEnum(o, "pcie", parsePcieLink, &l->pcie)) return false;
-    if (const Value* m = o.find("measured", false)) {
-      if (!measured(*m, o.path("measured"), &l->measured)) return false;
-    }
-    return o.noUnknown();
+    return linkFields(o, *l, k, n) && o.noUnknown();
   }
 
   bool notes(Obj& o, std::vector<std::string>* out) {
@@ -358,15 +379,14 @@ class Reader {
     if (root.kind != Value::Kind::kObject) return typeError("(document)", root, "an object");
     Obj o(this, root, "");
     std::string schema;
-    if (!o.str("schema", &schema)) return false;
+    if (!o.field("schema", schema)) return false;
     if (schema != kSchema) {
       return fail("schema", o.find("schema", true)->pos,
                   "unsupported schema \"" + schema + "\" (this reader understands \"" + kSchema + "\")");
     }
-    if (!o.str("source", &t->source) || !o.optStr("hostname", &t->hostname) ||
-        !o.optStr("driver_version", &t->driverVersion) || !o.optStr("cuda_runtime_version", &t->cudaRuntimeVersion) ||
-        !o.optStr("nccl_version", &t->ncclVersion) || !o.optStr("nvml_version", &t->nvmlVersion) ||
-        !notes(o, &t->notes)) {
+    if (!o.field("source", t->source) || !o.field("hostname", t->hostname) ||
+        !o.field("driver_version", t->driverVersion) || !o.field("cuda_runtime_version", t->cudaRuntimeVersion) ||
+        !o.field("nccl_version", t->ncclVersion) || !o.field("nvml_version", t->nvmlVersion) || !notes(o, &t->notes)) {
       return false;
     }
     const Value* gpus = o.find("gpus", true);
@@ -443,7 +463,7 @@ std::string toJson(const Topology& t) {
     o += "[\n";
     for (size_t i = 0; i < t.links.size(); ++i) {
       o += "    ";
-      writeLink(&o, t.links[i]);
+      writeLink(&o, t.links[i], static_cast<int>(i), t.size());
       o += i + 1 < t.links.size() ? ",\n" : "\n";
     }
     o += "  ]\n";
@@ -452,39 +472,23 @@ std::string toJson(const Topology& t) {
   return o;
 }
 
-bool fromJson(std::string_view text, Topology* out, std::string* error) {
+Status fromJson(std::string_view text, Topology* out) {
   Value root;
-  std::string perr;
-  if (!json::parse(text, &root, &perr)) {
-    if (error) *error = "JSON syntax error at " + perr;
-    return false;
-  }
+  ARFUSE_CHECK_PREFIXED("JSON syntax error at ", json::parse(text, &root));
   Reader r;
   Topology t;
-  if (!r.topology(root, &t)) {
-    if (error) *error = r.error();
-    return false;
-  }
+  if (!r.topology(root, &t)) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, r.error());
   std::string bad = validate(t);
-  if (!bad.empty()) {
-    if (error) *error = "invalid topology: " + bad;
-    return false;
-  }
+  if (!bad.empty()) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "invalid topology: " + bad);
   *out = std::move(t);
-  return true;
+  return Status();
 }
 
-bool readJsonFile(const std::string& path, Topology* out, std::string* error) {
-  std::string text, e;
-  if (!json::readFile(path, &text, &e)) {  // regular files only, size-capped
-    if (error) *error = e;
-    return false;
-  }
-  if (!fromJson(text, out, &e)) {
-    if (error) *error = path + ": " + e;
-    return false;
-  }
-  return true;
+Status readJsonFile(const std::string& path, Topology* out) {
+  std::string text;
+  ARFUSE_CHECK(json::readFile(path, &text));  // regular files only, size-capped
+  ARFUSE_CHECK_PREFIXED(path + ": ", fromJson(text, out));
+  return Status();
 }
 
 }  // namespace topo

@@ -150,7 +150,7 @@ TEST(BenchJson, NcclSweepMembers) {
 
   // Well-formed JSON, read back with the project's strict reader.
   topo::json::Value doc;
-  ASSERT_TRUE(topo::json::parse(j, &doc, &err)) << err << "\n" << j;
+  ASSERT_EQ(topo::json::parse(j, &doc).into(&err), arfuseSuccess) << err << "\n" << j;
   EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/4");
   // Every arfuse-bench/1 and /2 member is still there, and /3's epilogue list.
   for (const char* key :
@@ -261,7 +261,7 @@ TEST(BenchJson, EpilogueListAndRows) {
   copy.epilogue = "fp8";
   const std::string j = benchJson(a, e, {norm, copy});
   topo::json::Value doc;
-  ASSERT_TRUE(topo::json::parse(j, &doc, &err)) << err << "\n" << j;
+  ASSERT_EQ(topo::json::parse(j, &doc).into(&err), arfuseSuccess) << err << "\n" << j;
   EXPECT_EQ(str(member(doc, "schema")), "arfuse-bench/4");
   const topo::json::Value* list = member(doc, "epilogues");
   ASSERT_NE(list, nullptr);

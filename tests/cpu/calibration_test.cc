@@ -164,7 +164,9 @@ TEST(Calibration, NumbersAreBoundedAndTheLimitArithmeticCannotOverflow) {
       {"oneshot", 1, big, 1.0}, {"nccl", 1, big, 2.0}, {"oneshot", 2, 2 * big, 3.0}, {"nccl", 2, 2 * big, 2.0}};
   PlanPolicy p;
   std::string why;
-  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "calibration x", &p, &why)) << why;
+  ASSERT_EQ(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "calibration x", &p, &why).into(&why),
+            arfuseSuccess)
+      << why;
   EXPECT_EQ(p.oneShotMaxBytes, LLONG_MAX) << why;
 }
 
@@ -176,23 +178,27 @@ TEST(Calibration, MatchesOnlyItsOwnGpusFabricAndRankCount) {
   std::string why;
   // Other GPUs: the first four of the machine.
   const std::vector<int> four = {0, 1, 2, 3};
-  EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, four), topo::calibrationFingerprint(t, four), 4,
-                                     "calibration c.json", &p, &why));
+  EXPECT_EQ(policyFromCalibration(c, uuidsOf(t, four), topo::calibrationFingerprint(t, four), 4, "calibration c.json",
+                                  &p, &why)
+                .into(&why),
+            arfuseInvalidArgument);
   EXPECT_NE(why.find("calibration c.json does not apply: it was measured on GPUs [GPU-"), std::string::npos) << why;
   // Same GPUs, changed fabric.
   topo::Topology changed = t;
   changed.link(2, 5).measured.peerStore = false;  // measured facts do not change the key...
   EXPECT_EQ(topo::calibrationFingerprint(changed, devs), c.fingerprint);
   changed.link(2, 5).canAccessPeer = false;  // ...reported ones do
-  EXPECT_FALSE(
-      policyFromCalibration(c, uuidsOf(t, devs), topo::calibrationFingerprint(changed, devs), 8, "cal", &p, &why));
+  EXPECT_NE(policyFromCalibration(c, uuidsOf(t, devs), topo::calibrationFingerprint(changed, devs), 8, "cal", &p, &why)
+                .into(&why),
+            arfuseSuccess);
   EXPECT_NE(why.find("the fabric changed since it was measured (fingerprint " + c.fingerprint), std::string::npos)
       << why;
   EXPECT_NE(why.find("re-run `arfuse doctor --calibrate`"), std::string::npos) << why;
   // Same GPUs and fabric, another rank count (16 virtual ranks on the 8 GPUs).
   std::vector<int> sixteen = devs;
   sixteen.insert(sixteen.end(), devs.begin(), devs.end());
-  EXPECT_FALSE(policyFromCalibration(c, uuidsOf(t, sixteen), c.fingerprint, 16, "cal", &p, &why));
+  EXPECT_NE(policyFromCalibration(c, uuidsOf(t, sixteen), c.fingerprint, 16, "cal", &p, &why).into(&why),
+            arfuseSuccess);
   EXPECT_EQ(why,
             "cal does not apply: it has no measurement for 16 ranks (it has 8); run `arfuse doctor --calibrate "
             "--ranks 16`");
@@ -200,7 +206,8 @@ TEST(Calibration, MatchesOnlyItsOwnGpusFabricAndRankCount) {
   EXPECT_EQ(p.oneShotMaxBytes, orig.oneShotMaxBytes);  // untouched on every failure
   // Rank order does not matter.
   std::vector<int> shuffled = {7, 3, 1, 0, 2, 6, 5, 4};
-  EXPECT_TRUE(policyFromCalibration(c, uuidsOf(t, shuffled), c.fingerprint, 8, "cal", &p, &why)) << why;
+  EXPECT_EQ(policyFromCalibration(c, uuidsOf(t, shuffled), c.fingerprint, 8, "cal", &p, &why).into(&why), arfuseSuccess)
+      << why;
 }
 
 TEST(Calibration, PolicyFromMeasuredCrossovers) {
@@ -209,8 +216,10 @@ TEST(Calibration, PolicyFromMeasuredCrossovers) {
   PlanPolicy p;
   p.forcedBy = "kept";
   std::string why;
-  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "calibration /etc/arfuse/cal.json",
-                                    &p, &why))
+  ASSERT_EQ(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "calibration /etc/arfuse/cal.json",
+                                  &p, &why)
+                .into(&why),
+            arfuseSuccess)
       << why;
   EXPECT_EQ(p.lowLatencyMaxBytes, -1);          // fastest up to its largest size: the buffer limit decides
   EXPECT_EQ(p.oneShotMaxBytes, 16 * kRow * 7);  // fastest up to 16 tokens, in bytes x peers
@@ -259,7 +268,9 @@ TEST(Calibration, TwoPhaseLowLatencyWindowFromItsPoints) {
   add(&g, "lowlatency2", 32, 14.0);  // two-shot 13.0: not the fastest
   PlanPolicy p;
   std::string why;
-  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "cal", &p, &why)) << why;
+  ASSERT_EQ(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "cal", &p, &why).into(&why),
+            arfuseSuccess)
+      << why;
   EXPECT_EQ(p.llTwoPhaseMaxBytes, 16 * kRow);
   EXPECT_NE(why.find("lowlatency two-phase <= 229376 B"), std::string::npos) << why;
   Fabric f;
@@ -280,7 +291,9 @@ TEST(Calibration, TwoPhaseLowLatencyWindowFromItsPoints) {
   for (CalibrationPoint& q : h.points)
     if (q.algo == "lowlatency2") q.us = 99.0;
   PlanPolicy closed;
-  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "cal", &closed, &why)) << why;
+  ASSERT_EQ(policyFromCalibration(c, uuidsOf(t, allDevices(t)), c.fingerprint, 8, "cal", &closed, &why).into(&why),
+            arfuseSuccess)
+      << why;
   EXPECT_EQ(closed.llTwoPhaseMaxBytes, 0);
   EXPECT_NE(why.find("lowlatency two-phase never the fastest"), std::string::npos) << why;
 }
@@ -304,8 +317,11 @@ TEST(Calibration, TwoRanksAndALowLatencyCap) {
   PlanPolicy p;
   std::string why;
   // A real 2-GPU group is not a virtual one.
-  ASSERT_FALSE(policyFromCalibration(c, {t.gpus[0].uuid, "GPU-other"}, c.fingerprint, 2, "cal", &p, &why));
-  ASSERT_TRUE(policyFromCalibration(c, {t.gpus[0].uuid, t.gpus[0].uuid}, c.fingerprint, 2, "cal", &p, &why)) << why;
+  ASSERT_NE(policyFromCalibration(c, {t.gpus[0].uuid, "GPU-other"}, c.fingerprint, 2, "cal", &p, &why).into(&why),
+            arfuseSuccess);
+  ASSERT_EQ(policyFromCalibration(c, {t.gpus[0].uuid, t.gpus[0].uuid}, c.fingerprint, 2, "cal", &p, &why).into(&why),
+            arfuseSuccess)
+      << why;
   EXPECT_NE(why.find("(2 virtual ranks, "), std::string::npos) << why;
   EXPECT_EQ(p.lowLatencyMaxBytes, 2 * kRow);
   EXPECT_EQ(p.oneShotMaxBytes, LLONG_MAX);
@@ -344,7 +360,8 @@ TEST(Calibration, HostStagedAgainstNcclWithoutPeerAccess) {
   c.groups.push_back(g);
   PlanPolicy p;
   std::string why;
-  ASSERT_TRUE(policyFromCalibration(c, uuidsOf(t, {1, 0}), c.fingerprint, 2, "cal", &p, &why)) << why;
+  ASSERT_EQ(policyFromCalibration(c, uuidsOf(t, {1, 0}), c.fingerprint, 2, "cal", &p, &why).into(&why), arfuseSuccess)
+      << why;
   EXPECT_EQ(p.hostStagedMaxBytes, 64 * kRow);  // 42 vs 52.8 us at 64 tokens; NCCL wins at 256
   EXPECT_EQ(p.oneShotMaxBytes, PlanPolicy{}.oneShotMaxBytes);
   EXPECT_EQ(p.lowLatencyMaxBytes, -1);
@@ -368,8 +385,10 @@ TEST(Calibration, LoadFromFile) {
   const Calibration c = eightRanks(t);
   PlanPolicy p;
   std::string why;
-  EXPECT_FALSE(
-      loadCalibrationPolicy("/nonexistent/arfuse-cal.json", uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why));
+  // A file that cannot be opened is a system error; one that does not match, an invalid argument.
+  EXPECT_EQ(loadCalibrationPolicy("/nonexistent/arfuse-cal.json", uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why)
+                .into(&why),
+            arfuseSystemError);
   EXPECT_EQ(why,
             "calibration /nonexistent/arfuse-cal.json does not apply: /nonexistent/arfuse-cal.json: cannot open: No "
             "such file "
@@ -379,14 +398,17 @@ TEST(Calibration, LoadFromFile) {
     std::ofstream f(path);
     f << calibrationToJson(c);
   }
-  ASSERT_TRUE(loadCalibrationPolicy(path, uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why)) << why;
+  ASSERT_EQ(loadCalibrationPolicy(path, uuidsOf(t, allDevices(t)), c.fingerprint, 8, &p, &why).into(&why),
+            arfuseSuccess)
+      << why;
   EXPECT_EQ(p.calibratedFrom, "calibration " + path);
   {
     std::ofstream f(path);
     f << "{\"schema\": \"arfuse-calibration/1\"}";
   }
   PlanPolicy q;
-  EXPECT_FALSE(loadCalibrationPolicy(path, uuidsOf(t, allDevices(t)), c.fingerprint, 8, &q, &why));
+  EXPECT_NE(loadCalibrationPolicy(path, uuidsOf(t, allDevices(t)), c.fingerprint, 8, &q, &why).into(&why),
+            arfuseSuccess);
   EXPECT_EQ(why, "calibration " + path + " does not apply: created at 1:1: missing required field \"created\"");
   std::remove(path.c_str());
 }

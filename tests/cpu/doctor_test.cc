@@ -23,7 +23,9 @@ namespace {
 topo::Topology fixture(const std::string& name) {
   topo::Topology t;
   std::string err;
-  EXPECT_TRUE(topo::readJsonFile(std::string(ARFUSE_SOURCE_DIR) + "/tests/topo/fixtures/" + name, &t, &err)) << err;
+  EXPECT_EQ(topo::readJsonFile(std::string(ARFUSE_SOURCE_DIR) + "/tests/topo/fixtures/" + name, &t).into(&err),
+            arfuseSuccess)
+      << err;
   return t;
 }
 
@@ -372,7 +374,7 @@ TEST(DoctorJson, IsValidJsonWithEverySection) {
   const std::string js = renderJson(r, checks);
   topo::json::Value v;
   std::string err;
-  ASSERT_TRUE(topo::json::parse(js, &v, &err)) << err << "\n" << js;
+  ASSERT_EQ(topo::json::parse(js, &v).into(&err), arfuseSuccess) << err << "\n" << js;
   ASSERT_EQ(v.kind, topo::json::Value::Kind::kObject);
   std::vector<std::string> keys;
   for (const auto& m : v.members) keys.push_back(m.key);
@@ -396,7 +398,7 @@ TEST(DoctorJson, IsValidJsonWithEverySection) {
     if (doc[i] == '\n' && doc.compare(i + 1, 2, "  ") == 0) i += 2;
   }
   topo::Topology back;
-  ASSERT_TRUE(topo::fromJson(unindented, &back, &err)) << err;
+  ASSERT_EQ(topo::fromJson(unindented, &back).into(&err), arfuseSuccess) << err;
   EXPECT_TRUE(back == r.topology);
   EXPECT_NE(js.find("\"status\": \"FAIL\", \"message\": \"P2P advertised but peer store failed between GPU 2 and 5"),
             std::string::npos);
@@ -405,7 +407,7 @@ TEST(DoctorJson, IsValidJsonWithEverySection) {
   Report none;
   none.env = goodEnv(0);
   const std::string js0 = renderJson(none, runChecks(none));
-  ASSERT_TRUE(topo::json::parse(js0, &v, &err)) << err << "\n" << js0;
+  ASSERT_EQ(topo::json::parse(js0, &v).into(&err), arfuseSuccess) << err << "\n" << js0;
   EXPECT_NE(js0.find("\"topology\": null"), std::string::npos);
   EXPECT_NE(js0.find("\"selftest\": null"), std::string::npos);
 }
@@ -470,7 +472,7 @@ TEST(DoctorCli, ThisMachine) {
   const CliRun j = runCli("doctor --no-measure --no-selftest --json");
   topo::json::Value v;
   std::string err;
-  EXPECT_TRUE(topo::json::parse(j.out, &v, &err)) << err << "\n" << j.out;
+  EXPECT_EQ(topo::json::parse(j.out, &v).into(&err), arfuseSuccess) << err << "\n" << j.out;
   EXPECT_EQ(j.rc, r.rc);
 }
 

@@ -43,28 +43,31 @@ long maxRssKb() {
 
 TEST(Files, DevZeroAndAFifoAreRefusedAtOnce) {
   std::string text, err;
-  double t = secondsOf([&] { EXPECT_FALSE(topo::json::readFile("/dev/zero", &text, &err)); });
+  // The path names something else than a JSON file: the caller's argument, not the system, is wrong.
+  double t = secondsOf([&] { EXPECT_EQ(topo::json::readFile("/dev/zero", &text).into(&err), arfuseInvalidArgument); });
   EXPECT_EQ(err, "/dev/zero: is a character device, not a regular file: give the path of a JSON file");
   EXPECT_LT(t, 1.0);
 
   const std::string dir = tempDir(), fifo = dir + "/topology.fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   // No writer: a blocking open would wait forever (the old std::ifstream did).
-  t = secondsOf([&] { EXPECT_FALSE(topo::json::readFile(fifo, &text, &err)); });
+  t = secondsOf([&] { EXPECT_NE(topo::json::readFile(fifo, &text).into(&err), arfuseSuccess); });
   EXPECT_EQ(err, fifo + ": is a FIFO, not a regular file: give the path of a JSON file");
   EXPECT_LT(t, 1.0);
 
   // The two readers that take a user's path: --topology and ARFUSE_CALIBRATION_FILE.
   topo::Topology topo;
-  t = secondsOf([&] { EXPECT_FALSE(topo::readJsonFile(fifo, &topo, &err)); });
+  t = secondsOf([&] { EXPECT_NE(topo::readJsonFile(fifo, &topo).into(&err), arfuseSuccess); });
   EXPECT_NE(err.find("is a FIFO"), std::string::npos) << err;
   EXPECT_LT(t, 1.0);
   PlanPolicy policy;
   std::string why;
-  t = secondsOf([&] { EXPECT_FALSE(loadCalibrationPolicy("/dev/zero", {"GPU-x"}, "fp", 1, &policy, &why)); });
+  t = secondsOf([&] {
+    EXPECT_NE(loadCalibrationPolicy("/dev/zero", {"GPU-x"}, "fp", 1, &policy, &why).into(&why), arfuseSuccess);
+  });
   EXPECT_NE(why.find("/dev/zero: is a character device"), std::string::npos) << why;
   EXPECT_LT(t, 1.0);
-  EXPECT_FALSE(topo::json::readFile(dir, &text, &err));
+  EXPECT_NE(topo::json::readFile(dir, &text).into(&err), arfuseSuccess);
   EXPECT_NE(err.find("is a directory"), std::string::npos) << err;
   unlink(fifo.c_str());
   rmdir(dir.c_str());
@@ -80,7 +83,7 @@ TEST(Files, SizeCapAndValueCap) {
     f << "]";
   }
   std::string text, err;
-  EXPECT_FALSE(topo::json::readFile(big, &text, &err));
+  EXPECT_NE(topo::json::readFile(big, &text).into(&err), arfuseSuccess);
   EXPECT_NE(err.find("bytes, over the limit of 16777216 bytes"), std::string::npos) << err;
   unlink(big.c_str());
   rmdir(dir.c_str());
@@ -92,7 +95,7 @@ TEST(Files, SizeCapAndValueCap) {
   arr += "0]";
   const long before = maxRssKb();
   topo::json::Value v;
-  const double t = secondsOf([&] { EXPECT_FALSE(topo::json::parse(arr, &v, &err)); });
+  const double t = secondsOf([&] { EXPECT_NE(topo::json::parse(arr, &v).into(&err), arfuseSuccess); });
   EXPECT_NE(err.find("more than 1048576 values"), std::string::npos) << err;
   const long grewMb = (maxRssKb() - before) / 1024;
   std::printf("16 MiB array: stopped after %.2f s, peak RSS grew %ld MiB\n", t, grewMb);
@@ -106,7 +109,7 @@ TEST(Files, DuplicateKeysAreFoundInLinearTime) {
   doc += "\"k99999\":1}";
   topo::json::Value v;
   std::string err;
-  const double t = secondsOf([&] { EXPECT_FALSE(topo::json::parse(doc, &v, &err)); });
+  const double t = secondsOf([&] { EXPECT_NE(topo::json::parse(doc, &v).into(&err), arfuseSuccess); });
   EXPECT_NE(err.find("duplicate key \"k99999\""), std::string::npos) << err;
   std::printf("100k keys: duplicate found in %.3f s\n", t);
   EXPECT_LT(t, 2.0);

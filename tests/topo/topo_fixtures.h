@@ -28,7 +28,7 @@ inline std::string fixturePath(const std::string& name) {
 inline Topology load(const std::string& name) {
   Topology t;
   std::string err;
-  EXPECT_TRUE(readJsonFile(fixturePath(name), &t, &err)) << err;
+  EXPECT_EQ(readJsonFile(fixturePath(name), &t).into(&err), arfuseSuccess) << err;
   return t;
 }
 

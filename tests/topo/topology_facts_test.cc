@@ -165,7 +165,7 @@ TEST(TopoFingerprint, StableAndDistinct) {
     EXPECT_EQ(f, fabricFingerprint(t));
     Topology back;
     std::string err;
-    ASSERT_TRUE(fromJson(toJson(t), &back, &err)) << err;
+    ASSERT_EQ(fromJson(toJson(t), &back).into(&err), arfuseSuccess) << err;
     EXPECT_EQ(fabricFingerprint(back), f);
     prints.insert(f);
   }

@@ -48,7 +48,7 @@ const char* kTwoGpus = R"({
 std::string readError(const std::string& text) {
   Topology t;
   std::string err;
-  EXPECT_FALSE(fromJson(text, &t, &err)) << "accepted:\n" << text;
+  EXPECT_NE(fromJson(text, &t).into(&err), arfuseSuccess) << "accepted:\n" << text;
   return err;
 }
 
@@ -60,7 +60,7 @@ TEST(TopoJson, EveryFixtureRoundTripsExactly) {
     std::string once = toJson(a);
     Topology b;
     std::string err;
-    ASSERT_TRUE(fromJson(once, &b, &err)) << err;
+    ASSERT_EQ(fromJson(once, &b).into(&err), arfuseSuccess) << err;
     EXPECT_TRUE(a == b);
     EXPECT_EQ(toJson(b), once);  // byte-stable
   }
@@ -119,7 +119,7 @@ TEST(TopoJson, OptionalFieldsAbsentAndPresentRoundTrip) {
   std::string js = toJson(t);
   Topology back;
   std::string err;
-  ASSERT_TRUE(fromJson(js, &back, &err)) << err;
+  ASSERT_EQ(fromJson(js, &back).into(&err), arfuseSuccess) << err;
   EXPECT_TRUE(back == t);
   EXPECT_FALSE(back.gpus[0].numaNode.has_value());
   EXPECT_EQ(back.link(0, 2).nvlinks, 0);
@@ -133,7 +133,7 @@ TEST(TopoJson, OptionalFieldsAbsentAndPresentRoundTrip) {
 TEST(TopoJson, ReaderAcceptsTheBaseDocument) {
   Topology t;
   std::string err;
-  ASSERT_TRUE(fromJson(kTwoGpus, &t, &err)) << err;
+  ASSERT_EQ(fromJson(kTwoGpus, &t).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(t.link(1, 0).measured.readGBps, 300.5);
   EXPECT_EQ(t.source, "handwritten");
 }
@@ -182,7 +182,7 @@ TEST(TopoJson, TrailingGarbageIsRejected) {
   // Trailing whitespace is fine.
   Topology t;
   std::string err;
-  EXPECT_TRUE(fromJson(std::string(kTwoGpus) + "\n\n  \n", &t, &err)) << err;
+  EXPECT_EQ(fromJson(std::string(kTwoGpus) + "\n\n  \n", &t).into(&err), arfuseSuccess) << err;
 }
 
 TEST(TopoJson, UnknownAndDuplicateFieldsAreRejected) {
@@ -225,7 +225,7 @@ TEST(TopoJson, StringEscapesDecode) {
   std::string doc = replaceOnce(kTwoGpus, R"("name": "A")", R"("name": "\u00b5\ud83d\ude00\/\"")");
   Topology t;
   std::string err;
-  ASSERT_TRUE(fromJson(doc, &t, &err)) << err;
+  ASSERT_EQ(fromJson(doc, &t).into(&err), arfuseSuccess) << err;
   EXPECT_EQ(t.gpus[0].name, "\xc2\xb5\xf0\x9f\x98\x80/\"");
   EXPECT_NE(readError(replaceOnce(kTwoGpus, R"("name": "A")", R"("name": "\ud83d")")).find("unpaired UTF-16"),
             std::string::npos);
@@ -238,7 +238,7 @@ TEST(TopoJson, EveryTruncationIsAnErrorNotACrash) {
   for (size_t n = 0; n <= end; ++n) {
     Topology t;
     std::string err;
-    EXPECT_FALSE(fromJson(doc.substr(0, n), &t, &err)) << "prefix of " << n << " bytes accepted";
+    EXPECT_NE(fromJson(doc.substr(0, n), &t).into(&err), arfuseSuccess) << "prefix of " << n << " bytes accepted";
     EXPECT_FALSE(err.empty());
   }
 }
@@ -246,7 +246,8 @@ TEST(TopoJson, EveryTruncationIsAnErrorNotACrash) {
 TEST(TopoJson, ReadFileNamesThePath) {
   Topology t;
   std::string err;
-  EXPECT_FALSE(readJsonFile("/nonexistent/topology.json", &t, &err));
+  // A file that cannot be opened is a system error; what is in a file that opens, an invalid argument.
+  EXPECT_EQ(readJsonFile("/nonexistent/topology.json", &t).into(&err), arfuseSystemError);
   EXPECT_EQ(err, "/nonexistent/topology.json: cannot open: No such file or directory");
 }
 

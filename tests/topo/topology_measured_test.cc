@@ -55,7 +55,7 @@ TEST(TopoMeasured, NewFieldsRoundTrip) {
   EXPECT_TRUE(has(js, "\"solo_read_gbps\": 25.1}")) << js;
   Topology back;
   std::string err;
-  ASSERT_TRUE(fromJson(js, &back, &err)) << err;
+  ASSERT_EQ(fromJson(js, &back).into(&err), arfuseSuccess) << err;
   EXPECT_TRUE(back == t);
   EXPECT_EQ(back.gpus[0].pcieGen, 4);
   EXPECT_EQ(back.gpus[0].host.writeGBps, 22.25);
@@ -74,7 +74,7 @@ TEST(TopoMeasured, ReaderIsStrictAboutTheNewFields) {
     s.replace(p, from.size(), to);
     Topology t;
     std::string e;
-    EXPECT_FALSE(fromJson(s, &t, &e)) << s;
+    EXPECT_NE(fromJson(s, &t).into(&e), arfuseSuccess) << s;
     return e;
   };
   EXPECT_EQ(err("\"pcie_width\": 16}", "\"pcie_width\": 16, \"measured\": {\"host_read_gpbs\": 3}}"),

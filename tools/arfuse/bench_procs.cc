@@ -82,10 +82,9 @@ bool parseRankRows(const std::string& text_, std::vector<RankRow>* rows, std::st
     ++n;
     if (line.empty()) continue;
     json::Value v;
-    std::string perr;
-    if (!json::parse(line, &v, &perr)) {
+    if (const Status parsed = json::parse(line, &v); !parsed.ok()) {
       if (is.peek() == EOF) return true;  // the last line of a killed process
-      *error = "line " + std::to_string(n) + ": " + perr;
+      *error = "line " + std::to_string(n) + ": " + parsed.message();
       return false;
     }
     RankRow r;

@@ -197,8 +197,8 @@ int doctor(const std::vector<std::string>& args) {
   const topo::ProbeResult pr = topo::probeTopology(po);
   fillEnvironment(pr, &r.env);
   if (!a.topologyPath.empty()) {
-    if (!topo::readJsonFile(a.topologyPath, &r.topology, &err)) {
-      return usageError("doctor", "--topology: " + err);
+    if (const Status read = topo::readJsonFile(a.topologyPath, &r.topology); !read.ok()) {
+      return usageError("doctor", "--topology: " + read.message());
     }
     r.haveTopology = true;
     r.topologySource = "file " + a.topologyPath;
@@ -391,9 +391,11 @@ int calibrate(const Args& a) {
     std::vector<std::string> groupUuids;
     for (int r = 0; r < g.nranks; ++r) groupUuids.push_back(t.gpus[virtualRanks ? 0 : r].uuid);
     PlanPolicy p;
-    std::string why;
-    anyApplies |= policyFromCalibration(cal, groupUuids, cal.fingerprint, g.nranks, "calibration " + a.out, &p, &why);
-    std::printf("# %s\n", why.c_str());
+    std::string summary;
+    const Status applied =
+        policyFromCalibration(cal, groupUuids, cal.fingerprint, g.nranks, "calibration " + a.out, &p, &summary);
+    anyApplies |= applied.ok();
+    std::printf("# %s\n", (applied.ok() ? summary : applied.message()).c_str());
   }
   char abs[4096];
   const std::string shown = realpath(a.out.c_str(), abs) ? std::string(abs) : a.out;

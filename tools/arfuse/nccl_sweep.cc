@@ -366,11 +366,11 @@ void fillSetting(SweepSetting* s, const std::vector<int>& tokens, const std::vec
       break;
   }
   topo::json::Value doc;
-  std::string perr;
   if (childJson.empty())
     return failAll("crashed", "exited with status " + std::to_string(outcome.code) + " without writing its result");
-  if (!topo::json::parse(childJson, &doc, &perr))
-    return failAll("crashed", "its result is not JSON (" + perr + "); exit status " + std::to_string(outcome.code));
+  if (const Status parsed = topo::json::parse(childJson, &doc); !parsed.ok())
+    return failAll("crashed",
+                   "its result is not JSON (" + parsed.message() + "); exit status " + std::to_string(outcome.code));
   const topo::json::Value* results = member(doc, "results");
   if (!results || results->kind != topo::json::Value::Kind::kArray || results->items.size() != tokens.size())
     return failAll("crashed",

@@ -77,8 +77,8 @@ int plan(const std::vector<std::string>& args) {
     if (!a.virtualRanks)
       for (int r = 0; r < a.ranks; ++r) devices[r] = r;
   } else {
-    if (!topo::readJsonFile(a.topology, &t, &err)) {
-      return usageError("plan", "--topology: " + err);
+    if (const Status read = topo::readJsonFile(a.topology, &t); !read.ok()) {
+      return usageError("plan", "--topology: " + read.message());
     }
     if (devices.empty())
       for (int d = 0; d < t.size(); ++d) devices.push_back(d);
