@@ -27,8 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = memFile();
   if (fd < 0 || ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) return 0;
   arfuse::triage::InputSet inputs;
-  std::string err;
-  if (!inputs.add("/proc/self/fd/" + std::to_string(fd), &err)) return 0;
+  if (!inputs.add("/proc/self/fd/" + std::to_string(fd)).ok()) return 0;
   arfuse::triage::LogInput in;
   while (inputs.next(&in)) {
     std::string_view seg;

@@ -260,21 +260,15 @@ void InputSet::warn(const std::string& w) {
     warnings_.push_back("(further warnings are counted only)");
 }
 
-bool InputSet::add(const std::string& path, std::string* error) {
+Status InputSet::add(const std::string& path) {
   if (path == "-") {
-    if (stdinUsed_) {
-      *error = "'-' (stdin) given twice";
-      return false;
-    }
+    if (stdinUsed_) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "'-' (stdin) given twice");
     stdinUsed_ = true;
     pending_.push_back(Pending{path});
-    return true;
+    return Status();
   }
   struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    *error = path + ": " + std::strerror(errno);
-    return false;
-  }
+  if (stat(path.c_str(), &st) != 0) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, path + ": " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) {
     std::vector<Walked> files;
     char* real = realpath(path.c_str(), nullptr);
@@ -283,14 +277,12 @@ bool InputSet::add(const std::string& path, std::string* error) {
     walk(path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path, root, &files, this, 0);
     if (files.empty()) warn(path + ": the directory holds no files");
     for (auto& f : files) pending_.push_back(Pending{std::move(f.path), true, f.dev, f.ino});
-    return true;
+    return Status();
   }
-  if (access(path.c_str(), R_OK) != 0) {
-    *error = path + ": " + std::strerror(errno);
-    return false;
-  }
+  if (access(path.c_str(), R_OK) != 0)
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, path + ": " + std::strerror(errno));
   pending_.push_back(Pending{path});
-  return true;
+  return Status();
 }
 
 namespace {
@@ -341,10 +333,11 @@ bool InputSet::openPath(const Pending& p, LogInput* in) {
     raw = fileSource(fd, true);
   }
   const std::string name = path == "-" ? "<stdin>" : path;
-  std::string kind, error;
-  auto decoded = decode(std::move(raw), name, &kind, &error);
-  if (!decoded) {
-    warn(error + " (skipped)");
+  std::string kind;
+  std::unique_ptr<ByteSource> decoded;
+  const Status unread = decode(std::move(raw), name, &kind, &decoded);
+  if (!unread.ok()) {
+    warn(unread.message() + " (skipped)");
     ++skipped_;
     return false;
   }
@@ -381,10 +374,11 @@ bool InputSet::next(LogInput* in) {
         continue;
       }
       const std::string name = tar_->name() + ":" + member;
-      std::string kind, error;
-      auto decoded = decode(std::make_unique<MemberSource>(tar_.get()), name, &kind, &error);
-      if (!decoded) {
-        warn(error + " (skipped)");
+      std::string kind;
+      std::unique_ptr<ByteSource> decoded;
+      const Status unread = decode(std::make_unique<MemberSource>(tar_.get()), name, &kind, &decoded);
+      if (!unread.ok()) {
+        warn(unread.message() + " (skipped)");
         ++skipped_;
         continue;
       }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/status.h"
 #include "literals.h"
 #include "memo.h"
 
@@ -32,16 +33,16 @@ constexpr Named<SigWhen> kWhenNames[] = {{SigWhen::kLine, "line"},
 
 // *out = the value `val` names; else "`key` must be a, b or c".
 template <typename E, size_t N>
-std::string parseNamed(const Named<E> (&names)[N], const std::string& key, std::string_view val, E* out) {
+Status parseNamed(const Named<E> (&names)[N], const std::string& key, std::string_view val, E* out) {
   for (const Named<E>& n : names) {
     if (val == n.name) {
       *out = n.value;
-      return std::string();
+      return Status();
     }
   }
   std::string msg = key + " must be ";
   for (size_t i = 0; i < N; ++i) msg += std::string(i == 0 ? "" : i + 1 == N ? " or " : ", ") + names[i].name;
-  return msg;
+  return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, msg);
 }
 
 }  // namespace
@@ -175,15 +176,16 @@ int Catalog::lookup(std::string_view kind, std::string_view subject, std::string
   return best;
 }
 
-// One `key = value` field of a signature block; returns an error message, or empty when it parsed.
-std::string setField(Signature* s, const std::string& key, std::string_view val) {
+// One `key = value` field of a signature block (arfuseInvalidArgument when it does not parse; the
+// caller puts the line number before the message).
+Status setField(Signature* s, const std::string& key, std::string_view val) {
   if (key == "class") {
     return parseNamed(kClassNames, key, val, &s->cls);
   } else if (key == "when") {
     return parseNamed(kWhenNames, key, val, &s->when);
   } else if (key == "weight") {
     s->weight = std::atoi(std::string(val).c_str());
-    if (s->weight < 0 || s->weight > 100) return std::string("weight must be 0..100");
+    if (s->weight < 0 || s->weight > 100) return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "weight must be 0..100");
   } else if (key == "literal") {
     s->literals = splitLiterals(val);
   } else if (key == "pattern") {
@@ -200,7 +202,8 @@ std::string setField(Signature* s, const std::string& key, std::string_view val)
   } else if (key == "error") {
     // error = KIND [CODE] [NAME ...]
     std::vector<std::string> toks = splitWords(val);
-    if (toks.empty()) return std::string("error = wants a kind (cuda, nccl, ibv, xid, hip)");
+    if (toks.empty())
+      return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "error = wants a kind (cuda, nccl, ibv, xid, hip)");
     s->errKind = toks[0];
     for (size_t i = 1; i < toks.size(); ++i) {
       if (std::all_of(toks[i].begin(), toks[i].end(), [](char c) { return c >= '0' && c <= '9'; }))
@@ -215,17 +218,19 @@ std::string setField(Signature* s, const std::string& key, std::string_view val)
     opt.set_log_errors(false);
     opt.set_max_mem(8 << 20);
     auto re = std::make_shared<RE2>(std::string(val), opt);
-    if (!re->ok()) return std::string("signature '" + s->id + "': bad context pattern: " + re->error());
+    if (!re->ok())
+      return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "signature '" + s->id + "': bad context pattern: " + re->error());
     s->context = std::move(re);
   } else if (key == "explain") {
     for (const auto& tok : splitWords(val)) {
       const size_t colon = tok.find(':');
       if (colon == std::string::npos || colon == 0 || colon + 1 == tok.size())
-        return std::string("explain wants KIND:DETAIL tokens (e.g. cuda:cuda_error any:message)");
+        return ARFUSE_FAIL_TEXT(arfuseInvalidArgument,
+                                "explain wants KIND:DETAIL tokens (e.g. cuda:cuda_error any:message)");
       s->explain.emplace_back(tok.substr(0, colon), tok.substr(colon + 1));
     }
   } else if (key == "generic" || key == "symptom") {
-    if (val != "yes" && val != "no") return std::string(key + " must be yes or no");
+    if (val != "yes" && val != "no") return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, key + " must be yes or no");
     (key == "generic" ? s->generic : s->symptom) = val == "yes";
   } else if (key == "consequences") {
     s->consequences = splitWords(val);
@@ -238,7 +243,8 @@ std::string setField(Signature* s, const std::string& key, std::string_view val)
       i = sp + 1;
       if (tok.empty()) continue;
       size_t colon = tok.find(':');
-      if (colon == std::string_view::npos) return std::string("extract wants key:group tokens");
+      if (colon == std::string_view::npos)
+        return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "extract wants key:group tokens");
       s->extract.emplace_back(std::string(tok.substr(0, colon)), std::atoi(std::string(tok.substr(colon + 1)).c_str()));
     }
   } else if (key == "meaning") {
@@ -250,22 +256,20 @@ std::string setField(Signature* s, const std::string& key, std::string_view val)
   } else if (key == "source") {
     s->source = std::string(val);
   } else {
-    return std::string("unknown field '" + key + "'");
+    return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, "unknown field '" + key + "'");
   }
-  return "";
+  return Status();
 }
 
-bool Catalog::parse(std::string_view text, std::string* error) {
+Status Catalog::parse(std::string_view text) {
   sigs_.clear();
   int lineNo = 0;
   size_t pos = 0;
   std::string lastKey;
-  auto fail = [&](const std::string& msg) {
-    if (error) *error = "catalogue line " + std::to_string(lineNo) + ": " + msg;
-    return false;
-  };
-  auto finishSig = [&]() -> bool {
-    if (sigs_.empty()) return true;
+  auto where = [&] { return "catalogue line " + std::to_string(lineNo) + ": "; };
+  auto fail = [&](const std::string& msg) { return ARFUSE_FAIL_TEXT(arfuseInvalidArgument, where() + msg); };
+  auto finishSig = [&]() -> Status {
+    if (sigs_.empty()) return Status();
     Signature& s = sigs_.back();
     if (s.when == SigWhen::kKnowledge && s.errKind.empty())
       return fail("signature '" + s.id + "' is a knowledge entry and needs an error = KIND [CODE] [NAME...] line");
@@ -308,7 +312,7 @@ bool Catalog::parse(std::string_view text, std::string* error) {
       }
       s.re = std::move(re);
     }
-    return true;
+    return Status();
   };
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
@@ -320,7 +324,7 @@ bool Catalog::parse(std::string_view text, std::string* error) {
     std::string_view line = trim(raw);
     if (line.empty() || line[0] == '#') continue;
     if (line.front() == '[' && line.back() == ']') {
-      if (!finishSig()) return false;
+      ARFUSE_CHECK(finishSig());
       Signature s;
       s.id = std::string(trim(line.substr(1, line.size() - 2)));
       if (s.id.empty()) return fail("empty signature id");
@@ -348,18 +352,18 @@ bool Catalog::parse(std::string_view text, std::string* error) {
     std::string key(trim(line.substr(0, eq)));
     std::string_view val = trim(line.substr(eq + 1));
     lastKey = key;
-    const std::string err = setField(&s, key, val);
-    if (!err.empty()) return fail(err);
+    ARFUSE_CHECK_PREFIXED(where(), setField(&s, key, val));
   }
-  return finishSig();
+  ARFUSE_CHECK(finishSig());
+  return Status();
 }
 
 const Catalog& Catalog::builtin() {
   static const Catalog* cat = [] {
     auto* c = new Catalog();
-    std::string error;
-    if (!c->parse(kCatalogText, &error)) {
-      std::fprintf(stderr, "arfuse triage: built-in %s\n", error.c_str());
+    const Status st = c->parse(kCatalogText);
+    if (!st.ok()) {
+      std::fprintf(stderr, "arfuse triage: built-in %s\n", st.message().c_str());
       std::abort();
     }
     return c;

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+
 namespace re2 {
 class RE2;
 }
@@ -75,8 +77,8 @@ struct Signature {
 
 class Catalog {
  public:
-  // Parses catalogue text; on error returns false and sets *error ("catalogue line N: ...").
-  bool parse(std::string_view text, std::string* error);
+  // Parses catalogue text; arfuseInvalidArgument with "catalogue line N: ..." when it is malformed.
+  Status parse(std::string_view text);
   // The catalogue compiled into the library (parsed once; aborts with a message if it is broken,
   // which the unit tests catch first).
   static const Catalog& builtin();

@@ -86,9 +86,9 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   // big files. Logs are then opened one at a time.
   InputSet inputs;
   for (const auto& f : files) {
-    std::string error;
-    if (!inputs.add(f, &error)) {
-      err << "arfuse triage: " << printable(error) << " (exit 2: unusable input)\n";
+    const Status added = inputs.add(f);
+    if (!added.ok()) {
+      err << "arfuse triage: " << printable(added.message()) << " (exit 2: unusable input)\n";
       return 2;
     }
   }

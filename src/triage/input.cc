@@ -181,14 +181,15 @@ long PeekSource::read(char* dst, size_t n) {
   return got;
 }
 
-std::unique_ptr<ByteSource> decode(std::unique_ptr<ByteSource> raw, const std::string& name, std::string* kind,
-                                   std::string* error) {
+Status decode(std::unique_ptr<ByteSource> raw, const std::string& name, std::string* kind,
+              std::unique_ptr<ByteSource>* out) {
   auto peek = std::make_unique<PeekSource>(std::move(raw));
   std::string_view h = peek->peek(6);
   *kind = "none";
   if (h.size() >= 2 && static_cast<unsigned char>(h[0]) == 0x1f && static_cast<unsigned char>(h[1]) == 0x8b) {
     *kind = "gzip";
-    return std::make_unique<GzipSource>(std::move(peek));
+    *out = std::make_unique<GzipSource>(std::move(peek));
+    return Status();
   }
   if (h.size() >= 6 && std::memcmp(h.data(),
                                    "\xFD"
@@ -196,19 +197,21 @@ std::unique_ptr<ByteSource> decode(std::unique_ptr<ByteSource> raw, const std::s
                                    6) == 0) {
 #if ARFUSE_TRIAGE_HAVE_LZMA
     *kind = "xz";
-    return std::make_unique<XzSource>(std::move(peek));
+    *out = std::make_unique<XzSource>(std::move(peek));
+    return Status();
 #else
-    *error = name + ": xz-compressed, but this build has no liblzma; decompress first (xz -dc " + name +
-             " | arfuse triage -)";
-    return nullptr;
+    return ARFUSE_FAIL_TEXT(arfuseUnsupported,
+                            name + ": xz-compressed, but this build has no liblzma; decompress first (xz -dc " + name +
+                                " | arfuse triage -)");
 #endif
   }
   if (h.size() >= 4 && std::memcmp(h.data(), "\x28\xB5\x2F\xFD", 4) == 0) {
-    *error = name + ": zstd-compressed, which triage does not read; decompress first (zstd -dc " + name +
-             " | arfuse triage -)";
-    return nullptr;
+    return ARFUSE_FAIL_TEXT(arfuseUnsupported,
+                            name + ": zstd-compressed, which triage does not read; decompress first (zstd -dc " + name +
+                                " | arfuse triage -)");
   }
-  return peek;
+  *out = std::move(peek);
+  return Status();
 }
 
 bool looksBinary(std::string_view head) {

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace arfuse {
 namespace triage {
 
@@ -87,13 +89,13 @@ class InputSet {
   InputSet();
   ~InputSet();
 
-  // A file, a directory (read recursively, in name order), "-" for stdin. Returns false and sets
-  // *error when the path does not exist or cannot be read. A path named here is opened as it is (a
-  // FIFO or `<(cmd)` is read: the caller asked for it); a file found by walking a directory must be
+  // A file, a directory (read recursively, in name order), "-" for stdin. arfuseInvalidArgument
+  // ("PATH: <strerror>") when the path does not exist or cannot be read, or "-" comes twice. A path named here is
+  // opened as it is (a FIFO or `<(cmd)` is read: the caller asked for it); a file found by walking a directory must be
   // a regular file inside that directory (a symbolic link is followed only when its target is inside
   // too) and still be the same file when it is opened: anything else (a FIFO, which would block the
   // open; a device; a file swapped since the walk) is skipped with a warning, never waited on.
-  bool add(const std::string& path, std::string* error);
+  Status add(const std::string& path);
 
   // The next log, or false when none is left. Unreadable or binary entries are skipped with a
   // warning (warnings()).
@@ -125,10 +127,11 @@ class InputSet {
 };
 
 // Decoding helpers shared by files and archive members (input.cc).
-// Wraps `raw` in a gzip or xz decoder when its first bytes say so; *kind is "none", "gzip" or "xz".
-// Returns nullptr with *error for a compression this build cannot read (zstd, xz without liblzma).
-std::unique_ptr<ByteSource> decode(std::unique_ptr<ByteSource> raw, const std::string& name, std::string* kind,
-                                   std::string* error);
+// *out = `raw`, wrapped in a gzip or xz decoder when its first bytes say so; *kind is "none", "gzip"
+// or "xz". arfuseUnsupported, naming `name` and how to decompress it, for a compression this build
+// cannot read (zstd, xz without liblzma).
+Status decode(std::unique_ptr<ByteSource> raw, const std::string& name, std::string* kind,
+              std::unique_ptr<ByteSource>* out);
 // A source whose first bytes can be looked at before they are read.
 class PeekSource : public ByteSource {
  public:

@@ -38,12 +38,6 @@ const std::map<std::string, Allowance>& allowances() {
         "callback threads"}},
       {"src/api/replicas.cc", {2, "data: as replicas.h"}},
       {"src/base/status.h", {1, "Status::into, the one conversion at the C ABI"}},
-      // Not yet converted (issue 34 item 4's remaining steps).
-      {"src/triage/catalog.h", {1, "not yet converted: the signature catalogue's parse error"}},
-      {"src/triage/catalog.cc", {1, "not yet converted: as catalog.h"}},
-      {"src/triage/input.h", {2, "not yet converted: triage's input errors"}},
-      {"src/triage/input.cc", {1, "not yet converted: as input.h"}},
-      {"src/triage/archive.cc", {1, "not yet converted: as input.h"}},
   };
   return m;
 }

@@ -108,8 +108,7 @@ TEST(TriageInputHostile, WalkedFileThatBecameAFifoIsSkipped) {
       10,
       [&] {
         InputSet s;
-        std::string err;
-        if (!s.add(d, &err)) return false;
+        if (!s.add(d).ok()) return false;
         unlink((d + "/a.log").c_str());
         if (mkfifo((d + "/a.log").c_str(), 0644) != 0) return false;
         LogInput in;
@@ -135,8 +134,8 @@ TEST(TriageInputHostile, LinksOutOfTheWalkedDirectoryAreNotFollowed) {
   ASSERT_EQ(symlink((d + "/logs/rank0.log").c_str(), (d + "/logs/inside.log").c_str()), 0);
   ASSERT_EQ(symlink((outside + "/secret").c_str(), (d + "/logs/rank1.log").c_str()), 0);
   InputSet s;
-  std::string err;
-  ASSERT_TRUE(s.add(d + "/logs", &err)) << err;
+  const Status added = s.add(d + "/logs");
+  ASSERT_TRUE(added.ok()) << added.message();
   LogInput in;
   std::vector<std::string> names;
   while (s.next(&in)) names.push_back(in.name);

@@ -153,6 +153,46 @@ TEST(TriageInputs, BinaryOnlyIsUnusableEmptyIsSaidSo) {
   std::system(("rm -rf '" + d + "'").c_str());
 }
 
+// What add() refuses is arfuseInvalidArgument with the text the CLI prints after "arfuse triage: "; a
+// compression this build cannot read is arfuseUnsupported, naming the log and how to decompress it.
+TEST(TriageInputs, RefusalsAreStatusesWithTheirText) {
+  const std::string d = tempDir("refused");
+  arfuse::triage::InputSet s;
+  const arfuse::Status missing = s.add(d + "/does-not-exist.log");
+  EXPECT_EQ(missing.code(), arfuseInvalidArgument);
+  EXPECT_EQ(missing.message(), d + "/does-not-exist.log: No such file or directory");
+  EXPECT_TRUE(s.add("-").ok());
+  const arfuse::Status twice = s.add("-");
+  EXPECT_EQ(twice.code(), arfuseInvalidArgument);
+  EXPECT_EQ(twice.message(), "'-' (stdin) given twice");
+  struct Bytes : arfuse::triage::ByteSource {
+    std::string data;
+    explicit Bytes(std::string d) : data(std::move(d)) {}
+    long read(char* dst, size_t n) override {
+      n = std::min(n, data.size());
+      std::memcpy(dst, data.data(), n);
+      data.erase(0, n);
+      return static_cast<long>(n);
+    }
+  };
+  std::string kind;
+  std::unique_ptr<arfuse::triage::ByteSource> decoded;
+  const arfuse::Status zstd = arfuse::triage::decode(
+      std::make_unique<Bytes>(std::string("\x28\xB5\x2F\xFD", 4) + "frame"), "a.zst", &kind, &decoded);
+  EXPECT_EQ(zstd.code(), arfuseUnsupported);
+  EXPECT_EQ(zstd.message(),
+            "a.zst: zstd-compressed, which triage does not read; decompress first (zstd -dc a.zst | arfuse triage -)");
+  EXPECT_EQ(decoded, nullptr);
+  const arfuse::Status plain = arfuse::triage::decode(std::make_unique<Bytes>("hello\n"), "a.log", &kind, &decoded);
+  EXPECT_TRUE(plain.ok()) << plain.message();
+  EXPECT_EQ(kind, "none");
+  ASSERT_NE(decoded, nullptr);
+  char buf[16] = {};
+  EXPECT_EQ(decoded->read(buf, sizeof(buf)), 6);
+  EXPECT_EQ(std::string(buf), "hello\n");
+  std::system(("rm -rf '" + d + "'").c_str());
+}
+
 // An error after a '\r' progress bar, at the end of a 300 KB line, straddling a 64 KiB window edge,
 // and a CRLF log: each is seen, on the line number an editor shows.
 TEST(TriageInputs, CarriageReturnsAndLongLines) {

@@ -34,44 +34,46 @@ TEST(TriageCatalog, BuiltinParsesAndIsComplete) {
   EXPECT_GE(echoes, 8);
 }
 
+// The message of a catalogue that must not parse; every parse error is arfuseInvalidArgument.
+std::string parseError(Catalog& c, std::string_view text) {
+  const Status st = c.parse(text);
+  EXPECT_EQ(st.code(), arfuseInvalidArgument) << text;
+  return st.message();
+}
+
 TEST(TriageCatalog, ParseErrorsNameTheLine) {
   Catalog c;
   std::string err;
-  EXPECT_FALSE(c.parse("[a]\nclass = origin\npattern = x\nmeaning = m\nremedy = r\nnext = n\nsource = s\n", &err));
-  EXPECT_NE(err.find("literal"), std::string::npos) << err;
-  EXPECT_FALSE(c.parse("[a]\nbogus = 1\n", &err));
-  EXPECT_NE(err.find("line 2"), std::string::npos) << err;
-  EXPECT_FALSE(
-      c.parse("[a]\nclass = echo\nliteral = x\npattern = (\nmeaning = m\nremedy = r\nnext = n\nsource = s\n", &err));
+  err = parseError(c, "[a]\nclass = origin\npattern = x\nmeaning = m\nremedy = r\nnext = n\nsource = s\n");
+  EXPECT_EQ(err, "catalogue line 7: signature 'a' needs a literal (the prefilter)");
+  err = parseError(c, "[a]\nbogus = 1\n");
+  EXPECT_EQ(err, "catalogue line 2: unknown field 'bogus'");
+  err = parseError(c, "[a]\nclass = echo\nliteral = x\npattern = (\nmeaning = m\nremedy = r\nnext = n\nsource = s\n");
   EXPECT_NE(err.find("bad pattern"), std::string::npos) << err;
   // RE2 has no backreferences: a pattern that needs one is refused at parse time, not at match time.
-  EXPECT_FALSE(
-      c.parse("[a]\nclass = echo\nliteral = x\npattern = (a)\\1\nmeaning = m\nremedy = r\nnext = n\n"
-              "source = s\n",
-              &err));
+  err = parseError(c,
+                   "[a]\nclass = echo\nliteral = x\npattern = (a)\\1\nmeaning = m\nremedy = r\nnext = n\n"
+                   "source = s\n");
   EXPECT_NE(err.find("bad pattern"), std::string::npos) << err;
   // An extract group the pattern does not have is a catalogue error.
-  EXPECT_FALSE(
-      c.parse("[a]\nclass = echo\nliteral = x\npattern = x(y)\nextract = k:2\nmeaning = m\nremedy = r\n"
-              "next = n\nsource = s\n",
-              &err));
+  err = parseError(c,
+                   "[a]\nclass = echo\nliteral = x\npattern = x(y)\nextract = k:2\nmeaning = m\nremedy = r\n"
+                   "next = n\nsource = s\n");
   EXPECT_NE(err.find("capture group"), std::string::npos) << err;
   // An origin names its cause in a title (the verdict line starts with it).
-  EXPECT_FALSE(
-      c.parse("[a]\nclass = origin\nliteral = x\npattern = x\nmeaning = m\nremedy = r\nnext = n\n"
-              "source = s\n",
-              &err));
+  err = parseError(c,
+                   "[a]\nclass = origin\nliteral = x\npattern = x\nmeaning = m\nremedy = r\nnext = n\n"
+                   "source = s\n");
   EXPECT_NE(err.find("title"), std::string::npos) << err;
   // A value an enum key does not know is refused with the values it does know (the table that names them).
-  EXPECT_FALSE(c.parse("[a]\nclass = cause\n", &err));
+  err = parseError(c, "[a]\nclass = cause\n");
   EXPECT_NE(err.find("class must be origin, echo or context"), std::string::npos) << err;
-  EXPECT_FALSE(c.parse("[a]\nclass = echo\nwhen = always\n", &err));
+  err = parseError(c, "[a]\nclass = echo\nwhen = always\n");
   EXPECT_NE(err.find("when must be line, traceback-end, frame, derived or knowledge"), std::string::npos) << err;
-  EXPECT_TRUE(
-      c.parse("# ok\n[x.y]\nclass = echo\nweight = 60\nliteral = Foo | bar\npattern = (?i)foo+\nmeaning = m\n  more\n"
-              "remedy = r\nnext = n\nsource = s\nexplained_by = nccl. cuda.\n",
-              &err))
-      << err;
+  const Status parsed = c.parse(
+      "# ok\n[x.y]\nclass = echo\nweight = 60\nliteral = Foo | bar\npattern = (?i)foo+\nmeaning = m\n  more\n"
+      "remedy = r\nnext = n\nsource = s\nexplained_by = nccl. cuda.\n");
+  EXPECT_TRUE(parsed.ok()) << parsed.message();
   ASSERT_EQ(c.signatures().size(), 1u);
   EXPECT_EQ(c.sig(0).meaning, "m more");
   EXPECT_EQ(c.sig(0).literals.size(), 2u);
@@ -115,8 +117,8 @@ TEST(TriageCatalog, HighestWeightWinsOnALine) {
 // case-insensitive search finds: structural literals come back as bits of extraMask.
 TEST(TriageMatcher, LiteralPrefilterAgreesWithNaiveSearch) {
   Catalog empty;
-  std::string err;
-  ASSERT_TRUE(empty.parse("", &err)) << err;
+  const Status parsed = empty.parse("");
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
   std::vector<std::string> lits = {"he", "she", "his", "hers", "NCCL WARN", "a", "aaa", "xyz", "(802)", "-9"};
   Matcher m(empty, lits);
   std::mt19937 rng(5);
