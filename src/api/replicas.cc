@@ -134,9 +134,15 @@ bool arriveShared(ReplicaArea* area, int nranks, size_t slotBytes, int rank, uin
   area->hidden[rank] = shape.hidden;
   area->dtype[rank] = static_cast<int32_t>(shape.dtype);
   area->residual[rank] = shape.hasResidual ? 1 : 0;
-  area->arrived[rank].store(n, std::memory_order_release);
+  // Sequentially consistent, not release / acquire: this is a store followed by loads of the other
+  // ranks' words (Dekker's pattern). Under release / acquire two ranks arriving at once may each
+  // miss the other's store (x86 reorders a store after a later load), so that neither sees the set
+  // complete and it is compared by nobody: a check silently skipped (1 in ~50 runs of
+  // Replicas.ProcessesMeet... under load). One total order over these stores and loads means the
+  // rank whose store comes last in it sees every arrival.
+  area->arrived[rank].store(n, std::memory_order_seq_cst);
   for (int q = 0; q < nranks; ++q)
-    if (area->arrived[q].load(std::memory_order_acquire) < n) return false;  // the last to arrive compares
+    if (area->arrived[q].load(std::memory_order_seq_cst) < n) return false;  // the last to arrive compares
   // Exactly one rank takes set n (several may see it complete at once).
   uint64_t c = area->compared.load(std::memory_order_acquire);
   do {
