@@ -7,6 +7,8 @@
 # global or generic memory (STG, ST, ATOM[G], RED[G], the TMA stores). The instruction count is
 # reported, not judged: a one-thread stamp kernel is legitimately 32 instructions.
 # usage: check_fatbin.sh LIB "80;86;89;90;100;120" [PYTHON]   (PYTHON: whose pip-installed tools to try too)
+#        LIB may be a saved `cuobjdump --dump-sass` (a name ending in .sass): the rule is then checked
+#        without the tools (tests/cpu cpu_fatbin_rule, on tests/cpu/fixtures/fatbin_rule.sass)
 # Exit: 0 ok, 1 a kernel is missing or empty for some arch, 77 cuobjdump/nvdisasm not available (skipped).
 set -euo pipefail
 lib=$1
@@ -25,17 +27,21 @@ find_tool() {
     [ -n "$dir" ] && [ -x "$dir/$name" ] && { echo "$dir/$name"; return; }
   done
 }
-cuobjdump=$(find_tool cuobjdump || true)
-nvdisasm=$(find_tool nvdisasm || true)
-if [ -z "$cuobjdump" ] || [ -z "$nvdisasm" ]; then
-  echo "SKIPPED: cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or a full CUDA toolkit); cannot inspect $lib"
-  exit 77
-fi
-export PATH="$(dirname "$nvdisasm"):$PATH"
-
 sass=$(mktemp)
 trap 'rm -f "$sass"' EXIT
-"$cuobjdump" --dump-sass "$lib" > "$sass"
+if [[ "$lib" == *.sass ]]; then
+  [ -r "$lib" ] || { echo "FAIL: cannot read the SASS dump $lib"; exit 1; }
+  cp "$lib" "$sass"
+else
+  cuobjdump=$(find_tool cuobjdump || true)
+  nvdisasm=$(find_tool nvdisasm || true)
+  if [ -z "$cuobjdump" ] || [ -z "$nvdisasm" ]; then
+    echo "SKIPPED: cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or a full CUDA toolkit); cannot inspect $lib"
+    exit 77
+  fi
+  export PATH="$(dirname "$nvdisasm"):$PATH"
+  "$cuobjdump" --dump-sass "$lib" > "$sass"
+fi
 
 # Per (arch, function): instruction count, and how many of them write memory (the opcode after an
 # optional predicate, its modifiers cut at the first dot).
