@@ -242,12 +242,7 @@ class Reader {
       return v && r_->asBool(path(k), *v, &out);
     }
     bool field(const char* k, std::optional<bool>& out) {
-      const Value* v = find(k, false);
-      if (!v) return !r_->failed();
-      bool b = false;
-      if (!r_->asBool(path(k), *v, &b)) return false;
-      out = b;
-      return true;
+      return optional<bool>(k, out, [&](const Value& v, bool* b) { return r_->asBool(path(k), v, b); });
     }
     template <class I, class = std::enable_if_t<std::is_integral_v<I>>>
     bool field(const char* k, I& out, Range r) {
@@ -259,20 +254,11 @@ class Reader {
     }
     template <class I>
     bool field(const char* k, std::optional<I>& out, Range r) {
-      const Value* v = find(k, false);
-      if (!v) return !r_->failed();
-      int64_t x = 0;
-      if (!r_->asInt(path(k), *v, r.lo, r.hi, &x)) return false;
-      out = static_cast<I>(x);
-      return true;
+      return optional<int64_t>(k, out,
+                               [&](const Value& v, int64_t* x) { return r_->asInt(path(k), v, r.lo, r.hi, x); });
     }
     bool field(const char* k, std::optional<double>& out) {
-      const Value* v = find(k, false);
-      if (!v) return !r_->failed();
-      double x = 0;
-      if (!r_->asDouble(path(k), *v, &x)) return false;
-      out = x;
-      return true;
+      return optional<double>(k, out, [&](const Value& v, double* x) { return r_->asDouble(path(k), v, x); });
     }
     template <class E, class = decltype(EnumNames<E>::parse)>
     bool field(const char* k, E& out) {
@@ -301,6 +287,17 @@ class Reader {
     }
 
    private:
+    // An optional field: absent is fine (unless the walk already failed); present, `read` checks it
+    // and converts it to X, which `out` then holds as its own type.
+    template <class X, class T, class Read>
+    bool optional(const char* k, std::optional<T>& out, Read read) {
+      const Value* v = find(k, false);
+      if (!v) return !r_->failed();
+      X x{};
+      if (!read(*v, &x)) return false;
+      out = static_cast<T>(x);
+      return true;
+    }
     bool str(const char* k, bool required, std::string* s, std::optional<std::string>* opt = nullptr) {
       const Value* v = find(k, required);
       if (!v) return !r_->failed();
