@@ -39,6 +39,12 @@
 #                 scripts/perf_compare.py's before/after table, printed last (perf33_table.txt)
 #   --perf33-full with --perf33: also every forced peer path in the table, every knob of PERF33_KNOBS
 #                 and gpu_test's quick filter under each (the phase-1 call; ~7-8 minutes, budget 470)
+#   --floor       issue 33's floor call, then exit (~3-4 minutes, GPU_CHECK_BUDGET_S default 330): builds
+#                 arfuse_cli and arfuse_proxy_floor, and beside them the phase-timing CLI; the measured
+#                 floor of one synchronous call (bin/arfuse_proxy_floor: n PDL-chained graphs of an
+#                 empty kernel and of a one-trip barrier, virtual ranks 1/2/4/8, and real ranks when
+#                 there are >= 2 GPUs; floor_*.json), the auto rows at 1/16/64 tokens beside it, and
+#                 the phase attribution of --phases (PROXY figures)
 #   --peers       the single-GPU peers (bench/peers.py --single: torch.compile, FlashInfer, a copy;
 #                 FlashInfer from .carry/peers, scripts/fetch_peer_wheels.sh), the rotated
 #                 addrmsnorm bench and `bench --procs 2` on the one GPU (h200_*.json)
@@ -63,6 +69,7 @@ phases=0
 calproxy=0
 perf33=0
 perf33_full=0
+floor=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
@@ -74,6 +81,7 @@ for a in "$@"; do
     --phases) phases=1 ;;
     --calibrated-proxy) calproxy=1 ;;
     --perf33) perf33=1 ;;
+    --floor) floor=1 ;;
     --perf33-full) perf33=1; perf33_full=1 ;;
     --bench-only) bench_only=1 ;;
     --tests-only) tests_only=1 ;;
@@ -126,6 +134,30 @@ step() {  # step LABEL LIMIT_S OUTFILE cmd...   (OUTFILE gets stdout+stderr, app
 
 gen=Ninja
 command -v ninja >/dev/null || gen="Unix Makefiles"
+
+# ---- phases: where a call's time goes, from stamps inside the kernels (attribution build) ---------
+# phases_build: the phase-timing CLI (build-phases); phases_run: its rows beside the normal build's.
+pbuild=$root/build-phases
+phases_build() {
+  cmake -S "$root" -B "$pbuild" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release -DARFUSE_BUILD_TESTS=OFF \
+    -DARFUSE_PHASE_TIMING=ON "${nccl_args[@]}" && cmake --build "$pbuild" -j"$(nproc)" --target arfuse_cli
+}
+phases_run() {  # phases_run "ALGO:TOKENS ..."
+  local n spec algo tok b bin
+  for n in 2 4 8; do
+    for spec in $1; do
+      algo=${spec%%:*} tok=${spec#*:}
+      for b in normal phases; do
+        bin=$build/bin/arfuse; [ $b = phases ] && bin=$pbuild/bin/arfuse
+        step "phases $b TP$n $algo" 40 "$OUT/phases_raw.txt" bash -c "'$bin' bench --op fused --ranks $n --algo $algo \
+          --tokens $tok --hidden 7168 -n 30 -J '$OUT/phases_${b}_tp${n}_${algo}_${tok}.json' 2>&1 | tee '$OUT/phases_${b}_cur.txt'"
+        [ $b = phases ] && python3 "$root/scripts/phase_report.py" --label "TP$n $algo $tok tok" \
+          -J "$OUT/phases_tp${n}_${algo}_${tok}.json" < "$OUT/phases_${b}_cur.txt" | tee -a "$summary"
+        grep -E "^ +$tok +[0-9]+ +$algo" "$OUT/phases_${b}_cur.txt" | sed "s/^/  $b: /" >> "$summary"
+      done
+    done
+  done
+}
 
 # ---- perf33: issue 33's one measurement call (everything above the generic build, then exit) -------
 # Knobs: NAME=VAR=VALUE[,VAR=VALUE]:ALGOS:TOKENS, one bench per rank count each (PROXY rows of this tree
@@ -264,6 +296,52 @@ perf33_run() {
   mv "$tgz" "$OUT/logs.tgz"
   echo; grep -v '^ ' "$summary" | tail -45; echo; cat "$OUT/perf33_table.txt"
 }
+# ---- floor: the measured floor of one synchronous call, beside the call itself (issue 33) ----------
+floor_run() {
+  budget=${GPU_CHECK_BUDGET_S:-330}
+  start_s=$(date +%s)
+  local t1 ppid="" n
+  t1=$(date +%s)
+  phases_build > "$OUT/build_phases.log" 2>&1 &
+  ppid=$!
+  if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" &&
+         cmake --build "$build" -j"$(nproc)" --target arfuse_cli arfuse_proxy_floor; } > "$OUT/build.log" 2>&1; then
+    note "BUILD FAILED (see build.log)"; tail -40 "$OUT/build.log"; kill "$ppid" 2>/dev/null
+    return 1
+  fi
+  note "build (arfuse_cli, arfuse_proxy_floor): ok in $(( $(date +%s) - t1 )) s"
+  # 1. the floor: virtual ranks on GPU 0; real ranks too when there are several GPUs
+  step "floor virtual" 120 "$OUT/floor.txt" "$build/bin/arfuse_proxy_floor" --ranks "${FLOOR_RANKS:-1,2,4,8}" \
+    --ctas "${FLOOR_CTAS:-1,4,16,32,64,128}" -J "$OUT/floor_virtual.json"
+  note "floor virtual: rc=$? in ${last_step_s:-0} s"
+  if [ "$ngpu" -ge 2 ]; then
+    local rk=2; [ "$ngpu" -ge 4 ] && rk=2,4; [ "$ngpu" -ge 8 ] && rk=2,4,8
+    step "floor gpus" 90 "$OUT/floor.txt" "$build/bin/arfuse_proxy_floor" --gpus --ranks "$rk" \
+      --ctas "${FLOOR_CTAS:-1,4,16,32,64,128}" -J "$OUT/floor_gpus.json"
+    note "floor gpus ($rk): rc=$? in ${last_step_s:-0} s"
+  fi
+  # 2. the call itself in the same call: auto and the forced paths at the verify-pass sizes
+  for n in 2 4 8; do
+    step "floor bench TP$n" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op fused --virtual --ranks $n \
+      --algo auto,lowlatency,oneshot,twoshot --tokens 1,16,64 --hidden 7168 -n 20 -J "$OUT/floor_bench_tp${n}.json"
+    note "floor bench TP$n: rc=$? in ${last_step_s:-0} s"
+  done
+  # 3. the phase attribution of the same paths
+  if wait "$ppid"; then
+    note "phase-timing build: ok, $(( $(date +%s) - t1 )) s after the build started"
+    phases_run "${FLOOR_PHASES:-lowlatency:1 oneshot:16 oneshot:64}"
+  else
+    note "phase-timing build FAILED (build_phases.log)"; tail -5 "$OUT/build_phases.log" >> "$summary"
+  fi
+  cat "$OUT/floor.txt" >> "$summary"
+  local tgz; tgz=$(mktemp /tmp/gpu_check_logs.XXXXXX)
+  ( cd "$OUT" && tar czf "$tgz" --exclude=summary.txt . ) || note "tar: failed"
+  # The device tool brings back few files: the summary, the floor's JSON and the archive of the rest.
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name 'floor_virtual.json' ! -name 'floor_gpus.json' \
+    -exec rm -rf {} +
+  mv "$tgz" "$OUT/logs.tgz"
+  echo; cat "$summary"
+}
 t0=$(date +%s)
 # A kept build directory trusts modification times, but a copied working tree can carry a source
 # file whose time is older than the object built from its previous content (a header changed that
@@ -277,6 +355,11 @@ if [ -f "$hashes" ]; then
   changed=$(sort "$hashes" "$hashes" "$hashes.new" | uniq -u | awk '{print $2}' | sort -u)
   for f in $changed; do [ -f "$root/$f" ] && touch "$root/$f"; done
   note "source files changed since the kept build: $(echo "$changed" | grep -c .)"
+fi
+if [ $floor = 1 ]; then  # its own builds and steps, like perf33's
+  floor_run || exit 1
+  mv "$hashes.new" "$hashes"
+  exit 0
 fi
 if [ $perf33 = 1 ]; then  # its own builds, steps and table; the kept build's hashes as below
   perf33_run || exit 1
@@ -383,25 +466,10 @@ if [ $proxy = 1 ]; then
 fi
 # ---- phases: where a call's time goes, from stamps inside the kernels (attribution build) ---------
 if [ $phases = 1 ]; then
-  pbuild=$root/build-phases
   t1=$(date +%s)
-  if { cmake -S "$root" -B "$pbuild" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release -DARFUSE_BUILD_TESTS=OFF \
-         -DARFUSE_PHASE_TIMING=ON "${nccl_args[@]}" && cmake --build "$pbuild" -j"$(nproc)" --target arfuse_cli; } \
-       > "$OUT/build_phases.log" 2>&1; then
+  if phases_build > "$OUT/build_phases.log" 2>&1; then
     note "phase-timing build: ok in $(( $(date +%s) - t1 )) s"
-    for n in 2 4 8; do
-      for spec in lowlatency:1 oneshot:16 twoshot:64; do
-        algo=${spec%%:*} tok=${spec#*:}
-        for b in normal phases; do
-          bin=$build/bin/arfuse; [ $b = phases ] && bin=$pbuild/bin/arfuse
-          step "phases $b TP$n $algo" 40 "$OUT/phases_raw.txt" bash -c "'$bin' bench --op fused --ranks $n --algo $algo \
-            --tokens $tok --hidden 7168 -n 30 -J '$OUT/phases_${b}_tp${n}_${algo}.json' 2>&1 | tee '$OUT/phases_${b}_cur.txt'"
-          [ $b = phases ] && python3 "$root/scripts/phase_report.py" --label "TP$n $algo $tok tok" \
-            -J "$OUT/phases_tp${n}_${algo}.json" < "$OUT/phases_${b}_cur.txt" | tee -a "$summary"
-          grep -E "^ +$tok +[0-9]+ +$algo" "$OUT/phases_${b}_cur.txt" | sed "s/^/  $b: /" >> "$summary"
-        done
-      done
-    done
+    phases_run "lowlatency:1 oneshot:16 twoshot:64"
   else
     note "phase-timing build FAILED (build_phases.log)"; tail -5 "$OUT/build_phases.log" >> "$summary"
   fi
@@ -491,6 +559,14 @@ fi
 if [ $tests_only = 0 ]; then
 
 # ---- benchmarks, doctor, calibration -------------------------------------------------------------
+# The floor of one synchronous call (docs/perf.md change 32), virtual ranks; real ranks too with >= 2 GPUs.
+step "bench floor" 60 "$OUT/bench.txt" "$build/bin/arfuse_proxy_floor" -J "$OUT/bench_floor_virtual.json"
+note "bench floor: rc=$?"
+if [ "$ngpu" -ge 2 ]; then
+  step "bench floor gpus" 60 "$OUT/bench.txt" "$build/bin/arfuse_proxy_floor" --gpus --ranks "$(seq -s, 2 "$(( ngpu < 8 ? ngpu : 8 ))")" \
+    -J "$OUT/bench_floor_gpus.json"
+  note "bench floor gpus: rc=$?"
+fi
 has_epilogue=0
 "$build/bin/arfuse" bench --help 2>&1 | grep -q -- '--epilogue' && has_epilogue=1
 step "bench addrmsnorm" 90 "$OUT/bench.txt" "$build/bin/arfuse" bench --op addrmsnorm --tokens 1,4,16,64,256,1024,2048,4096,8192 \
