@@ -59,42 +59,28 @@ constexpr int kSfLayoutLinear = 0;         // [rows][cols] row-major, no padding
 constexpr int kSfLayoutSwizzled128x4 = 1;  // [ceil(rows/128)][ceil(cols/4)][32][4][4], zero padded
 
 // ---- bit access and exactly rounded arithmetic ---------------------------------------------------
-
-ARFUSE_QHD uint32_t floatBits(float f) {
+//
+// floatBits / bitsFloat: a float's bit pattern and back. mulRn / divRn: a * b and a / b rounded to
+// nearest even, whatever the compiler flags (fast-math on the device). The device build has an
+// intrinsic for each; the host's are plain C++.
 #ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
+ARFUSE_QHD uint32_t floatBits(float f) { return __float_as_uint(f); }
+ARFUSE_QHD float bitsFloat(uint32_t u) { return __uint_as_float(u); }
+ARFUSE_QHD float mulRn(float a, float b) { return __fmul_rn(a, b); }
+ARFUSE_QHD float divRn(float a, float b) { return __fdiv_rn(a, b); }
 #else
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-#endif
+template <class To, class From>
+ARFUSE_QHD To bitCast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the size");
+  To t;
+  memcpy(&t, &v, sizeof t);
+  return t;
 }
-
-ARFUSE_QHD float bitsFloat(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
+ARFUSE_QHD uint32_t floatBits(float f) { return bitCast<uint32_t>(f); }
+ARFUSE_QHD float bitsFloat(uint32_t u) { return bitCast<float>(u); }
+ARFUSE_QHD float mulRn(float a, float b) { return a * b; }
+ARFUSE_QHD float divRn(float a, float b) { return a / b; }
 #endif
-}
-
-// a * b and a / b rounded to nearest even, whatever the compiler flags (fast-math on the device).
-ARFUSE_QHD float mulRn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-ARFUSE_QHD float divRn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
 
 // max(m, |v|) ignoring a NaN v (fmaxf semantics). Commutative and associative over non-NaN values,
 // so a row's or block's amax is the same for every reduction order.
