@@ -1,6 +1,7 @@
 #include "diag/records.h"
 
 #include <atomic>
+#include <cstddef>
 #include <mutex>
 #include <set>
 #include <tuple>
@@ -10,15 +11,42 @@
 
 namespace arfuse {
 
+namespace {
+
+// The names of the ops and of the error records' codes (and the result each code reports), one
+// entry per known value, found by findEntry; a value not in its table is named "unknown".
+struct OpEntry {
+  int value;  // arfuseOp_t
+  const char* name;
+};
+constexpr OpEntry kOps[] = {
+    {arfuseOpAllReduce, "AllReduce"},
+    {arfuseOpAllReduceAddRmsNorm, "AllReduceAddRmsNorm"},
+};
+
+struct RecordCodeEntry {
+  int value;         // ErrorRecord::code, kErr*
+  const char* name;  // the dump's code= word
+  int result;        // the arfuseResult_t a call reports
+};
+constexpr RecordCodeEntry kRecordCodes[] = {
+    {kErrPeerTimeout, "peer_timeout", arfusePeerTimeout},      {kErrMismatch, "mismatch", arfuseMismatch},
+    {kErrConcurrent, "concurrent", arfuseInvalidUsage},        {kErrNcclTimeout, "nccl_timeout", arfusePeerTimeout},
+    {kErrReplicaMismatch, "replica_mismatch", arfuseMismatch},
+};
+
+template <class E, size_t N>
+const E* findEntry(const E (&table)[N], int value) {
+  for (const E& e : table)
+    if (e.value == value) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
 const char* callOpName(int op) {
-  switch (op) {
-    case arfuseOpAllReduce:
-      return "AllReduce";
-    case arfuseOpAllReduceAddRmsNorm:
-      return "AllReduceAddRmsNorm";
-    default:
-      return "unknown";
-  }
+  const OpEntry* e = findEntry(kOps, op);
+  return e ? e->name : "unknown";
 }
 
 long long callDescBytes(CallDesc d) {
@@ -55,37 +83,13 @@ std::string describeCallDesc(CallDesc d, bool withPath) {
 }
 
 const char* recordCodeName(int code) {
-  switch (code) {
-    case kErrPeerTimeout:
-      return "peer_timeout";
-    case kErrMismatch:
-      return "mismatch";
-    case kErrConcurrent:
-      return "concurrent";
-    case kErrNcclTimeout:
-      return "nccl_timeout";
-    case kErrReplicaMismatch:
-      return "replica_mismatch";
-    default:
-      return "unknown";
-  }
+  const RecordCodeEntry* e = findEntry(kRecordCodes, code);
+  return e ? e->name : "unknown";
 }
 
 int resultForRecordCode(int code) {
-  switch (code) {
-    case kErrPeerTimeout:
-      return arfusePeerTimeout;
-    case kErrMismatch:
-      return arfuseMismatch;
-    case kErrConcurrent:
-      return arfuseInvalidUsage;
-    case kErrNcclTimeout:
-      return arfusePeerTimeout;
-    case kErrReplicaMismatch:
-      return arfuseMismatch;
-    default:
-      return arfuseInternalError;
-  }
+  const RecordCodeEntry* e = findEntry(kRecordCodes, code);
+  return e ? e->result : arfuseInternalError;
 }
 
 std::string describeErrorRecord(const ErrorRecord& e, int who, uint64_t timeoutNs,

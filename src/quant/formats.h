@@ -59,42 +59,28 @@ constexpr int kSfLayoutLinear = 0;         // [rows][cols] row-major, no padding
 constexpr int kSfLayoutSwizzled128x4 = 1;  // [ceil(rows/128)][ceil(cols/4)][32][4][4], zero padded
 
 // ---- bit access and exactly rounded arithmetic ---------------------------------------------------
-
-ARFUSE_QHD uint32_t floatBits(float f) {
+//
+// floatBits / bitsFloat: a float's bit pattern and back. mulRn / divRn: a * b and a / b rounded to
+// nearest even, whatever the compiler flags (fast-math on the device). The device build has an
+// intrinsic for each; the host's are plain C++.
 #ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
+ARFUSE_QHD uint32_t floatBits(float f) { return __float_as_uint(f); }
+ARFUSE_QHD float bitsFloat(uint32_t u) { return __uint_as_float(u); }
+ARFUSE_QHD float mulRn(float a, float b) { return __fmul_rn(a, b); }
+ARFUSE_QHD float divRn(float a, float b) { return __fdiv_rn(a, b); }
 #else
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-#endif
+template <class To, class From>
+ARFUSE_QHD To bitCast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the size");
+  To t;
+  memcpy(&t, &v, sizeof t);
+  return t;
 }
-
-ARFUSE_QHD float bitsFloat(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
+ARFUSE_QHD uint32_t floatBits(float f) { return bitCast<uint32_t>(f); }
+ARFUSE_QHD float bitsFloat(uint32_t u) { return bitCast<float>(u); }
+ARFUSE_QHD float mulRn(float a, float b) { return a * b; }
+ARFUSE_QHD float divRn(float a, float b) { return a / b; }
 #endif
-}
-
-// a * b and a / b rounded to nearest even, whatever the compiler flags (fast-math on the device).
-ARFUSE_QHD float mulRn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-ARFUSE_QHD float divRn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
 
 // max(m, |v|) ignoring a NaN v (fmaxf semantics). Commutative and associative over non-NaN values,
 // so a row's or block's amax is the same for every reduction order.
@@ -112,27 +98,43 @@ ARFUSE_QHD uint32_t shiftRne(uint32_t mant, uint32_t shift) {
   return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
 }
 
-// ---- FP8 E4M3 (OCP "fn": bias 7, no infinities, NaN = S.1111.111, max 448, min subnormal 2^-9) ----
+// ---- saturating RNE encoding, shared by E4M3 and E2M1 ---------------------------------------------
 
-ARFUSE_QHD uint8_t fp32ToE4m3Sat(float x) {
+// fp32 -> the code of a format with kExp exponent bits (bias 2^(kExp-1) - 1), kMant mantissa bits
+// and subnormals, the sign bit above them: RNE; |x| >= the value of kMaxCode (and +-inf) -> +-that;
+// NaN -> kNanCode (whatever its sign); -0 and negatives that round to 0 -> the sign bit alone.
+template <int kExp, int kMant, uint32_t kMaxCode, uint32_t kNanCode>
+ARFUSE_QHD uint8_t fp32ToSmallFloatSat(float x) {
+  constexpr uint32_t kSignBit = 1u << (kExp + kMant);
+  constexpr uint32_t kBias = (1u << (kExp - 1)) - 1u;
+  constexpr uint32_t kDrop = 23u - kMant;                                  // fp32 mantissa bits the code drops
+  constexpr uint32_t kRebias = (127u - kBias) << kMant;                    // fp32 (exponent, top mantissa) - code
+  constexpr uint32_t kMaxBits = (kMaxCode + kRebias) << kDrop;             // the fp32 of kMaxCode
+  constexpr uint32_t kMinNormalBits = ((1u << kMant) + kRebias) << kDrop;  // 2^(1 - bias)
   const uint32_t u = floatBits(x);
-  const uint32_t sign = (u >> 24) & 0x80u;
+  const uint32_t sign = (u >> (31u - kExp - kMant)) & kSignBit;
   const uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return 0x7F;                                 // NaN: canonical, sign dropped
-  if (a >= 0x43E00000u) return static_cast<uint8_t>(sign | 0x7Eu);  // >= 448 (incl. inf): 448
-  if (a < 0x3C800000u) {                                            // below 2^-6: E4M3 subnormals, step 2^-9
+  if (a > 0x7F800000u) return static_cast<uint8_t>(kNanCode);
+  if (a >= kMaxBits) return static_cast<uint8_t>(sign | kMaxCode);
+  if (a < kMinNormalBits) {  // the subnormals, step 2^(1 - bias - kMant)
     const uint32_t e = a >> 23;
-    if (e == 0) return static_cast<uint8_t>(sign);  // fp32 zero or subnormal: far below 2^-10
-    // |x| * 2^9 = mant * 2^(e - 150 + 9); the result 0..8 is the code (8 = 2^-6, the first normal).
-    return static_cast<uint8_t>(sign | shiftRne((a & 0x7FFFFFu) | 0x800000u, 141u - e));
+    if (e == 0) return static_cast<uint8_t>(sign);  // fp32 zero or subnormal: far below half the step
+    // |x| / step = mant * 2^(e - 150 + bias - 1 + kMant), rounded: the code (2^kMant: the first normal).
+    return static_cast<uint8_t>(sign | shiftRne((a & 0x7FFFFFu) | 0x800000u, 151u - kBias - kMant - e));
   }
-  // Normal: code = (e - 127 + 7) << 3 | top 3 mantissa bits, then RNE on the 20 dropped bits; a
-  // carry out of the mantissa moves to the next binade. |x| < 448 rounds to at most 0x7E.
-  uint32_t code = (a >> 20) - (120u << 3);
-  const uint32_t rem = a & 0xFFFFFu;
-  if (rem > 0x80000u || (rem == 0x80000u && (code & 1u))) ++code;
+  // Normal: code = (e - 127 + bias) << kMant | top kMant mantissa bits, then RNE on the kDrop dropped
+  // bits; a carry out of the mantissa moves to the next binade. |x| below the maximum rounds to at
+  // most kMaxCode.
+  uint32_t code = (a >> kDrop) - kRebias;
+  const uint32_t rem = a & ((1u << kDrop) - 1u);
+  if (rem > (1u << (kDrop - 1u)) || (rem == (1u << (kDrop - 1u)) && (code & 1u))) ++code;
   return static_cast<uint8_t>(sign | code);
 }
+
+// ---- FP8 E4M3 (OCP "fn": bias 7, no infinities, NaN = S.1111.111, max 448, min subnormal 2^-9) ----
+
+// NaN: canonical 0x7F, sign dropped; >= 448 (incl. inf): 448 (0x7E).
+ARFUSE_QHD uint8_t fp32ToE4m3Sat(float x) { return fp32ToSmallFloatSat<4, 3, 0x7Eu, 0x7Fu>(x); }
 
 ARFUSE_QHD float e4m3ToFp32(uint8_t c) {
   const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
@@ -145,23 +147,8 @@ ARFUSE_QHD float e4m3ToFp32(uint8_t c) {
 
 // ---- FP4 E2M1 (bias 1, no inf/NaN: 0, 0.5, 1, 1.5, 2, 3, 4, 6), the code in the low nibble -------
 
-ARFUSE_QHD uint8_t fp32ToE2m1Sat(float x) {
-  const uint32_t u = floatBits(x);
-  const uint32_t sign = (u >> 28) & 0x8u;
-  const uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return 0x7;                                 // NaN: positive MAX_NORM (+6)
-  if (a >= 0x40C00000u) return static_cast<uint8_t>(sign | 0x7u);  // >= 6 (incl. inf): 6
-  if (a < 0x3F800000u) {                                           // below 1: subnormal 0.5, step 0.5
-    const uint32_t e = a >> 23;
-    if (e == 0) return static_cast<uint8_t>(sign);
-    // |x| * 2 = mant * 2^(e - 150 + 1); the result 0..2 is the code (2 = 1.0, the first normal).
-    return static_cast<uint8_t>(sign | shiftRne((a & 0x7FFFFFu) | 0x800000u, 149u - e));
-  }
-  uint32_t code = (a >> 22) - (126u << 1);  // (e - 127 + 1) << 1 | top mantissa bit
-  const uint32_t rem = a & 0x3FFFFFu;
-  if (rem > 0x200000u || (rem == 0x200000u && (code & 1u))) ++code;
-  return static_cast<uint8_t>(sign | code);
-}
+// NaN: positive MAX_NORM (+6, 0x7); >= 6 (incl. inf): 6.
+ARFUSE_QHD uint8_t fp32ToE2m1Sat(float x) { return fp32ToSmallFloatSat<2, 1, 0x7u, 0x7u>(x); }
 
 ARFUSE_QHD float e2m1ToFp32(uint8_t c) {
   const uint32_t sign = static_cast<uint32_t>(c & 0x8u) << 28;

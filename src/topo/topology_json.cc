@@ -194,6 +194,30 @@ void optionalString(std::string* o, const char* k, const std::optional<std::stri
   *o += ",\n";
 }
 
+// How an empty array is written: "[]" on the key's line, or its brackets on two lines as a non-empty
+// one's are. gpus has always been written the second way (a valid topology never has it empty, see
+// validate()); kept so that no writer's output changes.
+enum class EmptyArray { kInline, kOnLines };
+
+// `  "k": [` then the n elements one per line, element(i) writing the i-th, then `  ]` and `end`.
+template <class F>
+void array(std::string* o, const char* k, size_t n, EmptyArray empty, const char* end, F element) {
+  *o += "  ";
+  key(o, k);
+  if (n == 0 && empty == EmptyArray::kInline) {
+    *o += "[]";
+  } else {
+    *o += "[\n";
+    for (size_t i = 0; i < n; ++i) {
+      *o += "    ";
+      element(i);
+      *o += i + 1 < n ? ",\n" : "\n";
+    }
+    *o += "  ]";
+  }
+  *o += end;
+}
+
 // ---- reader ---------------------------------------------------------------------------------
 
 class Reader {
@@ -431,40 +455,10 @@ std::string toJson(const Topology& t) {
   optionalString(&o, "cuda_runtime_version", t.cudaRuntimeVersion);
   optionalString(&o, "nccl_version", t.ncclVersion);
   optionalString(&o, "nvml_version", t.nvmlVersion);
-  o += "  ";
-  key(&o, "notes");
-  if (t.notes.empty()) {
-    o += "[],\n";
-  } else {
-    o += "[\n";
-    for (size_t i = 0; i < t.notes.size(); ++i) {
-      o += "    ";
-      json::appendString(&o, t.notes[i]);
-      o += i + 1 < t.notes.size() ? ",\n" : "\n";
-    }
-    o += "  ],\n";
-  }
-  o += "  ";
-  key(&o, "gpus");
-  o += "[\n";
-  for (size_t i = 0; i < t.gpus.size(); ++i) {
-    o += "    ";
-    writeGpu(&o, t.gpus[i]);
-    o += i + 1 < t.gpus.size() ? ",\n" : "\n";
-  }
-  o += "  ],\n  ";
-  key(&o, "links");
-  if (t.links.empty()) {
-    o += "[]\n";
-  } else {
-    o += "[\n";
-    for (size_t i = 0; i < t.links.size(); ++i) {
-      o += "    ";
-      writeLink(&o, t.links[i], static_cast<int>(i), t.size());
-      o += i + 1 < t.links.size() ? ",\n" : "\n";
-    }
-    o += "  ]\n";
-  }
+  array(&o, "notes", t.notes.size(), EmptyArray::kInline, ",\n", [&](size_t i) { json::appendString(&o, t.notes[i]); });
+  array(&o, "gpus", t.gpus.size(), EmptyArray::kOnLines, ",\n", [&](size_t i) { writeGpu(&o, t.gpus[i]); });
+  array(&o, "links", t.links.size(), EmptyArray::kInline, "\n",
+        [&](size_t i) { writeLink(&o, t.links[i], static_cast<int>(i), t.size()); });
   o += "}\n";
   return o;
 }
