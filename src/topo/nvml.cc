@@ -10,11 +10,12 @@ namespace nvml {
 
 namespace {
 
-constexpr int kSuccess = 0;
-constexpr int kErrorNotSupported = 3;
-constexpr int kErrorInvalidArgument = 2;
-constexpr int kP2pRead = 0, kP2pWrite = 1, kP2pAtomics = 3;
-constexpr int kNvlinkRemoteGpu = 0, kNvlinkRemoteSwitch = 2;
+// The values of NVML's own enums that this file uses (NVIDIA's nvml.h is not needed to build): nvmlReturn_t,
+// nvmlGpuP2PCapsIndex_t and nvmlIntNvLinkDeviceType_t. The functions are resolved with int in their
+// place, so the enumerators compare with what they return.
+enum Return : int { kSuccess = 0, kErrorInvalidArgument = 2, kErrorNotSupported = 3 };
+enum P2pCapsIndex : int { kP2pRead = 0, kP2pWrite = 1, kP2pAtomics = 3 };
+enum NvlinkRemoteType : int { kNvlinkRemoteGpu = 0, kNvlinkRemoteSwitch = 2 };
 // NVML_NVLINK_MAX_LINKS is 18 today; ask further and stop at the first "invalid argument", so a
 // later GPU with more links is still counted.
 constexpr unsigned kMaxLinksAsked = 64;
