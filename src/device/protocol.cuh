@@ -293,10 +293,16 @@ __device__ __forceinline__ CallState enterThenWaitShared(const KernelArgs& a) {
   PhaseClock::mark<2>();
   return cs;
 }
+// The verdict travels through its own word: until the __syncthreads below, a slower warp may still be
+// reading sharedCall() from enterThenWaitShared (compute-sanitizer racecheck found thread 0's write of
+// sharedCall().status racing those reads). Thread 0 copies it into sharedCall() after the barrier,
+// for exitCallShared, which reads it after a barrier of its own.
 __device__ __forceinline__ bool settleEntryShared(const KernelArgs& a, CallState* cs, const EntryCheck& c) {
-  if (threadIdx.x == 0) sharedCall().status = judgeSettle(a, *cs, c);
+  __shared__ uint32_t sSettled;
+  if (threadIdx.x == 0) sSettled = judgeSettle(a, *cs, c);
   __syncthreads();
-  cs->status = sharedCall().status;
+  cs->status = sSettled;
+  if (threadIdx.x == 0) sharedCall().status = cs->status;
   return cs->status == kFlightOk;
 }
 __device__ __forceinline__ void exitCallShared(const KernelArgs& a, bool failed) { exitCall(a, sharedCall(), failed); }
