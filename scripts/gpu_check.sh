@@ -635,9 +635,9 @@ fi  # tests_only
   # compute-sanitizer over a slice of the virtual-rank suite (every path, graphs, faults, epilogues).
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$san" ]; then
-    filt='Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/3ranks_*:Gpu_VirtualRanks.HostStagedVariantsBySize:Paths/Gpu_Fault.DifferentSizeIsAMismatchOnEveryRank/*:Gpu_AddRmsNorm.*:Paths/Gpu_Epilogue.*/local:Paths/Gpu_Epilogue.*/lowlatency'
+    filt='Worlds/Gpu_VirtualRanks.GraphReplayWithNewInputs/3ranks_*:Gpu_VirtualRanks.HostStagedVariantsBySize:Paths/Gpu_Fault.DifferentSizeIsAMismatchOnEveryRank/*:Gpu_AddRmsNorm.*:Paths/Gpu_Epilogue.*/local:Paths/Gpu_Epilogue.*/lowlatency:Paths/Gpu_Epilogue.*/oneshot'
     for tool in memcheck racecheck; do
-      step "compute-sanitizer $tool" 120 "$OUT/sanitizer_$tool.log" "$san" --tool $tool --error-exitcode 9 \
+      step "compute-sanitizer $tool" 180 "$OUT/sanitizer_$tool.log" "$san" --tool $tool --error-exitcode 9 \
         "$build/tests/gpu/gpu_test" --gtest_filter="$filt"
       note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
     done
