@@ -35,8 +35,9 @@
 #                 .carry/baseline (scripts/prepare_carry.sh --baseline REV); the spill check of this
 #                 build; the proxy auto rows (1/16/64/256/2048 tokens, 2/4/8 virtual ranks) of both
 #                 trees; `bench --verify-pass --model kimi-k2` at 4 and 8 virtual ranks of both; this
-#                 tree's auto rows with the row push off (knob nopush, 1/16/64 tokens); then
-#                 scripts/perf_compare.py's before/after table, printed last (perf33_table.txt)
+#                 tree's auto rows with the row push off (knob nopush, 1/16/64 tokens); the measured
+#                 floor (arfuse_proxy_floor, floor_virtual.json); then scripts/perf_compare.py's
+#                 before/after table with each row's floor, printed last (perf33_table.txt)
 #   --perf33-full with --perf33: also every forced peer path in the table, every knob of PERF33_KNOBS
 #                 and gpu_test's quick filter under each (the phase-1 call; ~7-8 minutes, budget 470)
 #   --floor       issue 33's floor call, then exit (~3-4 minutes, GPU_CHECK_BUDGET_S default 330): builds
@@ -199,12 +200,15 @@ perf33_run() {
   fi
   t1=$(date +%s)
   if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" &&
-         cmake --build "$build" -j"$(nproc)" --target arfuse_cli gpu_test; } > "$OUT/build.log" 2>&1; then
+         cmake --build "$build" -j"$(nproc)" --target arfuse_cli gpu_test arfuse_proxy_floor; } > "$OUT/build.log" 2>&1; then
     note "BUILD FAILED (see build.log)"; tail -40 "$OUT/build.log"
     [ -n "$bpid" ] && kill "$bpid" 2>/dev/null
     return 1
   fi
-  note "build (arfuse_cli, gpu_test): ok in $(( $(date +%s) - t1 )) s"
+  note "build (arfuse_cli, gpu_test, arfuse_proxy_floor): ok in $(( $(date +%s) - t1 )) s"
+  # The measured floor of this call's machine, which perf_compare.py sets beside the rows below 256 tokens.
+  step "perf33 floor" 60 "$OUT/floor.txt" "$build/bin/arfuse_proxy_floor" -J "$OUT/floor_virtual.json"
+  note "perf33 floor: rc=$? in ${last_step_s:-0} s"
   python3 "$root/tests/cpu/check_spills.py" "$build/src/CMakeFiles/arfuse.dir" 1 "$arch" > "$OUT/spills.txt" 2>&1
   note "spill check (ptxas reports of this build): rc=$? $(head -1 "$OUT/spills.txt")"
   local have_base=0

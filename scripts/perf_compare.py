@@ -6,12 +6,16 @@ Reads, from DIR (the call's $OUT):
   knob_{NAME}_tp{N}.json                      this tree under one experimental knob (gpu_check.sh KNOBS)
   verify_{baseline,new}_tp{N}.json            `arfuse bench --verify-pass --model kimi-k2`
   verify_knob_{NAME}_tp{N}_r{K}.json          the same, this tree under a knob, run K of alternated runs
+  floor_virtual.json                          arfuse_proxy_floor's run of the same call (else --floor FILE,
+                                              else the committed bench/results/h200_proxy_floor.json)
 and prints, per rank count and token count: auto before and after (its path), the fastest forced path
-after, the HBM floor of virtual ranks at 256 / 2048 tokens (docs/perf.md "Floors") and auto over it,
+after, the floor of auto's path and auto over it: at 256 / 2048 tokens the HBM floor of virtual ranks
+(docs/perf.md "Floors"); below, the measured barrier trips at the row's CTA count plus the path's
+bytes at the L2 copy rate (docs/perf.md change 32),
 then each knob's auto row against this tree's auto, then the verify pass before and after. A row whose
 check against fp64 failed is marked WRONG; one that did not run says why in the JSON (`error`).
 
-usage: perf_compare.py DIR [--json OUT.json]
+usage: perf_compare.py DIR [--json OUT.json] [--floor FLOOR.json]
        perf_compare.py --self-test
 """
 import glob
@@ -32,6 +36,47 @@ def floor_us(path, tokens, n):
     b = tokens * HIDDEN_BYTES
     per_rank = {"oneshot": (n + 4) * b, "twoshot": 6 * b}.get(path)
     return None if per_rank is None else n * per_rank / (COPY_GBPS * 1e3)
+
+
+# An SM copy of 14.7 MB from L2: 3.16 us (h200_addrmsnorm_v2.json, 256 tokens; docs/perf.md "Floors").
+L2_GBPS = 4650.0
+COMMITTED_FLOOR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "bench", "results", "h200_proxy_floor.json")
+
+
+def barrier_us(floor, n, ctas):
+    """The measured one-trip barrier of n ranks at the smallest measured CTA count >= ctas (else the largest)."""
+    got = sorted((r["ctas"], r["median_us"]) for r in floor.get("rows", [])
+                 if r.get("mode") == "barrier" and r.get("ranks") == n)
+    if not got:
+        return None
+    return next((t for c, t in got if c >= ctas), got[-1][1])
+
+
+def trip_floor_us(floor, path, tokens, n, ctas):
+    """Below 256 tokens: the path's barrier trips (measured: arfuse_proxy_floor) plus its bytes from L2."""
+    if not floor:
+        return None
+    b, one = barrier_us(floor, n, ctas), barrier_us(floor, 1, ctas)
+    if b is None:
+        return None
+    data = tokens * HIDDEN_BYTES
+    if path == "lowlatency":
+        return b
+    if path == "oneshot":
+        return b + n * (n + 4) * data / (L2_GBPS * 1e3)
+    if path == "twoshot" and one is not None:
+        return 2 * b - one + n * 6 * data / (L2_GBPS * 1e3)
+    return None
+
+
+def path_floor_us(floor, row, tokens, n):
+    """The floor of the path auto took (row), or None where none is defined (host-staged, NCCL)."""
+    if not row:
+        return None
+    if tokens >= 256:
+        return floor_us(path_of(row), tokens, n)
+    return trip_floor_us(floor, path_of(row), tokens, n, row.get("plan", {}).get("blocks", 1))
 
 
 def load(path):
@@ -73,8 +118,9 @@ def wrong_rows(docs):
     return sum(1 for d in docs for r in rows(d) if r.get("wrong"))
 
 
-def table(d):
+def table(d, floor_file=None):
     lines = []
+    floor = load(os.path.join(d, "floor_virtual.json")) or load(floor_file or COMMITTED_FLOOR)
     ranks = sorted({int(m.group(1)) for f in glob.glob(os.path.join(d, "*_tp*.json"))
                     for m in [re.search(r"_tp(\d+)\.json$", f)] if m})
     knobs = sorted({m.group(1) for f in glob.glob(os.path.join(d, "knob_*_tp*.json"))
@@ -91,8 +137,8 @@ def table(d):
         for t in toks:
             b, a, f = auto_row(base, t), auto_row(new, t), best_forced(new, t)
             ratio = f"{a['median_us'] / b['median_us']:.3f}" if a and b else "-"
-            fl = floor_us(path_of(a), t, n) if t >= 256 and a else None
-            fl_text = f"{fl:.1f}" if fl else "-"
+            fl = path_floor_us(floor, a, t, n)
+            fl_text = f"{fl:.2f}" if fl and t < 256 else f"{fl:.1f}" if fl else "-"
             over = f"{a['median_us'] / fl:.2f}" if fl else "-"
             lines.append(f"{n:>5} {t:>5} | {us(b):>9} {path_of(b):>8} | {us(a):>9} {path_of(a):>8} | {ratio:>8} | "
                          f"{us(f):>9} {path_of(f):>10} | {fl_text:>7} {over:>7}")
@@ -165,6 +211,9 @@ def table(d):
             lines.append(f"{n:>5} {t:>5} | " + " | ".join(cells))
     w = wrong_rows([x for x in docs if x])
     lines.append("")
+    lines.append("floor: >= 256 tokens the HBM floor; below, " +
+                 (f"the barrier trips of {floor.get('command', 'arfuse_proxy_floor')} ({floor.get('date', '?')})"
+                  if floor else "none (no arfuse_proxy_floor JSON)") + " plus the bytes from L2")
     lines.append(f"rows checked against fp64 and wrong: {w}" + ("  <-- FAILURE" if w else ""))
     return "\n".join(lines), summary
 
@@ -176,20 +225,29 @@ def self_test():
             return {"results": [dict(role="arfuse", wrong=0, **r) for r in rs]}
         base = doc([{"tokens": 16, "algo": "auto:oneshot", "median_us": 10.0},
                     {"tokens": 256, "algo": "auto:twoshot", "median_us": 100.0}])
-        new = doc([{"tokens": 16, "algo": "auto:oneshot", "median_us": 8.0},
+        new = doc([{"tokens": 1, "algo": "auto:lowlatency", "median_us": 6.0, "plan": {"blocks": 4}},
+                   {"tokens": 16, "algo": "auto:oneshot", "median_us": 8.0, "plan": {"blocks": 32}},
                    {"tokens": 16, "algo": "twoshot", "median_us": 9.0},
                    {"tokens": 256, "algo": "auto:twoshot", "median_us": 70.0}])
         knob = doc([{"tokens": 16, "algo": "auto:oneshot", "median_us": 7.5}])
         vdef = doc([{"tokens": 16, "algo": "auto:oneshot", "pass_ms": 1.5}])
         vpush = doc([{"tokens": 16, "algo": "auto:oneshot", "pass_ms": 1.4}])
-        for name, content in (("baseline_tp8.json", base), ("new_tp8.json", new), ("knob_late_tp8.json", knob),
+        floor = {"command": "arfuse_proxy_floor (made up)", "date": "2026-12-03",
+                 "rows": [{"mode": "barrier", "ranks": n, "ctas": c, "median_us": t}
+                          for n, c, t in ((1, 4, 1.0), (1, 32, 1.0), (8, 4, 3.0), (8, 16, 3.5), (8, 64, 4.5))]}
+        for name, content in (("floor_virtual.json", floor), ("baseline_tp8.json", base), ("new_tp8.json", new), ("knob_late_tp8.json", knob),
                               ("verify_knob_default_tp8_r1.json", vdef), ("verify_knob_nopush_tp8_r1.json", vpush)):
             with open(os.path.join(d, name), "w", encoding="utf-8") as f:
                 json.dump(content, f)
         text, summary = table(d)
         fl = floor_us("twoshot", 256, 8)
+        # 1 token on 4 CTAs: the 8-rank barrier at 4 CTAs; 16 tokens on 32 CTAs: the next measured (64) + bytes
+        f1 = summary["fused"][0]["floor_us"]
+        f16 = summary["fused"][1]["floor_us"]
+        want16 = 4.5 + 8 * 12 * 16 * HIDDEN_BYTES / (L2_GBPS * 1e3)
         ok = ("0.800" in text and "7.50   -0.50" in text and f"{fl:.1f}" in text and
-              abs(summary["fused"][1]["floor_us"] - 8 * 6 * 256 * HIDDEN_BYTES / (COPY_GBPS * 1e3)) < 1e-9 and
+              abs(summary["fused"][2]["floor_us"] - 8 * 6 * 256 * HIDDEN_BYTES / (COPY_GBPS * 1e3)) < 1e-9 and
+              f1 == 3.0 and abs(f16 - want16) < 1e-9 and f"{want16:.2f}" in text and "(made up)" in text and
               "wrong: 0" in text and "1.500 (1.500)" in text and "1.400 (1.400)" in text)
         print(text)
         print("self-test:", "ok" if ok else "FAILED")
@@ -202,7 +260,8 @@ def main(argv):
     if len(argv) < 2:
         print(__doc__)
         return 2
-    text, summary = table(argv[1])
+    floor_file = argv[argv.index("--floor") + 1] if "--floor" in argv else None
+    text, summary = table(argv[1], floor_file)
     print(text)
     if "--json" in argv:
         with open(argv[argv.index("--json") + 1], "w", encoding="utf-8") as f:
