@@ -26,7 +26,7 @@ inline bool callDescEmpty(CallDesc d) { return d.w0 == 0 && d.w1 == 0; }
 // inside the parentheses: "(14336 B, path hoststaged two-shot)".
 std::string describeCallDesc(CallDesc d, bool withPath);
 
-// "peer_timeout", "mismatch", "concurrent" (the dump's code= words); "code<N>" otherwise.
+// "peer_timeout", "mismatch", "concurrent" (the dump's code= words); "unknown" otherwise.
 const char* recordCodeName(int code);
 // ErrorRecord::code -> the arfuseResult_t a call reports: kErrPeerTimeout -> arfusePeerTimeout,
 // kErrMismatch -> arfuseMismatch, kErrConcurrent -> arfuseInvalidUsage; arfuseInternalError for
