@@ -42,8 +42,18 @@ struct FloorArgs {
   int rank, nranks;
 };
 
-__device__ __forceinline__ void pdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdlLaunchDependents() { asm volatile("griddepcontrol.launch_dependents;"); }
+// Programmatic dependent launch exists from sm_90; below it the launch attribute only serialises the
+// stream, and both are no-ops (as in src/device/memory.cuh).
+__device__ __forceinline__ void pdlWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdlLaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
 
 __global__ void launchKernel(FloorArgs) {
   pdlWait();
