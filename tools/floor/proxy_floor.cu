@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "device/memory.cuh"
+
 namespace {
 
 constexpr int kMaxRanks = 8;
@@ -42,18 +44,8 @@ struct FloorArgs {
   int rank, nranks;
 };
 
-// Programmatic dependent launch exists from sm_90; below it the launch attribute only serialises the
-// stream, and both are no-ops (as in src/device/memory.cuh).
-__device__ __forceinline__ void pdlWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdlLaunchDependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
+using arfuse::pdlLaunchDependents;  // from sm_90; no-ops below (device/memory.cuh)
+using arfuse::pdlWait;
 
 __global__ void launchKernel(FloorArgs) {
   pdlWait();
