@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "args.h"  // tools/arfuse: the subcommands' option grammar
 #include "device/memory.cuh"
 
 namespace {
@@ -78,80 +79,59 @@ struct Options {
   std::string json;
 };
 
-bool parseList(const char* name, const char* v, int lo, int hi, std::vector<int>* out, std::string* err) {
-  out->clear();
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long x = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || x < lo || x > hi) {
-      *err = std::string(name) + " '" + v + "': each item must be an integer in " + std::to_string(lo) + ".." +
-             std::to_string(hi) + " (e.g. " + name + " 2,4,8)";
-      return false;
-    }
-    out->push_back(static_cast<int>(x));
-  }
-  if (out->empty()) *err = std::string(name) + " needs at least one value";
-  return !out->empty();
-}
-
 const char* kUsage =
     "usage: arfuse_proxy_floor [--ranks 1,2,4,8] [--ctas 1,4,16,32,64,128] [--threads 256] [--modes launch,barrier]\n"
     "                          [--calls 20] [-n 50] [-w 10] [--gpus] [-J out.json]\n"
     "  the floor of a synchronous call (docs/perf.md, \"The proxy's own floor\"): per rank one CUDA graph of\n"
     "  --calls PDL-chained launches; virtual ranks on GPU 0 unless --gpus (one GPU per rank, peer access)\n";
 
+// The arguments, in the grammar and wording of every `arfuse` subcommand (tools/arfuse/args.h).
+// Threads: at least one per rank (thread t signals rank t).
 bool parse(int argc, char** argv, Options* o, std::string* err) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "-h" || k == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
+  namespace cli = arfuse::cli;
+  cli::Options opts;
+  bool help = false;
+  opts.flag({"-h", "--help"}, [&] { help = true; });
+  opts.flag({"--gpus"}, [&] { o->gpus = true; });
+  const auto list = [](std::vector<int>* out, long long hi) {
+    return [out, hi](const std::string& k, const std::string& v, std::string* e) {
+      return cli::parseIntListArg(k, v, 1, hi, out, e);
+    };
+  };
+  const auto one = [](int* out, long long lo, long long hi) {
+    return [out, lo, hi](const std::string& k, const std::string& v, std::string* e) {
+      return cli::parseIntArg(k, v, lo, hi, out, e);
+    };
+  };
+  opts.value({"--ranks"}, list(&o->ranks, kMaxRanks));
+  opts.value({"--ctas"}, list(&o->ctas, 1024));
+  opts.value({"--threads"}, one(&o->threads, kMaxRanks, 1024));
+  opts.value({"--calls"}, one(&o->calls, 2, 100000));
+  opts.value({"-n"}, one(&o->iters, 1, 100000));
+  opts.value({"-w"}, one(&o->warmup, 0, 100000));
+  opts.text({"-J"}, &o->json);
+  opts.value({"--modes"}, [o](const std::string& k, const std::string& v, std::string* e) {
+    o->modes.clear();
+    std::stringstream ss(v);
+    std::string m;
+    int index = 0;
+    while (std::getline(ss, m, ',')) {
+      if (!cli::parseChoiceArg(k, m, {"launch", "barrier"}, &index, e)) return false;
+      o->modes.push_back(m);
     }
-    if (k == "--gpus") {
-      o->gpus = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      *err = k + " needs a value\n" + kUsage;
+    if (o->modes.empty() || v.back() == ',') {
+      *e = cli::wantsError(k, "a comma-separated list of launch and barrier", v);
       return false;
     }
-    const char* v = argv[++i];
-    std::vector<int> one;
-    if (k == "--ranks") {
-      if (!parseList("--ranks", v, 1, kMaxRanks, &o->ranks, err)) return false;
-    } else if (k == "--ctas") {
-      if (!parseList("--ctas", v, 1, 1024, &o->ctas, err)) return false;
-    } else if (k == "--modes") {
-      o->modes.clear();
-      std::stringstream ss(v);
-      std::string m;
-      while (std::getline(ss, m, ',')) {
-        if (m != "launch" && m != "barrier") {
-          *err = "--modes '" + std::string(v) + "': each mode is launch or barrier";
-          return false;
-        }
-        o->modes.push_back(m);
-      }
-    } else if (k == "--threads" || k == "--calls" || k == "-n" || k == "-w") {
-      const int lo = k == "--calls" ? 2 : k == "-w" ? 0 : 1, hi = k == "--threads" ? 1024 : 100000;
-      if (!parseList(k.c_str(), v, lo, hi, &one, err) || one.size() != 1) {
-        if (err->empty()) *err = k + " takes one value";
-        return false;
-      }
-      (k == "--threads" ? o->threads : k == "--calls" ? o->calls : k == "-n" ? o->iters : o->warmup) = one[0];
-    } else if (k == "-J") {
-      o->json = v;
-    } else {
-      *err = "unknown argument '" + k + "'\n" + kUsage;
-      return false;
-    }
-  }
-  if (o->threads < kMaxRanks) {
-    *err = "--threads " + std::to_string(o->threads) + ": at least " + std::to_string(kMaxRanks) +
-           " (thread t signals rank t)";
+    return true;
+  });
+  if (!opts.parse(std::vector<std::string>(argv + 1, argv + argc), err)) {
+    *err += std::string("\n") + kUsage;
     return false;
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    std::exit(0);
   }
   return true;
 }
