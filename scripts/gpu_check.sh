@@ -36,8 +36,11 @@
 #                 build; the proxy auto rows (1/16/64/256/2048 tokens, 2/4/8 virtual ranks) of both
 #                 trees; `bench --verify-pass --model kimi-k2` at 4 and 8 virtual ranks of both; this
 #                 tree's auto rows with the row push off (knob nopush, 1/16/64 tokens); the measured
-#                 floor (arfuse_proxy_floor, floor_virtual.json); then scripts/perf_compare.py's
-#                 before/after table with each row's floor, printed last (perf33_table.txt)
+#                 floor (arfuse_proxy_floor, floor_virtual.json); PERF33_PHASES="ALGO:TOKENS ..." adds
+#                 the phase attribution of --phases for those rows (the phase-timing CLI builds beside
+#                 the others); then scripts/perf_compare.py's before/after table with each row's floor,
+#                 printed last (perf33_table.txt). PERF33_FAULT_KNOBS: the knobs (or `default`) whose
+#                 tests add the fault matrix (default nopush)
 #   --perf33-full with --perf33: also every forced peer path in the table, every knob of PERF33_KNOBS
 #                 and gpu_test's quick filter under each (the phase-1 call; ~7-8 minutes, budget 470)
 #   --floor       issue 33's floor call, then exit (~3-4 minutes, GPU_CHECK_BUDGET_S default 330): builds
@@ -177,7 +180,7 @@ perf33_filter='*BatchInvariance*:Worlds/Gpu_VirtualRanks.GraphReplayWithNewInput
 perf33_test_knobs_full="nopush split128 shared"
 # ...and the fault matrix (refused, divergent, skipped and late calls, two streams) where a knob touches
 # the protocol: the row reduction of failed tiles (nopush: the barrier variant).
-perf33_fault_knobs=" nopush "
+perf33_fault_knobs=" ${PERF33_FAULT_KNOBS:-nopush} "
 perf33_run() {
   local knobs0=$perf33_knobs_default algos0=auto test_knobs0="" budget0=300
   [ $perf33_full = 1 ] && knobs0=$perf33_knobs_full algos0=auto,lowlatency,oneshot,twoshot test_knobs0="default $perf33_test_knobs_full" budget0=470
@@ -198,11 +201,19 @@ perf33_run() {
   else
     note "perf33: no .carry/baseline/src: no before figures (git archive e7608fe | tar -x -C .carry/baseline)"
   fi
+  # PERF33_PHASES="ALGO:TOKENS ...": the phase-timing CLI builds beside them too, and its rows
+  # (phases_run) follow the knob rows.
+  local ppid=""
+  if [ -n "${PERF33_PHASES:-}" ]; then
+    phases_build > "$OUT/build_phases.log" 2>&1 &
+    ppid=$!
+  fi
   t1=$(date +%s)
   if ! { cmake -S "$root" -B "$build" -G "$gen" -DARFUSE_ARCH="$arch" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" &&
          cmake --build "$build" -j"$(nproc)" --target arfuse_cli gpu_test arfuse_proxy_floor; } > "$OUT/build.log" 2>&1; then
     note "BUILD FAILED (see build.log)"; tail -40 "$OUT/build.log"
     [ -n "$bpid" ] && kill "$bpid" 2>/dev/null
+    [ -n "$ppid" ] && kill "$ppid" 2>/dev/null
     return 1
   fi
   note "build (arfuse_cli, gpu_test, arfuse_proxy_floor): ok in $(( $(date +%s) - t1 )) s"
@@ -269,6 +280,15 @@ perf33_run() {
       note "perf33 knob $name ($envs) TP$n: rc=$? in ${last_step_s:-0} s"
     done
   done <<< "$knobs"
+  # 3b. the phase attribution (PERF33_PHASES), of this tree
+  if [ -n "$ppid" ]; then
+    if wait "$ppid"; then
+      note "phase-timing build: ok, $(( $(date +%s) - t1 )) s after this tree's build started"
+      phases_run "$PERF33_PHASES"
+    else
+      note "phase-timing build FAILED (build_phases.log)"; tail -5 "$OUT/build_phases.log" >> "$summary"
+    fi
+  fi
   # 4. the GPU suites' quick filter, plainly and under each knob (--perf33-full or PERF33_TEST_KNOBS)
   local tk
   for tk in ${PERF33_TEST_KNOBS:-$test_knobs0}; do

@@ -14,14 +14,21 @@ import statistics
 import sys
 
 LINE = re.compile(r"arfuse-phase path=(\w+) nranks=(\d+) rank=(\d+) call=(\d+) ns=(\d+) cycles=([-\d,]+)")
-NAMES = {
+# Each path's points in the order they are stamped: (index, the phase that ends there). Points 7-11 are
+# the finish's sub-points (src/device/phase_clock.cuh kSub*); 0 in a line means not stamped by that call.
+FINISH = [(8, "finish: q + row push"), (9, "finish: row wait"), (10, "finish: row total"), (11, "finish: norm + stores")]
+ORDERS = {
     # enterCall runs before pdlWait (src/device/protocol.cuh), so the second point is the wait for the
     # previous kernel, which includes what the entry's atomic did not hide.
-    "lowlatency": ["enterCall", "pdlWait", "send + settleEntry", "receive tile 0", "finish tiles", "exitCall"],
-    "oneshot": ["enterCall", "pdlWait", "copy-in", "settleEntry + barrier", "sum + finish", "exitCall"],
-    "twoshot": ["enterCall", "pdlWait", "copy-in + settleEntry + barrier 0", "reduce slice + barrier 1", "gather + finish",
-                "exitCall"],
+    "lowlatency": [(1, "enterCall"), (2, "pdlWait"), (3, "send + settleEntry"), (4, "receive tile 0")] + FINISH +
+                  [(5, "finish: release + other tiles"), (6, "exitCall")],
+    "oneshot": [(1, "enterCall"), (2, "pdlWait"), (3, "copy-in"), (4, "settleEntry + barrier"), (7, "sum")] + FINISH +
+               [(5, "finish: release + other tiles"), (6, "exitCall")],
+    "twoshot": [(1, "enterCall"), (2, "pdlWait"), (3, "copy-in + settleEntry + barrier 0"),
+                (4, "reduce slice + barrier 1"), (7, "gather")] + FINISH +
+               [(5, "finish: release + other tiles"), (6, "exitCall")],
 }
+EXIT = 6  # the last point of every path
 
 
 def main():
@@ -39,11 +46,18 @@ def main():
         groups.setdefault((path, nranks), []).append((ns, cycles))
     out = []
     for (path, nranks), rows in sorted(groups.items()):
-        names = NAMES.get(path, [f"p{k}" for k in range(1, 7)])
-        npts = len(names)
-        rate = statistics.median(r[1][npts - 1] / r[0] for r in rows if r[0] > 0)  # cycles per ns
-        cum = [statistics.median(r[1][k] for r in rows) / rate / 1000.0 for k in range(npts)]
-        steps = [cum[0]] + [cum[k] - cum[k - 1] for k in range(1, npts)]
+        order = ORDERS.get(path, [(k, f"p{k}") for k in range(1, EXIT + 1)])
+        # A sub-point no sampled call stamped (0), or a line of an older build without it, is left out.
+        order = [(k, n) for k, n in order if all(k - 1 < len(r[1]) for r in rows) and
+                 statistics.median(r[1][k - 1] for r in rows) > 0]
+        if not any(8 <= k <= 11 for k, _ in order):  # no sub-points: point 5 ends the whole finish
+            summed = any(k == 7 for k, _ in order)
+            order = [(k, ("finish tiles" if summed or path == "lowlatency" else "sum + finish") if k == 5 else n)
+                     for k, n in order]
+        rate = statistics.median(r[1][EXIT - 1] / r[0] for r in rows if r[0] > 0)  # cycles per ns
+        cum = [statistics.median(r[1][k - 1] for r in rows) / rate / 1000.0 for k, _ in order]
+        names = [n for _, n in order]
+        steps = [cum[0]] + [cum[i] - cum[i - 1] for i in range(1, len(cum))]
         rec = {"label": args.label, "path": path, "nranks": nranks, "samples": len(rows), "sm_ghz": round(rate, 3),
                "kernel_us": round(cum[-1], 3), "phases_us": {n: round(s, 3) for n, s in zip(names, steps)}}
         out.append(rec)

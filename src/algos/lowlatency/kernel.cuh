@@ -210,7 +210,8 @@ __global__ void __launch_bounds__(kLlMaxThreads, llMinBlocks(kPush))
   const int V = tc.chunkVecs;
   const uint4* x = reinterpret_cast<const uint4*>(a.x);  // [tokens, nvec]
   // Phase points (device/phase_clock.cuh): 0 start, 1 entered (before the wait), 2 after pdlWait,
-  // 3 sent, 4 tile 0 received, 5 tiles finished, 6 exited.
+  // 3 sent, 4 tile 0 received, 5 tiles finished, 6 exited; the finish stamps its own sub-points
+  // (phase_clock.cuh kSub*).
   // A refused call (cs.status) sends nothing and waits for nothing, but still runs the tile loop with
   // NaN so that the CTAs of a split row pass the same cluster barriers (a CTA of the cluster may not
   // have been refused) and every output element it owns becomes NaN.
