@@ -99,4 +99,44 @@ __device__ __forceinline__ void sumRanks(const KernelArgs& a, int parity, size_t
       a.nranks, a.rank, own, [&](int r) { return X::load(X::region(a, r, parity) + offset); }, acc);
 }
 
+// sumRanks of two vectors of one thread at once (offsets off0 and off1, own parts own0 and own1;
+// the second only if `has1`), for 2 n <= kInFlight: slot k < n loads vector 0 of rank k, slot
+// n + r vector 1 of rank r, all kInFlight in flight before any is added. sumRanks vector by vector
+// issued the second vector's loads only after the first's were added: two round trips through the
+// exchange where one serves (docs/perf.md change 33). Each vector's additions are sumRanks's, in
+// rank order from 0, so the bits are the same. `done(v, acc)` takes vector v's sum as soon as it is
+// complete (v = 0, then 1 if has1): one accumulator serves both, so that the pair costs the
+// registers of its loads and no second accumulator (the 128-register variants spilled with two).
+template <class X, typename T, int kInFlight = 8, class Done>
+__device__ __forceinline__ void sumRanksPair(const KernelArgs& a, int parity, size_t off0, size_t off1,
+                                             const uint4& own0, const uint4& own1, bool has1, Done&& done) {
+  constexpr int E = Vec<T>::kElems;
+  const int n = a.nranks;
+  uint4 buf[kInFlight];
+#pragma unroll
+  for (int k = 0; k < kInFlight; ++k) {
+    const bool second = k >= n;
+    const int r = second ? k - n : k;
+    if (!second || (has1 && r < n))
+      buf[k] = r == a.rank ? (second ? own1 : own0) : X::load(X::region(a, r, parity) + (second ? off1 : off0));
+  }
+  float acc[E];
+#pragma unroll
+  for (int v = 0; v < 2; ++v) {
+    if (v == 1 && !has1) break;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) {
+      if (k >= v * n && k < (v + 1) * n) {
+        float f[E];
+        Vec<T>::toFloat(buf[k], f);
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[e] += f[e];
+      }
+    }
+    done(v, acc);
+  }
+}
+
 }  // namespace arfuse

@@ -52,6 +52,10 @@ __global__ void __launch_bounds__(
 #else
   constexpr int kSumInFlight = kExt && kVecs == 8 ? 4 : 8;
 #endif
+  // Pairs of vectors summed together (device/exchange.cuh sumRanksPair) where the registers allow:
+  // not in the extended variants (their quantising epilogue) nor the fp32 8-vector ones, where the
+  // pair's loads spilled at 128 registers (4-212 bytes; tests/cpu/check_spills.py).
+  constexpr bool kPairSums = !kExt && !(sizeof(T) == 4 && kVecs == 8);
   __shared__ RowScratchOf<kPush> sm;
   const TileCursor tc(a);
   const int V = tc.chunkVecs;
@@ -59,7 +63,8 @@ __global__ void __launch_bounds__(
   const uint4* residualIn = reinterpret_cast<const uint4*>(a.residualIn);  // [tokens, nvec]
   const bool addResidual = kFused && !(kExt && a.ext.firstLayer);
   // Phase points (device/phase_clock.cuh): 0 start, 1 entered (before the wait), 2 after pdlWait,
-  // 3 copied in, 4 barrier passed, 5 tiles finished, 6 exited.
+  // 3 copied in, 4 barrier passed, 7 (last) tile summed, 5 tiles finished, 6 exited; the finish stamps
+  // its own sub-points (phase_clock.cuh kSub*).
   // A refused call copies nothing and passes no barrier, but finishes its tiles with NaN (see
   // lowlatency/kernel.cuh: the CTAs of a split row must pass the same cluster barriers).
   // The 8-vector variants that spilled keep the call state in shared memory (see above).
@@ -96,18 +101,48 @@ __global__ void __launch_bounds__(
     uint4 packed[kVecs];
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) packed[i] = make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int u = threadIdx.x + i * blockDim.x;
-      if (u >= V) continue;
-      float acc[E];
-      if (ok)
-        sumRanks<X, T, kSumInFlight>(a, parity, (static_cast<size_t>(j) * V + u) * 16,
-                                     j == 0 ? own.get(i, u) : x[tc.at(j, u)], acc);
+    // Vector i of the thread: the peers' sum in rank order [+ residual], rounded.
+    auto roundInto = [&](int i, int u, float* acc) {
       uint4 r;
       if (addResidual) r = j == 0 ? res.get(i, u) : resj.get(i, u);
       packed[i] = roundSum<T>(acc, addResidual ? &r : nullptr, !ok);
+    };
+    if (kPairSums && kVecs > 1 && 2 * a.nranks <= kSumInFlight) {
+      // Two vectors at a time where both vectors' loads fit in flight together: one round trip
+      // through the exchange per pair instead of one per vector (device/exchange.cuh sumRanksPair).
+      auto offsetOf = [&](int u) { return (static_cast<size_t>(j) * V + u) * 16; };
+      auto ownOf = [&](int i, int u) { return j == 0 ? own.get(i, u) : x[tc.at(j, u)]; };
+#pragma unroll
+      for (int i = 0; i + 1 < kVecs; i += 2) {
+        const int u0 = threadIdx.x + i * blockDim.x, u1 = u0 + blockDim.x;
+        if (u0 >= V) continue;
+        const bool has1 = u1 < V;
+        if (ok) {
+          sumRanksPair<X, T, kSumInFlight>(a, parity, offsetOf(u0), offsetOf(has1 ? u1 : u0), ownOf(i, u0),
+                                           has1 ? ownOf(i + 1, u1) : make_uint4(0, 0, 0, 0), has1,
+                                           [&](int v, float* acc) { roundInto(i + v, u0 + v * blockDim.x, acc); });
+        } else {
+          float acc[E];
+          roundInto(i, u0, acc);
+          if (has1) roundInto(i + 1, u1, acc);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        const int u = threadIdx.x + i * blockDim.x;
+        if (u >= V) continue;
+        float acc[E];
+        if (ok)
+          sumRanks<X, T, kSumInFlight>(a, parity, (static_cast<size_t>(j) * V + u) * 16,
+                                       j == 0 ? own.get(i, u) : x[tc.at(j, u)], acc);
+        // (roundInto's body, written out: through the lambda the extended 8-vector variants spill)
+        uint4 r;
+        if (addResidual) r = j == 0 ? res.get(i, u) : resj.get(i, u);
+        packed[i] = roundSum<T>(acc, addResidual ? &r : nullptr, !ok);
+      }
     }
+    PhaseClock::mark<kSubSummed>();
     finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, w, &sm);
   }
   finishCallAs<kShared>(a, cs, !ok, "oneshot");
