@@ -43,16 +43,19 @@ __device__ __forceinline__ uint4 roundSum(float* acc, const uint4* residual, boo
 
 // Residual add is done (packed); norm the tile's row and store both outputs of this tile.
 // normOut / residualOut / the weight point at the tile's first vector.
-// kPush: the row push for split rows (device/rowsum.cuh).
+// kPush: the row push for split rows (device/rowsum.cuh); lastTile: the CTA's last tile of the call.
 template <typename T, int kVecs, bool kOneLoad = false, bool kPush = false>
 __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs>& w,
                                                 uint4* normOut, uint4* residualOut, int chunk, int chunks,
-                                                int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm) {
+                                                int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm,
+                                                bool lastTile = false) {
   constexpr int E = Vec<T>::kElems;
-  // residual_out leaves before the row reduction when the reduction is CTA-local, so its stores
-  // overlap the reduction (5 % at 4096 x 7168 bf16, 0.24 us at one token, H200). A split row's
-  // cluster barrier is a release, which would wait for those stores: there they go after it.
-  const bool residualFirst = chunks == 1;
+  const bool push = kPush && chunks > 1;
+  // residual_out leaves before the row reduction where no release waits for it, so its stores
+  // overlap the reduction (5 % at 4096 x 7168 bf16, 0.24 us at one token, H200): a CTA-local row,
+  // and a pushed one (its exchange is the pushes and the CTA's own mbarrier). The cluster barrier of
+  // an unpushed split row is a release, which would wait for those stores: there they go after it.
+  const bool residualFirst = chunks == 1 || push;
   float q[kVecs];
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
@@ -65,8 +68,8 @@ __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], co
       q[i] = vectorSquares<E>(r);
     }
   }
-  const float inv =
-      rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad, kPush>(q, chunk, chunks, chunkVecs, nvec, sm), invHidden, eps));
+  const float inv = rsqrtf(fmaf(
+      canonicalRowSquares<kVecs, kOneLoad, kPush>(q, chunk, chunks, chunkVecs, nvec, sm, lastTile), invHidden, eps));
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
@@ -80,7 +83,8 @@ __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], co
       normOut[u] = Vec<T>::fromFloat(out);
     }
   }
-  releaseRow(chunks);
+  PhaseClock::mark<kSubStored>();
+  releaseRow(chunks, push && lastTile);
 }
 
 // Block-wide max of non-negative values (order-independent, so deterministic).
@@ -351,7 +355,7 @@ __device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor
   } else if constexpr (kFused) {
     finishFusedTile<T, kVecs, false, kPush>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
                                             reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks,
-                                            V, tc.nvec, a.invHidden, a.eps, sm);
+                                            V, tc.nvec, a.invHidden, a.eps, sm, j == tc.tiles - 1);
   } else {
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {

@@ -20,13 +20,16 @@
 // CTA of the cluster (st.async, completing on that CTA's mbarrier) and waits only for its own mbarrier,
 // then reads every s(g) locally in the same order: the same bits, one one-way trip instead of a
 // barrier (whose release also waits for the CTA's earlier stores, the low-latency sends) and a round
-// trip. The second barrier stays: the next tile's pushes overwrite what the others read.
+// trip. The second barrier stays between tiles: the next tile's pushes overwrite what the others
+// read. After the last tile it goes (`lastTile`): no CTA reads another's shared memory, and every
+// push into a CTA landed before that CTA's own wait returned, so none can reach a CTA that exited.
 #pragma once
 
 #include <type_traits>
 
 #include "device/args.h"
 #include "device/memory.cuh"
+#include "device/phase_clock.cuh"
 
 namespace arfuse {
 
@@ -62,9 +65,11 @@ __device__ __forceinline__ void rowPushInit(bool on, RowPushScratch* sm) {
 // memory answers fast enough that one load at a time costs little. Same order, same bits.
 // kPush: sm is a RowPushScratch and rowPushInit ran at kernel start; a whole row (chunks == 1) takes
 // the CTA-local path either way.
+// lastTile: the CTA's last tile of the call (uniform across the cluster: its CTAs share their rows);
+// a pushed row then skips the arrival that releaseRow would wait for.
 template <int kVecs, bool kOneLoad = false, bool kPush = false>
 __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], int chunk, int chunks, int chunkVecs,
-                                                     int nvec, RowScratch* sm) {
+                                                     int nvec, RowScratch* sm, bool lastTile = false) {
   const int lane = threadIdx.x & 31;
   RowPushScratch* const ps = kPush ? static_cast<RowPushScratch*>(sm) : nullptr;
   const bool push = kPush && chunks > 1;
@@ -86,6 +91,7 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
           if (k != chunk) pushClusterShared(g, &ps->bar, static_cast<uint32_t>(k), s);
     }
   }
+  PhaseClock::mark<kSubPushed>();
   if (push) {
     // The other CTAs' groups of the row, 4 bytes each.
     if (threadIdx.x == 0)
@@ -98,6 +104,7 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
     clusterArriveRelease();
     clusterWaitAcquire();
   }
+  PhaseClock::mark<kSubRowWait>();
   if (threadIdx.x < 32) {
     const int groups = (nvec + kGroupVecs - 1) / kGroupVecs;
     const int perChunk = chunkVecs / kGroupVecs;
@@ -132,18 +139,21 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
     if (lane == 0) sm->total = acc;
   }
   // Split rows: arrive once this CTA's shared memory is read (warp 0 arrives last); releaseRow waits
-  // for every CTA's arrival before the scratch is written again (next tile) or the CTA exits.
-  if (chunks > 1) clusterArrive();
+  // for every CTA's arrival before the scratch is written again (next tile) or the CTA exits. A pushed
+  // row's last tile needs neither (see the top of this file).
+  if (chunks > 1 && !(push && lastTile)) clusterArrive();
   if (push && threadIdx.x == 0) ps->pushed = pushed + 1;
   __syncthreads();
+  PhaseClock::mark<kSubRowTotal>();
   return sm->total;
 }
 
 // Before this CTA's shared scratch is written again (next row) or the CTA exits: with a cluster,
 // every CTA of the row has read it. (Within one CTA the last __syncthreads of canonicalRowSquares
-// already orders warp 0's reads before any later write.)
-__device__ inline void releaseRow(int chunks) {
-  if (chunks > 1) clusterWait();
+// already orders warp 0's reads before any later write.) `pushedLast`: a pushed row's last tile,
+// whose canonicalRowSquares did not arrive.
+__device__ inline void releaseRow(int chunks, bool pushedLast = false) {
+  if (chunks > 1 && !pushedLast) clusterWait();
 }
 
 // q(v) of one vector (as fp32 values).
