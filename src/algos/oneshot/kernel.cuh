@@ -54,8 +54,13 @@ __global__ void __launch_bounds__(
 #endif
   // Pairs of vectors summed together (device/exchange.cuh sumRanksPair) where the registers allow:
   // not in the extended variants (their quantising epilogue) nor the fp32 8-vector ones, where the
-  // pair's loads spilled at 128 registers (4-212 bytes; tests/cpu/check_spills.py).
+  // pair's loads spilled at 128 registers on sm_90 (4-212 bytes; tests/cpu/check_spills.py), and not
+  // on sm_100 / sm_120, where the fused 2- and 8-vector ones spilled too (8-36 bytes).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+  constexpr bool kPairSums = false;
+#else
   constexpr bool kPairSums = !kExt && !(sizeof(T) == 4 && kVecs == 8);
+#endif
   __shared__ RowScratchOf<kPush> sm;
   const TileCursor tc(a);
   const int V = tc.chunkVecs;
