@@ -114,6 +114,20 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
         const int owner = chunks == 1 ? 0 : g / perChunk;
         acc += owner == chunk ? sm->groups[g] : loadClusterShared(&sm->groups[g], static_cast<uint32_t>(owner));
       }
+    } else if (push) {
+      // Every group was pushed into this CTA's shared memory: plain shared loads, four in flight per
+      // lane, with no owner to work out per group. (Through the owner test below, each load took an
+      // integer division and a generic load, docs/perf.md change 33. That loop stays as it was for
+      // the other rows: with a third branch the non-push 8-vector two-shot variants spilled.)
+      constexpr int kBatch = 4;
+      for (int g0 = lane; g0 < groups; g0 += kBatch * 32) {
+        float s[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) s[k] = g0 + 32 * k < groups ? sm->groups[g0 + 32 * k] : 0.f;
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k)
+          if (g0 + 32 * k < groups) acc += s[k];
+      }
     } else {
       // Four loads in flight per lane before they are added (in the order above): one at a time, each
       // distributed-shared-memory round trip of a split row waited for the previous one.
@@ -125,7 +139,7 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
           const int g = g0 + 32 * k;
           s[k] = 0.f;
           if (g < groups) {
-            const int owner = push ? chunk : chunks == 1 ? 0 : g / perChunk;  // pushed: every group is local
+            const int owner = chunks == 1 ? 0 : g / perChunk;
             s[k] = owner == chunk ? sm->groups[g] : loadClusterShared(&sm->groups[g], static_cast<uint32_t>(owner));
           }
         }
