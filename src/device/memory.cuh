@@ -74,6 +74,12 @@ __device__ __forceinline__ void pdlLaunchDependents() {
 }
 
 // ---- clusters ------------------------------------------------------------------------------------
+// Whether this architecture's build has them (sm_90+); below it every cluster instruction traps.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool kClustersBuilt = false;
+#else
+constexpr bool kClustersBuilt = true;
+#endif
 __device__ __forceinline__ void clusterArriveRelease() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");

@@ -45,21 +45,11 @@ struct RowPushScratch : RowScratch {
 template <bool kPush>
 using RowScratchOf = std::conditional_t<kPush, RowPushScratch, RowScratch>;
 
-// Split rows need thread-block clusters (sm_90+). Below sm_90 the plan never splits a row (plan.h
-// `clusters`; a cluster launch fails there), so the code of a split row is not built for those
-// architectures: there it only took registers (sm_80's one-shot fused 2-vector push variants spilled
-// 8 bytes with it, tests/cpu/check_spills.py).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-constexpr bool kSplitRowsBuilt = false;
-#else
-constexpr bool kSplitRowsBuilt = true;
-#endif
-
 // At kernel start, by every thread of a kPush kernel (`on`: the row is split, uniform across the
 // cluster): the mbarrier, and a cluster arrival that canonicalRowSquares waits for before its first
 // push (every CTA's mbarrier is then initialised); by then that wait costs nothing.
 __device__ __forceinline__ void rowPushInit(bool on, RowPushScratch* sm) {
-  if (!kSplitRowsBuilt || !on) return;
+  if (!on) return;
   if (threadIdx.x == 0) {
     mbarrierInit(&sm->bar, 1);
     sm->pushed = 0;
@@ -80,7 +70,14 @@ __device__ __forceinline__ void rowPushInit(bool on, RowPushScratch* sm) {
 template <int kVecs, bool kOneLoad = false, bool kPush = false>
 __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], int chunk, int chunks, int chunkVecs,
                                                      int nvec, RowScratch* sm, bool lastTile = false) {
-  if (!kSplitRowsBuilt) chunk = 0, chunks = 1;  // (a split row cannot be launched there, see above)
+  if constexpr (!kClustersBuilt) {
+    // Below sm_90 no row is split (plan.h `clusters`: a cluster launch fails there), so the split-row
+    // code below is not built for those architectures, where it only took registers (sm_80's one-shot
+    // fused 2-vector push variants spilled 8 bytes with it); a split row would stop here, as loudly as
+    // the cluster instructions it would have reached.
+    if (chunks > 1) __trap();
+    chunk = 0, chunks = 1;
+  }
   const int lane = threadIdx.x & 31;
   RowPushScratch* const ps = kPush ? static_cast<RowPushScratch*>(sm) : nullptr;
   const bool push = kPush && chunks > 1;
@@ -178,7 +175,7 @@ __device__ __forceinline__ float canonicalRowSquares(const float (&q)[kVecs], in
 // already orders warp 0's reads before any later write.) `pushedLast`: a pushed row's last tile,
 // whose canonicalRowSquares did not arrive.
 __device__ inline void releaseRow(int chunks, bool pushedLast = false) {
-  if (kSplitRowsBuilt && chunks > 1 && !pushedLast) clusterWait();
+  if (chunks > 1 && !pushedLast) clusterWait();
 }
 
 // q(v) of one vector (as fp32 values).
