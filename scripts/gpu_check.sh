@@ -169,7 +169,10 @@ phases_run() {  # phases_run "ALGO:TOKENS ..."
 # filter under the same environment.
 # nopush: the row push off (ARFUSE_ROW_PUSH=0), so that its share of the change is measured apart from
 # the rest (that row runs the e7608fe machine code on every kernel the auto plan picks at these sizes).
-perf33_knobs_default="nopush=ARFUSE_ROW_PUSH=0:auto:1,16,64"
+# wide8: whole rows of 513-1024 vectors on the 8-vector kernels (ARFUSE_WIDE_TWO=0), which are dc08966's
+# machine code: the wide 2-vector kernels' share of change 34, and a control for drift between the trees.
+perf33_knobs_default="nopush=ARFUSE_ROW_PUSH=0:auto:1,16,64
+wide8=ARFUSE_WIDE_TWO=0:auto:16,64,256,2048"
 perf33_knobs_full="nopush=ARFUSE_ROW_PUSH=0:auto,lowlatency,oneshot,twoshot:1,4,16,64
 split128=ARFUSE_EXP_SPLIT_VECS=128:auto,lowlatency,oneshot:1,4,16
 shared=ARFUSE_EXP_SPLIT_SHARED=1:auto,oneshot,twoshot:64,256"

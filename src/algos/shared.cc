@@ -38,11 +38,13 @@ Verdict forcedPeerPath(const PlanContext& c, const char* name) {
 Verdict noPeerAccess(const PlanContext& c) { return Verdict::no(why(c.f.p2pDetail, kNoP2pWhy)); }
 
 // The barrier kernels' instantiations (algos/barrier_launch.cuh): all-reduce 1 or 8 vectors per thread,
-// fused 1, 2 or 8, extended 2 or 8 (1 and 2: at most 256 threads).
+// fused 1, 2 or 8, extended 2 or 8 (1 and 2: at most 256 threads); on 512 threads (wide tiles) fused 2
+// or 8, the others 8.
 const VecSets kBarrierVecs = {{{1, 8, 0, 0}, {1, 2, 8, 0}, {2, 8, 0, 0}}};
+const VecSets kBarrierWideVecs = {{{8, 0, 0, 0}, {2, 8, 0, 0}, {8, 0, 0, 0}}};
 
 TileRules barrierTiles(const Fabric& f) {
-  return TileRules{std::min(kMaxCtas, f.maxBlocks), true, &kBarrierVecs, f.clusterCtas};
+  return TileRules{std::min(kMaxCtas, f.maxBlocks), true, &kBarrierVecs, f.clusterCtas, &kBarrierWideVecs};
 }
 
 // A no is a reason (the caller decides whether it is a refusal, a decline or a fallback).

@@ -92,6 +92,11 @@ const std::vector<ParamSpec> kSpecs = {
      "squares by pushing them into each other's shared memory (st.async onto an mbarrier) instead of a cluster "
      "barrier followed by distributed-shared-memory loads: the same summation order and bits, one one-way trip "
      "(docs/perf.md change 28). 0: the barrier, for before/after measurements."},
+    {"ARFUSE_WIDE_TWO", "bool", "1",
+     "Tuning: whole rows of 513-1024 16-byte vectors (hidden 4104-8192 in bf16/fp16) of an add+RMSNorm call on the "
+     "one-shot, two-shot and host-staged paths run the 2-vector kernels on 512 threads, which keep the row's "
+     "inputs in registers and load the next tile's gather during a tile's finish (docs/perf.md change 34). 0: the "
+     "8-vector kernels, for before/after measurements."},
     {"ARFUSE_EXP_SPLIT_VECS", "int", "256",
      "Experimental (issue 33; docs/perf.md): the plan splits a row over a cluster of CTAs while a chunk is larger "
      "than this many 16-byte vectors (256 today). Must be the same on every rank.",
@@ -351,6 +356,7 @@ long long paramLlTwoPhaseMaxBytes() { return valueOf("ARFUSE_LL_TWO_PHASE_MAX_BY
 int paramPollSleepNs() { return static_cast<int>(valueOf("ARFUSE_POLL_SLEEP_NS").number); }
 bool paramDeterministic() { return valueOf("ARFUSE_DETERMINISTIC").number != 0; }
 bool paramRowPush() { return valueOf("ARFUSE_ROW_PUSH").number != 0; }
+bool paramWideTwo() { return valueOf("ARFUSE_WIDE_TWO").number != 0; }
 int paramExpSplitVecs() { return static_cast<int>(valueOf("ARFUSE_EXP_SPLIT_VECS").number); }
 bool paramExpSplitShared() { return valueOf("ARFUSE_EXP_SPLIT_SHARED").number != 0; }
 std::string paramBootstrapAddr() { return valueOf("ARFUSE_BOOTSTRAP_ADDR").value; }

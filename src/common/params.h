@@ -56,6 +56,7 @@ int paramMaxChunks();                        // ARFUSE_MAX_CHUNKS (1, 2, 4 or 8)
 int paramPollSleepNs();                      // ARFUSE_POLL_SLEEP_NS (0..10000)
 bool paramDeterministic();                   // ARFUSE_DETERMINISTIC
 bool paramRowPush();                         // ARFUSE_ROW_PUSH
+bool paramWideTwo();                         // ARFUSE_WIDE_TWO
 int paramExpSplitVecs();                     // ARFUSE_EXP_SPLIT_VECS (experimental, issue 33)
 bool paramExpSplitShared();                  // ARFUSE_EXP_SPLIT_SHARED (experimental, issue 33)
 std::string paramBootstrapAddr();            // ARFUSE_BOOTSTRAP_ADDR ("" = AF_UNIX on this host)

@@ -41,14 +41,22 @@ __device__ __forceinline__ uint4 roundSum(float* acc, const uint4* residual, boo
   return Vec<T>::fromFloat(acc);
 }
 
+// What a caller issues while a tile is finished (finishTile's `ahead`): nothing, by default.
+struct NothingAhead {
+  __device__ void operator()() const {}
+};
+
 // Residual add is done (packed); norm the tile's row and store both outputs of this tile.
 // normOut / residualOut / the weight point at the tile's first vector.
 // kPush: the row push for split rows (device/rowsum.cuh); lastTile: the CTA's last tile of the call.
-template <typename T, int kVecs, bool kOneLoad = false, bool kPush = false>
+// ahead(): called once the tile's squares are taken, before the row reduction: loads the caller issues
+// there (the next tile's) fly during the reduction's barriers and the stores, with the registers of
+// the squares already free.
+template <typename T, int kVecs, bool kOneLoad = false, bool kPush = false, class Ahead = NothingAhead>
 __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs>& w,
                                                 uint4* normOut, uint4* residualOut, int chunk, int chunks,
                                                 int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm,
-                                                bool lastTile = false) {
+                                                bool lastTile = false, Ahead&& ahead = Ahead{}) {
   constexpr int E = Vec<T>::kElems;
   const bool push = kPush && chunks > 1;
   // residual_out leaves before the row reduction where no release waits for it, so its stores
@@ -68,6 +76,7 @@ __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], co
       q[i] = vectorSquares<E>(r);
     }
   }
+  ahead();
   const float inv = rsqrtf(fmaf(
       canonicalRowSquares<kVecs, kOneLoad, kPush>(q, chunk, chunks, chunkVecs, nvec, sm, lastTile), invHidden, eps));
 #pragma unroll
@@ -311,13 +320,15 @@ __device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOu
 
 // Extended epilogue of one whole row (chunks == 1): residual_out / norm_out as requested, then the
 // quantised outputs (extendedPass2). `failed` must be uniform across the CTA.
-template <typename T, int kVecs, bool kOneLoad = false, bool kRolled = (kVecs >= 8)>
+// ahead(): as finishFusedTile's, once the squares are taken (first, for a failed row).
+template <typename T, int kVecs, bool kOneLoad = false, bool kRolled = (kVecs >= 8), class Ahead = NothingAhead>
 __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], bool failed, const uint4* weight,
                                                   uint4* normOut, uint4* residualOut, int nvec, int hidden,
-                                                  float invHidden, float eps, const EpiArgs& e, int row,
-                                                  RowScratch* sm) {
+                                                  float invHidden, float eps, const EpiArgs& e, int row, RowScratch* sm,
+                                                  Ahead&& ahead = Ahead{}) {
   constexpr int E = Vec<T>::kElems;
   if (failed) {
+    ahead();
     extendedNanRow<T>(normOut, residualOut, nvec, hidden, e, row);
     return;
   }
@@ -333,6 +344,7 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
       if (e.writeResidual) residualOut[v] = packed[i];
     }
   }
+  ahead();
   const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, 0, 1, nvec, nvec, sm), invHidden, eps));
   extendedPass2<T, kVecs, kRolled>(packed, inv, weight, e.writeNorm ? normOut : nullptr, nvec, hidden, e, row);
 }
@@ -341,22 +353,26 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
 // CTA's chunk of the row), or the plain all-reduce's store of the rounded sum. `failed`: some input
 // of the tile did not arrive (CTA-uniform; only the extended epilogue reads it, the others already
 // hold NaN in `packed`). residual_out may alias x: each vector is written by the thread that read it.
-template <typename T, bool kFused, int kVecs, bool kExt, bool kPush = false>
+// ahead(): called once in the tile's finish, before its row reduction (or its stores), for loads the
+// caller wants in flight during it (finishFusedTile); it must not touch an output.
+template <typename T, bool kFused, int kVecs, bool kExt, bool kPush = false, class Ahead = NothingAhead>
 __device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor& tc, int j,
                                            const uint4 (&packed)[kVecs], bool failed, const WeightCache<kVecs>& w,
-                                           RowScratch* sm) {
+                                           RowScratch* sm, Ahead&& ahead = Ahead{}) {
   const int V = tc.chunkVecs;
   const size_t base = tc.at(j, 0);
   if constexpr (kExt) {
     const size_t rowBase = static_cast<size_t>(tc.row(j)) * tc.nvec;
-    finishExtendedRow<T, kVecs>(
-        packed, failed, reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + rowBase,
-        reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext, tc.row(j), sm);
+    finishExtendedRow<T, kVecs>(packed, failed, reinterpret_cast<const uint4*>(a.weight),
+                                reinterpret_cast<uint4*>(a.normOut) + rowBase,
+                                reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden,
+                                a.eps, a.ext, tc.row(j), sm, ahead);
   } else if constexpr (kFused) {
     finishFusedTile<T, kVecs, false, kPush>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
                                             reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks,
-                                            V, tc.nvec, a.invHidden, a.eps, sm, j == tc.tiles - 1);
+                                            V, tc.nvec, a.invHidden, a.eps, sm, j == tc.tiles - 1, ahead);
   } else {
+    ahead();
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       const int u = threadIdx.x + i * blockDim.x;

@@ -15,13 +15,19 @@ namespace arfuse {
 
 // Threads of a one-shot / two-shot CTA: the 1- and 2-vector instantiations (tiles up to 512 vectors,
 // the latency-bound calls) run at most 256 threads, so their loads in flight (8 ranks x 16 B) and
-// register caches fit without spilling; the 8-vector ones (whole rows up to 4096 vectors) 512.
-__host__ __device__ constexpr int barrierMaxThreads(int vecs) { return vecs <= 2 ? 256 : kMaxThreads; }
+// register caches fit without spilling; the wide ones (whole rows of more than 512 vectors) 512: the
+// 8-vector ones (up to 4096 vectors) and the wide 2-vector ones (`wide`: up to 1024 vectors, hidden
+// 4104-8192 in 16-bit types, which would use 2 of the 8-vector kernels' 8 vector slots).
+__host__ __device__ constexpr int barrierMaxThreads(int vecs, bool wide = false) {
+  return vecs <= 2 && !wide ? 256 : kMaxThreads;
+}
 // CTAs of that size one SM must hold (the residency the virtual-rank caps are measured against): two
 // narrow ones (128 registers each), one wide one. A kernel that states it (the launch bound's minimum;
 // barrierStatesResidency) gets this register budget from ptxas; one that does not (0) gets ptxas's own
 // register target, which may be lower.
-__host__ __device__ constexpr int barrierMinBlocks(int vecs, bool stated) { return !stated ? 0 : vecs <= 2 ? 2 : 1; }
+__host__ __device__ constexpr int barrierMinBlocks(int vecs, bool stated, bool wide = false) {
+  return !stated ? 0 : vecs <= 2 && !wide ? 2 : 1;
+}
 
 // Which barrier kernels state it (`spilled`: the kernel's own list of its variants that ptxas's own
 // target spilled in the e7608fe build, sm_90; `push`: a row-push variant). On sm_90 every other kernel
@@ -99,26 +105,26 @@ __device__ __forceinline__ void sumRanks(const KernelArgs& a, int parity, size_t
       a.nranks, a.rank, own, [&](int r) { return X::load(X::region(a, r, parity) + offset); }, acc);
 }
 
-// sumRanks of two vectors of one thread at once (offsets off0 and off1, own parts own0 and own1;
-// the second only if `has1`), for 2 n <= kInFlight: slot k < n loads vector 0 of rank k, slot
-// n + r vector 1 of rank r, all kInFlight in flight before any is added. sumRanks vector by vector
-// issued the second vector's loads only after the first's were added: two round trips through the
-// exchange where one serves (docs/perf.md change 33). Each vector's additions are sumRanks's, in
-// rank order from 0, so the bits are the same. `done(v, acc)` takes vector v's sum as soon as it is
-// complete (v = 0, then 1 if has1): one accumulator serves both, so that the pair costs the
-// registers of its loads and no second accumulator (the 128-register variants spilled with two).
-template <class X, typename T, int kInFlight = 8, class Done>
-__device__ __forceinline__ void sumRanksPair(const KernelArgs& a, int parity, size_t off0, size_t off1,
-                                             const uint4& own0, const uint4& own1, bool has1, Done&& done) {
+// sumRankOrder of two vectors of one thread at once, for 2 n <= kInFlight: load(v, r) is vector v's
+// part from rank r (this rank's are own0 and own1; the second vector only if `has1`). Slot k < n
+// loads vector 0 of rank k, slot n + r vector 1 of rank r, all kInFlight in flight before any is
+// added: vector by vector, the second vector's loads were issued only after the first's were added,
+// two round trips where one serves (docs/perf.md change 33). Each vector's additions are
+// sumRankOrder's, in rank order from 0, so the bits are the same. `done(v, acc)` takes vector v's sum
+// as soon as it is complete (v = 0, then 1 if has1): one accumulator serves both, so that the pair
+// costs the registers of its loads and no second accumulator (the 128-register variants spilled with
+// two).
+template <typename T, int kInFlight = 8, class Load, class Done>
+__device__ __forceinline__ void sumRankOrderPair(int nranks, int rank, const uint4& own0, const uint4& own1, bool has1,
+                                                 Load&& load, Done&& done) {
   constexpr int E = Vec<T>::kElems;
-  const int n = a.nranks;
+  const int n = nranks;
   uint4 buf[kInFlight];
 #pragma unroll
   for (int k = 0; k < kInFlight; ++k) {
     const bool second = k >= n;
     const int r = second ? k - n : k;
-    if (!second || (has1 && r < n))
-      buf[k] = r == a.rank ? (second ? own1 : own0) : X::load(X::region(a, r, parity) + (second ? off1 : off0));
+    if (!second || (has1 && r < n)) buf[k] = r == rank ? (second ? own1 : own0) : load(second ? 1 : 0, r);
   }
   float acc[E];
 #pragma unroll
@@ -137,6 +143,16 @@ __device__ __forceinline__ void sumRanksPair(const KernelArgs& a, int parity, si
     }
     done(v, acc);
   }
+}
+
+// The same over the exchange (one-shot): the vectors at byte offsets off0 and off1 of every rank's
+// region; this rank's own parts are own0 and own1 (from x).
+template <class X, typename T, int kInFlight = 8, class Done>
+__device__ __forceinline__ void sumRanksPair(const KernelArgs& a, int parity, size_t off0, size_t off1,
+                                             const uint4& own0, const uint4& own1, bool has1, Done&& done) {
+  sumRankOrderPair<T, kInFlight>(
+      a.nranks, a.rank, own0, own1, has1,
+      [&](int v, int r) { return X::load(X::region(a, r, parity) + (v ? off1 : off0)); }, done);
 }
 
 }  // namespace arfuse

@@ -103,6 +103,9 @@ struct PlanPolicy {
   bool splitShared = false;
   // Split rows of add+RMSNorm calls run the row-push kernels (ARFUSE_ROW_PUSH; see Geometry::rowPush).
   bool rowPush = true;
+  // Wide tiles of at most 2 vectors per thread run the path's wide 2-vector kernels (ARFUSE_WIDE_TWO;
+  // TileRules::wideVecs).
+  bool wideTwo = true;
   // The low-latency path's two-phase variant (algos/lowlatency/kernel.cuh): -1 as the plan decides
   // (above the one-phase limit up to llTwoPhaseMaxBytes, 3+ ranks), 0 never, 1 whenever the path
   // runs a call it can take (ARFUSE_LL_TWO_PHASE).
@@ -184,13 +187,15 @@ int instantiatedVecs(const VecSets& sets, int kind, int needed);
 
 // How a multi-rank path's kernels may cut a call (its entry says; algos/shared.h barrierTiles):
 // at most maxCtas CTAs per rank; with wideTiles, tiles of more than 512 vectors run on 512 threads
-// with 8 vectors each (at most Fabric::maxBlocksWide CTAs), else every tile runs on at most 256
-// threads; `vecs`: the instantiations of the tiles on at most 256 threads.
+// (at most Fabric::maxBlocksWide CTAs), else every tile runs on at most 256 threads; `vecs`: the
+// instantiations of the tiles on at most 256 threads; `wideVecs`: those of the wide tiles (none
+// given: 8 vectors).
 struct TileRules {
   int maxCtas;
   bool wideTiles;
   const VecSets* vecs;
   const int* clusterCtas;  // the path's class's caps on CTAs in clusters of c (Fabric; -1: none)
+  const VecSets* wideVecs = nullptr;
 };
 // How tileGeometry splits rows over clusters (PlanPolicy's maxChunks, splitVecs, splitShared, rowPush).
 struct SplitRule {
@@ -198,6 +203,7 @@ struct SplitRule {
   int maxChunkVecs = 256;   // split while a chunk has more vectors than this
   bool sharedCtas = false;  // split also when rows must share CTAs (by default every row gets its own)
   bool rowPush = true;      // split rows of add+RMSNorm calls take the row push (Geometry::rowPush)
+  bool wideTwo = true;      // wide tiles may take TileRules::wideVecs' 2-vector instantiations
 };
 SplitRule splitRuleOf(const PlanPolicy& p);
 // Geometry of a multi-rank path for a call (a pure function of the call and group-wide facts, so

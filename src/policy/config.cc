@@ -103,6 +103,7 @@ Status resolveConfig(const arfuseConfig_t* config, int nranks, ResolvedConfig* o
   r.policy.splitVecs = paramExpSplitVecs();
   r.policy.splitShared = paramExpSplitShared();
   r.policy.rowPush = paramRowPush();
+  r.policy.wideTwo = paramWideTwo();
   r.policy.llTwoPhase = paramLlTwoPhase();
   r.policy.llTwoPhaseMaxBytes = paramLlTwoPhaseMaxBytes();
   r.messageBytes = workspaceMessageBytes(r.limits);

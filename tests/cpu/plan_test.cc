@@ -572,6 +572,57 @@ Fabric h200Virtual8Clusters() {
 }
 }  // namespace
 
+// Whole rows of 513-1024 vectors on the barrier paths run 512 threads with 2 vectors each (the wide
+// 2-vector kernels, change 34) when the call is a plain add+RMSNorm; longer rows, the plain all-reduce
+// and the extended epilogue keep the 8-vector ones, and so does every wide row with wideTwo off
+// (ARFUSE_WIDE_TWO=0). Rows of at most 512 vectors never run wide.
+TEST(Plan, WideRowsTakeTheTwoVectorKernels) {
+  const Fabric f = h200Virtual8Clusters();
+  const TileRules barrier = planning::barrierTiles(f);
+  SplitRule eight;
+  eight.wideTwo = false;
+  struct Case {
+    int hidden;
+    arfuseDataType_t dt;
+    arfuseOp_t op;
+    bool extended;
+    int vecs, vecsOff;  // with wideTwo on / off
+  } cases[] = {
+      {7168, arfuseBfloat16, arfuseOpAllReduceAddRmsNorm, false, 2, 8},  // 896 vectors
+      {8192, arfuseFloat16, arfuseOpAllReduceAddRmsNorm, false, 2, 8},   // 1024
+      {4160, arfuseBfloat16, arfuseOpAllReduceAddRmsNorm, false, 2, 8},  // 520
+      {8256, arfuseBfloat16, arfuseOpAllReduceAddRmsNorm, false, 8, 8},  // 1032: 3 per thread
+      {7168, arfuseFloat32, arfuseOpAllReduceAddRmsNorm, false, 8, 8},   // 1792
+      {7168, arfuseBfloat16, arfuseOpAllReduce, false, 8, 8},            // no wide 2-vector all-reduce
+      {7168, arfuseBfloat16, arfuseOpAllReduceAddRmsNorm, true, 8, 8},   // nor extended
+  };
+  for (const Case& c : cases) {
+    for (bool on : {true, false}) {
+      PlanRequest r = req(64, c.hidden, c.dt);
+      r.op = c.op;
+      r.extended = c.extended;
+      int blocks = 0, threads = 0;
+      Geometry g;
+      ASSERT_TRUE(tileGeometry(f, r, barrier, &blocks, &threads, &g, on ? SplitRule{} : eight)) << c.hidden;
+      EXPECT_EQ(g.chunks, 1) << c.hidden;
+      EXPECT_EQ(threads, 512) << c.hidden;
+      EXPECT_EQ(g.vecs, on ? c.vecs : c.vecsOff) << c.hidden << " dtype " << c.dt << " op " << c.op;
+      EXPECT_GE(g.vecs * threads, g.chunkVecs);
+    }
+  }
+  // 512 vectors (hidden 4096 bf16): a narrow tile, 256 threads x 2, whatever wideTwo says.
+  int blocks = 0, threads = 0;
+  Geometry g;
+  ASSERT_TRUE(tileGeometry(f, req(64, 4096), barrier, &blocks, &threads, &g, eight));
+  EXPECT_EQ(threads, 256);
+  EXPECT_EQ(g.vecs, 2);
+  // The policy carries it into the rule.
+  PlanPolicy pol;
+  pol.wideTwo = false;
+  EXPECT_FALSE(splitRuleOf(pol).wideTwo);
+  EXPECT_TRUE(splitRuleOf(PlanPolicy{}).wideTwo);
+}
+
 // The split rules of tileGeometry (issue 33's experimental ARFUSE_EXP_SPLIT_VECS / _SHARED): by default a
 // row is split only while every row gets CTAs of its own, so a 64-token call on 8 capped virtual ranks
 // runs whole rows on wide CTAs; sharedCtas splits it anyway, several rows per cluster, never more
@@ -583,7 +634,7 @@ TEST(Plan, SplitRulesOfTheGeometry) {
   Geometry g;
   ASSERT_TRUE(tileGeometry(f, req(64), barrier, &blocks, &threads, &g));
   EXPECT_EQ(g.chunks, 1);
-  EXPECT_EQ(g.vecs, 8);
+  EXPECT_EQ(g.vecs, 2);                // the wide 2-vector kernels (WideRowsTakeTheTwoVectorKernels)
   EXPECT_EQ(blocks, f.maxBlocksWide);  // 16 wide CTAs, 4 rows each
   EXPECT_EQ(threads, 512);
   SplitRule shared;

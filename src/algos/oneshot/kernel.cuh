@@ -37,11 +37,13 @@ constexpr bool oneShotSpilledAtE7608fe() {
          (kExt && kVecs == 2 && std::is_same_v<T, __nv_bfloat16>);
 }
 
-// kPush: the row push (device/rowsum.cuh), the instantiation for split rows of fused calls.
-template <class X, typename T, bool kFused, int kVecs, bool kExt = false, bool kPush = false>
+// kPush: the row push (device/rowsum.cuh), the instantiation for split rows of fused calls. kWide: the
+// 2-vector instantiation of whole rows of 513-1024 vectors, on up to 512 threads (device/exchange.cuh
+// barrierMaxThreads).
+template <class X, typename T, bool kFused, int kVecs, bool kExt = false, bool kPush = false, bool kWide = false>
 __global__ void __launch_bounds__(
-    barrierMaxThreads(kVecs),
-    barrierMinBlocks(kVecs, barrierStatesResidency(oneShotSpilledAtE7608fe<T, kFused, kVecs, kExt>(), kPush)))
+    barrierMaxThreads(kVecs, kWide),
+    barrierMinBlocks(kVecs, barrierStatesResidency(oneShotSpilledAtE7608fe<T, kFused, kVecs, kExt>(), kPush), kWide))
     oneShotKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   // Peers' loads in flight per vector: 4 in the 8-vector variants where the 128-register budget of
@@ -154,9 +156,9 @@ __global__ void __launch_bounds__(
 }
 
 // The kernel's instantiation over exchange X, as BarrierKernels (algos/barrier_launch.cuh) names it.
-template <class X, typename T, bool kFused, int kVecs, bool kExt, bool kPush>
+template <class X, typename T, bool kFused, int kVecs, bool kExt, bool kPush, bool kWide>
 struct OneShotKernel {
-  static void (*fn())(KernelArgs) { return oneShotKernel<X, T, kFused, kVecs, kExt, kPush>; }
+  static void (*fn())(KernelArgs) { return oneShotKernel<X, T, kFused, kVecs, kExt, kPush, kWide>; }
 };
 
 }  // namespace arfuse

@@ -92,13 +92,27 @@ constexpr bool twoShotSpilledAtE7608fe() {
   return (kExt && kVecs == 8) || (kHostFused && kVecs == 8 && sizeof(T) == 2) ||
          (kHostFused && kVecs == 1 && sizeof(T) == 4);
 }
+// The ones that spilled under that target once the gather ran one tile ahead (docs/perf.md change 34):
+// the fused 2-vector ones over host memory (16-bit types, 24 bytes) and the fp32 fused 1-vector one
+// over peer access (8 bytes). They state their residency too.
+template <class X, typename T, bool kFused, int kVecs, bool kExt>
+constexpr bool twoShotSpilledAhead() {
+  constexpr bool kPlainFused = kFused && !kExt;
+  return kPlainFused &&
+         ((!X::kRegionIsLocal && kVecs == 2 && sizeof(T) == 2) || (X::kRegionIsLocal && kVecs == 1 && sizeof(T) == 4));
+}
 
-// kPush: the row push (device/rowsum.cuh), the instantiation for split rows of fused calls.
-template <class X, typename T, bool kFused, int kVecs, bool kExt = false, bool kPush = false>
+// kPush: the row push (device/rowsum.cuh), the instantiation for split rows of fused calls. kWide: the
+// 2-vector instantiation of whole rows of 513-1024 vectors, on up to 512 threads (device/exchange.cuh
+// barrierMaxThreads).
+template <class X, typename T, bool kFused, int kVecs, bool kExt = false, bool kPush = false, bool kWide = false>
 __global__ void __launch_bounds__(
-    barrierMaxThreads(kVecs),
-    barrierMinBlocks(kVecs, barrierStatesResidency(twoShotSpilledAtE7608fe<X, T, kFused, kVecs, kExt>(), kPush)))
-    twoShotKernel(const __grid_constant__ KernelArgs a) {
+    barrierMaxThreads(kVecs, kWide),
+    barrierMinBlocks(kVecs,
+                     barrierStatesResidency(twoShotSpilledAtE7608fe<X, T, kFused, kVecs, kExt>() ||
+                                                twoShotSpilledAhead<X, T, kFused, kVecs, kExt>(),
+                                            kPush),
+                     kWide)) twoShotKernel(const __grid_constant__ KernelArgs a) {
   constexpr int E = Vec<T>::kElems;
   __shared__ RowScratchOf<kPush> sm;
   const TileCursor tc(a);
@@ -112,6 +126,12 @@ __global__ void __launch_bounds__(
   if (static_cast<int>(threadIdx.x) <= n) sBegin[threadIdx.x] = sliceBegin(threadIdx.x, V, n);
   // The 8-vector variants that spilled keep the call state in shared memory (see above).
   constexpr bool kShared = kVecs == 8 && twoShotSpilledAtE7608fe<X, T, kFused, kVecs, kExt>();
+  // The reduction two items per trip and the gather one tile ahead (below) cost registers: the 1- and
+  // 2-vector plain and fused variants take them. The 8-vector ones have none left (each spilled 24-36
+  // bytes, 128 registers at 512 threads) and keep dc08966's code, as do the extended ones (their
+  // quantising epilogue; the fp32 2-vector one spilled).
+  constexpr bool kLean = kVecs <= 2 && !kExt;
+  constexpr bool kPairs = kLean;
   if constexpr (kPush) rowPushInit(a.tiling.chunks > 1, &sm);
   CallState cs = enterThenWaitAs<kShared>(a);  // device/protocol.cuh; its __syncthreads publishes sBegin
   const EntryCheck check = issueEntryCheck(a, cs);
@@ -138,22 +158,42 @@ __global__ void __launch_bounds__(
 
   if (ok) {
     const int total = tc.tiles * w;
-    for (int f = threadIdx.x; f < total; f += blockDim.x) {
-      const int j = f / w, i = f % w;
-      const size_t base = static_cast<size_t>(j) * S + i;  // slot 0 of this vector
-      const size_t g = tc.at(j, lo + i);
-      float acc[E];
-      sumRankOrder<T>(
-          n, a.rank, x[g],
-          [&](int r) {
-            return X::load(
-                reinterpret_cast<const char*>(mine + base + static_cast<size_t>(twoShotSlot(r, a.rank, n)) * w));
-          },
-          acc);
-      const uint4 r = addResidual ? residualIn[g] : uint4{};
+    // Item f of the owned slice: tile f / w, vector lo + f % w; its slot 0 in the region, its index in x.
+    auto slot0 = [&](int f) { return static_cast<size_t>(f / w) * S + f % w; };
+    auto inX = [&](int f) { return tc.at(f / w, lo + f % w); };
+    auto slotOf = [&](size_t base, int r) {
+      return reinterpret_cast<const char*>(mine + base + static_cast<size_t>(twoShotSlot(r, a.rank, n)) * w);
+    };
+    auto store = [&](size_t base, float* acc, const uint4& r) {
       const uint4 rounded = roundSum<T>(acc, addResidual ? &r : nullptr, false);
       mine[base] = rounded;
       if (!X::kRegionIsLocal) ownCopy[base] = rounded;
+    };
+    if (kPairs && 2 * n <= 8) {
+      // Two items per trip where both items' parts fit the 8 loads in flight (n <= 4): one after the
+      // other, each item's loads (its parts, x and residual_in) waited for the previous item's sum and
+      // store. Same additions in the same order (device/exchange.cuh sumRankOrderPair): the same bits.
+      for (int f = threadIdx.x; f < total; f += 2 * blockDim.x) {
+        const int f1 = f + blockDim.x;
+        const bool has1 = f1 < total;
+        const size_t base0 = slot0(f), base1 = has1 ? slot0(f1) : base0;
+        const size_t g0 = inX(f), g1 = has1 ? inX(f1) : g0;
+        const uint4 r0 = addResidual ? residualIn[g0] : uint4{}, r1 = addResidual && has1 ? residualIn[g1] : uint4{};
+        sumRankOrderPair<T>(
+            n, a.rank, x[g0], has1 ? x[g1] : uint4{}, has1,
+            [&](int v, int r) { return X::load(slotOf(v ? base1 : base0, r)); },
+            [&](int v, float* acc) { store(v ? base1 : base0, acc, v ? r1 : r0); });
+      }
+    } else {
+      for (int f = threadIdx.x; f < total; f += blockDim.x) {
+        const size_t base = slot0(f);  // slot 0 of this vector
+        const size_t g = inX(f);
+        float acc[E];
+        sumRankOrder<T>(
+            n, a.rank, x[g], [&](int r) { return X::load(slotOf(base, r)); }, acc);
+        const uint4 r = addResidual ? residualIn[g] : uint4{};
+        store(base, acc, r);
+      }
     }
     ok = ctaBarrier<X>(a, cs.epoch, /*phase=*/1);
   }
@@ -164,6 +204,23 @@ __global__ void __launch_bounds__(
   WeightCache<kVecs> wc;
   if (kFused && !kExt) wc.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
 
+  // Vector u of tile j's gathered row: slice `owner`'s rounded sums, from slot 0 of the owner's region.
+  auto gather = [&](int j, int u) {
+    const int owner = sliceOwner(sBegin, u, V, n);
+    const size_t off = static_cast<size_t>(j) * S + (u - sBegin[owner]);
+    return owner == a.rank ? loadL2(ownCopy + off) : X::load(X::region(a, owner, parity) + off * 16);
+  };
+  // One tile ahead: the thread's first kAhead vectors of tile j + 1 are loaded during tile j's finish
+  // (its `ahead` hook, once the squares are taken), so that their trip overlaps the row reduction and
+  // the stores instead of following them. Every tile's slices were reduced before barrier 1, so any
+  // of them may be read from here on; the exchange regions are never an output.
+  constexpr int kAhead = kLean ? kVecs : 0;
+  uint4 ahead[kAhead > 0 ? kAhead : 1];
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) {
+    const int u = threadIdx.x + i * blockDim.x;
+    ahead[i] = ok && u < V && tc.tiles > 0 ? gather(0, u) : make_uint4(0, 0, 0, 0);
+  }
   for (int j = 0; j < tc.tiles; ++j) {
     uint4 packed[kVecs] = {};
     forThreadVecs<kVecs>(V, [&](int i, int u) {
@@ -171,19 +228,28 @@ __global__ void __launch_bounds__(
         packed[i] = nanVec<T>();
         return;
       }
-      const int owner = sliceOwner(sBegin, u, V, n);
-      const size_t off = static_cast<size_t>(j) * S + (u - sBegin[owner]);
-      packed[i] = owner == a.rank ? loadL2(ownCopy + off) : X::load(X::region(a, owner, parity) + off * 16);
+      packed[i] = i < kAhead ? ahead[i] : gather(j, u);
     });
-    finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, wc, &sm);
+    if constexpr (kAhead > 0) {
+      finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, wc, &sm, [&] {
+        if (!ok || j + 1 >= tc.tiles) return;
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+          const int u = threadIdx.x + i * blockDim.x;
+          if (u < V) ahead[i] = gather(j + 1, u);
+        }
+      });
+    } else {
+      finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, wc, &sm);
+    }
   }
   finishCallAs<kShared>(a, cs, !ok, "twoshot");
 }
 
 // The kernel's instantiation over exchange X, as BarrierKernels (algos/barrier_launch.cuh) names it.
-template <class X, typename T, bool kFused, int kVecs, bool kExt, bool kPush>
+template <class X, typename T, bool kFused, int kVecs, bool kExt, bool kPush, bool kWide>
 struct TwoShotKernel {
-  static void (*fn())(KernelArgs) { return twoShotKernel<X, T, kFused, kVecs, kExt, kPush>; }
+  static void (*fn())(KernelArgs) { return twoShotKernel<X, T, kFused, kVecs, kExt, kPush, kWide>; }
 };
 
 }  // namespace arfuse
