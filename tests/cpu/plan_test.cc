@@ -623,6 +623,29 @@ TEST(Plan, WideRowsTakeTheTwoVectorKernels) {
   EXPECT_TRUE(splitRuleOf(PlanPolicy{}).wideTwo);
 }
 
+// The paths' own choice: two-shot takes the wide 2-vector kernels at any rank count; one-shot only where
+// its pair sums apply (2 n <= 8), so at 8 ranks its whole rows stay on the 8-vector kernels.
+TEST(Plan, OneShotTakesWideTwoOnlyWithPairSums) {
+  for (int n : {2, 4, 8}) {
+    Fabric f = nvlink8();
+    f.nranks = n;
+    f.clusters = true;
+    f.virtualRanks = true;
+    std::string why;
+    ASSERT_TRUE(setBlockCaps({h200Virtual(n, 128)}, -1, &f).into(&why) == arfuseSuccess) << why;
+    for (arfuseAlgo_t algo : {arfuseAlgoOneShot, arfuseAlgoTwoShot}) {
+      PlanPolicy pol;
+      pol.forcedAlgo = algo;
+      const Plan p = makePlan(f, Limits{}, pol, req(256));
+      ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
+      ASSERT_EQ(p.geo.chunks, 1) << n;
+      EXPECT_EQ(p.threads, 512);
+      const int want = algo == arfuseAlgoTwoShot || 2 * n <= 8 ? 2 : 8;
+      EXPECT_EQ(p.geo.vecs, want) << arfuseAlgoName(algo) << " at " << n << " ranks";
+    }
+  }
+}
+
 // The split rules of tileGeometry (issue 33's experimental ARFUSE_EXP_SPLIT_VECS / _SHARED): by default a
 // row is split only while every row gets CTAs of its own, so a 64-token call on 8 capped virtual ranks
 // runs whole rows on wide CTAs; sharedCtas splits it anyway, several rows per cluster, never more

@@ -81,52 +81,6 @@ struct PeerPush {
   }
 };
 
-// Step 2 over a thread's (item, peer) pairs taken flat, kSlots per round trip: pair P of thread t is
-// item f = t + (P / (n - 1)) x blockDim of peer d = rank + 1 + P % (n - 1) (PeerPush's item and peer).
-// PeerPush's rounds wait one trip per item for kPeers peers, so at 8 ranks an item took two trips
-// (7 peers) and at 2-4 ranks a trip carried 1-3 loads; here every trip carries kSlots loads whatever
-// n is. Each (item, peer) is still stored once, by the thread that loaded it.
-template <class X, int kSlots>
-struct FlatPush {
-  const KernelArgs& a;
-  const uint4* x;
-  const TileCursor& tc;
-  const int* begin;  // slice begins of ranks 0..n
-  int S, parity;
-  uint4 v[kSlots];
-  // Pairs of this thread: (n - 1) per item it has (items f < tiles x ceil(V / n), the widest part).
-  __device__ int pairs(int rounds) const {
-    const int t = threadIdx.x, bd = blockDim.x;
-    return a.nranks < 2 || t >= rounds ? 0 : (rounds - t + bd - 1) / bd * (a.nranks - 1);
-  }
-  // Pair P's item (f) and peer (q); false when peer q's part has no item f.
-  __device__ bool at(int P, int* f, int* q, int* lo, int* w) const {
-    const int n = a.nranks, peers = n - 1;
-    *f = threadIdx.x + P / peers * blockDim.x;
-    *q = (a.rank + 1 + P % peers) % n;
-    *lo = begin[*q];
-    *w = begin[*q + 1] - *lo;
-    return *f < tc.tiles * *w;
-  }
-  __device__ void load(int p0, int total) {
-#pragma unroll
-    for (int k = 0; k < kSlots; ++k) {
-      int f = 0, q = 0, lo = 0, w = 1;
-      // Defined everywhere (a conditionally set register array goes to the stack).
-      v[k] = p0 + k < total && at(p0 + k, &f, &q, &lo, &w) ? x[tc.at(f / w, lo + f % w)] : make_uint4(0, 0, 0, 0);
-    }
-  }
-  __device__ void store(int p0, int total) const {
-#pragma unroll
-    for (int k = 0; k < kSlots; ++k) {
-      int f = 0, q = 0, lo = 0, w = 1;
-      if (p0 + k >= total || !at(p0 + k, &f, &q, &lo, &w)) continue;
-      uint4* slot = reinterpret_cast<uint4*>(X::region(a, q, parity)) + twoShotSlot(a.rank, q, a.nranks) * w;
-      slot[static_cast<size_t>(f / w) * S + f % w] = v[k];
-    }
-  }
-};
-
 // The two-shot variants ptxas's own register target spilled in the e7608fe build (sm_90): the extended
 // 8-vector ones over either exchange, and over host memory the 16-bit fused 8-vector ones and the fp32
 // fused 1-vector one (8 to 12 bytes each). They state their residency (device/exchange.cuh
@@ -187,34 +141,18 @@ __global__ void __launch_bounds__(
   uint4* ownCopy = X::kRegionIsLocal ? mine : reinterpret_cast<uint4*>(PeerExchange::region(a, a.rank, parity));
 
   // A refused call (as in one-shot) pushes nothing and passes no barrier, but finishes with NaN.
-  const int rounds = tc.tiles * ((V + n - 1) / n);  // items of the widest part
-  bool ok;
-  if constexpr (kLean) {
-    // The (item, peer) pairs flat, 8 loads per trip (FlatPush).
-    FlatPush<X, 8> push{a, x, tc, sBegin, S, parity, {}};
-    const int total = push.pairs(rounds);
-    if (cs.status == kFlightOk) push.load(0, total);  // loads only: in flight with the check
-    ok = settleEntryAs<kShared>(a, &cs, check);
-    if (ok) {
-      for (int p0 = 0; p0 < total; p0 += 8) {
-        if (p0 != 0) push.load(p0, total);
-        push.store(p0, total);
+  constexpr int kPeers = 4;  // peers per round trip (7 spill in the fused variants)
+  PeerPush<X, kPeers> push{a, x, tc, sBegin, S, parity, {}};
+  const int rounds = tc.tiles * ((V + n - 1) / n);        // items of the widest part
+  if (cs.status == kFlightOk) push.load(threadIdx.x, 0);  // loads only: in flight with the check
+  bool ok = settleEntryAs<kShared>(a, &cs, check);
+  if (ok) {
+    for (int f = threadIdx.x; f < rounds; f += blockDim.x)
+      for (int d0 = 0; d0 < n - 1; d0 += kPeers) {
+        if (f != static_cast<int>(threadIdx.x) || d0 != 0) push.load(f, d0);
+        push.store(f, d0);
       }
-      ok = ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
-    }
-  } else {
-    constexpr int kPeers = 4;  // peers per round trip (7 spill in the fused variants)
-    PeerPush<X, kPeers> push{a, x, tc, sBegin, S, parity, {}};
-    if (cs.status == kFlightOk) push.load(threadIdx.x, 0);  // loads only: in flight with the check
-    ok = settleEntryAs<kShared>(a, &cs, check);
-    if (ok) {
-      for (int f = threadIdx.x; f < rounds; f += blockDim.x)
-        for (int d0 = 0; d0 < n - 1; d0 += kPeers) {
-          if (f != static_cast<int>(threadIdx.x) || d0 != 0) push.load(f, d0);
-          push.store(f, d0);
-        }
-      ok = ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
-    }
+    ok = ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
   }
   PhaseClock::mark<3>();
 
