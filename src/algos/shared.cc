@@ -43,9 +43,8 @@ Verdict noPeerAccess(const PlanContext& c) { return Verdict::no(why(c.f.p2pDetai
 const VecSets kBarrierVecs = {{{1, 8, 0, 0}, {1, 2, 8, 0}, {2, 8, 0, 0}}};
 const VecSets kBarrierWideVecs = {{{8, 0, 0, 0}, {2, 8, 0, 0}, {8, 0, 0, 0}}};
 
-TileRules barrierTiles(const Fabric& f, bool wideTwo) {
-  return TileRules{std::min(kMaxCtas, f.maxBlocks), true, &kBarrierVecs, f.clusterCtas,
-                   wideTwo ? &kBarrierWideVecs : nullptr};
+TileRules barrierTiles(const Fabric& f) {
+  return TileRules{std::min(kMaxCtas, f.maxBlocks), true, &kBarrierVecs, f.clusterCtas, &kBarrierWideVecs};
 }
 
 // A no is a reason (the caller decides whether it is a refusal, a decline or a fallback).

@@ -22,8 +22,7 @@ using RegionOf = Region (*)(const PlanContext& c, const Geometry& g);
 Verdict tiledGeometry(const PlanContext& c, const char* name, const TileRules& rules, RegionOf region);
 // The tile rules of the barrier kernels (one-shot, two-shot, host-staged: algos/barrier_launch.cuh's
 // instantiations): the group's narrow CTA cap, wide tiles on the wide cap.
-// wideTwo: whether wide tiles may take the wide 2-vector kernels (kBarrierWideVecs); else 8 vectors.
-TileRules barrierTiles(const Fabric& f, bool wideTwo = true);
+TileRules barrierTiles(const Fabric& f);
 // The staging buffer of one-shot, two-shot (and host-staged's two-shot variant).
 void stagingWorkspace(const WorkspaceInputs& in, Workspace* w);
 // Host-staged: the two-shot variant, by the bytes each rank pulls over its link.

@@ -94,9 +94,9 @@ const std::vector<ParamSpec> kSpecs = {
      "(docs/perf.md change 28). 0: the barrier, for before/after measurements."},
     {"ARFUSE_WIDE_TWO", "bool", "1",
      "Tuning: whole rows of 513-1024 16-byte vectors (hidden 4104-8192 in bf16/fp16) of an add+RMSNorm call on the "
-     "two-shot and host-staged paths, and on one-shot up to 4 ranks, run the 2-vector kernels on 512 threads, which "
-     "keep the row's inputs in registers and (two-shot) load the next tile's gather during a tile's finish "
-     "(docs/perf.md change 34). 0: the 8-vector kernels, for before/after measurements."},
+     "one-shot, two-shot and host-staged paths run the 2-vector kernels on 512 threads, which keep the row's "
+     "inputs in registers and load the next tile's gather during a tile's finish (docs/perf.md change 34). 0: the "
+     "8-vector kernels, for before/after measurements."},
     {"ARFUSE_EXP_SPLIT_VECS", "int", "256",
      "Experimental (issue 33; docs/perf.md): the plan splits a row over a cluster of CTAs while a chunk is larger "
      "than this many 16-byte vectors (256 today). Must be the same on every rank.",

@@ -623,9 +623,8 @@ TEST(Plan, WideRowsTakeTheTwoVectorKernels) {
   EXPECT_TRUE(splitRuleOf(PlanPolicy{}).wideTwo);
 }
 
-// The paths' own choice: two-shot takes the wide 2-vector kernels at any rank count; one-shot only where
-// its pair sums apply (2 n <= 8), so at 8 ranks its whole rows stay on the 8-vector kernels.
-TEST(Plan, OneShotTakesWideTwoOnlyWithPairSums) {
+// Every barrier path takes the wide 2-vector kernels for whole rows of 896 vectors, at every rank count.
+TEST(Plan, BarrierPathsTakeWideTwoAtEveryRankCount) {
   for (int n : {2, 4, 8}) {
     Fabric f = nvlink8();
     f.nranks = n;
@@ -640,8 +639,7 @@ TEST(Plan, OneShotTakesWideTwoOnlyWithPairSums) {
       ASSERT_EQ(p.status, arfuseSuccess) << p.reason;
       ASSERT_EQ(p.geo.chunks, 1) << n;
       EXPECT_EQ(p.threads, 512);
-      const int want = algo == arfuseAlgoTwoShot || 2 * n <= 8 ? 2 : 8;
-      EXPECT_EQ(p.geo.vecs, want) << arfuseAlgoName(algo) << " at " << n << " ranks";
+      EXPECT_EQ(p.geo.vecs, 2) << arfuseAlgoName(algo) << " at " << n << " ranks";
     }
   }
 }

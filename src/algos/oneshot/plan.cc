@@ -29,12 +29,8 @@ planning::Region region(const PlanContext& c, const Geometry& g) {
   return planning::Region{ctaRegionUse(g, c.req.tokens), c.f.stagingRegionBytes};
 }
 
-// Whole rows of 513-1024 vectors take the wide 2-vector kernels where their pair sums apply (2 n <= 8
-// loads in flight: oneShotKernel's kPairSums), which is where they gain (4 x 64 tokens -2.4 us, 2 x 256
-// -5.3 us on virtual ranks); at 8 ranks, with no pairs, they measured 0.2-0.4 us slower than the
-// 8-vector ones at 16 tokens in two calls (docs/perf.md change 34), so there the 8-vector ones stay.
 Verdict geometry(const PlanContext& c) {
-  return planning::tiledGeometry(c, "oneshot", planning::barrierTiles(c.f, 2 * c.f.nranks <= 8), region);
+  return planning::tiledGeometry(c, "oneshot", planning::barrierTiles(c.f), region);
 }
 
 }  // namespace
