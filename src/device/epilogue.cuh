@@ -18,6 +18,8 @@
 // same thread, so residual_out may equal residual_in and norm_out may equal x.
 #pragma once
 
+#include <type_traits>
+
 #include "device/args.h"
 #include "device/caches.cuh"
 #include "device/protocol.cuh"
@@ -320,15 +322,13 @@ __device__ __forceinline__ void extendedNanRow(uint4* normOut, uint4* residualOu
 
 // Extended epilogue of one whole row (chunks == 1): residual_out / norm_out as requested, then the
 // quantised outputs (extendedPass2). `failed` must be uniform across the CTA.
-// ahead(): as finishFusedTile's, once the squares are taken (first, for a failed row).
-template <typename T, int kVecs, bool kOneLoad = false, bool kRolled = (kVecs >= 8), class Ahead = NothingAhead>
+template <typename T, int kVecs, bool kOneLoad = false, bool kRolled = (kVecs >= 8)>
 __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], bool failed, const uint4* weight,
                                                   uint4* normOut, uint4* residualOut, int nvec, int hidden,
-                                                  float invHidden, float eps, const EpiArgs& e, int row, RowScratch* sm,
-                                                  Ahead&& ahead = Ahead{}) {
+                                                  float invHidden, float eps, const EpiArgs& e, int row,
+                                                  RowScratch* sm) {
   constexpr int E = Vec<T>::kElems;
   if (failed) {
-    ahead();
     extendedNanRow<T>(normOut, residualOut, nvec, hidden, e, row);
     return;
   }
@@ -344,7 +344,6 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
       if (e.writeResidual) residualOut[v] = packed[i];
     }
   }
-  ahead();
   const float inv = rsqrtf(fmaf(canonicalRowSquares<kVecs, kOneLoad>(q, 0, 1, nvec, nvec, sm), invHidden, eps));
   extendedPass2<T, kVecs, kRolled>(packed, inv, weight, e.writeNorm ? normOut : nullptr, nvec, hidden, e, row);
 }
@@ -354,7 +353,8 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
 // of the tile did not arrive (CTA-uniform; only the extended epilogue reads it, the others already
 // hold NaN in `packed`). residual_out may alias x: each vector is written by the thread that read it.
 // ahead(): called once in the tile's finish, before its row reduction (or its stores), for loads the
-// caller wants in flight during it (finishFusedTile); it must not touch an output.
+// caller wants in flight during it (finishFusedTile); it must not touch an output. The extended
+// epilogue takes none (no kernel overlaps its quantising pass).
 template <typename T, bool kFused, int kVecs, bool kExt, bool kPush = false, class Ahead = NothingAhead>
 __device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor& tc, int j,
                                            const uint4 (&packed)[kVecs], bool failed, const WeightCache<kVecs>& w,
@@ -362,11 +362,11 @@ __device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor
   const int V = tc.chunkVecs;
   const size_t base = tc.at(j, 0);
   if constexpr (kExt) {
+    static_assert(std::is_same_v<std::decay_t<Ahead>, NothingAhead>, "the extended epilogue takes no ahead()");
     const size_t rowBase = static_cast<size_t>(tc.row(j)) * tc.nvec;
-    finishExtendedRow<T, kVecs>(packed, failed, reinterpret_cast<const uint4*>(a.weight),
-                                reinterpret_cast<uint4*>(a.normOut) + rowBase,
-                                reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden,
-                                a.eps, a.ext, tc.row(j), sm, ahead);
+    finishExtendedRow<T, kVecs>(
+        packed, failed, reinterpret_cast<const uint4*>(a.weight), reinterpret_cast<uint4*>(a.normOut) + rowBase,
+        reinterpret_cast<uint4*>(a.residualOut) + rowBase, tc.nvec, a.hidden, a.invHidden, a.eps, a.ext, tc.row(j), sm);
   } else if constexpr (kFused) {
     finishFusedTile<T, kVecs, false, kPush>(packed, w, reinterpret_cast<uint4*>(a.normOut) + base,
                                             reinterpret_cast<uint4*>(a.residualOut) + base, tc.chunk, a.tiling.chunks,

@@ -168,16 +168,16 @@ bool tileGeometry(const Fabric& f, const PlanRequest& r, const TileRules& rules,
   const int kind = r.extended ? 2 : r.op == arfuseOpAllReduce ? 0 : 1;
   // Tiles up to 512 vectors (every tile without wideTiles) on up to 256 threads, with the path's
   // instantiations; larger ones on 512 threads with its wide ones (device/exchange.cuh
-  // barrierMaxThreads): the smallest that covers the tile, 8 vectors where none is listed (or, with
-  // split.wideTwo off, where only a 2-vector one would).
+  // barrierMaxThreads): the smallest that covers the tile; 8 vectors where the path lists none or
+  // split.wideTwo is off (the wide lists add only the 2-vector kernels to the 8-vector ones).
   const bool small = !rules.wideTiles || geo->chunkVecs <= 512;
   *threads = std::min(small ? 256 : kMaxThreads, std::max(32, roundUp(geo->chunkVecs, 32)));
   const int needed = (geo->chunkVecs + *threads - 1) / *threads;
-  const int wideVecs = rules.wideVecs ? instantiatedVecs(*rules.wideVecs, kind, needed) : 0;
-  geo->vecs = small                                              ? instantiatedVecs(*rules.vecs, kind, needed)
-              : wideVecs > 0 && (wideVecs != 2 || split.wideTwo) ? wideVecs
-              : needed <= 8                                      ? 8
-                                                                 : 0;
+  const VecSets* wide = split.wideTwo ? rules.wideVecs : nullptr;
+  geo->vecs = small         ? instantiatedVecs(*rules.vecs, kind, needed)
+              : wide        ? instantiatedVecs(*wide, kind, needed)
+              : needed <= 8 ? 8
+                            : 0;
   // Split rows (tiles of at most 512 vectors: 1 or 2 per thread, which every path's row-push kernels
   // cover) of plain add+RMSNorm calls; whole rows reduce inside their CTA and never need it.
   geo->rowPush = split.rowPush && kind == 1 && c > 1;

@@ -131,7 +131,6 @@ __global__ void __launch_bounds__(
   // bytes, 128 registers at 512 threads) and keep dc08966's code, as do the extended ones (their
   // quantising epilogue; the fp32 2-vector one spilled).
   constexpr bool kLean = kVecs <= 2 && !kExt;
-  constexpr bool kPairs = kLean;
   if constexpr (kPush) rowPushInit(a.tiling.chunks > 1, &sm);
   CallState cs = enterThenWaitAs<kShared>(a);  // device/protocol.cuh; its __syncthreads publishes sBegin
   const EntryCheck check = issueEntryCheck(a, cs);
@@ -169,7 +168,7 @@ __global__ void __launch_bounds__(
       mine[base] = rounded;
       if (!X::kRegionIsLocal) ownCopy[base] = rounded;
     };
-    if (kPairs && 2 * n <= 8) {
+    if (kLean && 2 * n <= 8) {
       // Two items per trip where both items' parts fit the 8 loads in flight (n <= 4): one after the
       // other, each item's loads (its parts, x and residual_in) waited for the previous item's sum and
       // store. Same additions in the same order (device/exchange.cuh sumRankOrderPair): the same bits.
