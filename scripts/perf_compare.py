@@ -7,7 +7,9 @@ Reads, from DIR (the call's $OUT):
   verify_{baseline,new}_tp{N}.json            `arfuse bench --verify-pass --model kimi-k2`
   verify_knob_{NAME}_tp{N}_r{K}.json          the same, this tree under a knob, run K of alternated runs
   floor_virtual.json                          arfuse_proxy_floor's run of the same call (else --floor FILE,
-                                              else the committed bench/results/h200_proxy_floor.json)
+                                              else the committed bench/results/h200_proxy_floor.json); its
+                                              copy_hbm / copy_l2 rows are the copy rates of the call's GPU
+                                              (else the H200's committed ones below, and the table says so)
 and prints, per rank count and token count: auto before and after (its path), the fastest forced path
 after, the floor of auto's path and auto over it: at 256 / 2048 tokens the HBM floor of virtual ranks
 (docs/perf.md "Floors"); below, the measured barrier trips at the row's CTA count plus the path's
@@ -25,21 +27,31 @@ import re
 import sys
 import tempfile
 
-# Combined read + write bandwidth of an SM copy with inputs rotated beyond L2: h200_addrmsnorm_rotated_v3.json,
-# 4096 tokens x 7168 bf16, 234.9 MB moved in 62.20 us (docs/perf.md "Floors").
+# The H200's copy rates, for a floor file without copy rows (arfuse_proxy_floor before its `copy` mode):
+# combined read + write bandwidth of an SM copy with inputs rotated beyond L2, h200_addrmsnorm_rotated_v3.json,
+# 4096 tokens x 7168 bf16, 234.9 MB moved in 62.20 us (docs/perf.md "Floors");
 COPY_GBPS = 3776.65
+# and an SM copy of 14.7 MB from L2: 3.16 us (h200_addrmsnorm_v2.json, 256 tokens).
+L2_GBPS = 4650.0
 HIDDEN_BYTES = 7168 * 2
 
 
-def floor_us(path, tokens, n):
+def rates(floor):
+    """(HBM GB/s, L2 GB/s, where they come from): the floor file's copy rows, measured on the GPU of its
+    call (arfuse_proxy_floor --modes copy), else the H200's committed figures above."""
+    got = {r["mode"]: r.get("gbps") for r in (floor or {}).get("rows", [])
+           if r.get("mode") in ("copy_hbm", "copy_l2") and r.get("gbps")}
+    if "copy_hbm" in got and "copy_l2" in got:
+        return got["copy_hbm"], got["copy_l2"], f"measured on {floor.get('gpu', 'this GPU')} in the same run"
+    return COPY_GBPS, L2_GBPS, "the H200's committed copy rates (the floor file has no copy rows)"
+
+
+def floor_us(path, tokens, n, copy_gbps=COPY_GBPS):
     """Bytes every rank must read and write for `path`, all ranks on one GPU, over the copy bandwidth."""
     b = tokens * HIDDEN_BYTES
     per_rank = {"oneshot": (n + 4) * b, "twoshot": 6 * b}.get(path)
-    return None if per_rank is None else n * per_rank / (COPY_GBPS * 1e3)
+    return None if per_rank is None else n * per_rank / (copy_gbps * 1e3)
 
-
-# An SM copy of 14.7 MB from L2: 3.16 us (h200_addrmsnorm_v2.json, 256 tokens; docs/perf.md "Floors").
-L2_GBPS = 4650.0
 COMMITTED_FLOOR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                "bench", "results", "h200_proxy_floor.json")
 
@@ -57,6 +69,7 @@ def trip_floor_us(floor, path, tokens, n, ctas):
     """Below 256 tokens: the path's barrier trips (measured: arfuse_proxy_floor) plus its bytes from L2."""
     if not floor:
         return None
+    l2 = rates(floor)[1]
     b, one = barrier_us(floor, n, ctas), barrier_us(floor, 1, ctas)
     if b is None:
         return None
@@ -64,9 +77,9 @@ def trip_floor_us(floor, path, tokens, n, ctas):
     if path == "lowlatency":
         return b
     if path == "oneshot":
-        return b + n * (n + 4) * data / (L2_GBPS * 1e3)
+        return b + n * (n + 4) * data / (l2 * 1e3)
     if path == "twoshot" and one is not None:
-        return 2 * b - one + n * 6 * data / (L2_GBPS * 1e3)
+        return 2 * b - one + n * 6 * data / (l2 * 1e3)
     return None
 
 
@@ -75,7 +88,7 @@ def path_floor_us(floor, row, tokens, n):
     if not row:
         return None
     if tokens >= 256:
-        return floor_us(path_of(row), tokens, n)
+        return floor_us(path_of(row), tokens, n, rates(floor)[0])
     return trip_floor_us(floor, path_of(row), tokens, n, row.get("plan", {}).get("blocks", 1))
 
 
@@ -211,9 +224,12 @@ def table(d, floor_file=None):
             lines.append(f"{n:>5} {t:>5} | " + " | ".join(cells))
     w = wrong_rows([x for x in docs if x])
     lines.append("")
+    hbm, l2, source = rates(floor)
     lines.append("floor: >= 256 tokens the HBM floor; below, " +
                  (f"the barrier trips of {floor.get('command', 'arfuse_proxy_floor')} ({floor.get('date', '?')})"
                   if floor else "none (no arfuse_proxy_floor JSON)") + " plus the bytes from L2")
+    lines.append(f"copy rates: HBM {hbm:.0f} GB/s, L2 {l2:.0f} GB/s: {source}")
+    summary["copy_rates"] = {"hbm_gbps": hbm, "l2_gbps": l2, "source": source}
     lines.append(f"rows checked against fp64 and wrong: {w}" + ("  <-- FAILURE" if w else ""))
     return "\n".join(lines), summary
 
@@ -249,7 +265,19 @@ def self_test():
               abs(summary["fused"][2]["floor_us"] - 8 * 6 * 256 * HIDDEN_BYTES / (COPY_GBPS * 1e3)) < 1e-9 and
               f1 == 3.0 and abs(f16 - want16) < 1e-9 and f"{want16:.2f}" in text and "(made up)" in text and
               "wrong: 0" in text and "1.500 (1.500)" in text and "1.400 (1.400)" in text)
+        ok = ok and "the H200's committed copy rates" in text
+        # A floor file with copy rows: its rates set the floors (half the H200's HBM rate doubles the 256 one).
+        floor["gpu"] = "made-up GPU"
+        floor["rows"] += [{"mode": "copy_hbm", "ranks": 1, "ctas": 1, "median_us": 1.0, "gbps": COPY_GBPS / 2},
+                          {"mode": "copy_l2", "ranks": 1, "ctas": 1, "median_us": 1.0, "gbps": L2_GBPS / 2}]
+        with open(os.path.join(d, "floor_virtual.json"), "w", encoding="utf-8") as f:
+            json.dump(floor, f)
+        text2, summary2 = table(d)
+        ok = ok and abs(summary2["fused"][2]["floor_us"] - 2 * fl) < 1e-9 and \
+            abs(summary2["fused"][1]["floor_us"] - (4.5 + 2 * (want16 - 4.5))) < 1e-9 and \
+            "measured on made-up GPU" in text2 and "barrier" not in [r["mode"] for r in floor["rows"][-2:]]
         print(text)
+        print(text2.splitlines()[-2])
         print("self-test:", "ok" if ok else "FAILED")
         return 0 if ok else 1
 

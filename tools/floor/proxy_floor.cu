@@ -13,6 +13,12 @@
 //            wait, thread t < n stores the epoch into CTA b's slot of this rank in rank t's flag
 //            buffer, then polls this rank's own slots until every peer's epoch has arrived: one
 //            one-way trip from every rank to every rank, nothing else.
+//   copy:    not a call but the two copy rates the floors' bytes are divided by (scripts/
+//            perf_compare.py), on this GPU, so that a call's floor is that of the GPU it ran on: an SM
+//            copy (harness/copy_kernel.h) of 2 x 4096 x 7168 bf16 (234.9 MB read and written per
+//            call) rotating over sets that exceed twice the L2 together (harness/rotation.h): the HBM
+//            rate, `copy_hbm`; and of 2 x 256 x 7168 bf16 (14.7 MB), one set, hot in L2: `copy_l2`.
+//            The same graphs of --calls copies, the median of the replays.
 // A rank at epoch e+1 may overwrite its slot in a peer before that peer has read e (it passed e's
 // barrier, which only needs the peer's store), so the poll waits for >= e. Nothing else is
 // exchanged, so relaxed (volatile) stores and loads suffice.
@@ -28,12 +34,16 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "args.h"  // tools/arfuse: the subcommands' option grammar
 #include "device/memory.cuh"
+#include "harness/copy_kernel.h"
+#include "harness/rotation.h"
 
 namespace {
 
@@ -73,17 +83,19 @@ __global__ void barrierKernel(const __grid_constant__ FloorArgs a) {
 
 struct Options {
   std::vector<int> ranks{1, 2, 4, 8}, ctas{1, 4, 16, 32, 64, 128};
-  std::vector<std::string> modes{"launch", "barrier"};
+  std::vector<std::string> modes{"launch", "barrier", "copy"};
   int threads = 256, calls = 20, iters = 50, warmup = 10;
   bool gpus = false;
   std::string json;
 };
 
 const char* kUsage =
-    "usage: arfuse_proxy_floor [--ranks 1,2,4,8] [--ctas 1,4,16,32,64,128] [--threads 256] [--modes launch,barrier]\n"
+    "usage: arfuse_proxy_floor [--ranks 1,2,4,8] [--ctas 1,4,16,32,64,128] [--threads 256] [--modes "
+    "launch,barrier,copy]\n"
     "                          [--calls 20] [-n 50] [-w 10] [--gpus] [-J out.json]\n"
     "  the floor of a synchronous call (docs/perf.md, \"The proxy's own floor\"): per rank one CUDA graph of\n"
-    "  --calls PDL-chained launches; virtual ranks on GPU 0 unless --gpus (one GPU per rank, peer access)\n";
+    "  --calls PDL-chained launches; virtual ranks on GPU 0 unless --gpus (one GPU per rank, peer access);\n"
+    "  copy: GPU 0's SM copy rates from HBM and from L2 (the floors' bandwidths), once, whatever --ranks\n";
 
 // The arguments, in the grammar and wording of every `arfuse` subcommand (tools/arfuse/args.h).
 // Threads: at least one per rank (thread t signals rank t).
@@ -116,11 +128,11 @@ bool parse(int argc, char** argv, Options* o, std::string* err) {
     std::string m;
     int index = 0;
     while (std::getline(ss, m, ',')) {
-      if (!cli::parseChoiceArg(k, m, {"launch", "barrier"}, &index, e)) return false;
+      if (!cli::parseChoiceArg(k, m, {"launch", "barrier", "copy"}, &index, e)) return false;
       o->modes.push_back(m);
     }
     if (o->modes.empty() || v.back() == ',') {
-      *e = cli::wantsError(k, "a comma-separated list of launch and barrier", v);
+      *e = cli::wantsError(k, "a comma-separated list of launch, barrier and copy", v);
       return false;
     }
     return true;
@@ -149,6 +161,7 @@ struct Row {
   std::string mode;
   int ranks, ctas;
   double median, min, max;
+  double bytesMoved = 0;  // copy rows: bytes read and written per call
 };
 
 // One configuration: n ranks, `ctas` CTAs per rank, timed as the bench harness times a call.
@@ -240,6 +253,66 @@ bool timeOne(const Options& o, const std::string& mode, int n, int ctas, Row* ro
   return true;
 }
 
+// Mode copy: `copyBytes` copied per call on GPU 0, over as many sets as keep it out of L2 (hbm) or
+// one (L2), in one graph of --calls copies; the median, min and max per call over the replays.
+bool timeCopy(const Options& o, const std::string& mode, size_t copyBytes, Row* row, std::string* err) {
+  F_CUDA(cudaSetDevice(0));
+  int l2 = 0;
+  F_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  const bool hbm = mode == "copy_hbm";
+  const int sets = hbm ? arfuse::harness::rotationSets(2 * copyBytes, static_cast<size_t>(l2), o.calls) : 1;
+  if (hbm && !arfuse::harness::rotationBeatsL2(sets, 2 * copyBytes, static_cast<size_t>(l2))) {
+    *err = "the copy's " + std::to_string(sets) + " sets do not exceed twice the L2 (" + std::to_string(l2) +
+           " B); raise --calls";
+    return false;
+  }
+  std::vector<void*> src(sets, nullptr), dst(sets, nullptr);
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, end = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<double> us;
+  const bool ok = [&] {
+    for (int k = 0; k < sets; ++k) {
+      F_CUDA(cudaMalloc(&src[k], copyBytes));
+      F_CUDA(cudaMalloc(&dst[k], copyBytes));
+      F_CUDA(cudaMemset(src[k], 0x3c, copyBytes));
+    }
+    F_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    F_CUDA(cudaEventCreate(&start));
+    F_CUDA(cudaEventCreate(&end));
+    cudaGraph_t g;
+    F_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < o.calls; ++i) {
+      if (i == 1) F_CUDA(cudaEventRecordWithFlags(start, stream, cudaEventRecordExternal));
+      F_CUDA(static_cast<cudaError_t>(arfuse::harness::launchCopy(dst[i % sets], src[i % sets], copyBytes, stream)));
+    }
+    F_CUDA(cudaEventRecordWithFlags(end, stream, cudaEventRecordExternal));
+    F_CUDA(cudaStreamEndCapture(stream, &g));
+    F_CUDA(cudaGraphInstantiate(&exec, g, 0));
+    F_CUDA(cudaGraphDestroy(g));
+    for (int it = 0; it < o.warmup + o.iters; ++it) {
+      F_CUDA(cudaGraphLaunch(exec, stream));
+      F_CUDA(cudaStreamSynchronize(stream));
+      float ms = 0;
+      F_CUDA(cudaEventElapsedTime(&ms, start, end));
+      if (it >= o.warmup) us.push_back(ms * 1000.0 / (o.calls - 1));
+    }
+    return true;
+  }();  // false with *err set (F_CUDA)
+  if (exec) cudaGraphExecDestroy(exec);
+  if (start) cudaEventDestroy(start);
+  if (end) cudaEventDestroy(end);
+  if (stream) cudaStreamDestroy(stream);
+  for (int k = 0; k < sets; ++k) {
+    cudaFree(src[k]);
+    cudaFree(dst[k]);
+  }
+  if (!ok) return false;
+  std::sort(us.begin(), us.end());
+  *row = Row{mode, 1, sets, us[us.size() / 2], us.front(), us.back(), 2.0 * static_cast<double>(copyBytes)};
+  return true;
+}
+
 bool enablePeers(int n, std::string* err) {
   for (int a = 0; a < n; ++a)
     for (int b = 0; b < n; ++b) {
@@ -295,7 +368,24 @@ int main(int argc, char** argv) {
               "us per call, slowest rank");
   std::printf("%-8s %5s %5s %9s %9s %9s\n", "mode", "ranks", "ctas", "median", "min", "max");
   std::vector<Row> rows;
-  for (const std::string& m : o.modes)
+  for (const std::string& m : o.modes) {
+    if (m == "copy") {
+      // 2 x tokens x 7168 bf16 per call (see the top of this file); `ctas` in the row: the sets.
+      for (const auto& [mode, tokens] : {std::pair<const char*, size_t>{"copy_hbm", 4096}, {"copy_l2", 256}}) {
+        Row row;
+        if (!timeCopy(o, mode, 2 * tokens * 7168 * 2, &row, &err)) {
+          // The barrier rows stand without it: perf_compare.py then says it used the H200's rates.
+          std::fprintf(stderr, "arfuse_proxy_floor: %s: %s (no copy row)\n", mode, err.c_str());
+          cudaGetLastError();
+          continue;
+        }
+        std::printf("%-8s %5s %5d %9.2f %9.2f %9.2f  (%.1f MB read + written: %.0f GB/s; ctas = sets)\n", mode, "-",
+                    row.ctas, row.median, row.min, row.max, row.bytesMoved / 1e6, row.bytesMoved / (row.median * 1e3));
+        std::fflush(stdout);
+        rows.push_back(row);
+      }
+      continue;
+    }
     for (int n : o.ranks)
       for (int c : o.ctas) {
         Row row;
@@ -307,6 +397,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         rows.push_back(row);
       }
+  }
   if (!o.json.empty()) {
     std::string command = "arfuse_proxy_floor";
     for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
@@ -322,10 +413,14 @@ int main(int argc, char** argv) {
       << ",\n  \"cuda_runtime\": " << runtime << ",\n  \"ranks_on\": \"" << (o.gpus ? "gpus" : "virtual (PROXY)")
       << "\",\n  \"threads\": " << o.threads << ",\n  \"calls_per_graph\": " << o.calls << ",\n  \"iters\": " << o.iters
       << ",\n  \"unit\": \"us per call, slowest rank, median of the replays\",\n  \"rows\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t i = 0; i < rows.size(); ++i) {
       f << "    {\"mode\": \"" << rows[i].mode << "\", \"ranks\": " << rows[i].ranks << ", \"ctas\": " << rows[i].ctas
-        << ", \"median_us\": " << rows[i].median << ", \"min_us\": " << rows[i].min << ", \"max_us\": " << rows[i].max
-        << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+        << ", \"median_us\": " << rows[i].median << ", \"min_us\": " << rows[i].min << ", \"max_us\": " << rows[i].max;
+      if (rows[i].bytesMoved > 0)
+        f << ", \"sets\": " << rows[i].ctas << ", \"bytes_moved\": " << static_cast<long long>(rows[i].bytesMoved)
+          << ", \"gbps\": " << rows[i].bytesMoved / (rows[i].median * 1e3);
+      f << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    }
     f << "  ]\n}\n";
     if (!f) {
       std::fprintf(stderr, "arfuse_proxy_floor: -J %s: cannot write\n", o.json.c_str());

@@ -1,8 +1,5 @@
-// The bandwidth floor for memory-bound kernels: a plain 16-byte-vector grid-stride copy on the SMs
-// (a graph memcpy node may run on the copy engines, which is not the ceiling our kernels face).
-#include <cuda_runtime.h>
-
-#include <cstddef>
+// The SM copy of copy_kernel.h.
+#include "harness/copy_kernel.h"
 
 namespace arfuse {
 namespace harness {

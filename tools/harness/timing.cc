@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "harness/copy_kernel.h"
 #include "harness/epilogue.h"
 #include "harness/harness.h"
 #include "harness/numeric.h"
@@ -15,7 +16,6 @@
 
 namespace arfuse {
 namespace harness {
-int launchCopy(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 namespace {
 
 Timing summarise(std::vector<double> perIterMs, int callsPerGraph) {
