@@ -9,12 +9,12 @@
 namespace arfuse {
 
 // A thread's vectors u = threadIdx.x + i * blockDim.x (i < kVecs, u < chunkVecs) of one tile, kept
-// in registers (kCached) or read where they are used. kLdg: read through the read-only cache (the
-// weight, which no call writes). Every element of the register array is defined (a conditionally
-// uninitialised register array goes to the stack).
-template <int kVecs, bool kLdg>
+// in registers (kCached: by default where kVecs <= 2) or read where they are used. kLdg: read through
+// the read-only cache (the weight, which no call writes). Every element of the register array is
+// defined (a conditionally uninitialised register array goes to the stack).
+template <int kVecs, bool kLdg, bool kCache = (kVecs <= 2)>
 struct TileCache {
-  static constexpr bool kCached = kVecs <= 2;
+  static constexpr bool kCached = kCache;
   uint4 v[kCached ? kVecs : 1];
   const uint4* base;  // the tile's first vector
   __device__ static uint4 read(const uint4* p) {
@@ -52,11 +52,12 @@ using InputCache = TileCache<kVecs, false>;
 
 // The weight of the thread's vectors, kept from before the wait where registers allow (every tile of
 // a CTA is the same chunk of a row, so the same weight); the 8-vector variant reads it in pass 2
-// through the read-only cache instead (keeping it would spill at 512 threads x 8 vectors).
-template <int kVecs>
-struct WeightCache : TileCache<kVecs, true> {
+// through the read-only cache instead (keeping it would spill at 512 threads x 8 vectors), as does
+// one-shot's lean 2-vector variant (kCache false: its next tile's parts take those registers).
+template <int kVecs, bool kCache = (kVecs <= 2)>
+struct WeightCache : TileCache<kVecs, true, kCache> {
   __device__ void load(const uint4* weight, int chunkBase, int chunkVecs) {
-    TileCache<kVecs, true>::load(weight + chunkBase, chunkVecs);
+    TileCache<kVecs, true, kCache>::load(weight + chunkBase, chunkVecs);
   }
 };
 

@@ -105,27 +105,25 @@ __device__ __forceinline__ void sumRanks(const KernelArgs& a, int parity, size_t
       a.nranks, a.rank, own, [&](int r) { return X::load(X::region(a, r, parity) + offset); }, acc);
 }
 
-// sumRankOrder of two vectors of one thread at once, for 2 n <= kInFlight: load(v, r) is vector v's
-// part from rank r (this rank's are own0 and own1; the second vector only if `has1`). Slot k < n
-// loads vector 0 of rank k, slot n + r vector 1 of rank r, all kInFlight in flight before any is
-// added: vector by vector, the second vector's loads were issued only after the first's were added,
-// two round trips where one serves (docs/perf.md change 33). Each vector's additions are
-// sumRankOrder's, in rank order from 0, so the bits are the same. `done(v, acc)` takes vector v's sum
-// as soon as it is complete (v = 0, then 1 if has1): one accumulator serves both, so that the pair
-// costs the registers of its loads and no second accumulator (the 128-register variants spilled with
-// two).
-template <typename T, int kInFlight = 8, class Load, class Done>
-__device__ __forceinline__ void sumRankOrderPair(int nranks, int rank, const uint4& own0, const uint4& own1, bool has1,
-                                                 Load&& load, Done&& done) {
-  constexpr int E = Vec<T>::kElems;
-  const int n = nranks;
-  uint4 buf[kInFlight];
+// sumRankOrderPair's halves, for a caller that issues a pair's loads early (one-shot's lean variants
+// load their next tile's during the current tile's finish). loadRankPairParts: slot k < n takes
+// vector 0 of rank k, slot n + r vector 1 of rank r (only if `has1`), every slot from load(v, r).
+template <int kInFlight, class Load>
+__device__ __forceinline__ void loadRankPairParts(int n, bool has1, Load&& load, uint4 (&buf)[kInFlight]) {
 #pragma unroll
   for (int k = 0; k < kInFlight; ++k) {
     const bool second = k >= n;
     const int r = second ? k - n : k;
-    if (!second || (has1 && r < n)) buf[k] = r == rank ? (second ? own1 : own0) : load(second ? 1 : 0, r);
+    if (!second || (has1 && r < n)) buf[k] = load(second ? 1 : 0, r);
   }
+}
+// addRankPairParts: each vector's parts added in rank order from 0 (sumRankOrder's additions, so the
+// same bits); done(v, acc) takes vector v's sum as soon as it is complete (v = 0, then 1 if has1). One
+// accumulator serves both, so that the pair costs the registers of its loads and no second accumulator
+// (the 128-register variants spilled with two).
+template <typename T, int kInFlight, class Done>
+__device__ __forceinline__ void addRankPairParts(int n, bool has1, const uint4 (&buf)[kInFlight], Done&& done) {
+  constexpr int E = Vec<T>::kElems;
   float acc[E];
 #pragma unroll
   for (int v = 0; v < 2; ++v) {
@@ -143,6 +141,26 @@ __device__ __forceinline__ void sumRankOrderPair(int nranks, int rank, const uin
     }
     done(v, acc);
   }
+}
+
+// sumRankOrder of two vectors of one thread at once, for 2 n <= kInFlight: load(v, r) is vector v's
+// part from rank r (this rank's are own0 and own1; the second vector only if `has1`). All kInFlight
+// loads are in flight before any is added: vector by vector, the second vector's loads were issued
+// only after the first's were added, two round trips where one serves (docs/perf.md change 33).
+template <typename T, int kInFlight = 8, class Load, class Done>
+__device__ __forceinline__ void sumRankOrderPair(int nranks, int rank, const uint4& own0, const uint4& own1, bool has1,
+                                                 Load&& load, Done&& done) {
+  // loadRankPairParts's slots, written out with the own parts: through it and a lambda, two-shot's
+  // lean kernels' SASS changed (scripts/sass_hashes.py), and no GPU call measured that.
+  const int n = nranks;
+  uint4 buf[kInFlight];
+#pragma unroll
+  for (int k = 0; k < kInFlight; ++k) {
+    const bool second = k >= n;
+    const int r = second ? k - n : k;
+    if (!second || (has1 && r < n)) buf[k] = r == rank ? (second ? own1 : own0) : load(second ? 1 : 0, r);
+  }
+  addRankPairParts<T, kInFlight>(nranks, has1, buf, done);
 }
 
 // The same over the exchange (one-shot): the vectors at byte offsets off0 and off1 of every rank's

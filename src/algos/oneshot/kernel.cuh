@@ -78,22 +78,61 @@ __global__ void __launch_bounds__(
   constexpr bool kShared = kVecs == 8 && oneShotSpilledAtE7608fe<T, kFused, kVecs, kExt>();
   if constexpr (kPush) rowPushInit(a.tiling.chunks > 1, &sm);
   CallState cs = enterThenWaitAs<kShared>(a);  // device/protocol.cuh
+  // The lean variants (2 vectors, pair sums, a local region, no row push) keep every tile's loads one
+  // step ahead: the copy-in loads tiles 1-2 before tile 0's stores, and tile j + 1's parts (every rank's,
+  // its own copy-in included) and residual_in are loaded during tile j's finish (its `ahead` hook, as
+  // two-shot's gather): each tile's trips were their own, after the previous tile's stores or finish
+  // (docs/perf.md change 35). Their registers are the weight cache's, which they read where used. The
+  // row-push and host-memory variants spilled with it (8-68 bytes, sm_90).
+  constexpr bool kLean = kPairSums && kVecs == 2 && X::kRegionIsLocal && !kPush;
   InputCache<kVecs> own, res;
   own.load(x + tc.at(0, 0), V);
   if (addResidual) res.load(residualIn + tc.at(0, 0), V);
-  WeightCache<kVecs> w;
+  WeightCache<kVecs, kVecs <= 2 && !kLean> w;
   if (kFused && !kExt) w.load(reinterpret_cast<const uint4*>(a.weight), tc.chunk * V, V);
   const EntryCheck check = issueEntryCheck(a, cs);  // in flight with the loads above
   const bool go = cs.status == kFlightOk;
   const int parity = static_cast<int>(cs.epoch & 1);
 
   char* mine = X::region(a, a.rank, parity);  // [tiles][chunkVecs] x 16 B
-  for (int j = 0; go && j < tc.tiles; ++j) {
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
+  if constexpr (kLean) {
+    // Tiles in batches of 2, each batch's loads issued before the previous batch's stores (4 spilled).
+    constexpr int kBatch = 2;
+    uint4 batch[kBatch][kVecs];
+    auto store = [&](int j, int i, const uint4& v) {
       const int u = threadIdx.x + i * blockDim.x;
-      if (u < V)
-        reinterpret_cast<uint4*>(mine)[static_cast<size_t>(j) * V + u] = j == 0 ? own.get(i, u) : x[tc.at(j, u)];
+      if (u < V) reinterpret_cast<uint4*>(mine)[static_cast<size_t>(j) * V + u] = v;
+    };
+    auto loadBatch = [&](int j0) {
+#pragma unroll
+      for (int t = 0; t < kBatch; ++t)
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) {
+          const int u = threadIdx.x + i * blockDim.x;
+          batch[t][i] = j0 + t < tc.tiles && u < V ? x[tc.at(j0 + t, u)] : make_uint4(0, 0, 0, 0);
+        }
+    };
+    if (go && tc.tiles > 0) {
+      if (tc.tiles > 1) loadBatch(1);
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) store(0, i, own.get(i, threadIdx.x + i * blockDim.x));
+      for (int j0 = 1; j0 < tc.tiles; j0 += kBatch) {
+        if (j0 > 1) loadBatch(j0);
+#pragma unroll
+        for (int t = 0; t < kBatch; ++t)
+#pragma unroll
+          for (int i = 0; i < kVecs; ++i)
+            if (j0 + t < tc.tiles) store(j0 + t, i, batch[t][i]);
+      }
+    }
+  } else {
+    for (int j = 0; go && j < tc.tiles; ++j) {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        const int u = threadIdx.x + i * blockDim.x;
+        if (u < V)
+          reinterpret_cast<uint4*>(mine)[static_cast<size_t>(j) * V + u] = j == 0 ? own.get(i, u) : x[tc.at(j, u)];
+      }
     }
   }
   PhaseClock::mark<3>();
@@ -102,6 +141,47 @@ __global__ void __launch_bounds__(
   PhaseClock::mark<4>();
   pdlLaunchDependents();
 
+  if constexpr (kLean) {
+    if (2 * a.nranks <= kSumInFlight) {
+      const int n = a.nranks;
+      const int u0 = threadIdx.x, u1 = u0 + blockDim.x;
+      const bool has0 = u0 < V, has1 = u1 < V;
+      uint4 parts[kSumInFlight];
+      uint4 resid[2] = {addResidual ? res.get(0, u0) : uint4{}, addResidual ? res.get(1, u1) : uint4{}};  // tile j's
+      auto loadParts = [&](int j) {
+        loadRankPairParts<kSumInFlight>(
+            n, has1,
+            [&](int v, int r) {
+              return X::load(X::region(a, r, parity) + (static_cast<size_t>(j) * V + (v ? u1 : u0)) * 16);
+            },
+            parts);
+      };
+      if (ok && has0 && tc.tiles > 0) loadParts(0);
+      for (int j = 0; j < tc.tiles; ++j) {
+        uint4 packed[kVecs] = {};
+        if (has0) {
+          if (ok) {
+            addRankPairParts<T, kSumInFlight>(n, has1, parts, [&](int v, float* acc) {
+              packed[v] = roundSum<T>(acc, addResidual ? &resid[v] : nullptr, false);
+            });
+          } else {
+            packed[0] = packed[1] = nanVec<T>();
+          }
+        }
+        PhaseClock::mark<kSubSummed>();
+        finishTile<T, kFused, kVecs, kExt, kPush>(a, tc, j, packed, !ok, w, &sm, [&] {
+          if (j + 1 >= tc.tiles || !has0) return;
+          if (ok) loadParts(j + 1);
+          if (addResidual) {
+            resid[0] = residualIn[tc.at(j + 1, u0)];
+            if (has1) resid[1] = residualIn[tc.at(j + 1, u1)];
+          }
+        });
+      }
+      finishCallAs<kShared>(a, cs, !ok, "oneshot");
+      return;
+    }
+  }
   for (int j = 0; j < tc.tiles; ++j) {
     InputCache<kVecs> resj;
     if (addResidual && j > 0) resj.load(residualIn + tc.at(j, 0), V);
