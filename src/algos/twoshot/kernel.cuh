@@ -10,9 +10,8 @@
 //   1. the entry settles first: a call it stops never writes into a peer's region;
 //   2. push: slice q of the CTA's tiles goes from x straight into this rank's slot of q's region,
 //      for every peer q (one pass over x; the wire is written, never waited on for a read; no
-//      copy-in on the critical path): flat over tiles x w_q, in trips that keep the loads of up to
-//      4 peers in flight per thread (the peer groups of an item on different threads where threads
-//      are spare), the first trip's loads issued before the entry settled;
+//      copy-in on the critical path): flat over tiles x w_q, in rounds that keep one load per peer
+//      in flight per thread, the first round's loads issued before the entry settled;
 //   3. barrier 0 (flags carry the descriptor: a divergent call stops here);
 //   4. rank r sums its slice of each tile over the n ranks in rank order (fp32; its own part from x,
 //      the others from its own region: local reads), adds residual_in, rounds once, and writes the
@@ -143,38 +142,15 @@ __global__ void __launch_bounds__(
   // A refused call (as in one-shot) pushes nothing and passes no barrier, but finishes with NaN.
   constexpr int kPeers = 4;  // peers per round trip (7 spill in the fused variants)
   PeerPush<X, kPeers> push{a, x, tc, sBegin, S, parity, {}};
-  const int rounds = tc.tiles * ((V + n - 1) / n);  // items of the widest part
-  // The trips, flat over (peer group, item): trip s pushes item s % rounds to the peer group s / rounds
-  // (kPeers peers from rank + 1 + kPeers (s / rounds)). Above kPeers + 1 ranks an item's groups go to
-  // different threads where the CTA has threads to spare: at 8 x 64 (224 items a CTA of 512 threads)
-  // one trip a thread instead of two (docs/perf.md change 36). At most kPeers + 1 ranks it is the
-  // same walk as item by item. The 8-vector and extended variants keep that walk, an item's groups one
-  // after the other (kFlat false): their fp32 ones spilled 8-32 bytes with the flat one (sm_90), and
-  // the calls with threads to spare are the lean variants' (1-2 vectors a thread).
-  constexpr bool kFlat = kLean;
-  const int groups = (n - 2 + kPeers) / kPeers;  // peer groups of an item
-  const int trips = rounds * (kFlat ? groups : 1);
-  // Trip s: its item (*f) and the offset of its first peer (returned).
-  auto trip = [&](int s, int* f) {
-    const int g = kFlat ? s / rounds : 0;
-    *f = s - g * rounds;
-    return g * kPeers;
-  };
-  if (cs.status == kFlightOk && static_cast<int>(threadIdx.x) < trips) {
-    int f;
-    const int d0 = trip(threadIdx.x, &f);
-    push.load(f, d0);  // loads only: in flight with the check
-  }
+  const int rounds = tc.tiles * ((V + n - 1) / n);        // items of the widest part
+  if (cs.status == kFlightOk) push.load(threadIdx.x, 0);  // loads only: in flight with the check
   bool ok = settleEntryAs<kShared>(a, &cs, check);
   if (ok) {
-    for (int s = threadIdx.x; s < trips; s += blockDim.x) {
-      int f;
-      const int first = trip(s, &f), end = kFlat ? first + 1 : n - 1;
-      for (int d0 = first; d0 < end; d0 += kPeers) {
-        if (s != static_cast<int>(threadIdx.x) || d0 != first) push.load(f, d0);
+    for (int f = threadIdx.x; f < rounds; f += blockDim.x)
+      for (int d0 = 0; d0 < n - 1; d0 += kPeers) {
+        if (f != static_cast<int>(threadIdx.x) || d0 != 0) push.load(f, d0);
         push.store(f, d0);
       }
-    }
     ok = ctaBarrier<X>(a, cs.epoch, /*phase=*/0);
   }
   PhaseClock::mark<3>();
