@@ -54,8 +54,7 @@ struct NothingAhead {
 // ahead(): called once the tile's squares are taken, before the row reduction: loads the caller issues
 // there (the next tile's) fly during the reduction's barriers and the stores, with the registers of
 // the squares already free.
-template <typename T, int kVecs, bool kOneLoad = false, bool kPush = false, bool kCacheW = true,
-          class Ahead = NothingAhead>
+template <typename T, int kVecs, bool kOneLoad = false, bool kPush = false, bool kCacheW, class Ahead = NothingAhead>
 __device__ __forceinline__ void finishFusedTile(const uint4 (&packed)[kVecs], const WeightCache<kVecs, kCacheW>& w,
                                                 uint4* normOut, uint4* residualOut, int chunk, int chunks,
                                                 int chunkVecs, int nvec, float invHidden, float eps, RowScratch* sm,
@@ -356,8 +355,7 @@ __device__ __forceinline__ void finishExtendedRow(const uint4 (&packed)[kVecs], 
 // ahead(): called once in the tile's finish, before its row reduction (or its stores), for loads the
 // caller wants in flight during it (finishFusedTile); it must not touch an output. The extended
 // epilogue takes none (no kernel overlaps its quantising pass).
-template <typename T, bool kFused, int kVecs, bool kExt, bool kPush = false, bool kCacheW = true,
-          class Ahead = NothingAhead>
+template <typename T, bool kFused, int kVecs, bool kExt, bool kPush = false, bool kCacheW, class Ahead = NothingAhead>
 __device__ __forceinline__ void finishTile(const KernelArgs& a, const TileCursor& tc, int j,
                                            const uint4 (&packed)[kVecs], bool failed,
                                            const WeightCache<kVecs, kCacheW>& w, RowScratch* sm,
